@@ -1,0 +1,233 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"flint/jobs"
+)
+
+// Config is every setting of a Flint process, read from the environment and
+// then from command-line flags.
+type Config struct {
+	Env         string // FLINT_ENV: development (default) or production
+	DatabaseURL string // DATABASE_URL
+	RedisURL    string // REDIS_URL; empty means PostgreSQL-only mode
+	Addr        string // FLINT_ADDR
+	APIKey      string // FLINT_API_KEY
+	// APIKeyGenerated is true when no key was configured and one was made
+	// up for this run (development only).
+	APIKeyGenerated bool
+	AdminEmail      string // FLINT_ADMIN_EMAIL
+	AdminPassword   string // FLINT_ADMIN_PASSWORD
+	SessionKey      string // FLINT_SESSION_KEY
+	Workers         int    // FLINT_WORKERS
+	Queues          []string
+	WorkerID        string // FLINT_WORKER_ID
+	SMTPURL         string // SMTP_URL
+	SMTPFrom        string // FLINT_SMTP_FROM
+	HTTPAllow       []string
+	LogFile         string // FLINT_LOG_FILE; "-" or empty for stdout only
+	LogLevel        string // LOG_LEVEL
+	LogFormat       string // LOG_FORMAT
+
+	LeaseTTL          time.Duration // FLINT_LEASE_TTL
+	HeartbeatInterval time.Duration // FLINT_HEARTBEAT_INTERVAL
+	PollInterval      time.Duration // FLINT_POLL_INTERVAL
+	ReapInterval      time.Duration // FLINT_REAP_INTERVAL
+	PromoteInterval   time.Duration // FLINT_PROMOTE_INTERVAL
+	DrainTimeout      time.Duration // FLINT_DRAIN_TIMEOUT
+	MaxInterruptions  int           // FLINT_MAX_INTERRUPTIONS
+}
+
+// Production reports whether FLINT_ENV=production.
+func (c *Config) Production() bool { return c.Env == "production" }
+
+// loadConfig reads the environment, then the flags in args (which override
+// it), and validates the result, reporting every problem at once.
+func loadConfig(cmd string, args []string, getenv func(string) string) (*Config, error) {
+	var problems []string
+	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
+	env := func(name, def string) string {
+		if v, ok := lookup(getenv, name); ok {
+			return v
+		}
+		return def
+	}
+	envInt := func(name string, def int) int {
+		v, ok := lookup(getenv, name)
+		if !ok {
+			return def
+		}
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			bad("%s=%q: want a whole number", name, v)
+			return def
+		}
+		return n
+	}
+	envDur := func(name string, def time.Duration) time.Duration {
+		v, ok := lookup(getenv, name)
+		if !ok {
+			return def
+		}
+		d, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			bad("%s=%q: want a duration such as 30s or 500ms", name, v)
+			return def
+		}
+		return d
+	}
+
+	c := &Config{
+		Env:               env("FLINT_ENV", "development"),
+		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flint?sslmode=disable"),
+		RedisURL:          env("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		Addr:              env("FLINT_ADDR", ":8080"),
+		APIKey:            env("FLINT_API_KEY", ""),
+		AdminEmail:        env("FLINT_ADMIN_EMAIL", "admin@flint.local"),
+		AdminPassword:     env("FLINT_ADMIN_PASSWORD", ""),
+		SessionKey:        env("FLINT_SESSION_KEY", ""),
+		Workers:           envInt("FLINT_WORKERS", 8*runtime.GOMAXPROCS(0)),
+		WorkerID:          env("FLINT_WORKER_ID", ""),
+		SMTPURL:           env("SMTP_URL", "smtp://127.0.0.1:1025"),
+		SMTPFrom:          env("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
+		LogFile:           env("FLINT_LOG_FILE", "logs/flint.log"),
+		LogLevel:          env("LOG_LEVEL", "info"),
+		LogFormat:         env("LOG_FORMAT", "json"),
+		LeaseTTL:          envDur("FLINT_LEASE_TTL", 30*time.Second),
+		HeartbeatInterval: envDur("FLINT_HEARTBEAT_INTERVAL", 5*time.Second),
+		PollInterval:      envDur("FLINT_POLL_INTERVAL", time.Second),
+		ReapInterval:      envDur("FLINT_REAP_INTERVAL", 5*time.Second),
+		PromoteInterval:   envDur("FLINT_PROMOTE_INTERVAL", time.Second),
+		DrainTimeout:      envDur("FLINT_DRAIN_TIMEOUT", 30*time.Second),
+		MaxInterruptions:  envInt("FLINT_MAX_INTERRUPTIONS", jobs.DefaultMaxInterruptions),
+	}
+	queues := env("FLINT_QUEUES", "")
+	allow := env("FLINT_HTTP_ALLOW", "")
+
+	fs := flag.NewFlagSet("flint "+cmd, flag.ContinueOnError)
+	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection string (DATABASE_URL)")
+	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL; empty for PostgreSQL-only mode (REDIS_URL)")
+	if cmd == "serve" || cmd == "api" {
+		fs.StringVar(&c.Addr, "addr", c.Addr, "HTTP listen address (FLINT_ADDR)")
+	}
+	if cmd == "serve" || cmd == "worker" {
+		fs.IntVar(&c.Workers, "workers", c.Workers, "jobs run at once in this process (FLINT_WORKERS)")
+		fs.StringVar(&queues, "queues", queues, "comma-separated queues to work; empty for all (FLINT_QUEUES)")
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		bad("unexpected argument %q", fs.Arg(0))
+	}
+
+	for _, q := range strings.Split(queues, ",") {
+		if q = strings.TrimSpace(q); q != "" {
+			c.Queues = append(c.Queues, q)
+		}
+	}
+	if hosts, err := jobs.ParseHTTPAllow(allow); err != nil {
+		bad("FLINT_HTTP_ALLOW: %v", err)
+	} else {
+		c.HTTPAllow = hosts
+	}
+
+	switch c.Env {
+	case "development", "production":
+	default:
+		bad("FLINT_ENV=%q: want development or production", c.Env)
+	}
+	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+		bad("DATABASE_URL: want postgres://user@host:port/database")
+	}
+	if c.RedisURL != "" {
+		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
+			bad("REDIS_URL: want redis://host:port/db, or empty for PostgreSQL-only mode")
+		}
+	}
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		bad("FLINT_ADDR=%q: want host:port or :port", c.Addr)
+	}
+	if c.Workers < 1 || c.Workers > 10000 {
+		bad("FLINT_WORKERS=%d: want 1 to 10000", c.Workers)
+	}
+	for _, q := range c.Queues {
+		if len(q) > jobs.MaxQueueLen || !jobs.CleanText(q) || strings.ContainsAny(q, " ") {
+			bad("FLINT_QUEUES: %q is not a valid queue name", q)
+		}
+	}
+	switch c.LogLevel {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+	}
+	switch c.LogFormat {
+	case "json", "text":
+	default:
+		bad("LOG_FORMAT=%q: want json or text", c.LogFormat)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"FLINT_LEASE_TTL", c.LeaseTTL}, {"FLINT_HEARTBEAT_INTERVAL", c.HeartbeatInterval},
+		{"FLINT_POLL_INTERVAL", c.PollInterval}, {"FLINT_REAP_INTERVAL", c.ReapInterval},
+		{"FLINT_PROMOTE_INTERVAL", c.PromoteInterval}, {"FLINT_DRAIN_TIMEOUT", c.DrainTimeout},
+	} {
+		if d.v <= 0 {
+			bad("%s=%s: must be positive", d.name, d.v)
+		}
+	}
+	if c.HeartbeatInterval > 0 && c.LeaseTTL > 0 && c.HeartbeatInterval*2 > c.LeaseTTL {
+		bad("FLINT_HEARTBEAT_INTERVAL=%s must be at most half of FLINT_LEASE_TTL=%s, or a single late heartbeat loses the lease",
+			c.HeartbeatInterval, c.LeaseTTL)
+	}
+	if c.MaxInterruptions < 1 || c.MaxInterruptions > 100 {
+		bad("FLINT_MAX_INTERRUPTIONS=%d: want 1 to 100", c.MaxInterruptions)
+	}
+	if c.APIKey == "" {
+		if c.Production() && (cmd == "serve" || cmd == "api") {
+			bad("FLINT_API_KEY is required when FLINT_ENV=production")
+		}
+		c.APIKey = randomToken(24)
+		c.APIKeyGenerated = true
+	} else if len(c.APIKey) < 16 {
+		bad("FLINT_API_KEY: use at least 16 characters")
+	}
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomToken(3))
+	}
+	if len(problems) > 0 {
+		return nil, errors.New("invalid configuration:\n  - " + strings.Join(problems, "\n  - "))
+	}
+	return c, nil
+}
+
+// lookup reads an environment variable, treating unset and set-but-empty
+// differently only for REDIS_URL-like settings where empty has a meaning.
+func lookup(getenv func(string) string, name string) (string, bool) {
+	if getenv == nil {
+		return os.LookupEnv(name)
+	}
+	v := getenv(name)
+	return v, v != ""
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,128 @@
+package db
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// claimUpdate leases the rows chosen by the "next" CTE. Each claim charges
+// an attempt, counts an execution and mints a fresh lease token that fences
+// every later write for this attempt.
+const claimUpdate = `
+UPDATE jobs j SET
+	status = 'running',
+	attempt = j.attempt + 1,
+	executions = j.executions + 1,
+	lease_token = gen_random_uuid(),
+	lease_expires_at = now() + $3 * interval '1 millisecond',
+	worker_id = $1,
+	started_at = now(),
+	updated_at = now()
+FROM next
+WHERE j.id = next.next_id
+RETURNING ` + jobColumns
+
+// claimSQL takes the next due jobs in claim order and leases them in one
+// statement. SKIP LOCKED lets concurrent claimers pass over each other's rows
+// instead of waiting, and the MATERIALIZED CTE makes PostgreSQL lock exactly
+// the rows it selected.
+const claimSQL = `
+WITH next AS MATERIALIZED (
+	SELECT id AS next_id FROM jobs
+	WHERE status = 'queued' AND deleted_at IS NULL
+	ORDER BY effective_priority, run_at, created_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)` + claimUpdate
+
+// claimQueuesSQL is claimSQL limited to some queues; a separate statement so
+// that the planner can use the per-queue index.
+const claimQueuesSQL = `
+WITH next AS MATERIALIZED (
+	SELECT id AS next_id FROM jobs
+	WHERE status = 'queued' AND deleted_at IS NULL AND queue = ANY($4::text[])
+	ORDER BY effective_priority, run_at, created_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)` + claimUpdate
+
+// ClaimJobs leases up to p.Limit queued jobs for p.WorkerID and returns them
+// in claim order (effective_priority, run_at, created_at, id).
+func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	ttl := float64(p.LeaseTTL) / float64(time.Millisecond)
+	var (
+		claimed []*jobs.Job
+		err     error
+	)
+	if len(p.Queues) == 0 {
+		claimed, err = collectJobs(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl))
+	} else {
+		claimed, err = collectJobs(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	slices.SortFunc(claimed, func(a, b *jobs.Job) int {
+		return cmp.Or(
+			cmp.Compare(a.EffectivePriority, b.EffectivePriority),
+			a.RunAt.Compare(b.RunAt),
+			a.CreatedAt.Compare(b.CreatedAt),
+			slices.Compare(a.ID[:], b.ID[:]),
+		)
+	})
+	return claimed, nil
+}
+
+// extendLeasesSQL extends the leases a worker still holds. A lease whose
+// token no longer matches (reaped, re-claimed) is not extended and not
+// returned, which tells the worker to stop that job.
+const extendLeasesSQL = `
+UPDATE jobs j SET lease_expires_at = now() + $3 * interval '1 millisecond'
+FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'running'
+RETURNING j.id, j.cancel_requested`
+
+// ExtendLeases extends every lease in leases by ttl from now on the database
+// clock. Leases missing from the result were lost.
+func (s *Store) ExtendLeases(ctx context.Context, leases []jobs.Lease, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	ids, tokens := splitLeases(leases)
+	rows, err := s.pool.Query(ctx, extendLeasesSQL, ids, tokens, float64(ttl)/float64(time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	defer rows.Close()
+	out := make([]jobs.LeaseStatus, 0, len(leases))
+	for rows.Next() {
+		var st jobs.LeaseStatus
+		if err := rows.Scan(&st.JobID, &st.CancelRequested); err != nil {
+			return nil, fmt.Errorf("extend leases: %w", err)
+		}
+		out = append(out, st)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	return out, nil
+}
+
+func splitLeases(leases []jobs.Lease) ([]uuid.UUID, []uuid.UUID) {
+	ids := make([]uuid.UUID, len(leases))
+	tokens := make([]uuid.UUID, len(leases))
+	for i, l := range leases {
+		ids[i], tokens[i] = l.JobID, l.Token
+	}
+	return ids, tokens
+}

@@ -1,0 +1,144 @@
+package db
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// finishSQL ends a batch of attempts in one statement. Each row is guarded by
+// its lease token and the running state, so a worker whose lease expired
+// (reaped, maybe re-claimed by another worker) writes nothing. For each row
+// it moves the job, records the execution, and counts throughput:
+//
+//	succeeded                      → completed
+//	cancelled                      → cancelled
+//	interrupted (drain)            → queued, attempt refunded (cancelled if a cancel was requested)
+//	failed, cancel requested       → cancelled
+//	failed, attempt <= max_retries → scheduled at now + delay
+//	failed, no retries left        → dead_letter
+const finishSQL = `
+WITH input AS (
+	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[])
+	     AS i(id, token, outcome, result, error, delay_ms)
+),
+moved AS (
+	UPDATE jobs j SET
+		status = CASE
+			WHEN i.outcome = 'succeeded' THEN 'completed'
+			WHEN i.outcome = 'cancelled' OR j.cancel_requested THEN 'cancelled'
+			WHEN i.outcome = 'interrupted' THEN 'queued'
+			WHEN j.attempt > j.max_retries THEN 'dead_letter'
+			ELSE 'scheduled' END,
+		attempt = CASE WHEN i.outcome = 'interrupted' THEN j.attempt - 1 ELSE j.attempt END,
+		result = CASE WHEN i.outcome = 'succeeded' THEN i.result::jsonb ELSE j.result END,
+		last_error = CASE WHEN i.outcome = 'succeeded' THEN j.last_error ELSE i.error END,
+		run_at = CASE
+			WHEN i.outcome = 'failed' AND NOT j.cancel_requested AND j.attempt <= j.max_retries
+			THEN now() + i.delay_ms * interval '1 millisecond'
+			ELSE j.run_at END,
+		finished_at = CASE
+			WHEN i.outcome IN ('succeeded', 'cancelled') OR j.cancel_requested
+			  OR (i.outcome = 'failed' AND j.attempt > j.max_retries) THEN now()
+			ELSE NULL END,
+		lease_token = NULL,
+		lease_expires_at = NULL,
+		updated_at = now()
+	FROM input i
+	WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'running'
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error
+),
+recorded AS (
+	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
+	SELECT id, executions, CASE WHEN outcome = 'interrupted' THEN attempt + 1 ELSE attempt END,
+	       worker_id, started_at, now(), outcome, error,
+	       greatest(0, (extract(epoch FROM now() - started_at) * 1000)::bigint)
+	FROM moved
+),
+counted AS (
+	INSERT INTO job_throughput (bucket, outcome, n)
+	SELECT date_trunc('minute', now()), outcome, count(*) FROM moved GROUP BY outcome
+	ON CONFLICT (bucket, outcome) DO UPDATE SET n = job_throughput.n + excluded.n
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
+	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
+)
+SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+
+// FinishJobs records the end of a batch of attempts. The result has one
+// entry per input, in order; entries whose lease was lost have an empty
+// Status.
+func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, error) {
+	if len(batch) == 0 {
+		return nil, nil
+	}
+	n := len(batch)
+	ids := make([]uuid.UUID, n)
+	tokens := make([]uuid.UUID, n)
+	outcomes := make([]string, n)
+	results := make([]*string, n)
+	errs := make([]*string, n)
+	delays := make([]float64, n)
+	for i, f := range batch {
+		ids[i], tokens[i] = f.JobID, f.Token
+		outcomes[i] = string(f.Outcome)
+		if f.Outcome == jobs.OutcomeSucceeded && len(f.Result) > 0 {
+			r := string(f.Result)
+			results[i] = &r
+		}
+		if f.Outcome != jobs.OutcomeSucceeded {
+			e := truncate(f.Error, jobs.MaxErrorLen)
+			errs[i] = &e
+		}
+		delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
+	}
+	rows, err := s.pool.Query(ctx, finishSQL, ids, tokens, outcomes, results, errs, delays)
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	defer rows.Close()
+	done := make(map[uuid.UUID]jobs.Moved, n)
+	for rows.Next() {
+		var f jobs.Moved
+		var status string
+		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt); err != nil {
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		f.Status = jobs.State(status)
+		done[f.JobID] = f
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	out := make([]jobs.Moved, n)
+	for i, f := range batch {
+		if d, ok := done[f.JobID]; ok {
+			out[i] = d
+		} else {
+			out[i] = jobs.Moved{JobID: f.JobID}
+		}
+	}
+	return out, nil
+}
+
+// truncate cuts s to at most n bytes without splitting a UTF-8 sequence,
+// replaces invalid UTF-8 and drops NUL bytes, none of which PostgreSQL text
+// can hold.
+func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut] + "… (truncated)"
+	}
+	return s
+}

@@ -1,0 +1,218 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"flint/jobs"
+)
+
+// cancelSQL cancels a waiting job at once, or asks a running one to stop:
+// its worker learns of it from the notification (or at the latest from its
+// next heartbeat) and cancels the handler's context.
+const cancelSQL = `
+WITH moved AS (
+	UPDATE jobs SET
+		status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
+		cancel_requested = (status = 'running'),
+		finished_at = CASE WHEN status = 'running' THEN finished_at ELSE now() END,
+		updated_at = now()
+	WHERE id = $1 AND deleted_at IS NULL AND status = ANY($2::text[])
+	RETURNING ` + jobColumns + `
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelCancel + `', id::text)) AS n FROM moved WHERE status = 'running'
+)
+SELECT moved.* FROM moved, notified`
+
+// CancelJob cancels a waiting job or requests cancellation of a running one.
+func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
+	j, err := collectOneJob(s.pool.Query(ctx, cancelSQL, id, stateStrings(jobs.CancelFrom)))
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, s.explain(ctx, id, "cancel", jobs.CancelFrom)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("cancel job: %w", err)
+	}
+	return j, nil
+}
+
+// retrySQL replays a dead-letter job (attempts, interruptions and aging
+// reset) or runs a scheduled job now.
+const retrySQL = `
+WITH moved AS (
+	UPDATE jobs SET
+		status = 'queued',
+		run_at = LEAST(run_at, now()),
+		attempt = CASE WHEN status = 'dead_letter' THEN 0 ELSE attempt END,
+		interruptions = CASE WHEN status = 'dead_letter' THEN 0 ELSE interruptions END,
+		effective_priority = CASE WHEN status = 'dead_letter' THEN priority ELSE effective_priority END,
+		finished_at = NULL,
+		updated_at = now()
+	WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL AND status = ANY($2::text[])
+	RETURNING ` + jobColumns + `
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
+)
+SELECT moved.* FROM moved, notified`
+
+// RetryJob replays a dead-letter job or runs a scheduled one now.
+func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
+	j, err := collectOneJob(s.pool.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.RetryFrom)))
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, s.explain(ctx, id, "retry", jobs.RetryFrom)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("retry job: %w", err)
+	}
+	return j, nil
+}
+
+// dlqPageSQL picks the next page of dead-letter jobs to replay.
+const dlqPageSQL = `
+SELECT id FROM jobs
+WHERE status = 'dead_letter' AND deleted_at IS NULL AND ($1::uuid[] IS NULL OR id = ANY($1::uuid[]))
+ORDER BY id
+LIMIT $2`
+
+// RetryDLQ replays the given dead-letter jobs, or every one when ids is nil,
+// in batches so no statement holds many locks for long. It returns the
+// replayed jobs.
+func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error) {
+	const batch = 1000
+	var out []*jobs.Job
+	from := []string{string(jobs.StateDeadLetter)}
+	for {
+		var page []uuid.UUID
+		rows, err := s.pool.Query(ctx, dlqPageSQL, ids, batch)
+		if err == nil {
+			page, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		}
+		if err != nil {
+			return out, fmt.Errorf("replay dead-letter queue: %w", err)
+		}
+		if len(page) == 0 {
+			return out, nil
+		}
+		moved, err := collectJobs(s.pool.Query(ctx, retrySQL, page, from))
+		if err != nil {
+			return out, fmt.Errorf("replay dead-letter queue: %w", err)
+		}
+		out = append(out, moved...)
+		if ids != nil || len(page) < batch {
+			return out, nil
+		}
+	}
+}
+
+// deleteSQL moves a job to the bin. A binned job keeps its state but is
+// never claimed or promoted; a running one is also asked to stop.
+const deleteSQL = `
+WITH moved AS (
+	UPDATE jobs SET
+		deleted_at = now(),
+		cancel_requested = cancel_requested OR status = 'running',
+		updated_at = now()
+	WHERE id = $1 AND deleted_at IS NULL
+	RETURNING ` + jobColumns + `
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelCancel + `', id::text)) AS n FROM moved WHERE status = 'running'
+)
+SELECT moved.* FROM moved, notified`
+
+// DeleteJob moves a job to the bin.
+func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
+	j, err := collectOneJob(s.pool.Query(ctx, deleteSQL, id))
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, s.explainBin(ctx, id, "delete", true)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("delete job: %w", err)
+	}
+	return j, nil
+}
+
+// restoreSQL brings a job back from the bin in the state it had.
+const restoreSQL = `
+WITH moved AS (
+	UPDATE jobs SET deleted_at = NULL, updated_at = now()
+	WHERE id = $1 AND deleted_at IS NOT NULL
+	RETURNING ` + jobColumns + `
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelJobs + `', queue)) AS n FROM moved WHERE status = 'queued'
+)
+SELECT moved.* FROM moved, notified`
+
+// RestoreJob brings a job back from the bin.
+func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
+	j, err := collectOneJob(s.pool.Query(ctx, restoreSQL, id))
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, s.explainBin(ctx, id, "restore", false)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("restore job: %w", err)
+	}
+	return j, nil
+}
+
+// purgeSQL deletes a binned job for good, with its executions. A job still
+// running is left alone until its worker lets go.
+const purgeSQL = `DELETE FROM jobs WHERE id = $1 AND deleted_at IS NOT NULL AND status <> 'running'`
+
+// PurgeJob deletes a job from the bin for good.
+func (s *Store) PurgeJob(ctx context.Context, id uuid.UUID) error {
+	tag, err := s.pool.Exec(ctx, purgeSQL, id)
+	if err != nil {
+		return fmt.Errorf("purge job: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return s.explainBin(ctx, id, "purge", false)
+	}
+	return nil
+}
+
+const jobStateSQL = `SELECT status, deleted_at FROM jobs WHERE id = $1`
+
+// explain says why an operation guarded by a state set matched no row.
+func (s *Store) explain(ctx context.Context, id uuid.UUID, op string, allowed []jobs.State) error {
+	var status string
+	var deletedAt *time.Time
+	err := s.pool.QueryRow(ctx, jobStateSQL, id).Scan(&status, &deletedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return jobs.ErrNotFound
+	case err != nil:
+		return fmt.Errorf("%s job: %w", op, err)
+	case deletedAt != nil:
+		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is in the bin; restore it first"}
+	default:
+		return &jobs.TransitionError{Op: op, From: jobs.State(status), Allowed: allowed}
+	}
+}
+
+// explainBin says why a bin operation matched no row.
+func (s *Store) explainBin(ctx context.Context, id uuid.UUID, op string, wantOutside bool) error {
+	var status string
+	var deletedAt *time.Time
+	err := s.pool.QueryRow(ctx, jobStateSQL, id).Scan(&status, &deletedAt)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return jobs.ErrNotFound
+	case err != nil:
+		return fmt.Errorf("%s job: %w", op, err)
+	case wantOutside && deletedAt != nil:
+		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is already in the bin"}
+	case !wantOutside && deletedAt == nil:
+		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is not in the bin; delete it first"}
+	default:
+		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is still running; cancel it and wait for its worker to stop"}
+	}
+}

@@ -1,0 +1,194 @@
+package db
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// getJobSQL reads one job, binned or not.
+const getJobSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = $1`
+
+// GetJob returns one job, including a binned one.
+func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
+	var r jobRow
+	if err := s.sqlx.GetContext(ctx, &r, getJobSQL, id); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, jobs.ErrNotFound
+		}
+		return nil, fmt.Errorf("get job: %w", err)
+	}
+	return r.toJob(), nil
+}
+
+// executionRow is a job_executions row.
+type executionRow struct {
+	JobID      uuid.UUID `db:"job_id"`
+	Seq        int       `db:"seq"`
+	Attempt    int       `db:"attempt"`
+	WorkerID   string    `db:"worker_id"`
+	StartedAt  time.Time `db:"started_at"`
+	FinishedAt time.Time `db:"finished_at"`
+	Outcome    string    `db:"outcome"`
+	Error      *string   `db:"error"`
+	DurationMS int64     `db:"duration_ms"`
+}
+
+const executionsSQL = `
+SELECT job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms
+FROM job_executions WHERE job_id = $1 ORDER BY seq`
+
+// ListExecutions returns every recorded run of a job in order, followed by
+// the run in progress when the job is running.
+func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error) {
+	var rows []executionRow
+	if err := s.sqlx.SelectContext(ctx, &rows, executionsSQL, j.ID); err != nil {
+		return nil, fmt.Errorf("list executions: %w", err)
+	}
+	out := make([]jobs.Execution, 0, len(rows)+1)
+	for _, r := range rows {
+		finished, dur := r.FinishedAt, r.DurationMS
+		out = append(out, jobs.Execution{
+			JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, WorkerID: r.WorkerID,
+			StartedAt: r.StartedAt, FinishedAt: &finished, Outcome: jobs.Outcome(r.Outcome),
+			Error: r.Error, DurationMS: &dur,
+		})
+	}
+	if j.Status == jobs.StateRunning && j.StartedAt != nil {
+		worker := ""
+		if j.WorkerID != nil {
+			worker = *j.WorkerID
+		}
+		out = append(out, jobs.Execution{
+			JobID: j.ID, Seq: j.Executions, Attempt: j.Attempt, WorkerID: worker,
+			StartedAt: *j.StartedAt, Outcome: jobs.OutcomeRunning,
+		})
+	}
+	return out, nil
+}
+
+// cursor is the position after the last row of a page. Live listings are
+// ordered by id (UUIDv7: creation order), newest first; the bin by deletion
+// time, most recent first.
+type cursor struct {
+	ID        uuid.UUID  `json:"id"`
+	DeletedAt *time.Time `json:"d,omitempty"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || c.ID == uuid.Nil {
+		return c, jobs.Invalid("cursor", "is not a cursor this server returned; start again without one")
+	}
+	return c, nil
+}
+
+// ListJobs returns one page of jobs, newest first. It never counts the whole
+// table: each page is one index range scan.
+func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > jobs.MaxListLimit {
+		return jobs.Page{}, jobs.Invalid("limit", "must be between 1 and %d", jobs.MaxListLimit)
+	}
+	for _, f := range []struct{ name, v string }{{"type", p.Type}, {"queue", p.Queue}, {"q", p.Q}} {
+		if len(f.v) > 200 || !jobs.CleanText(f.v) {
+			return jobs.Page{}, jobs.Invalid(f.name, "must be at most 200 characters of text without control characters")
+		}
+	}
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.InBin {
+		where = append(where, "deleted_at IS NOT NULL")
+	} else {
+		where = append(where, "deleted_at IS NULL")
+	}
+	switch len(p.Statuses) {
+	case 0:
+	case 1:
+		where = append(where, "status = "+arg(string(p.Statuses[0])))
+	default:
+		where = append(where, "status = ANY("+arg(stateStrings(p.Statuses))+"::text[])")
+	}
+	if p.Type != "" {
+		where = append(where, "type = "+arg(p.Type))
+	}
+	if p.Queue != "" {
+		where = append(where, "queue = "+arg(p.Queue))
+	}
+	if q := strings.TrimSpace(p.Q); q != "" {
+		if id, err := uuid.Parse(q); err == nil {
+			where = append(where, "id = "+arg(id))
+		} else {
+			like := escapeLike(q)
+			where = append(where, "(idempotency_key = "+arg(q)+" OR type LIKE "+arg(like+"%")+
+				" OR last_error ILIKE "+arg("%"+like+"%")+")")
+		}
+	}
+	if p.Cursor != "" {
+		c, err := decodeCursor(p.Cursor)
+		if err != nil {
+			return jobs.Page{}, err
+		}
+		if p.InBin {
+			if c.DeletedAt == nil {
+				return jobs.Page{}, jobs.Invalid("cursor", "belongs to a different listing; start again without one")
+			}
+			where = append(where, "(deleted_at, id) < ("+arg(*c.DeletedAt)+", "+arg(c.ID)+")")
+		} else {
+			where = append(where, "id < "+arg(c.ID))
+		}
+	}
+	order := " ORDER BY id DESC"
+	if p.InBin {
+		order = " ORDER BY deleted_at DESC, id DESC"
+	}
+	query := "SELECT " + jobColumns + " FROM jobs WHERE " + strings.Join(where, " AND ") + order +
+		" LIMIT " + arg(limit+1)
+	var rows []jobRow
+	if err := s.sqlx.SelectContext(ctx, &rows, query, args...); err != nil {
+		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+	}
+	page := jobs.Page{Jobs: make([]*jobs.Job, 0, min(len(rows), limit))}
+	for i := range rows {
+		if i == limit {
+			last := page.Jobs[limit-1]
+			page.NextCursor = cursor{ID: last.ID, DeletedAt: last.DeletedAt}.encode()
+			break
+		}
+		page.Jobs = append(page.Jobs, rows[i].toJob())
+	}
+	return page, nil
+}
+
+// escapeLike escapes LIKE wildcards so user text matches literally.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}

@@ -1,0 +1,75 @@
+package db
+
+import (
+	"context"
+	"flint/jobs"
+	"fmt"
+	"time"
+)
+
+const statsByQueueTypeSQL = `
+SELECT queue, type, status, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY queue, type, status`
+
+const binCountSQL = `SELECT count(*) FROM jobs WHERE deleted_at IS NOT NULL`
+
+const throughputSQL = `
+SELECT bucket, outcome, n FROM job_throughput
+WHERE bucket >= date_trunc('minute', now()) - interval '59 minutes'
+ORDER BY bucket`
+
+// Stats counts jobs per state, queue and type, and reads the last hour of
+// throughput. The counts scan the live rows once; callers that poll it should
+// cache the result for a second or two.
+func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
+	st := &jobs.Stats{
+		ByStatus: map[string]int64{},
+		ByQueue:  map[string]map[string]int64{},
+		ByType:   map[string]map[string]int64{},
+	}
+	rows, err := s.pool.Query(ctx, statsByQueueTypeSQL)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	for rows.Next() {
+		var queue, typ, status string
+		var n int64
+		if err := rows.Scan(&queue, &typ, &status, &n); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		st.ByStatus[status] += n
+		if st.ByQueue[queue] == nil {
+			st.ByQueue[queue] = map[string]int64{}
+		}
+		st.ByQueue[queue][status] += n
+		if st.ByType[typ] == nil {
+			st.ByType[typ] = map[string]int64{}
+		}
+		st.ByType[typ][status] += n
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	if err := s.pool.QueryRow(ctx, binCountSQL).Scan(&st.Bin); err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	rows, err = s.pool.Query(ctx, throughputSQL)
+	if err != nil {
+		return nil, fmt.Errorf("stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var bucket time.Time
+		var outcome string
+		var n int64
+		if err := rows.Scan(&bucket, &outcome, &n); err != nil {
+			return nil, fmt.Errorf("stats: %w", err)
+		}
+		if len(st.Throughput) == 0 || !st.Throughput[len(st.Throughput)-1].Minute.Equal(bucket) {
+			st.Throughput = append(st.Throughput, jobs.ThroughputBucket{Minute: bucket, Outcomes: map[string]int64{}})
+		}
+		st.Throughput[len(st.Throughput)-1].Outcomes[outcome] = n
+	}
+	return st, rows.Err()
+}

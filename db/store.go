@@ -1,0 +1,134 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/jmoiron/sqlx"
+)
+
+// Notification channels.
+const (
+	// ChannelJobs carries a queue name whenever a job becomes queued there.
+	ChannelJobs = "flint_jobs"
+	// ChannelCancel carries a job id whenever cancellation of a running job
+	// is requested, so its worker need not wait for the next heartbeat.
+	ChannelCancel = "flint_cancel"
+)
+
+// Config configures a Store.
+type Config struct {
+	// URL is the PostgreSQL connection string.
+	URL string
+	// MaxConns caps the pool; zero means 4 × GOMAXPROCS plus headroom for
+	// LISTEN and maintenance (pgxpool's default is too small under load).
+	MaxConns int32
+	// MaxInterruptions is how many lease expiries send a job to the DLQ;
+	// zero means jobs.DefaultMaxInterruptions.
+	MaxInterruptions int
+}
+
+// Store is Flint's PostgreSQL storage. It is safe for concurrent use.
+type Store struct {
+	pool             *pgxpool.Pool
+	sqlx             *sqlx.DB
+	url              string
+	maxInterruptions int
+}
+
+// Open connects to PostgreSQL and pings it.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("open database: parse DATABASE_URL: %w", err)
+	}
+	if cfg.MaxConns > 0 {
+		pcfg.MaxConns = cfg.MaxConns
+	} else if pcfg.MaxConns < 16 {
+		pcfg.MaxConns = 16
+	}
+	pcfg.MaxConnIdleTime = 5 * time.Minute
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := pool.Ping(pingCtx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("open database: ping: %w", err)
+	}
+	maxInt := cfg.MaxInterruptions
+	if maxInt <= 0 {
+		maxInt = 3
+	}
+	return &Store{
+		pool:             pool,
+		sqlx:             sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
+		url:              cfg.URL,
+		maxInterruptions: maxInt,
+	}, nil
+}
+
+// Close closes every connection.
+func (s *Store) Close() {
+	_ = s.sqlx.Close()
+	s.pool.Close()
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.pool.Ping(ctx); err != nil {
+		return fmt.Errorf("ping database: %w", err)
+	}
+	return nil
+}
+
+// Pool exposes the pgx pool for callers that enqueue inside their own
+// transactions (see EnqueueTx) and for tests.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// DBTX is what a query needs: a pool, a connection or a transaction.
+type DBTX interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// withTx runs fn in a transaction, committing if it returns nil and rolling
+// back otherwise (also when ctx is cancelled mid-way).
+func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // no-op after commit
+	if err := fn(tx); err != nil {
+		return err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	return nil
+}
+
+// IsConnectionFatal reports whether err means the connection (or the server
+// behind it) cannot serve writes any more: a read-only standby after a
+// failover, an administrator shutdown, or a broken connection. Loops that
+// see it should back off and let the pool replace connections.
+func IsConnectionFatal(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		switch pgErr.Code {
+		case "25006", "57P01", "57P02", "57P03", "08006", "08003", "08000":
+			return true
+		}
+	}
+	return pgconn.SafeToRetry(err)
+}

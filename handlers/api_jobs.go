@@ -1,0 +1,338 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// MaxBatch is the most jobs one batch request may enqueue.
+const MaxBatch = 10000
+
+// priorityValue accepts 1, 2, 3 or "high", "medium", "low".
+type priorityValue int
+
+func (p *priorityValue) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var s string
+		if err := json.Unmarshal(b, &s); err != nil {
+			return &fieldError{"priority", "must be 1, 2, 3, \"high\", \"medium\" or \"low\""}
+		}
+		switch strings.ToLower(s) {
+		case "high", "1":
+			*p = jobs.PriorityHigh
+		case "medium", "2":
+			*p = jobs.PriorityMedium
+		case "low", "3":
+			*p = jobs.PriorityLow
+		default:
+			return &fieldError{"priority", fmt.Sprintf("unknown priority %q: use 1, 2, 3, \"high\", \"medium\" or \"low\"", s)}
+		}
+		return nil
+	}
+	n, err := strconv.Atoi(string(b))
+	if err != nil || n < jobs.PriorityHigh || n > jobs.PriorityLow {
+		return &fieldError{"priority", "must be 1 (high), 2 (medium), 3 (low) or the name"}
+	}
+	*p = priorityValue(n)
+	return nil
+}
+
+// enqueueRequest is the body of POST /api/v1/jobs and one entry of a batch.
+type enqueueRequest struct {
+	Type            string          `json:"type"`
+	Payload         json.RawMessage `json:"payload"`
+	Priority        *priorityValue  `json:"priority"`
+	Queue           string          `json:"queue"`
+	RunAt           *string         `json:"run_at"`
+	DelaySeconds    *float64        `json:"delay_seconds"`
+	MaxRetries      *int            `json:"max_retries"`
+	TimeoutSeconds  *int            `json:"timeout_seconds"`
+	IntervalSeconds *int64          `json:"interval_seconds"`
+	Cron            *string         `json:"cron"`
+	DependsOn       []string        `json:"depends_on"`
+	IdempotencyKey  *string         `json:"idempotency_key"`
+}
+
+// params validates the request into enqueue parameters; prefix names the
+// request in error fields ("" or "jobs[3]").
+func (r *enqueueRequest) params(reg *jobs.Registry, now time.Time, prefix string) (jobs.EnqueueParams, error) {
+	p := jobs.EnqueueParams{Type: r.Type, Payload: r.Payload, Queue: r.Queue}
+	if r.Priority != nil {
+		p.Priority = int(*r.Priority)
+	}
+	if r.RunAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *r.RunAt)
+		if err != nil {
+			return p, invalid(join(prefix, "run_at"), "must be an RFC 3339 timestamp such as 2026-01-02T15:04:05Z")
+		}
+		p.RunAt = &t
+	}
+	if r.DelaySeconds != nil {
+		d := *r.DelaySeconds
+		if math.IsNaN(d) || d < 0 || d > jobs.MaxDelay.Seconds() {
+			return p, invalid(join(prefix, "delay_seconds"), fmt.Sprintf("must be between 0 and %d", int64(jobs.MaxDelay.Seconds())))
+		}
+		p.Delay = time.Duration(d * float64(time.Second))
+	}
+	p.MaxRetries = r.MaxRetries
+	if r.TimeoutSeconds != nil {
+		if *r.TimeoutSeconds < 1 {
+			return p, invalid(join(prefix, "timeout_seconds"), fmt.Sprintf("must be between 1 and %d (or omitted for none)", jobs.MaxTimeoutSeconds))
+		}
+		p.TimeoutSeconds = *r.TimeoutSeconds
+	}
+	if r.IdempotencyKey != nil {
+		if *r.IdempotencyKey == "" {
+			return p, invalid(join(prefix, "idempotency_key"), "must not be empty (omit it instead)")
+		}
+		p.IdempotencyKey = *r.IdempotencyKey
+	}
+	switch {
+	case r.IntervalSeconds != nil:
+		return p, invalid(join(prefix, "interval_seconds"), "recurring jobs are not available in this version")
+	case r.Cron != nil:
+		return p, invalid(join(prefix, "cron"), "recurring jobs are not available in this version")
+	case r.DependsOn != nil:
+		return p, invalid(join(prefix, "depends_on"), "dependencies are not available in this version")
+	}
+	if err := p.Validate(reg, now); err != nil {
+		if ve, ok := err.(*jobs.ValidationError); ok {
+			return p, invalid(join(prefix, ve.Field), ve.Message)
+		}
+		return p, err
+	}
+	return p, nil
+}
+
+// enqueue handles POST /api/v1/jobs.
+func (s *server) enqueue(c *fiber.Ctx) error {
+	var req enqueueRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	p, err := req.params(s.registry, s.clock.Now(), "")
+	if err != nil {
+		return err
+	}
+	res, err := s.store.Enqueue(c.UserContext(), p)
+	if err != nil {
+		return err
+	}
+	s.enqueued(res)
+	status := http.StatusCreated
+	if !res[0].Inserted {
+		status = http.StatusOK
+	}
+	return c.Status(status).JSON(res[0].Job)
+}
+
+// batchRequest is the body of POST /api/v1/jobs/batch.
+type batchRequest struct {
+	Jobs []json.RawMessage `json:"jobs"`
+}
+
+// enqueueBatch handles POST /api/v1/jobs/batch: all jobs or none.
+func (s *server) enqueueBatch(c *fiber.Ctx) error {
+	var req batchRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if len(req.Jobs) == 0 {
+		return invalid("jobs", "must hold at least one job")
+	}
+	if len(req.Jobs) > MaxBatch {
+		return invalid("jobs", fmt.Sprintf("holds %d jobs; the limit is %d per batch", len(req.Jobs), MaxBatch))
+	}
+	now := s.clock.Now()
+	params := make([]jobs.EnqueueParams, len(req.Jobs))
+	for i, raw := range req.Jobs {
+		prefix := fmt.Sprintf("jobs[%d]", i)
+		var r enqueueRequest
+		if err := decodeStrict(raw, &r, prefix); err != nil {
+			return err
+		}
+		p, err := r.params(s.registry, now, prefix)
+		if err != nil {
+			return err
+		}
+		params[i] = p
+	}
+	res, err := s.store.Enqueue(c.UserContext(), params...)
+	if err != nil {
+		return err
+	}
+	s.enqueued(res)
+	out := make([]*jobs.Job, len(res))
+	for i, r := range res {
+		out[i] = r.Job
+	}
+	return c.Status(http.StatusCreated).JSON(fiber.Map{"jobs": out})
+}
+
+// enqueued wakes this process's workers for queues that gained work, so an
+// in-process pool does not wait for the notification round trip.
+func (s *server) enqueued(res []jobs.Enqueued) {
+	if s.wake == nil {
+		return
+	}
+	seen := map[string]bool{}
+	for _, r := range res {
+		if r.Inserted && r.Job.Status == jobs.StateQueued && !seen[r.Job.Queue] {
+			seen[r.Job.Queue] = true
+			s.wake(r.Job.Queue)
+		}
+	}
+}
+
+// listResponse is a page of jobs.
+type listResponse struct {
+	Jobs       []*jobs.Job `json:"jobs"`
+	NextCursor *string     `json:"next_cursor"`
+}
+
+func pageResponse(p jobs.Page) listResponse {
+	r := listResponse{Jobs: p.Jobs}
+	if r.Jobs == nil {
+		r.Jobs = []*jobs.Job{}
+	}
+	if p.NextCursor != "" {
+		r.NextCursor = &p.NextCursor
+	}
+	return r
+}
+
+// listParams reads the listing query parameters shared by /jobs, /dlq and
+// /bin.
+func listParams(c *fiber.Ctx) (jobs.ListParams, error) {
+	p := jobs.ListParams{Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"), Cursor: c.Query("cursor")}
+	if v := c.Query("status"); v != "" {
+		for _, s := range strings.Split(v, ",") {
+			st := jobs.State(strings.TrimSpace(s))
+			if !st.Valid() {
+				return p, invalid("status", fmt.Sprintf("unknown status %q; use one or more of %s", s, stateList()))
+			}
+			p.Statuses = append(p.Statuses, st)
+		}
+	}
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > jobs.MaxListLimit {
+			return p, invalid("limit", fmt.Sprintf("must be a whole number between 1 and %d", jobs.MaxListLimit))
+		}
+		p.Limit = n
+	}
+	return p, nil
+}
+
+func stateList() string {
+	parts := make([]string, len(jobs.States))
+	for i, s := range jobs.States {
+		parts[i] = string(s)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// listJobs handles GET /api/v1/jobs.
+func (s *server) listJobs(c *fiber.Ctx) error {
+	p, err := listParams(c)
+	if err != nil {
+		return err
+	}
+	page, err := s.store.ListJobs(c.UserContext(), p)
+	if err != nil {
+		return err
+	}
+	return c.JSON(pageResponse(page))
+}
+
+// jobDetail is a job with its executions.
+type jobDetail struct {
+	*jobs.Job
+	Executions []jobs.Execution `json:"executions"`
+}
+
+// jobID reads the {id} path parameter.
+func jobID(c *fiber.Ctx) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return uuid.Nil, badRequest("invalid_id", "id", "the job id in the path must be a UUID")
+	}
+	return id, nil
+}
+
+// getJob handles GET /api/v1/jobs/{id}.
+func (s *server) getJob(c *fiber.Ctx) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	j, err := s.store.GetJob(ctx, id)
+	if err != nil {
+		return err
+	}
+	ex, err := s.store.ListExecutions(ctx, j)
+	if err != nil {
+		return err
+	}
+	return c.JSON(jobDetail{Job: j, Executions: ex})
+}
+
+// jobAction adapts a store operation on one job to a handler.
+func (s *server) jobAction(op func(ctx context.Context, id uuid.UUID) (*jobs.Job, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := jobID(c)
+		if err != nil {
+			return err
+		}
+		j, err := op(c.UserContext(), id)
+		if err != nil {
+			return err
+		}
+		if j.Status == jobs.StateQueued && s.wake != nil {
+			s.wake(j.Queue)
+		}
+		status := http.StatusOK
+		if j.Status == jobs.StateRunning && j.CancelRequested {
+			status = http.StatusAccepted // the worker stops it at its next checkpoint
+		}
+		return c.Status(status).JSON(j)
+	}
+}
+
+// deleteJob handles DELETE /api/v1/jobs/{id}: to the bin, or with
+// ?purge=true out of the bin for good.
+func (s *server) deleteJob(c *fiber.Ctx) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	switch c.Query("purge") {
+	case "", "false", "0":
+		j, err := s.store.DeleteJob(c.UserContext(), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(j)
+	case "true", "1":
+		if err := s.store.PurgeJob(c.UserContext(), id); err != nil {
+			return err
+		}
+		return c.JSON(fiber.Map{"id": id, "purged": true})
+	default:
+		return invalid("purge", "must be true or false")
+	}
+}

@@ -1,0 +1,12 @@
+// Package handlers is Flint's HTTP surface on Fiber: the JSON API under
+// /api/v1 (X-API-Key), health endpoints, and (in later work) the dashboard
+// pages, HTMX partials and SSE streams.
+//
+// Errors become responses in one place, ErrorHandler in errors.go: a
+// *jobs.ValidationError is 422 (400 for malformed JSON), jobs.ErrNotFound
+// 404, jobs.ErrInvalidTransition 409, anything unexpected 500 with a generic
+// message and the details in the log. A 5xx is always a bug.
+//
+// handlers imports jobs (and views); the store it needs is an interface that
+// *db.Store satisfies. It holds no SQL and no business rules.
+package handlers

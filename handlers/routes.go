@@ -1,0 +1,108 @@
+package handlers
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/recover"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// Store is what the HTTP layer needs from storage; *db.Store implements it.
+type Store interface {
+	Ping(ctx context.Context) error
+	Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error)
+	GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error)
+	ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error)
+	CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	PurgeJob(ctx context.Context, id uuid.UUID) error
+	RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	Stats(ctx context.Context) (*jobs.Stats, error)
+}
+
+// Config configures the HTTP server.
+type Config struct {
+	// APIKey guards /api/v1. Required.
+	APIKey string
+	// BaseContext is the parent of every request context; nil means
+	// context.Background().
+	BaseContext context.Context
+	// RequestTimeout bounds each request; zero means 30 s.
+	RequestTimeout time.Duration
+	// BodyLimit caps request bodies; zero means 16 MiB.
+	BodyLimit int
+	// Wake, if set, is told which queue gained queued jobs, so an
+	// in-process worker pool claims at once.
+	Wake func(queue string)
+	// Clock tells the time for validation; nil means the system clock.
+	Clock jobs.Clock
+}
+
+// server carries the dependencies of every route.
+type server struct {
+	store    Store
+	registry *jobs.Registry
+	logger   *slog.Logger
+	clock    jobs.Clock
+	wake     func(string)
+	stats    *statsCache
+}
+
+// New builds the Fiber app with every route.
+func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) *fiber.App {
+	s := &server{
+		store:    store,
+		registry: registry,
+		logger:   logger,
+		clock:    cmp.Or[jobs.Clock](cfg.Clock, jobs.SystemClock{}),
+		wake:     cfg.Wake,
+		stats:    &statsCache{ttl: time.Second},
+	}
+	base := cfg.BaseContext
+	if base == nil {
+		base = context.Background()
+	}
+	app := fiber.New(fiber.Config{
+		AppName:               "Flint",
+		ErrorHandler:          ErrorHandler(logger),
+		BodyLimit:             cmp.Or(cfg.BodyLimit, 16<<20),
+		Immutable:             true, // values read from a request stay valid after it
+		DisableStartupMessage: true,
+		ReadTimeout:           30 * time.Second,
+		WriteTimeout:          60 * time.Second,
+		IdleTimeout:           120 * time.Second,
+	})
+	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
+		logger.Error("panic in request", "component", "http", "path", c.Path(), "error", e)
+	}}))
+	app.Use(requestContext(base, cmp.Or(cfg.RequestTimeout, 30*time.Second)))
+
+	app.Get("/healthz", s.healthz)
+	app.Get("/readyz", s.readyz)
+
+	api := app.Group("/api/v1", apiKeyAuth(cfg.APIKey))
+	api.Post("/jobs", s.enqueue)
+	api.Post("/jobs/batch", s.enqueueBatch)
+	api.Get("/jobs", s.listJobs)
+	api.Get("/jobs/:id", s.getJob)
+	api.Post("/jobs/:id/cancel", s.jobAction(store.CancelJob))
+	api.Post("/jobs/:id/retry", s.jobAction(store.RetryJob))
+	api.Post("/jobs/:id/restore", s.jobAction(store.RestoreJob))
+	api.Delete("/jobs/:id", s.deleteJob)
+	api.Get("/dlq", s.listDLQ)
+	api.Post("/dlq/retry", s.retryDLQ)
+	api.Get("/bin", s.listBin)
+	api.Get("/stats", s.getStats)
+
+	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
+	return app
+}

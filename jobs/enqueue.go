@@ -1,0 +1,165 @@
+package jobs
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"time"
+	"unicode/utf8"
+)
+
+// Limits on enqueue requests. They keep absurd input out of the database and
+// give the caller a clear error instead.
+const (
+	MaxPayloadBytes      = 1 << 20 // 1 MiB of JSON per job
+	MaxTypeLen           = 100
+	MaxQueueLen          = 64
+	MaxIdempotencyKeyLen = 255
+	MaxRetriesLimit      = 100
+	MaxTimeoutSeconds    = 7 * 24 * 3600
+	MaxDelay             = 10 * 365 * 24 * time.Hour
+	MaxErrorLen          = 16 << 10 // last_error and execution errors are cut to this
+	MaxResultBytes       = 1 << 20
+)
+
+// earliestRunAt is the oldest run_at accepted; anything earlier is a mistake
+// (a zero date, seconds taken for milliseconds) rather than "run now".
+var earliestRunAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+var (
+	typePattern  = regexp.MustCompile(`^[A-Za-z0-9_.:/-]+$`)
+	queuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
+)
+
+// EnqueueParams describes a job to create. Zero values mean the defaults.
+type EnqueueParams struct {
+	Type    string
+	Queue   string          // "" means DefaultQueue
+	Payload json.RawMessage // nil means {}
+	// Priority is 1 (high), 2 (medium) or 3 (low); 0 means DefaultPriority.
+	Priority int
+	// RunAt, when set, is when the job becomes due. Delay, when set, is
+	// added to the database clock instead. At most one may be set.
+	RunAt *time.Time
+	Delay time.Duration
+	// MaxRetries nil means the default (3).
+	MaxRetries *int
+	// TimeoutSeconds 0 means no time limit beyond the lease.
+	TimeoutSeconds int
+	// IdempotencyKey, when set, makes enqueue return the existing job with
+	// that key instead of creating a second one.
+	IdempotencyKey string
+}
+
+// Validate checks p against reg and the limits above, and fills defaults. It
+// returns a *ValidationError naming the first bad field. now is used only to
+// bound run_at.
+func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
+	switch {
+	case p.Type == "":
+		return Invalid("type", "is required")
+	case len(p.Type) > MaxTypeLen:
+		return Invalid("type", "must be at most %d characters", MaxTypeLen)
+	case !typePattern.MatchString(p.Type):
+		return Invalid("type", "may contain only letters, digits and _ . : / -")
+	}
+	h, ok := reg.Lookup(p.Type)
+	if !ok {
+		return Invalid("type", "unknown job type %q (known: %s)", p.Type, reg.TypeList())
+	}
+	if p.Queue == "" {
+		p.Queue = DefaultQueue
+	}
+	if len(p.Queue) > MaxQueueLen || !queuePattern.MatchString(p.Queue) {
+		return Invalid("queue", "must be 1-%d letters, digits or _ . : -", MaxQueueLen)
+	}
+	if err := validatePayload(p); err != nil {
+		return err
+	}
+	if v, ok := h.(PayloadValidator); ok {
+		if err := v.ValidatePayload(p.Payload); err != nil {
+			return Invalid("payload", "%s", err.Error())
+		}
+	}
+	if p.Priority == 0 {
+		p.Priority = DefaultPriority
+	}
+	if p.Priority < PriorityHigh || p.Priority > PriorityLow {
+		return Invalid("priority", "must be 1 (high), 2 (medium) or 3 (low)")
+	}
+	if p.RunAt != nil && p.Delay != 0 {
+		return Invalid("run_at", "give run_at or delay_seconds, not both")
+	}
+	if p.Delay < 0 || p.Delay > MaxDelay {
+		return Invalid("delay_seconds", "must be between 0 and %d", int64(MaxDelay/time.Second))
+	}
+	if p.RunAt != nil {
+		if p.RunAt.Before(earliestRunAt) || p.RunAt.After(now.Add(MaxDelay)) {
+			return Invalid("run_at", "must be between 2000-01-01 and ten years from now")
+		}
+	}
+	if p.MaxRetries != nil && (*p.MaxRetries < 0 || *p.MaxRetries > MaxRetriesLimit) {
+		return Invalid("max_retries", "must be between 0 and %d", MaxRetriesLimit)
+	}
+	if p.TimeoutSeconds < 0 || p.TimeoutSeconds > MaxTimeoutSeconds {
+		return Invalid("timeout_seconds", "must be between 1 and %d (or omitted for none)", MaxTimeoutSeconds)
+	}
+	if p.IdempotencyKey != "" {
+		if len(p.IdempotencyKey) > MaxIdempotencyKeyLen || !CleanText(p.IdempotencyKey) {
+			return Invalid("idempotency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxIdempotencyKeyLen)
+		}
+	}
+	return nil
+}
+
+func validatePayload(p *EnqueueParams) error {
+	raw := bytes.TrimSpace(p.Payload)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		p.Payload = json.RawMessage(`{}`)
+		return nil
+	}
+	if len(raw) > MaxPayloadBytes {
+		return Invalid("payload", "is %d bytes; the limit is %d", len(raw), MaxPayloadBytes)
+	}
+	if raw[0] != '{' {
+		return Invalid("payload", "must be a JSON object")
+	}
+	if !json.Valid(raw) {
+		return Invalid("payload", "is not valid JSON")
+	}
+	// PostgreSQL's jsonb cannot hold U+0000. JSON spells it only as an
+	// escape, so the raw bytes tell; a backslash-escaped backslash before it
+	// ("\\u0000") is harmless text and is told apart by decoding.
+	if bytes.Contains(raw, []byte(`\u0000`)) && hasNUL(raw) {
+		return Invalid("payload", "must not contain NUL characters (\\u0000)")
+	}
+	p.Payload = json.RawMessage(raw)
+	return nil
+}
+
+// hasNUL reports whether any string or key in the JSON document holds U+0000.
+func hasNUL(raw []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if s, ok := tok.(string); ok && bytes.IndexByte([]byte(s), 0) >= 0 {
+			return true
+		}
+	}
+}
+
+// CleanText reports whether s is valid UTF-8 without control characters.
+func CleanText(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

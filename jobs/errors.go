@@ -1,0 +1,90 @@
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrNotFound means no job (or no job outside the bin, as the call says)
+	// has the given id.
+	ErrNotFound = errors.New("job not found")
+	// ErrInvalidTransition means the job's state does not allow the
+	// requested move; see TransitionError for the detail.
+	ErrInvalidTransition = errors.New("invalid state transition")
+	// ErrLeaseLost means a worker's lease token no longer matches the job:
+	// the lease expired and the job was reaped or claimed by another worker.
+	// The worker must stop and write nothing.
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnknownType means no handler is registered for a job type.
+	ErrUnknownType = errors.New("unknown job type")
+)
+
+// TransitionError says why an operation was refused for a job's state.
+// errors.Is(err, ErrInvalidTransition) holds for it.
+type TransitionError struct {
+	Op      string // what was asked: "cancel", "retry", "restore", ...
+	From    State  // the job's state when asked
+	Allowed []State
+	Reason  string // optional extra explanation
+}
+
+func (e *TransitionError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cannot %s a job that is %s", e.Op, e.From)
+	if e.Reason != "" {
+		b.WriteString(": ")
+		b.WriteString(e.Reason)
+	} else if len(e.Allowed) > 0 {
+		parts := make([]string, len(e.Allowed))
+		for i, s := range e.Allowed {
+			parts[i] = string(s)
+		}
+		fmt.Fprintf(&b, " (allowed from: %s)", strings.Join(parts, ", "))
+	}
+	return b.String()
+}
+
+// Unwrap makes errors.Is(err, ErrInvalidTransition) true.
+func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
+
+// ValidationError names a request field and says what to fix. The HTTP layer
+// turns it into a 422 (or 400 for malformed input) carrying the field.
+type ValidationError struct {
+	Field   string
+	Message string
+}
+
+func (e *ValidationError) Error() string {
+	if e.Field == "" {
+		return e.Message
+	}
+	return e.Field + ": " + e.Message
+}
+
+// Invalid returns a *ValidationError for field.
+func Invalid(field, format string, args ...any) *ValidationError {
+	return &ValidationError{Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// cancelError is returned by Cancel.
+type cancelError struct{ err error }
+
+func (e *cancelError) Error() string {
+	if e.err == nil {
+		return "job cancelled by its handler"
+	}
+	return "job cancelled by its handler: " + e.err.Error()
+}
+func (e *cancelError) Unwrap() error { return e.err }
+
+// Cancel wraps err so that returning it from a handler cancels the job for
+// good instead of retrying it: use it for failures that no retry can fix.
+func Cancel(err error) error { return &cancelError{err: err} }
+
+// IsCancel reports whether err (or anything it wraps) came from Cancel.
+func IsCancel(err error) bool {
+	var c *cancelError
+	return errors.As(err, &c)
+}

@@ -1,0 +1,70 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ClaimParams says what a worker process wants to claim.
+type ClaimParams struct {
+	WorkerID string
+	// Queues limits the claim to these queues; empty means every queue.
+	Queues []string
+	// Limit is the most jobs to claim at once.
+	Limit int
+	// LeaseTTL is how long the lease lasts before a heartbeat must extend it.
+	LeaseTTL time.Duration
+}
+
+// Lease identifies one attempt of one job: the fencing token a worker holds.
+// Every write the worker makes for the attempt names it, and the store
+// refuses the write once the token no longer matches.
+type Lease struct {
+	JobID uuid.UUID
+	Token uuid.UUID
+}
+
+// LeaseOf returns the lease a claimed job carries.
+func LeaseOf(j *Job) Lease {
+	l := Lease{JobID: j.ID}
+	if j.LeaseToken != nil {
+		l.Token = *j.LeaseToken
+	}
+	return l
+}
+
+// LeaseStatus is what a heartbeat learned about a lease it extended.
+type LeaseStatus struct {
+	JobID           uuid.UUID
+	CancelRequested bool
+}
+
+// Finish is how a worker ended one attempt of one job.
+type Finish struct {
+	Lease
+	// Outcome is succeeded, failed, cancelled or interrupted (the worker is
+	// draining and hands the job back without charging the attempt).
+	Outcome Outcome
+	// Result is the handler's JSON result (succeeded only; nil for none).
+	Result []byte
+	// Error is the failure, cancellation or interruption reason.
+	Error string
+	// RetryDelay is the backoff before the next attempt (failed only). The
+	// store decides between retry and DLQ from attempt and max_retries.
+	RetryDelay time.Duration
+}
+
+// Moved reports a job that a write moved, with its new state. A Moved with
+// an empty Status means the write was refused because the lease was lost.
+type Moved struct {
+	JobID   uuid.UUID
+	Status  State
+	Type    string
+	Queue   string
+	Attempt int
+}
+
+// LeaseLost reports whether the write was refused because the worker no
+// longer held the job's lease.
+func (m Moved) LeaseLost() bool { return m.Status == "" }

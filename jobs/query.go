@@ -1,0 +1,56 @@
+package jobs
+
+import "time"
+
+// Enqueued is one job returned by an enqueue. Inserted is false when an
+// idempotency key matched an existing job, which is returned instead.
+type Enqueued struct {
+	Job      *Job
+	Inserted bool
+}
+
+// ListParams filters and pages a job listing.
+type ListParams struct {
+	// Statuses keeps jobs in any of these states; empty keeps all.
+	Statuses []State
+	Type     string
+	Queue    string
+	// Q searches: a job id, an idempotency key, a type prefix or error text.
+	Q string
+	// InBin lists the bin (soft-deleted jobs) instead of live jobs.
+	InBin bool
+	// Cursor continues a previous listing (its NextCursor).
+	Cursor string
+	// Limit is the page size, 1 to MaxListLimit; zero means 50.
+	Limit int
+}
+
+// MaxListLimit is the largest page a listing returns.
+const MaxListLimit = 500
+
+// Page is one page of a listing.
+type Page struct {
+	Jobs []*Job
+	// NextCursor continues the listing; empty on the last page.
+	NextCursor string
+}
+
+// Stats summarises the jobs table.
+type Stats struct {
+	// ByStatus counts live (not binned) jobs per state.
+	ByStatus map[string]int64 `json:"by_status"`
+	// ByQueue and ByType count live jobs per queue and type, then state.
+	ByQueue map[string]map[string]int64 `json:"by_queue"`
+	ByType  map[string]map[string]int64 `json:"by_type"`
+	// Bin counts soft-deleted jobs.
+	Bin int64 `json:"bin"`
+	// Throughput holds finished runs per minute over the last hour, oldest
+	// first, by outcome.
+	Throughput []ThroughputBucket `json:"throughput"`
+}
+
+// ThroughputBucket is one minute of finished runs.
+type ThroughputBucket struct {
+	Minute   time.Time        `json:"minute"`
+	Outcomes map[string]int64 `json:"outcomes"`
+}

@@ -1,0 +1,96 @@
+package jobs
+
+import "slices"
+
+// State is a job's position in its lifecycle. The values match the CHECK
+// constraint on jobs.status character for character.
+type State string
+
+const (
+	// StateQueued jobs are due and wait to be claimed. The worker pool moves
+	// them to running; the API can cancel them.
+	StateQueued State = "queued"
+	// StateScheduled jobs wait for run_at (delayed jobs and retries). The
+	// promoter moves them to queued; the API can cancel them or run them now.
+	StateScheduled State = "scheduled"
+	// StateBlocked jobs wait for their dependencies. Dependency release moves
+	// them to queued or scheduled; a failed dependency cancels them.
+	StateBlocked State = "blocked"
+	// StateRunning jobs hold a lease and run in a worker. The worker pool
+	// moves them to completed, scheduled, dead_letter, cancelled or (on
+	// drain) queued; the reaper moves those whose lease expired.
+	StateRunning State = "running"
+	// StateCompleted is terminal: the handler succeeded.
+	StateCompleted State = "completed"
+	// StateDeadLetter jobs failed for good and sit in the DLQ until replayed
+	// by an operator, which moves them to queued.
+	StateDeadLetter State = "dead_letter"
+	// StateCancelled is terminal: cancelled by an operator or a failed
+	// dependency.
+	StateCancelled State = "cancelled"
+)
+
+// States lists every state in lifecycle order.
+var States = []State{
+	StateBlocked, StateScheduled, StateQueued, StateRunning,
+	StateCompleted, StateDeadLetter, StateCancelled,
+}
+
+// Valid reports whether s is one of the known states.
+func (s State) Valid() bool { return slices.Contains(States, s) }
+
+// Terminal reports whether no component moves a job out of s on its own.
+func (s State) Terminal() bool {
+	return s == StateCompleted || s == StateDeadLetter || s == StateCancelled
+}
+
+// Waiting reports whether a job in s has not started running yet and can be
+// cancelled at once.
+func (s State) Waiting() bool {
+	return s == StateQueued || s == StateScheduled || s == StateBlocked
+}
+
+// transitions is the state machine: for each state, the states a job may
+// move to from it. The db package builds its SQL guards from this table, and
+// the tests check both against every (from, to) pair.
+var transitions = map[State][]State{
+	StateBlocked:    {StateQueued, StateScheduled, StateCancelled},
+	StateScheduled:  {StateQueued, StateCancelled},
+	StateQueued:     {StateRunning, StateCancelled},
+	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled},
+	StateCompleted:  nil,
+	StateDeadLetter: {StateQueued},
+	StateCancelled:  nil,
+}
+
+// CanTransition reports whether the state machine allows from → to.
+func CanTransition(from, to State) bool {
+	return slices.Contains(transitions[from], to)
+}
+
+// Sources returns the states from which a job may move to `to`, in
+// lifecycle order.
+func Sources(to State) []State {
+	var out []State
+	for _, from := range States {
+		if CanTransition(from, to) {
+			out = append(out, from)
+		}
+	}
+	return out
+}
+
+// InitialStates are the states a job can be created in.
+var InitialStates = []State{StateQueued, StateScheduled, StateBlocked}
+
+// Operator actions and the states each accepts. Each is a subset of what the
+// state machine allows for its target state; the tests check that, and the
+// db package uses these sets as its SQL guards.
+var (
+	// CancelFrom: waiting jobs are cancelled at once; running jobs are asked
+	// to stop and are cancelled by their worker at the next checkpoint.
+	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateRunning}
+	// RetryFrom: a dead-letter job is replayed with its attempts reset; a
+	// scheduled job (typically waiting out a retry backoff) runs now.
+	RetryFrom = []State{StateScheduled, StateDeadLetter}
+)

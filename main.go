@@ -1,0 +1,234 @@
+// Command flint is the Flint job system: one binary that runs the API and
+// dashboard, the worker pool and the scheduler loops, together (serve) or
+// one role per process (api, worker, scheduler).
+//
+// Start reading here, then jobs/doc.go for the state machine and
+// ARCHITECTURE.md for the map.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"gopkg.in/natefinch/lumberjack.v2"
+
+	"flint/db"
+	"flint/handlers"
+	"flint/jobs"
+	"flint/scheduler"
+	"flint/workers"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `Flint: background jobs on PostgreSQL.
+
+Usage: flint <command> [flags]
+
+Commands:
+  serve       API, dashboard, workers and scheduler in one process (default)
+  api         the HTTP API and dashboard only
+  worker      a worker pool only
+  scheduler   the promoter and reaper loops only
+  migrate     apply database migrations and exit
+  version     print the version
+
+Configuration comes from the environment (see README.md); run
+"flint <command> -h" for the flags of a command.
+`
+
+func main() {
+	cmd := "serve"
+	args := os.Args[1:]
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	switch cmd {
+	case "serve", "api", "worker", "scheduler", "migrate":
+	case "version":
+		fmt.Println("flint", version)
+		return
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "flint: unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	cfg, err := loadConfig(cmd, args, nil)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint:", err)
+		os.Exit(2)
+	}
+	logger, closeLog, err := newLogger(cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint:", err)
+		os.Exit(2)
+	}
+	defer closeLog()
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cmd, cfg, logger); err != nil {
+		logger.Error("flint stopped with an error", "error", err)
+		closeLog()
+		os.Exit(1)
+	}
+}
+
+// newLogger builds the process logger: JSON or text, to stdout and, unless
+// FLINT_LOG_FILE is "-" or empty, to a rotating file.
+func newLogger(cfg *Config) (*slog.Logger, func(), error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
+		return nil, nil, fmt.Errorf("LOG_LEVEL: %w", err)
+	}
+	var out io.Writer = os.Stdout
+	closeFn := func() {}
+	if cfg.LogFile != "" && cfg.LogFile != "-" {
+		if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
+			return nil, nil, fmt.Errorf("FLINT_LOG_FILE: %w", err)
+		}
+		rot := &lumberjack.Logger{Filename: cfg.LogFile, MaxSize: 10, MaxBackups: 5}
+		out = io.MultiWriter(os.Stdout, rot)
+		closeFn = func() { _ = rot.Close() }
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	if cfg.LogFormat == "text" {
+		h = slog.NewTextHandler(out, opts)
+	} else {
+		h = slog.NewJSONHandler(out, opts)
+	}
+	return slog.New(h), closeFn, nil
+}
+
+// run starts the components of role and blocks until ctx is done (a signal)
+// or one of them fails, then shuts everything down in order.
+func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) error {
+	logger = logger.With("role", role)
+	if role == "serve" || role == "api" || role == "migrate" {
+		if err := db.Migrate(ctx, cfg.DatabaseURL, logger); err != nil {
+			return err
+		}
+		if role == "migrate" {
+			logger.Info("database is up to date")
+			return nil
+		}
+	}
+	store, err := db.Open(ctx, db.Config{URL: cfg.DatabaseURL, MaxInterruptions: cfg.MaxInterruptions})
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+
+	registry := jobs.NewRegistry()
+	mailer, err := workers.NewSMTPMailer(workers.SMTPConfig{URL: cfg.SMTPURL, From: cfg.SMTPFrom})
+	if err != nil {
+		return err
+	}
+	jobs.RegisterBuiltins(registry, jobs.BuiltinDeps{Mailer: mailer, HTTP: jobs.HTTPConfig{Allow: cfg.HTTPAllow}})
+
+	g, gctx := errgroup.WithContext(ctx)
+	runsWorkers := role == "serve" || role == "worker"
+	runsScheduler := role == "serve" || role == "scheduler"
+	runsHTTP := role == "serve" || role == "api"
+
+	var pool *workers.Pool
+	if runsWorkers {
+		pool = workers.NewPool(workers.Config{
+			WorkerID:          cfg.WorkerID,
+			Workers:           cfg.Workers,
+			Queues:            cfg.Queues,
+			LeaseTTL:          cfg.LeaseTTL,
+			HeartbeatInterval: cfg.HeartbeatInterval,
+			PollInterval:      cfg.PollInterval,
+			DrainTimeout:      cfg.DrainTimeout,
+		}, store, registry, logger)
+		listener := db.NewListener(cfg.DatabaseURL, logger, 0)
+		listener.Handle(db.ChannelJobs, pool.Wake)
+		listener.Handle(db.ChannelCancel, pool.CancelRequested)
+		listener.OnConnect(func() { pool.Wake("") })
+		lctx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
+		g.Go(func() error { return listener.Run(lctx) })
+		g.Go(func() error {
+			defer stopListener()
+			return pool.Run(gctx)
+		})
+	}
+	if runsScheduler {
+		promoter := scheduler.NewPromoter(scheduler.PromoterConfig{Interval: cfg.PromoteInterval}, store, logger)
+		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval}, store, logger)
+		g.Go(func() error { return promoter.Run(gctx) })
+		g.Go(func() error { return reaper.Run(gctx) })
+	}
+	if runsHTTP {
+		var wake func(string)
+		if pool != nil {
+			wake = pool.Wake
+		}
+		app := handlers.New(handlers.Config{APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake}, store, registry, logger)
+		ln, err := net.Listen("tcp", cfg.Addr)
+		if err != nil {
+			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+		}
+		g.Go(func() error {
+			if err := app.Listener(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+				return fmt.Errorf("http server: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return app.ShutdownWithTimeout(10 * time.Second)
+		})
+		announce(cfg, ln.Addr().String(), logger)
+	}
+	logger.Info("flint started", "version", version, "worker_id", cfg.WorkerID, "workers", cfg.Workers*boolInt(runsWorkers))
+	err = g.Wait()
+	if err != nil && ctx.Err() == nil {
+		return err
+	}
+	logger.Info("flint stopped")
+	return nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// announce prints how to reach the server, with the generated API key when
+// there is one, so a developer can start at once.
+func announce(cfg *Config, addr string, logger *slog.Logger) {
+	host, port, _ := net.SplitHostPort(addr)
+	if host == "" || host == "::" || host == "0.0.0.0" {
+		host = "localhost"
+	}
+	base := "http://" + net.JoinHostPort(host, port)
+	logger.Info("listening", "url", base)
+	if cfg.APIKeyGenerated {
+		fmt.Fprintf(os.Stderr, `
+  Flint is running at %[1]s
+  API key (generated for this run; set FLINT_API_KEY to keep one): %[2]s
+
+  Enqueue a first job:
+    curl -s -X POST %[1]s/api/v1/jobs -H 'X-API-Key: %[2]s' \
+         -H 'Content-Type: application/json' -d '{"type":"noop"}'
+
+`, base, cfg.APIKey)
+	}
+}

@@ -1,0 +1,570 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// Causes with which the pool cancels a handler's context. Handlers see them
+// through context.Cause.
+var (
+	// ErrCancelRequested: an operator cancelled the running job.
+	ErrCancelRequested = errors.New("cancellation requested")
+	// ErrShutdown: the worker is draining and its drain timeout ran out.
+	ErrShutdown = errors.New("worker shutting down")
+	// ErrTimeout: the job ran past its timeout_seconds.
+	ErrTimeout = errors.New("job timed out")
+)
+
+// Store is what the pool needs from storage; *db.Store implements it.
+type Store interface {
+	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
+	ExtendLeases(ctx context.Context, leases []jobs.Lease, ttl time.Duration) ([]jobs.LeaseStatus, error)
+	FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, error)
+}
+
+// Config configures a Pool. Zero values mean the defaults given.
+type Config struct {
+	// WorkerID names this process in leases and executions. Required.
+	WorkerID string
+	// Workers is the number of jobs run at once; zero means 8 per CPU.
+	Workers int
+	// Queues limits the pool to these queues; empty means every queue.
+	Queues []string
+	// LeaseTTL is the lease a claim takes and a heartbeat renews; zero
+	// means 30 s.
+	LeaseTTL time.Duration
+	// HeartbeatInterval is how often leases are renewed; zero means 5 s.
+	HeartbeatInterval time.Duration
+	// PollInterval is how often the pool looks for work when no
+	// notification woke it; zero means 1 s.
+	PollInterval time.Duration
+	// DrainTimeout is how long running jobs may finish on shutdown before
+	// they are cancelled and handed back; zero means 30 s.
+	DrainTimeout time.Duration
+	// TimeoutGrace is how long past its timeout a handler that ignores its
+	// context keeps its lease; zero means 10 s.
+	TimeoutGrace time.Duration
+	// FetchLimit caps one claim; zero means Workers.
+	FetchLimit int
+	// FinishBatch caps one batch of outcome writes; zero means 1000.
+	FinishBatch int
+	// OnMoved, if set, is called after outcomes are written with the jobs
+	// they moved (lease-lost entries excluded).
+	OnMoved func(moved []jobs.Moved)
+}
+
+func (c *Config) fill() {
+	if c.Workers <= 0 {
+		c.Workers = 8 * runtime.GOMAXPROCS(0)
+	}
+	if c.LeaseTTL <= 0 {
+		c.LeaseTTL = 30 * time.Second
+	}
+	if c.HeartbeatInterval <= 0 {
+		c.HeartbeatInterval = 5 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = time.Second
+	}
+	if c.DrainTimeout <= 0 {
+		c.DrainTimeout = 30 * time.Second
+	}
+	if c.TimeoutGrace <= 0 {
+		c.TimeoutGrace = 10 * time.Second
+	}
+	if c.FetchLimit <= 0 {
+		c.FetchLimit = c.Workers
+	}
+	if c.FinishBatch <= 0 {
+		c.FinishBatch = 1000
+	}
+}
+
+// Pool runs jobs from the store with a fixed number of worker goroutines.
+type Pool struct {
+	cfg      Config
+	store    Store
+	registry *jobs.Registry
+	logger   *slog.Logger
+
+	work     chan *jobs.Job   // claimed jobs, to the worker goroutines
+	finishes chan jobs.Finish // outcomes, to the finisher
+	notify   chan struct{}    // new work may exist (cap 1)
+	freed    chan struct{}    // a worker became idle (cap 1)
+	beatNow  chan struct{}    // heartbeat at once (cap 1)
+	free     atomic.Int64     // idle worker goroutines not yet handed a job
+	running  sync.Map         // uuid.UUID → *execution
+	queues   map[string]bool  // nil means all
+	stopJobs context.CancelCauseFunc
+	jobsCtx  context.Context
+	done     chan struct{}
+	started  atomic.Bool
+	inFlight sync.WaitGroup // worker goroutines
+}
+
+// execution is one job being run.
+type execution struct {
+	job      *jobs.Job
+	lease    jobs.Lease
+	cancel   context.CancelCauseFunc
+	deadline time.Time // zero: no timeout
+	lost     atomic.Bool
+}
+
+// NewPool returns a pool; call Run to start it.
+func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) *Pool {
+	cfg.fill()
+	p := &Pool{
+		cfg:      cfg,
+		store:    store,
+		registry: registry,
+		logger:   logger.With("component", "worker_pool", "worker_id", cfg.WorkerID),
+		work:     make(chan *jobs.Job),
+		finishes: make(chan jobs.Finish, 2*cfg.Workers),
+		notify:   make(chan struct{}, 1),
+		freed:    make(chan struct{}, 1),
+		beatNow:  make(chan struct{}, 1),
+		done:     make(chan struct{}),
+	}
+	if len(cfg.Queues) > 0 {
+		p.queues = map[string]bool{}
+		for _, q := range cfg.Queues {
+			p.queues[q] = true
+		}
+	}
+	p.jobsCtx, p.stopJobs = context.WithCancelCause(context.Background())
+	return p
+}
+
+// Config returns the pool's configuration with defaults filled in.
+func (p *Pool) Config() Config { return p.cfg }
+
+// Wake tells the pool that jobs became queued in queue ("" for unknown), so
+// it claims now instead of at the next poll.
+func (p *Pool) Wake(queue string) {
+	if queue != "" && p.queues != nil && !p.queues[queue] {
+		return
+	}
+	signal(p.notify)
+}
+
+// CancelRequested tells the pool that cancellation of a job was requested;
+// if the job runs here, the pool heartbeats at once to learn and act on it.
+func (p *Pool) CancelRequested(jobID string) {
+	id, err := uuid.Parse(jobID)
+	if err != nil {
+		return
+	}
+	if _, ok := p.running.Load(id); ok {
+		signal(p.beatNow)
+	}
+}
+
+// Running returns how many jobs run right now.
+func (p *Pool) Running() int {
+	n := 0
+	p.running.Range(func(any, any) bool { n++; return true })
+	return n
+}
+
+// Done is closed when Run has returned.
+func (p *Pool) Done() <-chan struct{} { return p.done }
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims and runs jobs until ctx is done, then drains: it stops
+// claiming, waits up to DrainTimeout for running jobs, cancels the rest and
+// hands them back to the queue uncharged, writes every outcome, and returns.
+func (p *Pool) Run(ctx context.Context) error {
+	if !p.started.CompareAndSwap(false, true) {
+		return errors.New("worker pool: Run called twice")
+	}
+	defer close(p.done)
+	p.logger.InfoContext(ctx, "worker pool started", "workers", p.cfg.Workers, "queues", p.cfg.Queues)
+
+	finisherDone := make(chan struct{})
+	go func() {
+		defer close(finisherDone)
+		p.finisher()
+	}()
+	p.free.Store(int64(p.cfg.Workers))
+	for range p.cfg.Workers {
+		p.inFlight.Add(1)
+		go p.worker()
+	}
+	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
+	beatsDone := make(chan struct{})
+	go func() {
+		defer close(beatsDone)
+		p.heartbeats(beatCtx)
+	}()
+
+	p.produce(ctx)
+
+	// Drain.
+	close(p.work)
+	drainStart := time.Now()
+	p.logger.InfoContext(ctx, "worker pool draining", "running", p.Running(), "drain_timeout", p.cfg.DrainTimeout)
+	workersDone := make(chan struct{})
+	go func() {
+		p.inFlight.Wait()
+		close(workersDone)
+	}()
+	select {
+	case <-workersDone:
+	case <-time.After(p.cfg.DrainTimeout):
+		p.logger.WarnContext(ctx, "drain timeout reached; cancelling running jobs", "running", p.Running())
+		p.stopJobs(ErrShutdown)
+		select {
+		case <-workersDone:
+		case <-time.After(p.cfg.TimeoutGrace):
+			// Handlers that ignore their context: hand their jobs back
+			// ourselves. If one returns later, its write is fenced off.
+			p.abandonRunning()
+		}
+	}
+	stopBeats()
+	<-beatsDone
+	close(p.finishes)
+	<-finisherDone
+	p.stopJobs(ErrShutdown)
+	p.logger.InfoContext(ctx, "worker pool stopped", "drain", time.Since(drainStart).Round(time.Millisecond))
+	return nil
+}
+
+// produce claims jobs while there are idle workers and work is likely to
+// exist, until ctx is done.
+func (p *Pool) produce(ctx context.Context) {
+	poll := time.NewTicker(p.cfg.PollInterval)
+	defer poll.Stop()
+	more := true // work may be waiting: start with a claim
+	failures := 0
+	for ctx.Err() == nil {
+		if free := int(p.free.Load()); more && free > 0 {
+			limit := min(free, p.cfg.FetchLimit)
+			claimed, err := p.store.ClaimJobs(ctx, jobs.ClaimParams{
+				WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Limit: limit, LeaseTTL: p.cfg.LeaseTTL,
+			})
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				failures++
+				wait := min(time.Duration(failures)*100*time.Millisecond, 5*time.Second)
+				p.logger.WarnContext(ctx, "claim failed; retrying", "error", err, "retry_in", wait)
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(wait):
+				}
+				continue
+			}
+			failures = 0
+			more = len(claimed) == limit
+			for _, j := range claimed {
+				p.free.Add(-1)
+				p.work <- j
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-p.notify:
+			more = true
+		case <-poll.C:
+			more = true
+		case <-p.freed:
+			// An idle worker claims again only if the last claim came back
+			// full; otherwise a notification or the poll says when.
+		}
+	}
+}
+
+// worker runs claimed jobs until the work channel closes.
+func (p *Pool) worker() {
+	defer p.inFlight.Done()
+	for j := range p.work {
+		p.execute(j)
+		p.free.Add(1)
+		signal(p.freed)
+	}
+}
+
+// execute runs one job and queues its outcome.
+func (p *Pool) execute(j *jobs.Job) {
+	ctx, cancel := context.WithCancelCause(p.jobsCtx)
+	defer cancel(nil)
+	ex := &execution{job: j, lease: jobs.LeaseOf(j), cancel: cancel}
+	if t := j.Timeout(); t > 0 {
+		ex.deadline = time.Now().Add(t)
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, ex.deadline, ErrTimeout)
+		defer stop()
+	}
+	p.running.Store(j.ID, ex)
+	start := time.Now()
+	result, err := p.runHandler(ctx, j)
+	p.running.Delete(j.ID)
+	log := p.logger.With("job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
+
+	if ex.lost.Load() {
+		log.Warn("lease lost while running; outcome discarded", "duration_ms", time.Since(start).Milliseconds())
+		return
+	}
+	f := jobs.Finish{Lease: ex.lease}
+	cause := context.Cause(ctx)
+	switch {
+	case err == nil:
+		f.Outcome = jobs.OutcomeSucceeded
+		if result != nil {
+			b, merr := marshalResult(result)
+			if merr != nil {
+				f.Outcome, f.Error, f.RetryDelay = jobs.OutcomeFailed, merr.Error(), jobs.Backoff(j.Attempt, nil)
+			}
+			f.Result = b
+		}
+	case jobs.IsCancel(err):
+		f.Outcome, f.Error = jobs.OutcomeCancelled, err.Error()
+	case errors.Is(cause, ErrCancelRequested):
+		f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled while running: "+err.Error()
+	case errors.Is(cause, ErrShutdown):
+		f.Outcome, f.Error = jobs.OutcomeInterrupted, "interrupted: worker "+p.cfg.WorkerID+" shut down before the job finished"
+	case errors.Is(cause, ErrTimeout):
+		f.Outcome, f.Error = jobs.OutcomeFailed, fmt.Sprintf("timed out after %ds: %v", j.TimeoutSeconds, err)
+		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+	default:
+		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
+		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+	}
+	if f.Outcome != jobs.OutcomeSucceeded {
+		log.Info("job attempt ended", "outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
+	}
+	p.finishes <- f
+}
+
+// runHandler calls the job's handler, turning a panic into an error that
+// carries the stack.
+func (p *Pool) runHandler(ctx context.Context, j *jobs.Job) (result any, err error) {
+	h, ok := p.registry.Lookup(j.Type)
+	if !ok {
+		return nil, fmt.Errorf("no handler for job type %q in worker %s", j.Type, p.cfg.WorkerID)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			result, err = nil, fmt.Errorf("panic: %v\n\n%s", r, debug.Stack())
+		}
+	}()
+	return h.Work(ctx, j)
+}
+
+// marshalResult encodes a handler result, refusing what the jobs table
+// cannot hold.
+func marshalResult(v any) ([]byte, error) {
+	var b []byte
+	switch r := v.(type) {
+	case json.RawMessage:
+		if !json.Valid(r) {
+			return nil, errors.New("handler returned a result that is not valid JSON")
+		}
+		b = r
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("handler result cannot be encoded as JSON: %v", err)
+		}
+	}
+	if len(b) > jobs.MaxResultBytes {
+		return nil, fmt.Errorf("handler result is %d bytes; the limit is %d", len(b), jobs.MaxResultBytes)
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	if containsNULEscape(b) {
+		return nil, errors.New("handler result contains a NUL character (\\u0000), which cannot be stored")
+	}
+	return b, nil
+}
+
+func containsNULEscape(b []byte) bool {
+	for i := 0; i+6 <= len(b); i++ {
+		if b[i] == '\\' {
+			if string(b[i:i+6]) == `\u0000` {
+				return true
+			}
+			i++ // skip the escaped character
+		}
+	}
+	return false
+}
+
+// heartbeats renews the leases of running jobs until ctx is done.
+func (p *Pool) heartbeats(ctx context.Context) {
+	t := time.NewTicker(p.cfg.HeartbeatInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-p.beatNow:
+		}
+		p.beat(ctx)
+	}
+}
+
+// beat extends every live lease in one statement and acts on what it
+// learns: cancel requests cancel the handler, lost leases stop it.
+func (p *Pool) beat(ctx context.Context) {
+	now := time.Now()
+	var leases []jobs.Lease
+	byID := map[uuid.UUID]*execution{}
+	p.running.Range(func(_, v any) bool {
+		ex := v.(*execution)
+		if !ex.deadline.IsZero() && now.After(ex.deadline.Add(p.cfg.TimeoutGrace)) {
+			// The handler ignores its context: stop vouching for it.
+			return true
+		}
+		leases = append(leases, ex.lease)
+		byID[ex.lease.JobID] = ex
+		return true
+	})
+	if len(leases) == 0 {
+		return
+	}
+	bctx, cancel := context.WithTimeout(ctx, p.cfg.HeartbeatInterval)
+	defer cancel()
+	statuses, err := p.store.ExtendLeases(bctx, leases, p.cfg.LeaseTTL)
+	if err != nil {
+		if ctx.Err() == nil {
+			p.logger.WarnContext(ctx, "heartbeat failed", "error", err, "jobs", len(leases))
+		}
+		return
+	}
+	for _, st := range statuses {
+		ex := byID[st.JobID]
+		delete(byID, st.JobID)
+		if st.CancelRequested && ex != nil {
+			ex.cancel(ErrCancelRequested)
+		}
+	}
+	for id, ex := range byID {
+		// Still registered under the same lease but not extended: lost.
+		if cur, ok := p.running.Load(id); ok && cur == ex {
+			ex.lost.Store(true)
+			ex.cancel(jobs.ErrLeaseLost)
+			p.logger.WarnContext(ctx, "lease lost; stopping job", "job_id", id, "type", ex.job.Type)
+		}
+	}
+}
+
+// abandonRunning hands back jobs whose handlers did not return after being
+// cancelled at the end of the drain.
+func (p *Pool) abandonRunning() {
+	p.running.Range(func(k, v any) bool {
+		ex := v.(*execution)
+		ex.lost.Store(true) // whatever the handler does later is discarded
+		p.logger.Warn("handler ignored cancellation; handing its job back", "job_id", ex.job.ID, "type", ex.job.Type)
+		p.finishes <- jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
+			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down and the handler did not stop"}
+		p.running.Delete(k)
+		return true
+	})
+}
+
+// finisher writes outcomes in batches: it takes what is waiting (up to
+// FinishBatch) and writes it in one statement, so the batch grows with load
+// and latency stays low when idle.
+func (p *Pool) finisher() {
+	batch := make([]jobs.Finish, 0, p.cfg.FinishBatch)
+	for f := range p.finishes {
+		batch = append(batch[:0], f)
+	fill:
+		for len(batch) < p.cfg.FinishBatch {
+			select {
+			case f, ok := <-p.finishes:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, f)
+			default:
+				break fill
+			}
+		}
+		p.flush(batch)
+	}
+}
+
+// flush writes one batch. While the database is unreachable it retries
+// (the lease guard makes a late write harmless, and the full outcome channel
+// holds back claiming meanwhile). If the database refuses the batch's data,
+// it writes the rows one at a time so one bad row cannot sink the others.
+func (p *Pool) flush(batch []jobs.Finish) {
+	ctx := context.Background()
+	var moved []jobs.Moved
+	var err error
+	for attempt := 1; ; attempt++ {
+		moved, err = p.store.FinishJobs(ctx, batch)
+		if err == nil {
+			break
+		}
+		if isDataError(err) {
+			if len(batch) > 1 {
+				p.logger.Warn("outcome batch refused; writing one by one", "error", err, "jobs", len(batch))
+				for _, f := range batch {
+					p.flush([]jobs.Finish{f})
+				}
+			} else {
+				p.logger.Error("outcome refused by the database; the reaper will return the job",
+					"error", err, "job_id", batch[0].JobID)
+			}
+			return
+		}
+		if attempt >= 60 {
+			p.logger.Error("giving up writing job outcomes; the reaper will return the jobs",
+				"error", err, "jobs", len(batch))
+			return
+		}
+		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+	}
+	report := moved[:0:0]
+	for _, m := range moved {
+		if m.LeaseLost() {
+			p.logger.Warn("outcome refused: lease lost (the job was reaped or re-claimed)", "job_id", m.JobID)
+			continue
+		}
+		report = append(report, m)
+	}
+	if p.cfg.OnMoved != nil && len(report) > 0 {
+		p.cfg.OnMoved(report)
+	}
+}
+
+// isDataError reports whether err is PostgreSQL refusing the data (SQLSTATE
+// classes 22 and 23) rather than a connection problem.
+func isDataError(err error) bool {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		c := st.SQLState()
+		return len(c) == 5 && (c[:2] == "22" || c[:2] == "23")
+	}
+	return false
+}
