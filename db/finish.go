@@ -52,7 +52,7 @@ moved AS (
 		updated_at = now()
 	FROM input i
 	WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'running'
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
@@ -70,7 +70,7 @@ notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
 )
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.token FROM moved, notified`
 
 // FinishJobs records the end of a batch of attempts. The result has one
 // entry per input, in order; entries whose lease was lost have an empty
@@ -104,22 +104,23 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Mov
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	defer rows.Close()
-	done := make(map[uuid.UUID]jobs.Moved, n)
+	done := make(map[jobs.Lease]jobs.Moved, n)
 	for rows.Next() {
 		var f jobs.Moved
 		var status string
-		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt); err != nil {
+		var token uuid.UUID
+		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &token); err != nil {
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		f.Status = jobs.State(status)
-		done[f.JobID] = f
+		done[jobs.Lease{JobID: f.JobID, Token: token}] = f
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
 	out := make([]jobs.Moved, n)
 	for i, f := range batch {
-		if d, ok := done[f.JobID]; ok {
+		if d, ok := done[f.Lease]; ok {
 			out[i] = d
 		} else {
 			out[i] = jobs.Moved{JobID: f.JobID}

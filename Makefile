@@ -1,0 +1,82 @@
+# Flint development tasks. "make run" starts everything for local development;
+# "make test" runs the checks CI runs. Needs bash, Go and (for services) Debian.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO ?= go
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION)
+
+# Services used by tests; override on the command line or in the environment.
+TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
+TEST_SMTP_URL ?= smtp://127.0.0.1:1025
+TEST_MAILPIT_URL ?= http://127.0.0.1:8025
+export TEST_DATABASE_URL TEST_REDIS_URL TEST_SMTP_URL TEST_MAILPIT_URL
+
+BENCH ?= .
+BENCHPKG ?= ./...
+SOAK ?= Soak
+
+# Go sources to format-check: tracked and new (not ignored) files that exist,
+# without generated templ output. Falls back to find outside a git checkout.
+GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard '*.go' 2>/dev/null \
+	|| find . \( -path ./.git -o -path ./.flint -o -path ./bin \) -prune -o -name '*.go' -print; } \
+	| grep -v '_templ\.go$$' | sort -u))
+
+# Loads the development secrets made by scripts/dev-env.sh.
+DEV_ENV := set -a; . .flint/dev.env; set +a
+
+.PHONY: run build test bench soak migrate fmt fmt-check vet clean services dev-env
+
+run: services dev-env build
+	@$(DEV_ENV); \
+	key="$$FLINT_API_KEY"; \
+	echo; \
+	echo "  Flint (development)"; \
+	echo "  Dashboard:    http://localhost:8080"; \
+	echo "  Admin login:  $$FLINT_ADMIN_EMAIL / $$FLINT_ADMIN_PASSWORD"; \
+	echo "  API key:      $$key"; \
+	echo "  Mail catcher: http://localhost:8025"; \
+	echo "  First job:"; \
+	echo "    curl -s -X POST http://localhost:8080/api/v1/jobs -H \"X-API-Key: $$key\" -H 'Content-Type: application/json' -d '{\"type\":\"noop\"}'"; \
+	echo "  Secrets live in .flint/dev.env (delete it for new ones). Ctrl-C stops Flint."; \
+	echo; \
+	exec bin/flint serve
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flint .
+
+test: services vet fmt-check
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+bench: services
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m $(BENCHPKG)
+
+# Long-running tests live behind the "soak" build tag; none matching is a pass.
+soak: services
+	$(GO) test -race -count=1 -run '$(SOAK)' -tags soak -timeout 90m ./...
+
+migrate: dev-env build
+	scripts/services.sh ensure postgres
+	@$(DEV_ENV); bin/flint migrate
+
+fmt:
+	gofmt -w $(GOFILES) </dev/null
+
+fmt-check:
+	@out="$$(gofmt -l $(GOFILES) </dev/null)"; \
+	if [ -n "$$out" ]; then echo "gofmt wants to change these files (run make fmt):"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin
+
+services:
+	scripts/services.sh ensure all
+
+dev-env:
+	@scripts/dev-env.sh

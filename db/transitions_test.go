@@ -1,0 +1,152 @@
+package db_test
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+// force puts a job straight into a state, as if it had got there by the
+// normal path: a running job gets an (already expired) lease, a scheduled
+// one is due.
+func (b *testBundle) force(t *testing.T, id uuid.UUID, s jobs.State) {
+	t.Helper()
+	_, err := b.store.Pool().Exec(b.ctx, `
+		UPDATE jobs SET status = $2,
+			attempt = CASE WHEN $2 = 'running' THEN 1 ELSE 0 END,
+			executions = CASE WHEN $2 = 'running' THEN 1 ELSE 0 END,
+			lease_token = CASE WHEN $2 = 'running' THEN gen_random_uuid() END,
+			lease_expires_at = CASE WHEN $2 = 'running' THEN now() - interval '1 second' END,
+			worker_id = CASE WHEN $2 = 'running' THEN 'w-forced' END,
+			started_at = CASE WHEN $2 = 'running' THEN now() - interval '2 seconds' END,
+			run_at = now() - interval '1 second'
+		WHERE id = $1`, id, string(s))
+	require.NoError(t, err)
+}
+
+func (b *testBundle) status(t *testing.T, id uuid.UUID) jobs.State {
+	t.Helper()
+	j, err := b.store.GetJob(b.ctx, id)
+	require.NoError(t, err)
+	return j.Status
+}
+
+// TestSQLGuardsFollowTheStateMachine runs every state-changing operation of
+// the store against a job in every state. An operation must act exactly on
+// the states it is declared for, and every move it makes must be one the
+// state machine allows.
+func TestSQLGuardsFollowTheStateMachine(t *testing.T) {
+	t.Parallel()
+	type op struct {
+		name string
+		from []jobs.State
+		// run performs the operation on job id; it reports whether the
+		// operation took effect.
+		run func(t *testing.T, b *testBundle, id uuid.UUID) bool
+	}
+	finish := func(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		return func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET max_retries = $2 WHERE id = $1`, id, maxRetries)
+			require.NoError(t, err)
+			j, err := b.store.GetJob(b.ctx, id)
+			require.NoError(t, err)
+			token := uuid.New() // a token that cannot match when not running
+			if j.LeaseToken != nil {
+				token = *j.LeaseToken
+			}
+			moved, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
+				Outcome: outcome, Error: "x", RetryDelay: time.Second}})
+			require.NoError(t, err)
+			return !moved[0].LeaseLost()
+		}
+	}
+	ops := []op{
+		{"claim", []jobs.State{jobs.StateQueued}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			return len(b.claim(t, "w", 10, time.Minute)) == 1
+		}},
+		{"finish_succeeded", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeSucceeded, 3)},
+		{"finish_failed_retry", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeFailed, 3)},
+		{"finish_failed_dead", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeFailed, 0)},
+		{"finish_cancelled", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeCancelled, 3)},
+		{"finish_interrupted", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeInterrupted, 3)},
+		{"reap", []jobs.State{jobs.StateRunning}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			moved, err := b.store.ReapExpired(b.ctx, nil, 10)
+			require.NoError(t, err)
+			return len(moved) == 1
+		}},
+		{"promote", []jobs.State{jobs.StateScheduled}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			moved, err := b.store.PromoteDue(b.ctx, nil, 10)
+			require.NoError(t, err)
+			return len(moved) == 1
+		}},
+		{"cancel", jobs.CancelFrom, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			_, err := b.store.CancelJob(b.ctx, id)
+			if err != nil {
+				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+				return false
+			}
+			return true
+		}},
+		{"retry", jobs.RetryFrom, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			_, err := b.store.RetryJob(b.ctx, id)
+			if err != nil {
+				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+				return false
+			}
+			return true
+		}},
+	}
+	var mu sync.Mutex
+	exercised := map[[2]jobs.State]bool{}
+	for _, o := range ops {
+		for _, from := range jobs.States {
+			t.Run(fmt.Sprintf("%s_from_%s", o.name, from), func(t *testing.T) {
+				t.Parallel()
+				// Each subtest has its own database so claim, reap and
+				// promote see only its job.
+				b := setup(t)
+				j := b.enqueue(t, jobs.EnqueueParams{})
+				b.force(t, j.ID, from)
+				took := o.run(t, b, j.ID)
+				require.Equal(t, slices.Contains(o.from, from), took, "did %s act on a %s job", o.name, from)
+				to := b.status(t, j.ID)
+				if !took {
+					require.Equal(t, from, to, "a refused operation must not move the job")
+					return
+				}
+				if o.name == "cancel" && from == jobs.StateRunning {
+					require.Equal(t, jobs.StateRunning, to, "a running job is only asked to stop")
+					return
+				}
+				require.True(t, jobs.CanTransition(from, to), "%s moved %s → %s, which the state machine forbids", o.name, from, to)
+				mu.Lock()
+				exercised[[2]jobs.State{from, to}] = true
+				mu.Unlock()
+			})
+		}
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			return
+		}
+		// Every allowed move except dependency release (blocked → queued or
+		// scheduled, which belongs to the workflow engine) has an operation.
+		for _, from := range jobs.States {
+			for _, to := range jobs.States {
+				if !jobs.CanTransition(from, to) || from == jobs.StateBlocked && to != jobs.StateCancelled {
+					continue
+				}
+				if !exercised[[2]jobs.State{from, to}] {
+					t.Errorf("no store operation performs the allowed move %s → %s", from, to)
+				}
+			}
+		}
+	})
+}

@@ -1,0 +1,89 @@
+package jobs_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+// TestStateMachine checks every (from, to) pair against the transitions the
+// specification allows, written out here independently of the table in
+// state.go so that a change to either shows up.
+func TestStateMachine(t *testing.T) {
+	t.Parallel()
+	allowed := map[[2]jobs.State]bool{
+		{jobs.StateBlocked, jobs.StateQueued}:       true, // dependencies completed
+		{jobs.StateBlocked, jobs.StateScheduled}:    true, // dependencies completed, run_at later
+		{jobs.StateBlocked, jobs.StateCancelled}:    true,
+		{jobs.StateScheduled, jobs.StateQueued}:     true, // promoter
+		{jobs.StateScheduled, jobs.StateCancelled}:  true,
+		{jobs.StateQueued, jobs.StateRunning}:       true, // claim
+		{jobs.StateQueued, jobs.StateCancelled}:     true,
+		{jobs.StateRunning, jobs.StateCompleted}:    true,
+		{jobs.StateRunning, jobs.StateScheduled}:    true, // retry with backoff
+		{jobs.StateRunning, jobs.StateDeadLetter}:   true,
+		{jobs.StateRunning, jobs.StateQueued}:       true, // drain, lease expiry
+		{jobs.StateRunning, jobs.StateCancelled}:    true,
+		{jobs.StateDeadLetter, jobs.StateQueued}:    true, // DLQ replay
+	}
+	for _, from := range jobs.States {
+		for _, to := range jobs.States {
+			t.Run(fmt.Sprintf("%s_to_%s", from, to), func(t *testing.T) {
+				t.Parallel()
+				require.Equal(t, allowed[[2]jobs.State{from, to}], jobs.CanTransition(from, to))
+			})
+		}
+	}
+}
+
+func TestTerminalStatesHaveNoExit(t *testing.T) {
+	t.Parallel()
+	for _, s := range jobs.States {
+		if s.Terminal() && s != jobs.StateDeadLetter {
+			for _, to := range jobs.States {
+				require.False(t, jobs.CanTransition(s, to), "%s → %s", s, to)
+			}
+		}
+	}
+}
+
+// TestOperatorActionsFollowTheStateMachine checks that every state an
+// operator action accepts leads somewhere the state machine allows.
+func TestOperatorActionsFollowTheStateMachine(t *testing.T) {
+	t.Parallel()
+	for _, from := range jobs.CancelFrom {
+		if from == jobs.StateRunning {
+			continue // a running job is asked to stop; its worker moves it
+		}
+		require.True(t, jobs.CanTransition(from, jobs.StateCancelled), "cancel from %s", from)
+	}
+	require.True(t, jobs.CanTransition(jobs.StateRunning, jobs.StateCancelled))
+	for _, from := range jobs.RetryFrom {
+		require.True(t, jobs.CanTransition(from, jobs.StateQueued), "retry from %s", from)
+	}
+}
+
+func TestSources(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, []jobs.State{jobs.StateQueued}, jobs.Sources(jobs.StateRunning))
+	require.Equal(t, []jobs.State{jobs.StateBlocked, jobs.StateScheduled, jobs.StateRunning, jobs.StateDeadLetter},
+		jobs.Sources(jobs.StateQueued))
+	require.Empty(t, jobs.Sources(jobs.StateBlocked))
+}
+
+func TestStateValues(t *testing.T) {
+	t.Parallel()
+	// These strings are stored in the database and matched by its CHECK
+	// constraint; changing one needs a migration.
+	want := []string{"blocked", "scheduled", "queued", "running", "completed", "dead_letter", "cancelled"}
+	got := make([]string, len(jobs.States))
+	for i, s := range jobs.States {
+		got[i] = string(s)
+		require.True(t, s.Valid())
+	}
+	require.Equal(t, want, got)
+	require.False(t, jobs.State("claimed").Valid())
+}

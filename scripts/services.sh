@@ -1,0 +1,426 @@
+#!/usr/bin/env bash
+# Makes sure the services Flint needs for development and tests are reachable.
+#
+#   scripts/services.sh ensure [postgres|redis|mailpit|all]   (default: all)
+#   scripts/services.sh ensure chromium                       (for browser tests)
+#
+# For each service, in order of preference:
+#   1. already reachable            -> nothing is done
+#   2. installed but not running    -> it is started
+#   3. not installed, and we are root (or passwordless sudo works)
+#                                   -> the Debian package is installed and started
+#   4. otherwise                    -> says what to run by hand, exits non-zero
+#
+# Targets: PostgreSQL at ${PGHOST:-127.0.0.1}:${PGPORT:-5432} (user postgres),
+# Redis at 127.0.0.1:6379, Mailpit SMTP at 127.0.0.1:1025 and its web UI/API at
+# 127.0.0.1:8025. Running it again is harmless.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+PG_HOST="${PGHOST:-127.0.0.1}"
+PG_PORT="${PGPORT:-5432}"
+REDIS_HOST=127.0.0.1
+REDIS_PORT=6379
+MAILPIT_SMTP=127.0.0.1:1025
+MAILPIT_HTTP=127.0.0.1:8025
+MAILPIT_MODULE=github.com/axllent/mailpit@v1.33.1
+STATE_DIR="$ROOT/.flint" # git-ignored; logs and scratch data
+
+# ---------------------------------------------------------------- helpers
+
+say() { printf '%s\n' "$*"; }
+err() { printf '%s\n' "$*" >&2; }
+
+have() { command -v "$1" >/dev/null 2>&1; }
+
+# tcp_open HOST PORT: true if something accepts TCP connections there.
+tcp_open() {
+	local host=$1 port=$2
+	[[ $host == *:* ]] && host="[$host]" # bare IPv6 address
+	timeout 2 bash -c "exec 3<>/dev/tcp/$host/$port" >/dev/null 2>&1
+}
+
+# wait_for SECONDS TEST...: runs TEST every half second until it succeeds.
+wait_for() {
+	local secs=$1 i
+	shift
+	for ((i = 0; i < secs * 2; i++)); do
+		"$@" && return 0
+		sleep 0.5
+	done
+	return 1
+}
+
+# Root access: we are root, or sudo works without a password prompt.
+ROOT_MODE=
+root_mode() {
+	if [[ -z $ROOT_MODE ]]; then
+		if [[ $(id -u) -eq 0 ]]; then
+			ROOT_MODE=root
+		elif have sudo && sudo -n true >/dev/null 2>&1; then
+			ROOT_MODE=sudo
+		else
+			ROOT_MODE=none
+		fi
+	fi
+	[[ $ROOT_MODE != none ]]
+}
+
+as_root() {
+	if [[ $(id -u) -eq 0 ]]; then
+		"$@"
+	else
+		sudo -n "$@"
+	fi
+}
+
+# apt_install NAME PACKAGE...: installs Debian packages quietly; on failure
+# shows the end of the apt log.
+APT_UPDATED=
+apt_install() {
+	local name=$1 log
+	shift
+	if ! have apt-get; then
+		err "$name: apt-get not found; install $* with your system's package manager"
+		return 1
+	fi
+	log="$(mktemp "${TMPDIR:-/tmp}/flint-apt.XXXXXX")"
+	say "$name: installing $* with apt-get (a minute or two)"
+	if [[ -z $APT_UPDATED ]]; then
+		if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get update >"$log" 2>&1; then
+			err "$name: apt-get update failed; last lines of $log:"
+			tail -n 15 "$log" >&2
+			return 1
+		fi
+		APT_UPDATED=1
+	fi
+	if ! as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >>"$log" 2>&1; then
+		err "$name: apt-get install $* failed; last lines of $log:"
+		tail -n 15 "$log" >&2
+		return 1
+	fi
+	rm -f "$log"
+}
+
+no_root_help() {
+	err "$1: cannot do this without root (not root, and sudo needs a password). Run:"
+	shift
+	local line
+	for line in "$@"; do err "    $line"; done
+	err "  then run scripts/services.sh ensure again."
+}
+
+# ---------------------------------------------------------------- PostgreSQL
+
+pg_is_local() {
+	case $PG_HOST in
+	127.0.0.1 | localhost | ::1 | /*) return 0 ;;
+	*) return 1 ;;
+	esac
+}
+
+pg_reachable() {
+	if have pg_isready; then
+		pg_isready -q -h "$PG_HOST" -p "$PG_PORT" -t 2 >/dev/null 2>&1
+	else
+		tcp_open "$PG_HOST" "$PG_PORT"
+	fi
+}
+
+# pg_passwordless: connecting as postgres over TCP without a password works,
+# as Flint's development URL postgres://postgres@127.0.0.1:5432/flint does.
+pg_passwordless() {
+	env -u PGPASSWORD psql -w -X -q -A -t -h "$PG_HOST" -p "$PG_PORT" -U postgres -d postgres \
+		-c 'select 1' >/dev/null 2>&1
+}
+
+pg_installed() {
+	have pg_ctlcluster && compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null
+}
+
+# pg_cluster_version: the Debian cluster "<version> main" to use: the one
+# configured for PG_PORT, else the newest. Empty if there is none.
+pg_cluster_version() {
+	local v best= conf
+	[[ -d /etc/postgresql ]] || return 0
+	for v in $(ls /etc/postgresql 2>/dev/null | sort -V); do
+		conf=/etc/postgresql/$v/main/postgresql.conf
+		[[ -f $conf ]] || continue
+		best=$v
+		if grep -Eq "^[[:space:]]*port[[:space:]]*=[[:space:]]*$PG_PORT([^0-9]|$)" "$conf"; then
+			printf '%s\n' "$v"
+			return 0
+		fi
+	done
+	printf '%s\n' "$best"
+}
+
+pg_newest_installed_version() {
+	ls /usr/lib/postgresql 2>/dev/null | sort -V | tail -n 1
+}
+
+# pg_allow_local_trust VERSION: lets local TCP connections (127.0.0.1, ::1) in
+# without a password, only if passwordless connecting does not work already.
+pg_allow_local_trust() {
+	local ver=$1 hba tmp
+	pg_passwordless && return 0
+	hba=/etc/postgresql/$ver/main/pg_hba.conf
+	if ! as_root test -f "$hba"; then
+		err "postgres: cannot connect as postgres without a password, and $hba is missing"
+		return 1
+	fi
+	tmp="$(mktemp "${TMPDIR:-/tmp}/flint-hba.XXXXXX")"
+	{
+		printf '%s\n' \
+			'# Added by flint scripts/services.sh: DEVELOPMENT ONLY. Local TCP connections' \
+			'# from this machine need no password. Remove these lines for any other use.' \
+			'host    all    all    127.0.0.1/32    trust' \
+			'host    all    all    ::1/128         trust' \
+			''
+		as_root cat "$hba"
+	} >"$tmp"
+	# cp onto the existing file keeps its owner and mode.
+	if ! as_root cp "$tmp" "$hba"; then
+		rm -f "$tmp"
+		err "postgres: could not write $hba"
+		return 1
+	fi
+	rm -f "$tmp"
+	if ! as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main reload >/dev/null; then
+		err "postgres: could not reload cluster $ver/main after editing $hba"
+		return 1
+	fi
+	say "postgres: NOTE: set local TCP connections (127.0.0.1, ::1) to 'trust' in $hba; this is a development setting"
+	if ! wait_for 10 pg_passwordless; then
+		err "postgres: still cannot connect as postgres without a password on $PG_HOST:$PG_PORT; check $hba"
+		return 1
+	fi
+}
+
+ensure_postgres() {
+	local ver how
+	if pg_reachable; then
+		say "postgres: reachable on $PG_HOST:$PG_PORT"
+		if have psql && ! pg_passwordless; then
+			err "postgres: warning: connecting as postgres without a password fails; Flint's development URL needs it" \
+				"(set DATABASE_URL/TEST_DATABASE_URL with a password, or allow local trust in pg_hba.conf)"
+		fi
+		return 0
+	fi
+	if ! pg_is_local; then
+		err "postgres: not reachable on $PG_HOST:$PG_PORT, which is not this machine; start it there or fix PGHOST/PGPORT"
+		return 1
+	fi
+
+	if pg_installed; then
+		how=started
+	else
+		if ! root_mode; then
+			no_root_help postgres "sudo apt-get update && sudo apt-get install -y postgresql"
+			return 1
+		fi
+		apt_install postgres postgresql || return 1
+		how=installed
+		if pg_reachable; then # the package started it
+			pg_allow_local_trust "$(pg_cluster_version)" || return 1
+			say "postgres: installed, reachable on $PG_HOST:$PG_PORT"
+			return 0
+		fi
+	fi
+
+	ver="$(pg_cluster_version)"
+	if ! root_mode; then
+		if [[ -n $ver ]]; then
+			no_root_help postgres "sudo pg_ctlcluster --skip-systemctl-redirect $ver main start"
+		else
+			no_root_help postgres "sudo pg_createcluster $(pg_newest_installed_version) main --start"
+		fi
+		return 1
+	fi
+	if [[ -z $ver ]]; then
+		ver="$(pg_newest_installed_version)"
+		if [[ -z $ver ]]; then
+			err "postgres: no PostgreSQL server found under /usr/lib/postgresql"
+			return 1
+		fi
+		if ! as_root pg_createcluster "$ver" main >/dev/null; then
+			err "postgres: pg_createcluster $ver main failed"
+			return 1
+		fi
+	fi
+	# "start" fails if the cluster is already running (e.g. on another port).
+	if ! as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start >/dev/null 2>&1; then
+		if ! as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main status >/dev/null 2>&1; then
+			err "postgres: could not start cluster $ver/main; see /var/log/postgresql/postgresql-$ver-main.log"
+			return 1
+		fi
+	fi
+	if ! wait_for 60 pg_reachable; then
+		err "postgres: cluster $ver/main did not become reachable on $PG_HOST:$PG_PORT within 60s;" \
+			"check its port in /etc/postgresql/$ver/main/postgresql.conf and /var/log/postgresql/postgresql-$ver-main.log"
+		return 1
+	fi
+	pg_allow_local_trust "$ver" || return 1
+	say "postgres: $how, reachable on $PG_HOST:$PG_PORT"
+}
+
+# ---------------------------------------------------------------- Redis
+
+redis_reachable() {
+	if have redis-cli; then
+		[[ $(redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]]
+	else
+		tcp_open "$REDIS_HOST" "$REDIS_PORT"
+	fi
+}
+
+ensure_redis() {
+	local how=started dir log
+	if redis_reachable; then
+		say "redis: reachable on $REDIS_HOST:$REDIS_PORT"
+		return 0
+	fi
+	if tcp_open "$REDIS_HOST" "$REDIS_PORT"; then
+		err "redis: something listens on $REDIS_HOST:$REDIS_PORT but does not answer PING with PONG (password set?)"
+		return 1
+	fi
+	if ! have redis-server; then
+		if ! root_mode; then
+			no_root_help redis "sudo apt-get update && sudo apt-get install -y redis-server"
+			return 1
+		fi
+		apt_install redis redis-server || return 1
+		how=installed
+		if wait_for 5 redis_reachable; then # the package started it
+			say "redis: installed, reachable on $REDIS_HOST:$REDIS_PORT"
+			return 0
+		fi
+	fi
+
+	# Nothing is persisted (--save "", no AOF), so --dir only has to be writable.
+	if [[ -d /var/lib/redis && -w /var/lib/redis ]]; then
+		dir=/var/lib/redis
+	else
+		dir="$STATE_DIR/redis"
+		mkdir -p "$dir"
+	fi
+	mkdir -p "$STATE_DIR"
+	log="$STATE_DIR/redis.log"
+	if ! redis-server --daemonize yes --bind 127.0.0.1 -::1 --port "$REDIS_PORT" \
+		--save "" --appendonly no --dir "$dir" --logfile "$log" >/dev/null 2>&1; then
+		err "redis: redis-server failed to start; see $log"
+		return 1
+	fi
+	if ! wait_for 30 redis_reachable; then
+		err "redis: not reachable on $REDIS_HOST:$REDIS_PORT 30s after starting; see $log"
+		return 1
+	fi
+	say "redis: $how on $REDIS_HOST:$REDIS_PORT (log: .flint/redis.log)"
+}
+
+# ---------------------------------------------------------------- Mailpit
+
+mailpit_reachable() {
+	tcp_open "${MAILPIT_SMTP%:*}" "${MAILPIT_SMTP##*:}" && tcp_open "${MAILPIT_HTTP%:*}" "${MAILPIT_HTTP##*:}"
+}
+
+# go_bin_dir: where "go install" puts binaries.
+go_bin_dir() {
+	local gobin gopath
+	gobin="$(go env GOBIN)"
+	if [[ -n $gobin ]]; then
+		printf '%s\n' "$gobin"
+	else
+		gopath="$(go env GOPATH)"
+		printf '%s\n' "${gopath%%:*}/bin"
+	fi
+}
+
+ensure_mailpit() {
+	local bin= how=started log="$STATE_DIR/mailpit.log"
+	if mailpit_reachable; then
+		say "mailpit: reachable on $MAILPIT_SMTP (SMTP) and http://$MAILPIT_HTTP"
+		return 0
+	fi
+	if have go; then
+		bin="$(go_bin_dir)/mailpit"
+	fi
+	if [[ -z $bin || ! -x $bin ]]; then
+		if have mailpit; then
+			bin="$(command -v mailpit)"
+		elif ! have go; then
+			err "mailpit: not reachable and not installed, and Go is not on PATH to install it (go install $MAILPIT_MODULE)"
+			return 1
+		else
+			say "mailpit: installing with go install $MAILPIT_MODULE (downloads modules, may take a few minutes)"
+			mkdir -p "$STATE_DIR"
+			if ! go install "$MAILPIT_MODULE" >"$STATE_DIR/mailpit-install.log" 2>&1; then
+				err "mailpit: go install $MAILPIT_MODULE failed; last lines of .flint/mailpit-install.log:"
+				tail -n 15 "$STATE_DIR/mailpit-install.log" >&2
+				return 1
+			fi
+			rm -f "$STATE_DIR/mailpit-install.log"
+			how=installed
+		fi
+	fi
+
+	mkdir -p "$STATE_DIR"
+	# setsid: its own session, so Ctrl-C on "make run" does not stop it too.
+	local detach=()
+	have setsid && detach=(setsid)
+	nohup "${detach[@]}" "$bin" --smtp "$MAILPIT_SMTP" --listen "$MAILPIT_HTTP" \
+		</dev/null >"$log" 2>&1 &
+	if ! wait_for 60 mailpit_reachable; then
+		err "mailpit: not reachable on $MAILPIT_SMTP and $MAILPIT_HTTP 60s after starting $bin; last lines of .flint/mailpit.log:"
+		tail -n 15 "$log" >&2
+		return 1
+	fi
+	say "mailpit: $how on $MAILPIT_SMTP (SMTP) and http://$MAILPIT_HTTP (log: .flint/mailpit.log)"
+}
+
+# ---------------------------------------------------------------- Chromium
+
+ensure_chromium() {
+	if have chromium; then
+		say "chromium: installed ($(chromium --version 2>/dev/null | head -n 1 || true))"
+		return 0
+	fi
+	if ! root_mode; then
+		no_root_help chromium "sudo apt-get update && sudo apt-get install -y chromium"
+		return 1
+	fi
+	apt_install chromium chromium || return 1
+	if ! have chromium; then
+		err "chromium: the package installed but 'chromium' is not on PATH"
+		return 1
+	fi
+	say "chromium: installed ($(chromium --version 2>/dev/null | head -n 1 || true))"
+}
+
+# ---------------------------------------------------------------- main
+
+usage() {
+	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium]"
+	exit 2
+}
+
+[[ ${1:-} == ensure ]] || usage
+[[ $# -le 2 ]] || usage
+case ${2:-all} in
+postgres) services=(postgres) ;;
+redis) services=(redis) ;;
+mailpit) services=(mailpit) ;;
+chromium) services=(chromium) ;;
+all) services=(postgres redis mailpit) ;;
+*) usage ;;
+esac
+
+# Each ensure_* runs in an "||" context (so errexit is off inside it) and
+# reports its own failures; carry on with the others and fail at the end.
+failed=0
+for s in "${services[@]}"; do
+	"ensure_$s" || failed=1
+done
+exit "$failed"
