@@ -15,19 +15,19 @@ import (
 func TestStateMachine(t *testing.T) {
 	t.Parallel()
 	allowed := map[[2]jobs.State]bool{
-		{jobs.StateBlocked, jobs.StateQueued}:       true, // dependencies completed
-		{jobs.StateBlocked, jobs.StateScheduled}:    true, // dependencies completed, run_at later
-		{jobs.StateBlocked, jobs.StateCancelled}:    true,
-		{jobs.StateScheduled, jobs.StateQueued}:     true, // promoter
-		{jobs.StateScheduled, jobs.StateCancelled}:  true,
-		{jobs.StateQueued, jobs.StateRunning}:       true, // claim
-		{jobs.StateQueued, jobs.StateCancelled}:     true,
-		{jobs.StateRunning, jobs.StateCompleted}:    true,
-		{jobs.StateRunning, jobs.StateScheduled}:    true, // retry with backoff
-		{jobs.StateRunning, jobs.StateDeadLetter}:   true,
-		{jobs.StateRunning, jobs.StateQueued}:       true, // drain, lease expiry
-		{jobs.StateRunning, jobs.StateCancelled}:    true,
-		{jobs.StateDeadLetter, jobs.StateQueued}:    true, // DLQ replay
+		{jobs.StateBlocked, jobs.StateQueued}:      true, // dependencies completed
+		{jobs.StateBlocked, jobs.StateScheduled}:   true, // dependencies completed, run_at later
+		{jobs.StateBlocked, jobs.StateCancelled}:   true,
+		{jobs.StateScheduled, jobs.StateQueued}:    true, // promoter
+		{jobs.StateScheduled, jobs.StateCancelled}: true,
+		{jobs.StateQueued, jobs.StateRunning}:      true, // claim
+		{jobs.StateQueued, jobs.StateCancelled}:    true,
+		{jobs.StateRunning, jobs.StateCompleted}:   true,
+		{jobs.StateRunning, jobs.StateScheduled}:   true, // retry with backoff
+		{jobs.StateRunning, jobs.StateDeadLetter}:  true,
+		{jobs.StateRunning, jobs.StateQueued}:      true, // drain, lease expiry
+		{jobs.StateRunning, jobs.StateCancelled}:   true,
+		{jobs.StateDeadLetter, jobs.StateQueued}:   true, // DLQ replay
 	}
 	for _, from := range jobs.States {
 		for _, to := range jobs.States {
