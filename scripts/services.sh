@@ -105,7 +105,7 @@ apt_install() {
 }
 
 no_root_help() {
-	err "$1: cannot do this without root (not root, and sudo needs a password). Run:"
+	err "$1: needs root (we are not root and passwordless sudo is not available). Run:"
 	shift
 	local line
 	for line in "$@"; do err "    $line"; done
@@ -140,21 +140,26 @@ pg_installed() {
 	have pg_ctlcluster && compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null
 }
 
-# pg_cluster_version: the Debian cluster "<version> main" to use: the one
-# configured for PG_PORT, else the newest. Empty if there is none.
-pg_cluster_version() {
-	local v best= conf
-	[[ -d /etc/postgresql ]] || return 0
+# pg_clusters: versions of the Debian clusters "<version> main", oldest first.
+pg_clusters() {
+	local v
 	for v in $(ls /etc/postgresql 2>/dev/null | sort -V); do
-		conf=/etc/postgresql/$v/main/postgresql.conf
-		[[ -f $conf ]] || continue
-		best=$v
-		if grep -Eq "^[[:space:]]*port[[:space:]]*=[[:space:]]*$PG_PORT([^0-9]|$)" "$conf"; then
+		[[ -f /etc/postgresql/$v/main/postgresql.conf ]] && printf '%s\n' "$v"
+	done
+	return 0
+}
+
+# pg_cluster_version: the version of the cluster "<version> main" configured
+# for PG_PORT; empty if there is none.
+pg_cluster_version() {
+	local v
+	for v in $(pg_clusters); do
+		if grep -Eq "^[[:space:]]*port[[:space:]]*=[[:space:]]*$PG_PORT([^0-9]|\$)" \
+			"/etc/postgresql/$v/main/postgresql.conf"; then
 			printf '%s\n' "$v"
 			return 0
 		fi
 	done
-	printf '%s\n' "$best"
 }
 
 pg_newest_installed_version() {
@@ -218,7 +223,8 @@ ensure_postgres() {
 		how=started
 	else
 		if ! root_mode; then
-			no_root_help postgres "sudo apt-get update && sudo apt-get install -y postgresql"
+			no_root_help postgres "sudo apt-get update && sudo apt-get install -y postgresql" \
+				"(or do all of it, including passwordless local TCP: sudo scripts/services.sh ensure postgres)"
 			return 1
 		fi
 		apt_install postgres postgresql || return 1
@@ -231,11 +237,18 @@ ensure_postgres() {
 	fi
 
 	ver="$(pg_cluster_version)"
+	if [[ -z $ver && -n $(pg_clusters) ]]; then
+		err "postgres: no cluster is configured for port $PG_PORT (clusters: $(pg_clusters | sed 's/$/\/main/' | paste -sd ' ' -));" \
+			"set PGPORT to its port, or change port in /etc/postgresql/<version>/main/postgresql.conf"
+		return 1
+	fi
 	if ! root_mode; then
 		if [[ -n $ver ]]; then
-			no_root_help postgres "sudo pg_ctlcluster --skip-systemctl-redirect $ver main start"
+			no_root_help postgres "sudo pg_ctlcluster --skip-systemctl-redirect $ver main start" \
+				"(or do all of it, including passwordless local TCP: sudo scripts/services.sh ensure postgres)"
 		else
-			no_root_help postgres "sudo pg_createcluster $(pg_newest_installed_version) main --start"
+			no_root_help postgres "sudo pg_createcluster $(pg_newest_installed_version) main --start" \
+				"(or do all of it, including passwordless local TCP: sudo scripts/services.sh ensure postgres)"
 		fi
 		return 1
 	fi
@@ -245,7 +258,7 @@ ensure_postgres() {
 			err "postgres: no PostgreSQL server found under /usr/lib/postgresql"
 			return 1
 		fi
-		if ! as_root pg_createcluster "$ver" main >/dev/null; then
+		if ! as_root pg_createcluster -p "$PG_PORT" "$ver" main >/dev/null; then
 			err "postgres: pg_createcluster $ver main failed"
 			return 1
 		fi
@@ -370,7 +383,8 @@ ensure_mailpit() {
 	# setsid: its own session, so Ctrl-C on "make run" does not stop it too.
 	local detach=()
 	have setsid && detach=(setsid)
-	nohup "${detach[@]}" "$bin" --smtp "$MAILPIT_SMTP" --listen "$MAILPIT_HTTP" \
+	# --disable-version-check: no calls to GitHub from the info API.
+	nohup "${detach[@]}" "$bin" --smtp "$MAILPIT_SMTP" --listen "$MAILPIT_HTTP" --disable-version-check \
 		</dev/null >"$log" 2>&1 &
 	if ! wait_for 60 mailpit_reachable; then
 		err "mailpit: not reachable on $MAILPIT_SMTP and $MAILPIT_HTTP 60s after starting $bin; last lines of .flint/mailpit.log:"

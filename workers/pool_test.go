@@ -1,0 +1,292 @@
+package workers_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/db"
+	"flint/db/dbtest"
+	"flint/jobs"
+	"flint/workers"
+)
+
+type testBundle struct {
+	store    *db.Store
+	registry *jobs.Registry
+	ctx      context.Context
+}
+
+func setup(t *testing.T) *testBundle {
+	t.Helper()
+	store, _ := dbtest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	reg := jobs.NewRegistry()
+	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	return &testBundle{store: store, registry: reg, ctx: ctx}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// start runs a pool until the returned stop function is called; stop waits
+// for the drain to finish.
+func (b *testBundle) start(t *testing.T, cfg workers.Config) (*workers.Pool, func()) {
+	t.Helper()
+	if cfg.WorkerID == "" {
+		cfg.WorkerID = "test-" + uuid.NewString()[:8]
+	}
+	cfg.PollInterval = max(cfg.PollInterval, 0)
+	if cfg.PollInterval == 0 {
+		cfg.PollInterval = 50 * time.Millisecond
+	}
+	pool := workers.NewPool(cfg, b.store, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- pool.Run(ctx) }()
+	stopped := false
+	stop := func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-errc:
+			require.NoError(t, err)
+		case <-time.After(time.Minute):
+			t.Fatal("pool did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return pool, stop
+}
+
+func (b *testBundle) enqueue(t *testing.T, typ string, payload string, mod ...func(*jobs.EnqueueParams)) *jobs.Job {
+	t.Helper()
+	p := jobs.EnqueueParams{Type: typ, Payload: json.RawMessage(payload)}
+	for _, m := range mod {
+		m(&p)
+	}
+	require.NoError(t, p.Validate(b.registry, time.Now()))
+	res, err := b.store.Enqueue(b.ctx, p)
+	require.NoError(t, err)
+	return res[0].Job
+}
+
+// waitFor polls the job until cond holds or the timeout passes.
+func (b *testBundle) waitFor(t *testing.T, id uuid.UUID, timeout time.Duration, cond func(*jobs.Job) bool) *jobs.Job {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		j, err := b.store.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		if cond(j) {
+			return j
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("job %s: condition not met within %s (status %s, attempt %d, error %v)", id, timeout, j.Status, j.Attempt, deref(j.LastError))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func status(s jobs.State) func(*jobs.Job) bool { return func(j *jobs.Job) bool { return j.Status == s } }
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+func TestPoolRunsEveryJobOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var runs atomic.Int64
+	seen := make(chan uuid.UUID, 1000)
+	b.registry.Register("count", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		runs.Add(1)
+		seen <- j.ID
+		return map[string]int{"n": 1}, nil
+	}))
+	const n = 300
+	params := make([]jobs.EnqueueParams, n)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: "count", Priority: 1 + i%3}
+	}
+	res, err := b.store.Enqueue(b.ctx, params...)
+	require.NoError(t, err)
+	b.start(t, workers.Config{Workers: 8, FetchLimit: 5})
+	for _, r := range res {
+		b.waitFor(t, r.Job.ID, 30*time.Second, status(jobs.StateCompleted))
+	}
+	require.Equal(t, int64(n), runs.Load())
+	ids := map[uuid.UUID]bool{}
+	for range n {
+		ids[<-seen] = true
+	}
+	require.Len(t, ids, n)
+	j, err := b.store.GetJob(b.ctx, res[0].Job.ID)
+	require.NoError(t, err)
+	require.JSONEq(t, `{"n":1}`, string(j.Result))
+}
+
+func TestPoolPanicBecomesFailureWithStack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.registry.Register("explode", jobs.HandlerFunc(func(context.Context, *jobs.Job) (any, error) {
+		var m map[string]int
+		m["boom"]++ // nil map write: a real runtime panic
+		return nil, nil
+	}))
+	zero := 0
+	j := b.enqueue(t, "explode", `{}`, func(p *jobs.EnqueueParams) { p.MaxRetries = &zero })
+	b.start(t, workers.Config{Workers: 2})
+	got := b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateDeadLetter))
+	require.Contains(t, *got.LastError, "panic: assignment to entry in nil map")
+	require.Contains(t, *got.LastError, "pool_test.go", "the stack trace points at the handler")
+}
+
+func TestPoolRetriesFailingJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.TypeFail, `{"message":"flaky","times":1}`)
+	b.start(t, workers.Config{Workers: 2})
+	got := b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateScheduled))
+	require.Equal(t, "flaky", *got.LastError)
+	require.Equal(t, 1, got.Attempt)
+	// Backoff for a first failure is 0.5 s to 1.5 s.
+	require.WithinDuration(t, got.UpdatedAt.Add(time.Second), got.RunAt, 600*time.Millisecond)
+}
+
+func TestPoolTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	zero := 0
+	j := b.enqueue(t, jobs.TypeSleep, `{"ms": 60000}`, func(p *jobs.EnqueueParams) {
+		p.TimeoutSeconds = 1
+		p.MaxRetries = &zero
+	})
+	b.start(t, workers.Config{Workers: 2})
+	got := b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateDeadLetter))
+	require.Contains(t, *got.LastError, "timed out after 1s")
+}
+
+// TestPoolCancelRunningWithinAHeartbeat: an operator cancels a running
+// sleep job; the heartbeat learns of it and the handler's context is
+// cancelled, so the job ends cancelled long before the sleep would.
+func TestPoolCancelRunningWithinAHeartbeat(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	const beat = 200 * time.Millisecond
+	b.start(t, workers.Config{Workers: 2, HeartbeatInterval: beat, LeaseTTL: 10 * beat})
+	b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateRunning))
+	_, err := b.store.CancelJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	got := b.waitFor(t, j.ID, 10*beat, status(jobs.StateCancelled))
+	require.Contains(t, *got.LastError, "cancel")
+	ex, err := b.store.ListExecutions(b.ctx, got)
+	require.NoError(t, err)
+	require.Equal(t, jobs.OutcomeCancelled, ex[len(ex)-1].Outcome)
+}
+
+// TestPoolCancelViaNotification: with the pool told of the request (as the
+// listener does), cancellation does not wait for the heartbeat tick.
+func TestPoolCancelViaNotification(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	pool, _ := b.start(t, workers.Config{Workers: 2, HeartbeatInterval: time.Hour, LeaseTTL: 3 * time.Hour})
+	b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateRunning))
+	_, err := b.store.CancelJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	pool.CancelRequested(j.ID.String())
+	b.waitFor(t, j.ID, 10*time.Second, status(jobs.StateCancelled))
+}
+
+// TestPoolStopsJobWhoseLeaseWasLost: the job is taken away from the worker
+// (reaped and re-claimed elsewhere); the next heartbeat notices, cancels the
+// handler, and the worker writes nothing.
+func TestPoolStopsJobWhoseLeaseWasLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	stopped := make(chan error, 1)
+	b.registry.Register("block", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		<-ctx.Done()
+		stopped <- context.Cause(ctx)
+		return nil, ctx.Err()
+	}))
+	j := b.enqueue(t, "block", `{}`)
+	b.start(t, workers.Config{Workers: 1, HeartbeatInterval: 100 * time.Millisecond, LeaseTTL: time.Minute})
+	b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateRunning))
+	// Another worker takes over: new token.
+	_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET lease_token = gen_random_uuid(), worker_id = 'other' WHERE id = $1`, j.ID)
+	require.NoError(t, err)
+	select {
+	case cause := <-stopped:
+		require.ErrorIs(t, cause, jobs.ErrLeaseLost)
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler was not stopped after losing its lease")
+	}
+	time.Sleep(200 * time.Millisecond) // give a wrong write the chance to happen
+	got, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateRunning, got.Status)
+	require.Equal(t, "other", *got.WorkerID)
+}
+
+// TestPoolDrain: on shutdown, jobs that finish within the drain timeout
+// complete; the rest are cancelled and handed back uncharged.
+func TestPoolDrain(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	short := b.enqueue(t, jobs.TypeSleep, `{"ms": 300}`)
+	long := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	_, stop := b.start(t, workers.Config{Workers: 4, DrainTimeout: 2 * time.Second})
+	b.waitFor(t, short.ID, 30*time.Second, status(jobs.StateRunning))
+	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateRunning))
+	stop()
+	s, err := b.store.GetJob(b.ctx, short.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateCompleted, s.Status)
+	l, err := b.store.GetJob(b.ctx, long.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, l.Status)
+	require.Zero(t, l.Attempt, "the interrupted attempt is not charged")
+	require.Zero(t, l.Interruptions, "a graceful drain is not a crash")
+	ex, err := b.store.ListExecutions(b.ctx, l)
+	require.NoError(t, err)
+	require.Len(t, ex, 1)
+	require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+}
+
+// TestPoolDrainHandsBackJobsWhoseHandlersIgnoreCancellation: a handler that
+// never returns does not hold up shutdown forever.
+func TestPoolDrainHandsBackJobsWhoseHandlersIgnoreCancellation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	b.registry.Register("stubborn", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		<-release
+		return nil, errors.New("too late")
+	}))
+	j := b.enqueue(t, "stubborn", `{}`)
+	_, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: 200 * time.Millisecond, TimeoutGrace: 200 * time.Millisecond})
+	b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateRunning))
+	stop()
+	got, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, got.Status)
+	require.Zero(t, got.Attempt)
+}
