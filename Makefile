@@ -35,8 +35,7 @@ run: services dev-env build
 	key="$$FLINT_API_KEY"; \
 	echo; \
 	echo "  Flint (development)"; \
-	echo "  Dashboard:    http://localhost:8080"; \
-	echo "  Admin login:  $$FLINT_ADMIN_EMAIL / $$FLINT_ADMIN_PASSWORD"; \
+	echo "  API:          http://localhost:8080/api/v1  (health: /healthz, /readyz)"; \
 	echo "  API key:      $$key"; \
 	echo "  Mail catcher: http://localhost:8025"; \
 	echo "  First job:"; \

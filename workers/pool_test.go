@@ -99,7 +99,9 @@ func (b *testBundle) waitFor(t *testing.T, id uuid.UUID, timeout time.Duration, 
 	}
 }
 
-func status(s jobs.State) func(*jobs.Job) bool { return func(j *jobs.Job) bool { return j.Status == s } }
+func status(s jobs.State) func(*jobs.Job) bool {
+	return func(j *jobs.Job) bool { return j.Status == s }
+}
 
 func deref(s *string) string {
 	if s == nil {

@@ -1,0 +1,308 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/db"
+	"flint/db/dbtest"
+	"flint/jobs"
+)
+
+// These tests run the real flint binary as separate processes, kill and
+// signal them, and check what the database says afterwards.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func flintBinary(t *testing.T) string {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the flint binary")
+	}
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "flint-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "flint")
+		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+type proc struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// startFlint starts `flint <role>` against the database at dbURL with short
+// timings; extra are additional VAR=value settings.
+func startFlint(t *testing.T, role, dbURL string, extra ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(flintBinary(t), role)
+	cmd.Env = append(os.Environ(),
+		"DATABASE_URL="+dbURL,
+		"REDIS_URL=",
+		"FLINT_LOG_FILE=-",
+		"LOG_LEVEL=debug",
+		"FLINT_API_KEY=test-key-0123456789abcdef",
+		"FLINT_LEASE_TTL=2s",
+		"FLINT_HEARTBEAT_INTERVAL=400ms",
+		"FLINT_REAP_INTERVAL=200ms",
+		"FLINT_PROMOTE_INTERVAL=200ms",
+		"FLINT_POLL_INTERVAL=200ms",
+		"FLINT_WORKERS=4",
+		"SMTP_URL=smtp://127.0.0.1:1025",
+	)
+	cmd.Env = append(cmd.Env, extra...)
+	p := &proc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.out, p.out
+	require.NoError(t, cmd.Start())
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			t.Logf("flint %s output:\n%s", role, p.out.String())
+		}
+	})
+	return p
+}
+
+func (p *proc) wait(t *testing.T, timeout time.Duration) error {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.err
+	case <-time.After(timeout):
+		t.Fatalf("process did not exit within %s", timeout)
+		return nil
+	}
+}
+
+func openStore(t *testing.T, u string) *db.Store {
+	t.Helper()
+	s, err := db.Open(context.Background(), db.Config{URL: u})
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func enqueueAll(t *testing.T, s *db.Store, params ...jobs.EnqueueParams) []*jobs.Job {
+	t.Helper()
+	res, err := s.Enqueue(context.Background(), params...)
+	require.NoError(t, err)
+	out := make([]*jobs.Job, len(res))
+	for i, r := range res {
+		out[i] = r.Job
+	}
+	return out
+}
+
+func waitJobs(t *testing.T, s *db.Store, js []*jobs.Job, timeout time.Duration, cond func(*jobs.Job) bool) []*jobs.Job {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := make([]*jobs.Job, len(js))
+		ok := true
+		for i, j := range js {
+			got, err := s.GetJob(context.Background(), j.ID)
+			require.NoError(t, err)
+			out[i] = got
+			ok = ok && cond(got)
+		}
+		if ok {
+			return out
+		}
+		if time.Now().After(deadline) {
+			for _, j := range out {
+				t.Logf("job %s: %s attempt %d worker %v", j.ID, j.Status, j.Attempt, j.WorkerID)
+			}
+			t.Fatalf("jobs did not reach the condition within %s", timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func sleepJob(ms int) jobs.EnqueueParams {
+	return jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: json.RawMessage(fmt.Sprintf(`{"ms": %d}`, ms))}
+}
+
+// TestCrashRecovery kills a worker process with SIGKILL mid-job. Its jobs
+// must be reaped once their leases expire, rerun by another worker and
+// completed; the killed attempt is recorded as interrupted and refunded.
+func TestCrashRecovery(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	s := openStore(t, u)
+	victim := startFlint(t, "worker", u, "FLINT_WORKER_ID=victim")
+	js := enqueueAll(t, s, sleepJob(1500), sleepJob(1500), sleepJob(1500))
+	waitJobs(t, s, js, 60*time.Second, func(j *jobs.Job) bool {
+		return j.Status == jobs.StateRunning && j.WorkerID != nil && *j.WorkerID == "victim"
+	})
+	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
+	require.Error(t, victim.wait(t, 10*time.Second), "killed, not exited cleanly")
+
+	startFlint(t, "scheduler", u)
+	startFlint(t, "worker", u, "FLINT_WORKER_ID=rescuer")
+	done := waitJobs(t, s, js, 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+	for _, j := range done {
+		require.Equal(t, 1, j.Attempt, "the killed attempt was refunded")
+		require.Equal(t, 1, j.Interruptions)
+		require.Equal(t, 2, j.Executions)
+		require.Equal(t, "rescuer", *j.WorkerID)
+		ex, err := s.ListExecutions(context.Background(), j)
+		require.NoError(t, err)
+		require.Len(t, ex, 2)
+		require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+		require.Equal(t, "victim", ex[0].WorkerID)
+		require.Equal(t, jobs.OutcomeSucceeded, ex[1].Outcome)
+		require.Equal(t, "rescuer", ex[1].WorkerID)
+	}
+}
+
+// TestGracefulDrain sends SIGTERM to a worker with jobs running: it exits 0,
+// jobs that finish within the drain timeout complete, the rest go back to
+// the queue without being charged an attempt.
+func TestGracefulDrain(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	s := openStore(t, u)
+	w := startFlint(t, "worker", u, "FLINT_DRAIN_TIMEOUT=5s", "FLINT_WORKER_ID=drainer")
+	short := enqueueAll(t, s, sleepJob(1000), sleepJob(1000))
+	long := enqueueAll(t, s, sleepJob(600000), sleepJob(600000))
+	waitJobs(t, s, append(short, long...), 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateRunning })
+	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, w.wait(t, 30*time.Second), "exit status 0 after a drain")
+
+	for _, j := range waitJobs(t, s, short, time.Second, func(*jobs.Job) bool { return true }) {
+		require.Equal(t, jobs.StateCompleted, j.Status)
+	}
+	for _, j := range waitJobs(t, s, long, time.Second, func(*jobs.Job) bool { return true }) {
+		require.Equal(t, jobs.StateQueued, j.Status)
+		require.Zero(t, j.Attempt)
+		require.Zero(t, j.Interruptions)
+		require.Nil(t, j.LeaseToken)
+		ex, err := s.ListExecutions(context.Background(), j)
+		require.NoError(t, err)
+		require.Len(t, ex, 1)
+		require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+	}
+}
+
+// TestServeEndToEnd runs `flint serve` and drives it over HTTP only.
+func TestServeEndToEnd(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	srv := startFlint(t, "serve", u, "FLINT_ADDR="+addr)
+	base := "http://" + addr
+
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		resp, err := http.Get(base + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				break
+			}
+		}
+		require.True(t, time.Now().Before(deadline), "server never became ready")
+		time.Sleep(100 * time.Millisecond)
+	}
+	post := func(path, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, base+path, bytes.NewBufferString(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-API-Key", "test-key-0123456789abcdef")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return resp.StatusCode, out
+	}
+	code, job := post("/api/v1/jobs", `{"type":"sleep","payload":{"ms":50},"priority":"high"}`)
+	require.Equal(t, http.StatusCreated, code, "%v", job)
+	id := uuid.MustParse(job["id"].(string))
+	s := openStore(t, u)
+	waitJobs(t, s, []*jobs.Job{{ID: id}}, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, srv.wait(t, 30*time.Second))
+}
+
+func TestConfigReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{
+		"FLINT_WORKERS":            "zero",
+		"FLINT_LEASE_TTL":          "10s",
+		"FLINT_HEARTBEAT_INTERVAL": "8s",
+		"LOG_LEVEL":                "loud",
+		"DATABASE_URL":             "mysql://x",
+		"FLINT_ENV":                "production",
+		"FLINT_HTTP_ALLOW":         "not a cidr/99",
+	}
+	_, err := loadConfig("serve", nil, func(k string) string { return env[k] })
+	require.Error(t, err)
+	for _, want := range []string{"FLINT_WORKERS", "FLINT_HEARTBEAT_INTERVAL", "LOG_LEVEL", "DATABASE_URL", "FLINT_API_KEY is required", "FLINT_HTTP_ALLOW"} {
+		require.Contains(t, err.Error(), want)
+	}
+
+	cfg, err := loadConfig("worker", []string{"-workers", "3", "-queues", "a, b"}, func(string) string { return "" })
+	require.NoError(t, err)
+	require.Equal(t, 3, cfg.Workers)
+	require.Equal(t, []string{"a", "b"}, cfg.Queues)
+	require.True(t, cfg.APIKeyGenerated)
+}
