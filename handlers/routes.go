@@ -102,7 +102,5 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Post("/dlq/retry", s.retryDLQ)
 	api.Get("/bin", s.listBin)
 	api.Get("/stats", s.getStats)
-
-	app.Use(func(c *fiber.Ctx) error { return fiber.ErrNotFound })
 	return app
 }
