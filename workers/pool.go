@@ -39,7 +39,7 @@ type Store interface {
 type Config struct {
 	// WorkerID names this process in leases and executions. Required.
 	WorkerID string
-	// Workers is the number of jobs run at once; zero means 8 per CPU.
+	// Workers is the number of jobs run at once; zero means 25 per CPU.
 	Workers int
 	// Queues limits the pool to these queues; empty means every queue.
 	Queues []string
@@ -68,7 +68,7 @@ type Config struct {
 
 func (c *Config) fill() {
 	if c.Workers <= 0 {
-		c.Workers = 8 * runtime.GOMAXPROCS(0)
+		c.Workers = 25 * runtime.GOMAXPROCS(0)
 	}
 	if c.LeaseTTL <= 0 {
 		c.LeaseTTL = 30 * time.Second
