@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-
 	"flint/db"
 	"flint/db/dbtest"
 	"flint/jobs"

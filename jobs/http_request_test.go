@@ -664,8 +664,8 @@ func TestReadCapped(t *testing.T) {
 	require.Equal(t, int64(10), n)
 	require.False(t, limited, "a body of exactly the cap is whole")
 
-	// An endless body: reading must stop just past the cap.
-	src := &countingReader{}
+	// A long body: reading must stop just past the cap.
+	src := &countingReader{max: 1 << 20}
 	head, n, limited, err = readCapped(src, 1000, 4)
 	require.NoError(t, err)
 	require.Equal(t, "aaaa", string(head))
@@ -674,9 +674,14 @@ func TestReadCapped(t *testing.T) {
 	require.LessOrEqual(t, src.n, int64(1001))
 }
 
-type countingReader struct{ n int64 }
+// countingReader yields max bytes of 'a' and counts what was read.
+type countingReader struct{ n, max int64 }
 
 func (r *countingReader) Read(p []byte) (int, error) {
+	if r.n >= r.max {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), r.max-r.n)]
 	for i := range p {
 		p[i] = 'a'
 	}
