@@ -42,15 +42,25 @@ WITH next AS MATERIALIZED (
 	FOR UPDATE SKIP LOCKED
 )` + claimUpdate
 
-// claimQueuesSQL is claimSQL limited to some queues; a separate statement so
-// that the planner can use the per-queue index.
+// claimQueuesSQL is claimSQL limited to some queues. Each queue's next jobs
+// come from its own ordered range of the per-queue index, and the merged
+// candidates are cut to the limit: with queue = ANY(...) the planner could
+// only walk the all-queues index and filter, which at a million rows costs
+// tens of milliseconds when the wanted queue is not at the front. Rows
+// locked but not kept are released when the statement's transaction ends.
 const claimQueuesSQL = `
 WITH next AS MATERIALIZED (
-	SELECT id AS next_id FROM jobs
-	WHERE status = 'queued' AND deleted_at IS NULL AND queue = ANY($4::text[])
-	ORDER BY effective_priority, run_at, created_at, id
+	SELECT c.id AS next_id
+	FROM unnest($4::text[]) AS q(name)
+	CROSS JOIN LATERAL (
+		SELECT id, effective_priority, run_at, created_at FROM jobs
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name
+		ORDER BY effective_priority, run_at, created_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	) c
+	ORDER BY c.effective_priority, c.run_at, c.created_at, c.id
 	LIMIT $2
-	FOR UPDATE SKIP LOCKED
 )` + claimUpdate
 
 // ClaimJobs leases up to p.Limit queued jobs for p.WorkerID and returns them

@@ -108,6 +108,17 @@ func TestClaimQueues(t *testing.T) {
 	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 10, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{a.ID}, ids(got))
+
+	// Across several queues the claim order is still global.
+	lowA := b.enqueue(t, jobs.EnqueueParams{Queue: "a", Priority: jobs.PriorityLow})
+	highC := b.enqueue(t, jobs.EnqueueParams{Queue: "c", Priority: jobs.PriorityHigh})
+	medA := b.enqueue(t, jobs.EnqueueParams{Queue: "a", Priority: jobs.PriorityMedium})
+	got, err = b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 2, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{highC.ID, medA.ID}, ids(got))
+	got, err = b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 2, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{lowA.ID}, ids(got), "rows locked but not kept by the first claim are free again")
 }
 
 func TestEnqueueScheduledAndDelay(t *testing.T) {

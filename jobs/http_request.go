@@ -261,6 +261,12 @@ func (h *httpRequestHandler) checkRedirect(req *http.Request, via []*http.Reques
 		return fmt.Errorf("stopped after %d redirects", httpMaxRedirects)
 	}
 	if err := h.guard.checkURL(req.URL); err != nil {
+		var be *blockedError
+		if errors.As(err, &be) {
+			c := *be
+			c.Redirect = redactURL(req.URL)
+			return &c
+		}
 		return fmt.Errorf("redirect to %s: %w", redactURL(req.URL), err)
 	}
 	return nil

@@ -618,14 +618,11 @@ func TestHTTPRequestNon2xx(t *testing.T) {
 func TestHTTPRequestResponseCap(t *testing.T) {
 	t.Parallel()
 	const size = 5 << 20
-	var written atomic.Int64
 	srv := newCountingServer(t, func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		chunk := []byte(strings.Repeat("abcdefgh", 4096))
-		for written.Load() < size {
-			n, err := w.Write(chunk)
-			written.Add(int64(n))
-			if err != nil {
+		for written := 0; written < size; written += len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
 				return
 			}
 		}
@@ -633,7 +630,17 @@ func TestHTTPRequestResponseCap(t *testing.T) {
 
 	for _, limit := range []int64{0, 64 << 10} {
 		t.Run(strconv.FormatInt(limit, 10), func(t *testing.T) {
+			t.Parallel()
 			h := newTestHTTPHandler(t, HTTPConfig{Allow: []string{"127.0.0.1/32"}, MaxResponseBytes: limit})
+			// Count what the handler pulls from the response body.
+			var pulled atomic.Int64
+			h.client.Transport = roundTripperFunc(func(req *http.Request) (*http.Response, error) {
+				resp, err := h.transport.RoundTrip(req)
+				if err == nil {
+					resp.Body = &countingBody{ReadCloser: resp.Body, n: &pulled}
+				}
+				return resp, err
+			})
 			res, err := runHTTPJob(t, h, map[string]any{"url": srv.URL})
 			require.NoError(t, err)
 			r := res.(httpRequestResult)
@@ -641,13 +648,29 @@ func TestHTTPRequestResponseCap(t *testing.T) {
 			if want == 0 {
 				want = 1 << 20
 			}
-			require.Equal(t, want, r.BytesRead, "the body read must stop at the cap")
+			require.Equal(t, want, r.BytesRead)
+			require.LessOrEqual(t, pulled.Load(), want+1, "the body read must stop at the cap")
 			require.True(t, r.Truncated)
 			require.True(t, r.LimitReached)
 			require.Len(t, r.Body, httpSnippetLen)
 			require.True(t, strings.HasPrefix(r.Body, "abcdefgh"))
 		})
 	}
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b *countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
 }
 
 func TestReadCapped(t *testing.T) {

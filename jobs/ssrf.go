@@ -203,10 +203,15 @@ type blockedError struct {
 	Why string
 	// Hint says how to open it, when FLINT_HTTP_ALLOW can.
 	Hint string
+	// Redirect is the redirect target that led here, if any.
+	Redirect string
 }
 
 func (e *blockedError) Error() string {
 	s := e.What + " is blocked (" + e.Why + ")"
+	if e.Redirect != "" {
+		s = "redirect to " + e.Redirect + ": " + s
+	}
 	if e.Hint != "" {
 		s += "; " + e.Hint
 	}
@@ -494,11 +499,14 @@ func urlPort(u *url.URL) uint16 {
 // checkURLSyntax checks what does not depend on the allow list. Its errors
 // are *blockedError so that a redirect to such a URL is a permanent failure.
 func checkURLSyntax(u *url.URL) error {
+	if u.Scheme == "" {
+		return &blockedError{What: "a URL without a scheme", Why: "the URL must be absolute, like https://example.com/path"}
+	}
 	if u.Scheme != "http" && u.Scheme != "https" {
-		return &blockedError{What: fmt.Sprintf("scheme %q", u.Scheme), Why: "only http and https are allowed"}
+		return &blockedError{What: fmt.Sprintf("scheme %q", u.Scheme), Why: "only http and https"}
 	}
 	if u.User != nil {
-		return &blockedError{What: "a URL with user info (user:password@)", Why: "credentials in URLs are not allowed; send an Authorization header instead"}
+		return &blockedError{What: "a URL with user info (user:password@)", Why: "send credentials in an Authorization header instead"}
 	}
 	if u.Opaque != "" || u.Host == "" {
 		return &blockedError{What: "a URL without a host", Why: "the URL must be absolute, like https://example.com/path"}
@@ -515,7 +523,7 @@ func checkURLSyntax(u *url.URL) error {
 	if _, err := netip.ParseAddr(host); err != nil && numericHost(host) {
 		return &blockedError{
 			What: fmt.Sprintf("host %q", host),
-			Why:  "a numeric address in a non-standard form (octal, hexadecimal, shortened or a single number); write an IPv4 address as four decimal numbers, like 93.184.216.34",
+			Why:  "a numeric address in a non-standard form such as octal, hexadecimal, shortened or a single number; write an IPv4 address as four decimal numbers, like 93.184.216.34",
 		}
 	}
 	return nil
