@@ -137,10 +137,16 @@ func parseHTTPRequestPayload(payload json.RawMessage) (*httpRequest, error) {
 	if len(p.Headers) > httpMaxHeaders {
 		return nil, fmt.Errorf(`"headers" may hold at most %d headers`, httpMaxHeaders)
 	}
+	seen := make(map[string]bool, len(p.Headers))
 	for name, value := range p.Headers {
 		if err := checkHeader(name, value); err != nil {
 			return nil, err
 		}
+		canon := http.CanonicalHeaderKey(name)
+		if seen[canon] {
+			return nil, fmt.Errorf(`"headers" sets %s twice (names are case-insensitive)`, canon)
+		}
+		seen[canon] = true
 	}
 	r.headers = p.Headers
 
@@ -275,7 +281,7 @@ func (h *httpRequestHandler) checkRedirect(req *http.Request, via []*http.Reques
 // httpRequestResult is the result of a successful http_request job.
 type httpRequestResult struct {
 	Status  int               `json:"status"`
-	Headers map[string]string `json:"headers,omitempty"`
+	Headers map[string]string `json:"headers"`
 	// Body is the first 512 bytes of the response body.
 	Body string `json:"body"`
 	// Truncated is true when Body is not the whole response body.
@@ -358,12 +364,10 @@ func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 		BytesRead:    n,
 		LimitReached: limited,
 		DurationMS:   elapsed.Milliseconds(),
+		Headers:      map[string]string{},
 	}
 	for _, name := range httpResultHeaders {
 		if v := resp.Header.Get(name); v != "" {
-			if res.Headers == nil {
-				res.Headers = map[string]string{}
-			}
 			if len(v) > 256 {
 				v = utf8Prefix([]byte(v[:256]))
 			}
@@ -377,9 +381,23 @@ func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 // a *url.Error is replaced by the redacted one so that query strings (which
 // often carry tokens) stay out of last_error.
 func (h *httpRequestHandler) requestError(jobCtx, reqCtx context.Context, r *httpRequest, shown string, err error) error {
+	// A *url.Error names the URL that failed, which after a redirect is not
+	// the payload's.
+	redirect := ""
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if u, perr := url.Parse(ue.URL); perr == nil && u.String() != r.url.String() {
+			redirect = redactURL(u)
+		}
+		err = ue.Err
+	}
 	var be *blockedError
 	if errors.As(err, &be) {
-		return Cancel(fmt.Errorf("http_request: %s refused: %w", shown, be))
+		c := *be
+		if c.Redirect == "" {
+			c.Redirect = redirect
+		}
+		return Cancel(fmt.Errorf("http_request: %s refused: %w", shown, &c))
 	}
 	if jobCtx.Err() != nil {
 		return fmt.Errorf("http_request: %s: %w", shown, context.Cause(jobCtx))
@@ -387,9 +405,8 @@ func (h *httpRequestHandler) requestError(jobCtx, reqCtx context.Context, r *htt
 	if reqCtx.Err() != nil {
 		return fmt.Errorf("http_request: %s: timed out after %s (timeout_seconds)", shown, r.timeout)
 	}
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
+	if redirect != "" {
+		return fmt.Errorf("http_request: %s: redirect to %s: %v", shown, redirect, err)
 	}
 	return fmt.Errorf("http_request: %s: %v", shown, err)
 }

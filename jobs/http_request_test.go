@@ -290,7 +290,7 @@ func TestHTTPRequestPayloadValidation(t *testing.T) {
 		{"ftp", `{"url": "ftp://example.com/file"}`, `scheme "ftp" is not allowed`},
 		{"file", `{"url": "file:///etc/passwd"}`, `scheme "file"`},
 		{"gopher", `{"url": "gopher://127.0.0.1:6379/_INFO"}`, `scheme "gopher"`},
-		{"no scheme", `{"url": "example.com/path"}`, `scheme ""`},
+		{"no scheme", `{"url": "example.com/path"}`, "without a scheme"},
 		{"opaque", `{"url": "http:example.com"}`, "without a host"},
 		{"no host", `{"url": "http:///path"}`, "without a host"},
 		{"userinfo", `{"url": "https://user:pass@example.com/"}`, "user info"},
@@ -318,6 +318,7 @@ func TestHTTPRequestPayloadValidation(t *testing.T) {
 		{"transfer-encoding", `{"url": "https://example.com/", "headers": {"Transfer-Encoding": "chunked"}}`, "hop-by-hop"},
 		{"proxy-authorization", `{"url": "https://example.com/", "headers": {"Proxy-Authorization": "x"}}`, "hop-by-hop"},
 		{"upgrade", `{"url": "https://example.com/", "headers": {"upgrade": "websocket"}}`, "hop-by-hop"},
+		{"duplicate header", `{"url": "https://example.com/", "headers": {"X-A": "1", "x-a": "2"}}`, "sets X-A twice"},
 		{"header value not string", `{"url": "https://example.com/", "headers": {"X-A": 1}}`, "must be a string"},
 		{"timeout 0", `{"url": "https://example.com/", "timeout_seconds": 0}`, `"timeout_seconds" must be between 1 and 300`},
 		{"timeout 301", `{"url": "https://example.com/", "timeout_seconds": 301}`, `"timeout_seconds" must be between 1 and 300`},
@@ -552,6 +553,7 @@ func TestHTTPRequestRedirects(t *testing.T) {
 			require.Error(t, err)
 			require.True(t, IsCancel(err), "a refused redirect must cancel the job: %v", err)
 			require.Contains(t, err.Error(), tc.want)
+			require.Contains(t, err.Error(), "refused: redirect to ")
 			require.Equal(t, int64(1), entry.hits.Load())
 		})
 	}

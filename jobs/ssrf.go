@@ -197,7 +197,7 @@ func isHexDigits(s string) bool {
 // turns it into a permanent failure: retrying cannot reach a blocked address.
 type blockedError struct {
 	// What was refused: "address 10.0.0.1", "port 8080 on 203.0.113.9",
-	// "redirect to ftp://...".
+	// `scheme "ftp"`.
 	What string
 	// Why it was refused, e.g. "private network (RFC 1918)".
 	Why string
