@@ -4,7 +4,8 @@
 // and the built-in job types.
 //
 // It imports only the standard library and small pure libraries. It never
-// touches SQL, Redis, HTTP or the environment: the db package enforces the
+// touches SQL, Redis, HTTP serving or the environment (the http_request job
+// is an HTTP client, by nature, with its SSRF guard): the db package enforces the
 // state machine in its SQL guards using the tables declared here, and the
 // workers package runs handlers from the Registry.
 //
