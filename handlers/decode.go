@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"flint/jobs"
 )
 
 // decodeJSON reads the request body as exactly one JSON value into v,
@@ -58,7 +60,7 @@ func jsonError(err error, prefix string) *apiError {
 		if typ.Field == "" {
 			return badRequest("invalid_json", prefix, "expected a JSON object")
 		}
-		return invalid(field, fmt.Sprintf("must be %s (got %s)", describeKind(typ.Type.Kind().String()), typ.Value))
+		return invalid(field, fmt.Sprintf("must be %s (got %s)", jobs.JSONKind(typ.Type.Kind().String()), typ.Value))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("invalid_json", prefix, "malformed JSON: unexpected end of input")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -84,22 +86,4 @@ func join(prefix, field string) string {
 	default:
 		return prefix + "." + field
 	}
-}
-
-func describeKind(kind string) string {
-	switch kind {
-	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
-		return "a whole number in range"
-	case "float32", "float64":
-		return "a number"
-	case "string":
-		return "a string"
-	case "bool":
-		return "true or false"
-	case "slice", "array":
-		return "a list"
-	case "map", "struct":
-		return "an object"
-	}
-	return "of another type"
 }

@@ -21,9 +21,9 @@ func describeJSONError(err error) string {
 		return fmt.Sprintf("malformed JSON at byte %d: %s", syn.Offset, syn.Error())
 	case errors.As(err, &typ):
 		if typ.Field != "" {
-			return fmt.Sprintf("%q must be %s, not %s", typ.Field, jsonKind(typ.Type.Kind().String()), typ.Value)
+			return fmt.Sprintf("%q must be %s, not %s", typ.Field, JSONKind(typ.Type.Kind().String()), typ.Value)
 		}
-		return fmt.Sprintf("must be %s, not %s", jsonKind(typ.Type.Kind().String()), typ.Value)
+		return fmt.Sprintf("must be %s, not %s", JSONKind(typ.Type.Kind().String()), typ.Value)
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return "malformed JSON: unexpected end of input"
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
@@ -33,7 +33,9 @@ func describeJSONError(err error) string {
 	}
 }
 
-func jsonKind(goKind string) string {
+// JSONKind names, for an error message, the JSON value a Go kind (as
+// reflect.Kind.String gives it) expects.
+func JSONKind(goKind string) string {
 	switch goKind {
 	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
 		return "an integer in range"
