@@ -367,3 +367,21 @@ func TestBodyTooLarge(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	require.Contains(t, string(body), "payload_too_large")
 }
+
+// TestRunAtBoundsFollowTheClock: run_at limits are judged on the server's
+// clock, here a fake one set far in the future.
+func TestRunAtBoundsFollowTheClock(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	reg := jobs.NewRegistry()
+	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	clock := jobs.NewFakeClock(time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC))
+	app := handlers.New(handlers.Config{APIKey: apiKey, Clock: clock}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	b := &testBundle{app: app, store: store, ctx: context.Background()}
+	ok := b.post(t, "/api/v1/jobs", `{"type":"noop","run_at":"2049-06-01T00:00:00Z"}`)
+	require.Equal(t, http.StatusCreated, ok.status, "%s", ok.body)
+	require.Equal(t, "scheduled", ok.json(t)["status"])
+	clock.Advance(-20 * 365 * 24 * time.Hour)
+	tooFar := b.post(t, "/api/v1/jobs", `{"type":"noop","run_at":"2049-06-01T00:00:00Z"}`)
+	require.Equal(t, http.StatusUnprocessableEntity, tooFar.status)
+}

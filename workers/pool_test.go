@@ -166,8 +166,22 @@ func TestPoolRetriesFailingJob(t *testing.T) {
 	got := b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateScheduled))
 	require.Equal(t, "flaky", *got.LastError)
 	require.Equal(t, 1, got.Attempt)
-	// Backoff for a first failure is 0.5 s to 1.5 s.
-	require.WithinDuration(t, got.UpdatedAt.Add(time.Second), got.RunAt, 600*time.Millisecond)
+	// Backoff for a first failure is 0.5 s to 1.5 s after the failure.
+	delay := got.RunAt.Sub(got.UpdatedAt)
+	require.GreaterOrEqual(t, delay, 500*time.Millisecond)
+	require.Less(t, delay, 1500*time.Millisecond)
+	// On a clock held just before run_at the promoter leaves it; at run_at
+	// it promotes it.
+	before := got.RunAt.Add(-time.Millisecond)
+	moved, err := b.store.PromoteDue(b.ctx, &before, 10)
+	require.NoError(t, err)
+	require.Empty(t, moved)
+	at := got.RunAt
+	moved, err = b.store.PromoteDue(b.ctx, &at, 10)
+	require.NoError(t, err)
+	require.Len(t, moved, 1)
+	// The second attempt succeeds ("times": 1).
+	b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateCompleted))
 }
 
 func TestPoolTimeout(t *testing.T) {
