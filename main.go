@@ -140,10 +140,45 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 	}
 	jobs.RegisterBuiltins(registry, jobs.BuiltinDeps{Mailer: mailer, HTTP: jobs.HTTPConfig{Allow: cfg.HTTPAllow}})
 
+	settings := &jobs.SettingsHolder{}
+	if st, err := store.GetSettings(ctx); err != nil {
+		logger.Warn("reading settings failed; using defaults until the next reload", "error", err)
+	} else {
+		settings.Set(st)
+	}
+	reloadSettings := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if st, err := store.GetSettings(rctx); err == nil {
+			settings.Set(st)
+		} else {
+			logger.Warn("reloading settings failed", "error", err)
+		}
+	}
+
 	g, gctx := errgroup.WithContext(ctx)
 	runsWorkers := role == "serve" || role == "worker"
 	runsScheduler := role == "serve" || role == "scheduler"
 	runsHTTP := role == "serve" || role == "api"
+
+	// Every process listens: for settings changes, and workers for work.
+	listener := db.NewListener(cfg.DatabaseURL, logger, 0)
+	listener.Handle(db.ChannelSettings, func(string) { reloadSettings() })
+	listener.OnConnect(reloadSettings)
+	g.Go(func() error {
+		// Settings are also re-read every 30 s, in case a notification was
+		// lost while the listener reconnected.
+		t := time.NewTicker(30 * time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-gctx.Done():
+				return nil
+			case <-t.C:
+				reloadSettings()
+			}
+		}
+	})
 
 	var pool *workers.Pool
 	if runsWorkers {
@@ -156,29 +191,40 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 			PollInterval:      cfg.PollInterval,
 			DrainTimeout:      cfg.DrainTimeout,
 		}, store, registry, logger)
-		listener := db.NewListener(cfg.DatabaseURL, logger, 0)
 		listener.Handle(db.ChannelJobs, pool.Wake)
 		listener.Handle(db.ChannelCancel, pool.CancelRequested)
 		listener.OnConnect(func() { pool.Wake("") })
-		lctx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
-		g.Go(func() error { return listener.Run(lctx) })
-		g.Go(func() error {
-			defer stopListener()
-			return pool.Run(gctx)
-		})
+		g.Go(func() error { return pool.Run(gctx) })
 	}
 	if runsScheduler {
-		promoter := scheduler.NewPromoter(scheduler.PromoterConfig{Interval: cfg.PromoteInterval}, store, logger)
+		recurrer := scheduler.NewRecurrer(scheduler.RecurrerConfig{}, store, logger)
+		promoter := scheduler.NewPromoter(scheduler.PromoterConfig{
+			Interval: cfg.PromoteInterval,
+			OnMoved:  func([]jobs.Moved) { recurrer.Kick() },
+		}, store, logger)
 		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval}, store, logger)
-		g.Go(func() error { return promoter.Run(gctx) })
-		g.Go(func() error { return reaper.Run(gctx) })
+		ager := scheduler.NewAger(scheduler.AgerConfig{Holder: cfg.WorkerID}, store, settings, logger)
+		pruner := scheduler.NewPruner(scheduler.RetentionConfig{}, store, settings, logger)
+		for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run} {
+			g.Go(func() error { return loop(gctx) })
+		}
 	}
+	// Start listening once every channel has its handler.
+	lctx, stopListener := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopListener()
+	listenerDone := make(chan struct{})
+	go func() {
+		defer close(listenerDone)
+		_ = listener.Run(lctx)
+	}()
+	defer func() { stopListener(); <-listenerDone }()
+
 	if runsHTTP {
 		var wake func(string)
 		if pool != nil {
 			wake = pool.Wake
 		}
-		app := handlers.New(handlers.Config{APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake}, store, registry, logger)
+		app := handlers.New(handlers.Config{APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake, Settings: settings}, store, registry, logger)
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -95,7 +95,7 @@ func TestFencing(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, st, "stale lease must not be extended")
 	for _, outcome := range []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled, jobs.OutcomeInterrupted} {
-		moved, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: staleLease, Outcome: outcome, Error: "stale", RetryDelay: time.Second}})
+		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: staleLease, Outcome: outcome, Error: "stale", RetryDelay: time.Second}})
 		require.NoError(t, err)
 		require.True(t, moved[0].LeaseLost(), "stale %s must be refused", outcome)
 	}
@@ -111,7 +111,7 @@ func TestFencing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st, 1)
 	require.Equal(t, j.ID, st[0].JobID)
-	moved, err := b.store.FinishJobs(b.ctx, []jobs.Finish{
+	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{
 		{Lease: staleLease, Outcome: jobs.OutcomeFailed, Error: "stale"},
 		{Lease: jobs.LeaseOf(fresh), Outcome: jobs.OutcomeSucceeded},
 	})
@@ -139,7 +139,7 @@ func TestRetriesThenDLQ(t *testing.T) {
 		c := b.claim(t, "w", 1, time.Minute)
 		require.Len(t, c, 1, "attempt %d", attempt)
 		require.Equal(t, attempt, c[0].Attempt)
-		moved, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed,
+		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed,
 			Error: fmt.Sprintf("boom %d", attempt), RetryDelay: time.Hour}})
 		require.NoError(t, err)
 		if attempt < 3 {
@@ -233,7 +233,7 @@ func TestCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, st[0].CancelRequested, "the heartbeat tells the worker")
 	// A failure after a cancel request ends cancelled, not retried.
-	moved, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeFailed, Error: "context canceled"}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeFailed, Error: "context canceled"}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCancelled, moved[0].Status)
 
@@ -277,7 +277,7 @@ func TestBinDeleteRestorePurge(t *testing.T) {
 	_, err = b.store.DeleteJob(b.ctx, keep.ID)
 	require.NoError(t, err)
 	require.ErrorIs(t, b.store.PurgeJob(b.ctx, keep.ID), jobs.ErrInvalidTransition, "running job stays until its worker lets go")
-	_, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
 	require.NoError(t, err)
 	require.NoError(t, b.store.PurgeJob(b.ctx, keep.ID))
 	_, err = b.store.GetJob(b.ctx, keep.ID)
@@ -333,7 +333,7 @@ func TestStats(t *testing.T) {
 	b.enqueue(t, jobs.EnqueueParams{Queue: "q1"})
 	b.enqueue(t, jobs.EnqueueParams{Queue: "q2", Type: "sleep", Payload: []byte(`{"ms":1}`)})
 	c := b.claim(t, "w", 1, time.Minute)
-	_, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
 	require.NoError(t, err)
 	st, err := b.store.Stats(b.ctx)
 	require.NoError(t, err)

@@ -1,17 +1,20 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"flint/jobs"
 )
 
 // enqueueSQL inserts a batch of jobs from parallel arrays in one statement.
-// A job whose run_at is in the future starts scheduled, otherwise queued. An
+// A job with unfinished dependencies starts blocked; otherwise one whose
+// run_at is in the future starts scheduled, and the rest queued. An
 // idempotency key that exists already makes the row a no-op; the caller then
 // reads the existing job. One notification per queue that gained queued jobs
 // wakes the workers (PostgreSQL delivers it at commit).
@@ -19,18 +22,20 @@ const enqueueSQL = `
 WITH input AS (
 	SELECT t.id, t.type, t.queue, t.payload::jsonb AS payload, t.priority, t.max_retries,
 	       coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond') AS run_at,
-	       nullif(t.timeout_seconds, 0) AS timeout_seconds, t.idempotency_key, t.ord
+	       nullif(t.timeout_seconds, 0) AS timeout_seconds, t.idempotency_key, t.blocked,
+	       t.schedule_id, t.scheduled_for, t.ord
 	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::integer[],
-	            $7::timestamptz[], $8::float8[], $9::integer[], $10::text[])
+	            $7::timestamptz[], $8::float8[], $9::integer[], $10::text[], $11::boolean[],
+	            $12::uuid[], $13::timestamptz[])
 	     WITH ORDINALITY AS t(id, type, queue, payload, priority, max_retries, run_at, delay_ms,
-	                          timeout_seconds, idempotency_key, ord)
+	                          timeout_seconds, idempotency_key, blocked, schedule_id, scheduled_for, ord)
 ),
 inserted AS (
 	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
-	                  run_at, timeout_seconds, idempotency_key)
+	                  run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for)
 	SELECT id, type, queue, payload, priority, priority,
-	       CASE WHEN run_at > now() THEN 'scheduled' ELSE 'queued' END,
-	       max_retries, run_at, timeout_seconds, idempotency_key
+	       CASE WHEN blocked THEN 'blocked' WHEN run_at > now() THEN 'scheduled' ELSE 'queued' END,
+	       max_retries, run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -44,52 +49,83 @@ SELECT inserted.* FROM inserted, notified`
 
 const existingByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ANY($1::text[])`
 
-// Enqueue validates and inserts jobs in one transaction, in order. Each
-// params entry must already have passed jobs.EnqueueParams.Validate.
+// lockDependenciesSQL reads the dependencies of new jobs, holding them so
+// that none can complete between this read and the commit: a dependency
+// that completes afterwards finds the new edge and releases the job.
+const lockDependenciesSQL = `SELECT id, status, deleted_at IS NOT NULL FROM jobs WHERE id = ANY($1::uuid[]) FOR SHARE`
+
+const insertEdgesSQL = `
+INSERT INTO job_dependencies (job_id, depends_on_id) SELECT * FROM unnest($1::uuid[], $2::uuid[]) ON CONFLICT DO NOTHING`
+
+const insertScheduleSQL = `
+INSERT INTO job_schedules (id, type, queue, payload, priority, max_retries, timeout_seconds,
+                           interval_seconds, cron, timezone, next_run_at)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, nullif($7, 0), nullif($8, 0), nullif($9, ''), $10, $11)`
+
+// Enqueue inserts jobs in one transaction, in order. Each params entry must
+// already have passed jobs.EnqueueParams.Validate.
 func (s *Store) Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
-	return EnqueueTx(ctx, s.pool, params...)
+	if !needsTx(params) {
+		return EnqueueTx(ctx, s.pool, params...)
+	}
+	var out []jobs.Enqueued
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = EnqueueTx(ctx, tx, params...)
+		return err
+	})
+	return out, err
+}
+
+// needsTx reports whether enqueueing params takes more than one statement.
+func needsTx(params []jobs.EnqueueParams) bool {
+	for i := range params {
+		if len(params[i].DependsOn) > 0 || params[i].Recurring() {
+			return true
+		}
+	}
+	return false
 }
 
 // EnqueueTx inserts jobs through q, which may be the caller's own
 // transaction: the jobs then exist (and workers wake) only if it commits.
+// Jobs with dependencies or a recurrence need q to be a transaction (Store.
+// Enqueue opens one).
 func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}
 	n := len(params)
 	var (
-		ids      = make([]uuid.UUID, n)
-		types    = make([]string, n)
-		queues   = make([]string, n)
-		payloads = make([]string, n)
-		prios    = make([]int16, n)
-		retries  = make([]int32, n)
-		runAts   = make([]*time.Time, n)
-		delays   = make([]float64, n)
-		timeouts = make([]int32, n)
-		keys     = make([]*string, n)
-		wantKeys []string
+		ids       = make([]uuid.UUID, n)
+		types     = make([]string, n)
+		queues    = make([]string, n)
+		payloads  = make([]string, n)
+		prios     = make([]int16, n)
+		retries   = make([]int32, n)
+		runAts    = make([]*time.Time, n)
+		delays    = make([]float64, n)
+		timeouts  = make([]int32, n)
+		keys      = make([]*string, n)
+		blocked   = make([]bool, n)
+		schedules = make([]*uuid.UUID, n)
+		fireAts   = make([]*time.Time, n)
+		wantKeys  []string
 	)
 	for i := range params {
 		p := &params[i]
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, fmt.Errorf("enqueue: new id: %w", err)
+		ids[i] = p.ID
+		if ids[i] == uuid.Nil {
+			id, err := uuid.NewV7()
+			if err != nil {
+				return nil, fmt.Errorf("enqueue: new id: %w", err)
+			}
+			ids[i] = id
 		}
-		ids[i] = id
 		types[i] = p.Type
-		queues[i] = p.Queue
-		if queues[i] == "" {
-			queues[i] = jobs.DefaultQueue
-		}
-		payloads[i] = string(p.Payload)
-		if len(p.Payload) == 0 {
-			payloads[i] = "{}"
-		}
-		prios[i] = int16(p.Priority)
-		if prios[i] == 0 {
-			prios[i] = jobs.DefaultPriority
-		}
+		queues[i] = cmp.Or(p.Queue, jobs.DefaultQueue)
+		payloads[i] = cmp.Or(string(p.Payload), "{}")
+		prios[i] = int16(cmp.Or(p.Priority, jobs.DefaultPriority))
 		retries[i] = jobs.DefaultMaxRetries
 		if p.MaxRetries != nil {
 			retries[i] = int32(*p.MaxRetries)
@@ -103,8 +139,15 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 			wantKeys = append(wantKeys, k)
 		}
 	}
+	if err := resolveDependencies(ctx, q, params, ids, blocked); err != nil {
+		return nil, err
+	}
+	if err := createSchedules(ctx, q, params, keys, runAts, delays, schedules, fireAts); err != nil {
+		return nil, err
+	}
+
 	inserted, err := collectJobs(q.Query(ctx, enqueueSQL, ids, types, queues, payloads, prios, retries,
-		runAts, delays, timeouts, keys))
+		runAts, delays, timeouts, keys, blocked, schedules, fireAts))
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -124,18 +167,192 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 		}
 	}
 	out := make([]jobs.Enqueued, n)
+	actual := make(map[uuid.UUID]uuid.UUID, n) // assigned id → the job that stands for it
 	for i := range params {
 		if j, ok := byID[ids[i]]; ok {
 			out[i] = jobs.Enqueued{Job: j, Inserted: true}
-			continue
+		} else if j, ok := byKey[deref(keys[i])]; ok && keys[i] != nil {
+			out[i] = jobs.Enqueued{Job: j}
+		} else {
+			return nil, fmt.Errorf("enqueue: job %d was neither inserted nor found by its idempotency key", i)
 		}
-		if keys[i] != nil {
-			if j, ok := byKey[*keys[i]]; ok {
-				out[i] = jobs.Enqueued{Job: j}
-				continue
-			}
-		}
-		return nil, fmt.Errorf("enqueue: job %d was neither inserted nor found by its idempotency key", i)
+		actual[ids[i]] = out[i].Job.ID
+	}
+	if err := insertEdges(ctx, q, params, out, actual); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// resolveDependencies checks the dependencies that are not in this batch
+// (they must exist, sit outside the bin and be able to complete) and marks
+// each new job blocked unless every dependency has completed already.
+func resolveDependencies(ctx context.Context, q DBTX, params []jobs.EnqueueParams, ids []uuid.UUID, blocked []bool) error {
+	inBatch := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		inBatch[id] = true
+	}
+	var external []uuid.UUID
+	for i := range params {
+		for _, d := range params[i].DependsOn {
+			if !inBatch[d] {
+				external = append(external, d)
+			}
+		}
+	}
+	type depState struct {
+		status  jobs.State
+		deleted bool
+	}
+	states := map[uuid.UUID]depState{}
+	if len(external) > 0 {
+		rows, err := q.Query(ctx, lockDependenciesSQL, external)
+		if err != nil {
+			return fmt.Errorf("enqueue: read dependencies: %w", err)
+		}
+		for rows.Next() {
+			var id uuid.UUID
+			var st depState
+			var status string
+			if err := rows.Scan(&id, &status, &st.deleted); err != nil {
+				rows.Close()
+				return fmt.Errorf("enqueue: read dependencies: %w", err)
+			}
+			st.status = jobs.State(status)
+			states[id] = st
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return fmt.Errorf("enqueue: read dependencies: %w", err)
+		}
+	}
+	for i := range params {
+		for k, d := range params[i].DependsOn {
+			if inBatch[d] {
+				blocked[i] = true
+				continue
+			}
+			field := fmt.Sprintf("depends_on[%d]", k)
+			st, ok := states[d]
+			switch {
+			case !ok:
+				return jobs.Invalid(field, "no job has id %s", d)
+			case st.deleted:
+				return jobs.Invalid(field, "job %s is in the bin; restore it first", d)
+			case st.status == jobs.StateCancelled || st.status == jobs.StateDeadLetter:
+				return jobs.Invalid(field, "job %s is %s and will not complete unless replayed", d, st.status)
+			case st.status != jobs.StateCompleted:
+				blocked[i] = true
+			}
+		}
+	}
+	return nil
+}
+
+// createSchedules creates the series of recurring jobs and sets each first
+// occurrence's run_at to the series' first firing time.
+func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, keys []*string,
+	runAts []*time.Time, delays []float64, schedules []*uuid.UUID, fireAts []*time.Time) error {
+	var now time.Time
+	for i := range params {
+		p := &params[i]
+		if !p.Recurring() {
+			continue
+		}
+		if now.IsZero() {
+			if err := q.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+				return fmt.Errorf("enqueue: read clock: %w", err)
+			}
+		}
+		if keys[i] != nil {
+			var exists bool
+			if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE idempotency_key = $1)`, *keys[i]).Scan(&exists); err != nil {
+				return fmt.Errorf("enqueue: %w", err)
+			}
+			if exists {
+				continue // the insert returns the existing job; no second series
+			}
+		}
+		start := now.Add(time.Duration(delays[i] * float64(time.Millisecond)))
+		if runAts[i] != nil {
+			start = *runAts[i]
+		}
+		first := start
+		tz := cmp.Or(p.Timezone, "UTC")
+		if p.Cron != "" {
+			cs, err := jobs.ParseCron(p.Cron, p.Timezone)
+			if err != nil {
+				return jobs.Invalid("cron", "%s", err.Error())
+			}
+			first = cs.Next(start.Add(-time.Nanosecond))
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("enqueue: new id: %w", err)
+		}
+		retries := jobs.DefaultMaxRetries
+		if p.MaxRetries != nil {
+			retries = *p.MaxRetries
+		}
+		if _, err := q.Exec(ctx, insertScheduleSQL, id, p.Type, cmp.Or(p.Queue, jobs.DefaultQueue),
+			cmp.Or(string(p.Payload), "{}"), cmp.Or(p.Priority, jobs.DefaultPriority), retries, p.TimeoutSeconds,
+			p.IntervalSeconds, p.Cron, tz, first); err != nil {
+			return fmt.Errorf("enqueue: create recurring series: %w", err)
+		}
+		runAts[i], delays[i], schedules[i], fireAts[i] = &first, 0, &id, &first
+	}
+	return nil
+}
+
+// insertEdges records the dependencies of the jobs that were inserted, then
+// releases any whose dependencies turned out to be complete already (a
+// dependency in the same batch matched an existing, completed job by its
+// idempotency key).
+func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued, actual map[uuid.UUID]uuid.UUID) error {
+	var children, parents []uuid.UUID
+	var blockedKids []uuid.UUID
+	for i := range params {
+		if !out[i].Inserted || len(params[i].DependsOn) == 0 {
+			continue
+		}
+		for _, d := range params[i].DependsOn {
+			if a, ok := actual[d]; ok {
+				d = a
+			}
+			children = append(children, out[i].Job.ID)
+			parents = append(parents, d)
+		}
+		if out[i].Job.Status == jobs.StateBlocked {
+			blockedKids = append(blockedKids, out[i].Job.ID)
+		}
+	}
+	if len(children) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, insertEdgesSQL, children, parents); err != nil {
+		return fmt.Errorf("enqueue: record dependencies: %w", err)
+	}
+	if len(blockedKids) > 0 {
+		released, err := collectMoved(q.Query(ctx, releaseSQL, blockedKids))
+		if err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		releasedSet := map[uuid.UUID]jobs.State{}
+		for _, m := range released {
+			releasedSet[m.JobID] = m.Status
+		}
+		for i := range out {
+			if st, ok := releasedSet[out[i].Job.ID]; ok {
+				out[i].Job.Status = st
+			}
+		}
+	}
+	return nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

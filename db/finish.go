@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"flint/jobs"
 )
@@ -72,12 +73,18 @@ notified AS (
 )
 SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.token FROM moved, notified`
 
-// FinishJobs records the end of a batch of attempts. The result has one
-// entry per input, in order; entries whose lease was lost have an empty
-// Status.
-func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, error) {
+// FinishJobs records the end of a batch of attempts. finished has one entry
+// per input, in order; entries whose lease was lost have an empty Status.
+// cascaded lists the other jobs that moved as a consequence: dependents
+// released because their last dependency completed, and downstream jobs
+// cancelled because a dependency failed for good or was cancelled.
+//
+// It is one round trip: the outcome statement, then (in the same implicit
+// transaction, each with a fresh snapshot) the dependency release and the
+// cascade.
+func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	if len(batch) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	n := len(batch)
 	ids := make([]uuid.UUID, n)
@@ -86,47 +93,84 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Mov
 	results := make([]*string, n)
 	errs := make([]*string, n)
 	delays := make([]float64, n)
+	var succeeded, others []uuid.UUID
 	for i, f := range batch {
 		ids[i], tokens[i] = f.JobID, f.Token
 		outcomes[i] = string(f.Outcome)
-		if f.Outcome == jobs.OutcomeSucceeded && len(f.Result) > 0 {
-			r := string(f.Result)
-			results[i] = &r
-		}
-		if f.Outcome != jobs.OutcomeSucceeded {
+		if f.Outcome == jobs.OutcomeSucceeded {
+			succeeded = append(succeeded, f.JobID)
+			if len(f.Result) > 0 {
+				r := string(f.Result)
+				results[i] = &r
+			}
+		} else {
+			others = append(others, f.JobID)
 			e := truncate(f.Error, jobs.MaxErrorLen)
 			errs[i] = &e
 		}
 		delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
 	}
-	rows, err := s.pool.Query(ctx, finishSQL, ids, tokens, outcomes, results, errs, delays)
-	if err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+	b := &pgx.Batch{}
+	b.Queue(finishSQL, ids, tokens, outcomes, results, errs, delays)
+	if len(succeeded) > 0 {
+		b.Queue(lockChildrenSQL, succeeded)
+		b.Queue(releaseChildrenSQL, succeeded)
 	}
-	defer rows.Close()
+	if len(others) > 0 {
+		b.Queue(cascadeSQL, others)
+	}
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, fmt.Errorf("finish jobs: %w", err)
+	}
 	done := make(map[jobs.Lease]jobs.Moved, n)
 	for rows.Next() {
 		var f jobs.Moved
 		var status string
 		var token uuid.UUID
 		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &token); err != nil {
-			return nil, fmt.Errorf("finish jobs: %w", err)
+			rows.Close()
+			return nil, nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		f.Status = jobs.State(status)
 		done[jobs.Lease{JobID: f.JobID, Token: token}] = f
 	}
+	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("finish jobs: %w", err)
+		return nil, nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	out := make([]jobs.Moved, n)
+	if len(succeeded) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, fmt.Errorf("finish jobs: lock dependents: %w", err)
+		}
+		released, err := collectMoved(br.Query())
+		if err != nil {
+			return nil, nil, fmt.Errorf("finish jobs: release dependents: %w", err)
+		}
+		cascaded = append(cascaded, released...)
+	}
+	if len(others) > 0 {
+		cancelled, err := collectMoved(br.Query())
+		if err != nil {
+			return nil, nil, fmt.Errorf("finish jobs: cancel downstream: %w", err)
+		}
+		cascaded = append(cascaded, cancelled...)
+	}
+	if err := br.Close(); err != nil {
+		return nil, nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	finished = make([]jobs.Moved, n)
 	for i, f := range batch {
 		if d, ok := done[f.Lease]; ok {
-			out[i] = d
+			finished[i] = d
 		} else {
-			out[i] = jobs.Moved{JobID: f.JobID}
+			finished[i] = jobs.Moved{JobID: f.JobID}
 		}
 	}
-	return out, nil
+	return finished, cascaded, nil
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence,

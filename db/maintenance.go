@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"flint/jobs"
 )
 
@@ -64,8 +67,26 @@ SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved
 
 // ReapExpired requeues up to limit running jobs whose lease expired before
 // now (nil: the database clock).
+// Jobs that end dead_letter or cancelled take their downstream jobs with
+// them (cascade), in the same transaction; those are returned too.
 func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error) {
-	out, err := collectMoved(s.pool.Query(ctx, reapSQL, now, limit, s.maxInterruptions))
+	var out []jobs.Moved
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		out, err = collectMoved(tx.Query(ctx, reapSQL, now, limit, s.maxInterruptions))
+		if err != nil {
+			return err
+		}
+		var ended []uuid.UUID
+		for _, m := range out {
+			if m.Status == jobs.StateDeadLetter || m.Status == jobs.StateCancelled {
+				ended = append(ended, m.JobID)
+			}
+		}
+		more, err := cascade(ctx, tx, ended)
+		out = append(out, more...)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
@@ -124,4 +145,135 @@ func collectMoved(rows interface {
 		out = append(out, m)
 	}
 	return out, rows.Err()
+}
+
+// takeTurnSQL lets one process per interval run a cluster-wide pass: the
+// row's timestamp moves only if the previous turn is at least interval old.
+const takeTurnSQL = `
+INSERT INTO loop_leases (name, last_run_at, holder) VALUES ($1, now(), $2)
+ON CONFLICT (name) DO UPDATE SET last_run_at = now(), holder = excluded.holder
+WHERE loop_leases.last_run_at <= now() - $3 * interval '1 millisecond'
+RETURNING name`
+
+// TakeTurn reports whether this process (holder) gets the turn of the named
+// pass for the current interval. Of several processes asking within one
+// interval, exactly one gets it.
+func (s *Store) TakeTurn(ctx context.Context, name, holder string, interval time.Duration) (bool, error) {
+	rows, err := s.pool.Query(ctx, takeTurnSQL, name, holder, float64(interval)/float64(time.Millisecond)*0.95)
+	if err != nil {
+		return false, fmt.Errorf("take turn %s: %w", name, err)
+	}
+	defer rows.Close()
+	got := rows.Next()
+	return got, rows.Err()
+}
+
+// ageSQL lowers the effective priority of medium and low jobs that have
+// waited in the queue longer than their threshold (run_at is when they
+// became due), down to the floor. The claim index orders by effective
+// priority, so aged jobs move up at once.
+const ageSQL = `
+WITH aged AS (
+	UPDATE jobs SET effective_priority = greatest($1::float8, effective_priority - $2::float8)
+	WHERE id IN (
+		SELECT id FROM jobs
+		WHERE status = 'queued' AND deleted_at IS NULL AND effective_priority > $1::float8
+		  AND ((priority = 2 AND run_at <= now() - $3 * interval '1 second')
+		    OR (priority = 3 AND run_at <= now() - $4 * interval '1 second'))
+		ORDER BY id
+		LIMIT $5
+		FOR UPDATE SKIP LOCKED)
+	RETURNING id
+)
+SELECT count(*) FROM aged`
+
+// AgeQueued runs one aging step over up to limit waiting jobs and returns
+// how many it aged.
+func (s *Store) AgeQueued(ctx context.Context, st jobs.Settings, limit int) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, ageSQL, st.AgingFloor, st.AgingStep, st.AgingMediumAfterSeconds,
+		st.AgingLowAfterSeconds, limit).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("age queued jobs: %w", err)
+	}
+	return n, nil
+}
+
+// pruneFinishedSQL deletes finished jobs of one state older than the
+// cutoff. Ids are UUIDv7, so a job created after the cutoff (id above
+// $3) cannot have finished before it: the id bound keeps the scan to old
+// rows.
+const pruneFinishedSQL = `
+DELETE FROM jobs WHERE id IN (
+	SELECT id FROM jobs
+	WHERE status = $1 AND deleted_at IS NULL AND id < $3 AND finished_at < $2
+	ORDER BY id
+	LIMIT $4
+	FOR UPDATE SKIP LOCKED)`
+
+const pruneBinSQL = `
+DELETE FROM jobs WHERE id IN (
+	SELECT id FROM jobs
+	WHERE deleted_at IS NOT NULL AND deleted_at < $1 AND status <> 'running'
+	ORDER BY deleted_at
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED)`
+
+const pruneThroughputSQL = `DELETE FROM job_throughput WHERE bucket < now() - interval '2 days'`
+
+// Prune deletes one batch (up to limit rows per kind) of finished jobs past
+// their retention and binned jobs past the bin's, judged at now (nil: the
+// database clock). It returns how many rows went.
+func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error) {
+	at := time.Now()
+	if now != nil {
+		at = *now
+	} else if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&at); err != nil {
+		return 0, fmt.Errorf("prune: %w", err)
+	}
+	total := 0
+	for _, r := range []struct {
+		state jobs.State
+		days  int
+	}{
+		{jobs.StateCompleted, st.RetentionCompletedDays},
+		{jobs.StateCancelled, st.RetentionCancelledDays},
+		{jobs.StateDeadLetter, st.RetentionDeadDays},
+	} {
+		if r.days <= 0 {
+			continue
+		}
+		cutoff := at.Add(-time.Duration(r.days) * 24 * time.Hour)
+		tag, err := s.pool.Exec(ctx, pruneFinishedSQL, string(r.state), cutoff, uuidV7Floor(cutoff), limit)
+		if err != nil {
+			return total, fmt.Errorf("prune %s jobs: %w", r.state, err)
+		}
+		total += int(tag.RowsAffected())
+	}
+	if st.RetentionBinDays > 0 {
+		cutoff := at.Add(-time.Duration(st.RetentionBinDays) * 24 * time.Hour)
+		tag, err := s.pool.Exec(ctx, pruneBinSQL, cutoff, limit)
+		if err != nil {
+			return total, fmt.Errorf("purge the bin: %w", err)
+		}
+		total += int(tag.RowsAffected())
+	}
+	if _, err := s.pool.Exec(ctx, pruneThroughputSQL); err != nil {
+		return total, fmt.Errorf("prune throughput: %w", err)
+	}
+	return total, nil
+}
+
+// uuidV7Floor returns the smallest UUIDv7 of the millisecond t: every id
+// generated after t compares above it.
+func uuidV7Floor(t time.Time) uuid.UUID {
+	var u uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := 5; i >= 0; i-- {
+		u[i] = byte(ms)
+		ms >>= 8
+	}
+	u[6] = 0x70
+	u[8] = 0x80
+	return u
 }

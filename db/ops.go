@@ -31,8 +31,18 @@ notified AS (
 SELECT moved.* FROM moved, notified`
 
 // CancelJob cancels a waiting job or requests cancellation of a running one.
+// A waiting job's downstream jobs are cancelled with it (cascade); a
+// running job's are cancelled when its worker acknowledges.
 func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
-	j, err := collectOneJob(s.pool.Query(ctx, cancelSQL, id, stateStrings(jobs.CancelFrom)))
+	var j *jobs.Job
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if j, err = collectOneJob(tx.Query(ctx, cancelSQL, id, stateStrings(jobs.CancelFrom))); err != nil {
+			return err
+		}
+		_, err = cascade(ctx, tx, []uuid.UUID{id})
+		return err
+	})
 	if errors.Is(err, jobs.ErrNotFound) {
 		return nil, s.explain(ctx, id, "cancel", jobs.CancelFrom)
 	}
@@ -63,8 +73,18 @@ notified AS (
 SELECT moved.* FROM moved, notified`
 
 // RetryJob replays a dead-letter job or runs a scheduled one now.
+// Replaying a dead-letter job also re-arms the downstream jobs its failure
+// cancelled.
 func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
-	j, err := collectOneJob(s.pool.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.RetryFrom)))
+	var j *jobs.Job
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.RetryFrom))); err != nil {
+			return err
+		}
+		_, err = collectMoved(tx.Query(ctx, rearmSQL, []uuid.UUID{id}))
+		return err
+	})
 	if errors.Is(err, jobs.ErrNotFound) {
 		return nil, s.explain(ctx, id, "retry", jobs.RetryFrom)
 	}
@@ -100,7 +120,15 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 		if len(page) == 0 {
 			return out, nil
 		}
-		moved, err := collectJobs(s.pool.Query(ctx, retrySQL, page, from))
+		var moved []*jobs.Job
+		err = s.withTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			if moved, err = collectJobs(tx.Query(ctx, retrySQL, page, from)); err != nil {
+				return err
+			}
+			_, err = collectMoved(tx.Query(ctx, rearmSQL, page))
+			return err
+		})
 		if err != nil {
 			return out, fmt.Errorf("replay dead-letter queue: %w", err)
 		}

@@ -14,7 +14,8 @@ import (
 // jobColumns lists the columns every job query returns, in jobRow order.
 const jobColumns = `id, type, queue, payload, priority, effective_priority, status, attempt, max_retries,
 	interruptions, executions, run_at, timeout_seconds, idempotency_key, cancel_requested, last_error,
-	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at`
+	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
+	schedule_id, scheduled_for, cancelled_by`
 
 // jobRow is a jobs row as stored.
 type jobRow struct {
@@ -43,6 +44,9 @@ type jobRow struct {
 	StartedAt         *time.Time `db:"started_at"`
 	FinishedAt        *time.Time `db:"finished_at"`
 	DeletedAt         *time.Time `db:"deleted_at"`
+	ScheduleID        *uuid.UUID `db:"schedule_id"`
+	ScheduledFor      *time.Time `db:"scheduled_for"`
+	CancelledBy       *uuid.UUID `db:"cancelled_by"`
 }
 
 // toJob converts a row to the domain type.
@@ -71,6 +75,9 @@ func (r *jobRow) toJob() *jobs.Job {
 		StartedAt:         r.StartedAt,
 		FinishedAt:        r.FinishedAt,
 		DeletedAt:         r.DeletedAt,
+		ScheduleID:        r.ScheduleID,
+		ScheduledFor:      r.ScheduledFor,
+		CancelledBy:       r.CancelledBy,
 	}
 	if r.TimeoutSeconds != nil {
 		j.TimeoutSeconds = int(*r.TimeoutSeconds)

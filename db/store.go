@@ -102,8 +102,26 @@ type DBTX interface {
 }
 
 // withTx runs fn in a transaction, committing if it returns nil and rolling
-// back otherwise (also when ctx is cancelled mid-way).
+// back otherwise (also when ctx is cancelled mid-way). A transaction that
+// PostgreSQL aborts to break a deadlock or a serialization conflict is run
+// again, a few times.
 func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	for attempt := 1; ; attempt++ {
+		err := s.tryTx(ctx, fn)
+		if err == nil || attempt == 5 || !isRetryable(err) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(time.Duration(attempt*attempt) * 5 * time.Millisecond)
+	}
+}
+
+// isRetryable reports whether err is a deadlock or serialization failure.
+func isRetryable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001")
+}
+
+func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)

@@ -65,7 +65,7 @@ func TestEnqueueClaimComplete(t *testing.T) {
 	require.NotNil(t, c.LeaseToken)
 	require.Equal(t, "w1", *c.WorkerID)
 
-	moved, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeSucceeded, Result: []byte(`{"ok":true}`)}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeSucceeded, Result: []byte(`{"ok":true}`)}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)
 

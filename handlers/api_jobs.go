@@ -62,13 +62,19 @@ type enqueueRequest struct {
 	TimeoutSeconds  *int            `json:"timeout_seconds"`
 	IntervalSeconds *int64          `json:"interval_seconds"`
 	Cron            *string         `json:"cron"`
+	Timezone        *string         `json:"timezone"`
 	DependsOn       []string        `json:"depends_on"`
 	IdempotencyKey  *string         `json:"idempotency_key"`
+	// Key names the job within a workflow submission.
+	Key *string `json:"key"`
 }
 
 // params validates the request into enqueue parameters; prefix names the
 // request in error fields ("" or "jobs[3]").
-func (r *enqueueRequest) params(reg *jobs.Registry, now time.Time, prefix string) (jobs.EnqueueParams, error) {
+//
+// resolve turns a depends_on entry into a job id: a UUID for plain enqueues,
+// a key or a UUID in workflows.
+func (r *enqueueRequest) params(reg *jobs.Registry, now time.Time, prefix string, resolve func(string) (uuid.UUID, error)) (jobs.EnqueueParams, error) {
 	p := jobs.EnqueueParams{Type: r.Type, Payload: r.Payload, Queue: r.Queue}
 	if r.Priority != nil {
 		p.Priority = int(*r.Priority)
@@ -100,13 +106,30 @@ func (r *enqueueRequest) params(reg *jobs.Registry, now time.Time, prefix string
 		}
 		p.IdempotencyKey = *r.IdempotencyKey
 	}
-	switch {
-	case r.IntervalSeconds != nil:
-		return p, invalid(join(prefix, "interval_seconds"), "recurring jobs are not available in this version")
-	case r.Cron != nil:
-		return p, invalid(join(prefix, "cron"), "recurring jobs are not available in this version")
-	case r.DependsOn != nil:
-		return p, invalid(join(prefix, "depends_on"), "dependencies are not available in this version")
+	if r.IntervalSeconds != nil {
+		if *r.IntervalSeconds < 1 || *r.IntervalSeconds > jobs.MaxIntervalSeconds {
+			return p, invalid(join(prefix, "interval_seconds"), fmt.Sprintf("must be between 1 and %d", jobs.MaxIntervalSeconds))
+		}
+		p.IntervalSeconds = *r.IntervalSeconds
+	}
+	if r.Cron != nil {
+		if *r.Cron == "" {
+			return p, invalid(join(prefix, "cron"), "must not be empty (omit it instead)")
+		}
+		p.Cron = *r.Cron
+	}
+	if r.Timezone != nil {
+		p.Timezone = *r.Timezone
+	}
+	if r.DependsOn != nil && resolve != nil {
+		p.DependsOn = make([]uuid.UUID, len(r.DependsOn))
+		for i, ref := range r.DependsOn {
+			id, err := resolve(ref)
+			if err != nil {
+				return p, invalid(join(prefix, fmt.Sprintf("depends_on[%d]", i)), err.Error())
+			}
+			p.DependsOn[i] = id
+		}
 	}
 	if err := p.Validate(reg, now); err != nil {
 		if ve, ok := err.(*jobs.ValidationError); ok {
@@ -123,10 +146,14 @@ func (s *server) enqueue(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &req); err != nil {
 		return err
 	}
-	p, err := req.params(s.registry, s.clock.Now(), "")
+	if req.Key != nil {
+		return invalid("key", "keys name jobs within a workflow; use POST /api/v1/workflows")
+	}
+	p, err := req.params(s.registry, s.clock.Now(), "", parseJobRef)
 	if err != nil {
 		return err
 	}
+	s.applyDefaults(&p)
 	res, err := s.store.Enqueue(c.UserContext(), p)
 	if err != nil {
 		return err
@@ -164,10 +191,14 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 		if err := decodeStrict(raw, &r, prefix); err != nil {
 			return err
 		}
-		p, err := r.params(s.registry, now, prefix)
+		if r.Key != nil {
+			return invalid(join(prefix, "key"), "keys name jobs within a workflow; use POST /api/v1/workflows")
+		}
+		p, err := r.params(s.registry, now, prefix, parseJobRef)
 		if err != nil {
 			return err
 		}
+		s.applyDefaults(&p)
 		params[i] = p
 	}
 	res, err := s.store.Enqueue(c.UserContext(), params...)
@@ -180,6 +211,23 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 		out[i] = r.Job
 	}
 	return c.Status(http.StatusCreated).JSON(fiber.Map{"jobs": out})
+}
+
+// parseJobRef reads a depends_on entry of a plain enqueue: a job id.
+func parseJobRef(ref string) (uuid.UUID, error) {
+	id, err := uuid.Parse(ref)
+	if err != nil {
+		return uuid.Nil, fmt.Errorf("%q is not a job id (UUID)", ref)
+	}
+	return id, nil
+}
+
+// applyDefaults fills what the runtime settings decide.
+func (s *server) applyDefaults(p *jobs.EnqueueParams) {
+	if p.MaxRetries == nil && s.settings != nil {
+		n := s.settings.Get().DefaultMaxRetries
+		p.MaxRetries = &n
+	}
 }
 
 // enqueued wakes this process's workers for queues that gained work, so an
@@ -258,10 +306,11 @@ func (s *server) listJobs(c *fiber.Ctx) error {
 	return c.JSON(pageResponse(page))
 }
 
-// jobDetail is a job with its executions.
+// jobDetail is a job with its executions and dependencies.
 type jobDetail struct {
 	*jobs.Job
-	Executions []jobs.Execution `json:"executions"`
+	Executions   []jobs.Execution  `json:"executions"`
+	Dependencies jobs.Dependencies `json:"dependencies"`
 }
 
 // jobID reads the {id} path parameter.
@@ -288,7 +337,11 @@ func (s *server) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(jobDetail{Job: j, Executions: ex})
+	deps, err := s.store.Dependencies(ctx, id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(jobDetail{Job: j, Executions: ex, Dependencies: deps})
 }
 
 // jobAction adapts a store operation on one job to a handler.

@@ -314,7 +314,7 @@ func TestDLQReplay(t *testing.T) {
 	for _, j := range claimed {
 		fins = append(fins, jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Error: "<script>alert(1)</script>"})
 	}
-	_, err = b.store.FinishJobs(b.ctx, fins)
+	_, _, err = b.store.FinishJobs(b.ctx, fins)
 	require.NoError(t, err)
 
 	dlq := b.do(t, http.MethodGet, "/api/v1/dlq", "", "")

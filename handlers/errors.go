@@ -4,6 +4,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -58,7 +59,11 @@ func toAPIError(err error) *apiError {
 	case errors.As(err, &ve):
 		return invalid(ve.Field, ve.Error())
 	case errors.Is(err, jobs.ErrNotFound):
-		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such job"}
+		msg := "no such job"
+		if err != jobs.ErrNotFound {
+			msg = strings.TrimSuffix(err.Error(), ": "+jobs.ErrNotFound.Error())
+		}
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: msg}
 	case errors.As(err, &te):
 		return &apiError{Status: http.StatusConflict, Code: "invalid_transition", Message: te.Error()}
 	case errors.As(err, &fe):

@@ -3,6 +3,7 @@ package handlers
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"log/slog"
 	"time"
 
@@ -27,6 +28,16 @@ type Store interface {
 	PurgeJob(ctx context.Context, id uuid.UUID) error
 	RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
 	Stats(ctx context.Context) (*jobs.Stats, error)
+	Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error)
+	GetSettings(ctx context.Context) (jobs.Settings, error)
+	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error)
+	ListSettingsChanges(ctx context.Context, limit int) ([]jobs.SettingChange, error)
+	ListSchedules(ctx context.Context) ([]*jobs.Schedule, error)
+	GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	DeleteSchedule(ctx context.Context, id uuid.UUID) error
 }
 
 // Config configures the HTTP server.
@@ -45,6 +56,9 @@ type Config struct {
 	Wake func(queue string)
 	// Clock tells the time for validation; nil means the system clock.
 	Clock jobs.Clock
+	// Settings holds the runtime settings this process has loaded; nil
+	// means the defaults.
+	Settings *jobs.SettingsHolder
 }
 
 // server carries the dependencies of every route.
@@ -55,6 +69,7 @@ type server struct {
 	clock    jobs.Clock
 	wake     func(string)
 	stats    *statsCache
+	settings *jobs.SettingsHolder
 }
 
 // New builds the Fiber app with every route.
@@ -66,6 +81,10 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		clock:    cmp.Or[jobs.Clock](cfg.Clock, jobs.SystemClock{}),
 		wake:     cfg.Wake,
 		stats:    &statsCache{ttl: time.Second},
+		settings: cfg.Settings,
+	}
+	if s.settings == nil {
+		s.settings = &jobs.SettingsHolder{}
 	}
 	base := cfg.BaseContext
 	if base == nil {
@@ -92,6 +111,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api := app.Group("/api/v1", apiKeyAuth(cfg.APIKey))
 	api.Post("/jobs", s.enqueue)
 	api.Post("/jobs/batch", s.enqueueBatch)
+	api.Post("/workflows", s.enqueueWorkflow)
 	api.Get("/jobs", s.listJobs)
 	api.Get("/jobs/:id", s.getJob)
 	api.Post("/jobs/:id/cancel", s.jobAction(store.CancelJob))
@@ -102,5 +122,14 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Post("/dlq/retry", s.retryDLQ)
 	api.Get("/bin", s.listBin)
 	api.Get("/stats", s.getStats)
+	api.Get("/recurring", s.listRecurring)
+	api.Get("/recurring/:id", s.getRecurring)
+	api.Post("/recurring/:id/pause", s.recurringAction(store.PauseSchedule))
+	api.Post("/recurring/:id/resume", s.recurringAction(store.ResumeSchedule))
+	api.Post("/recurring/:id/run", s.runRecurringNow)
+	api.Delete("/recurring/:id", s.deleteRecurring)
+	api.Get("/settings", s.getSettings)
+	api.Patch("/settings", s.patchSettings)
+	api.Get("/settings/changes", s.listSettingsChanges)
 	return app
 }

@@ -24,6 +24,8 @@
 //	running   ──► cancelled                cancel requested and acknowledged   (worker pool, reaper)
 //	queued|scheduled|blocked ──► cancelled at once                            (API)
 //	dead_letter ──► queued                 DLQ replay, attempts reset          (API)
+//	cancelled ──► blocked                  re-armed: the dependency whose      (API, with the replay)
+//	                                       failure cancelled it was replayed
 //
 // The specification draws a separate "claimed" state between queued and
 // running. Flint folds it into running: the pool claims only as many jobs as

@@ -3,9 +3,13 @@ package jobs
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"regexp"
+	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/google/uuid"
 )
 
 // Limits on enqueue requests. They keep absurd input out of the database and
@@ -49,7 +53,29 @@ type EnqueueParams struct {
 	// IdempotencyKey, when set, makes enqueue return the existing job with
 	// that key instead of creating a second one.
 	IdempotencyKey string
+	// ID, when set, is the new job's id (workflows assign ids up front so
+	// that jobs of one submission can depend on each other); zero means a
+	// fresh UUIDv7.
+	ID uuid.UUID
+	// DependsOn lists jobs that must complete before this one runs; the job
+	// waits in blocked until they have.
+	DependsOn []uuid.UUID
+	// IntervalSeconds or Cron (with Timezone, default UTC) make the job a
+	// recurring series: each occurrence is a new job.
+	IntervalSeconds int64
+	Cron            string
+	Timezone        string
 }
+
+// Recurring reports whether p creates a recurring series.
+func (p *EnqueueParams) Recurring() bool { return p.IntervalSeconds != 0 || p.Cron != "" }
+
+// Limits on dependencies and recurrence.
+const (
+	MaxDependencies    = 100
+	MaxWorkflowJobs    = 1000
+	MaxIntervalSeconds = 366 * 24 * 3600
+)
 
 // Validate checks p against reg and the limits above, and fills defaults. It
 // returns a *ValidationError naming the first bad field. now is used only to
@@ -108,6 +134,46 @@ func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
 		if len(p.IdempotencyKey) > MaxIdempotencyKeyLen || !CleanText(p.IdempotencyKey) {
 			return Invalid("idempotency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxIdempotencyKeyLen)
 		}
+	}
+	return p.validateGraphAndRecurrence()
+}
+
+func (p *EnqueueParams) validateGraphAndRecurrence() error {
+	if len(p.DependsOn) > MaxDependencies {
+		return Invalid("depends_on", "lists %d jobs; the limit is %d", len(p.DependsOn), MaxDependencies)
+	}
+	seen := make(map[uuid.UUID]bool, len(p.DependsOn))
+	for i, d := range p.DependsOn {
+		switch {
+		case d == uuid.Nil:
+			return Invalid(fmt.Sprintf("depends_on[%d]", i), "must be a job id")
+		case d == p.ID && p.ID != uuid.Nil:
+			return Invalid(fmt.Sprintf("depends_on[%d]", i), "a job cannot depend on itself")
+		case seen[d]:
+			return Invalid(fmt.Sprintf("depends_on[%d]", i), "lists %s twice", d)
+		}
+		seen[d] = true
+	}
+	if p.IntervalSeconds != 0 && p.Cron != "" {
+		return Invalid("cron", "give interval_seconds or cron, not both")
+	}
+	if p.IntervalSeconds < 0 || p.IntervalSeconds > MaxIntervalSeconds {
+		return Invalid("interval_seconds", "must be between 1 and %d", MaxIntervalSeconds)
+	}
+	if p.Timezone != "" && p.Cron == "" {
+		return Invalid("timezone", "applies to cron schedules only")
+	}
+	if p.Cron != "" {
+		if _, err := ParseCron(p.Cron, p.Timezone); err != nil {
+			field := "cron"
+			if strings.Contains(err.Error(), "time zone") {
+				field = "timezone"
+			}
+			return Invalid(field, "%s", err.Error())
+		}
+	}
+	if p.Recurring() && len(p.DependsOn) > 0 {
+		return Invalid("depends_on", "a recurring job cannot have dependencies")
 	}
 	return nil
 }

@@ -56,11 +56,18 @@ type Job struct {
 	// never shown outside the process that holds it.
 	LeaseToken     *uuid.UUID `json:"-"`
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
-	CreatedAt      time.Time  `json:"created_at"`
-	UpdatedAt      time.Time  `json:"updated_at"`
-	StartedAt      *time.Time `json:"started_at,omitempty"`
-	FinishedAt     *time.Time `json:"finished_at,omitempty"`
-	DeletedAt      *time.Time `json:"deleted_at,omitempty"`
+	// ScheduleID links an occurrence of a recurring series to the series;
+	// ScheduledFor is the firing time it stands for.
+	ScheduleID   *uuid.UUID `json:"schedule_id,omitempty"`
+	ScheduledFor *time.Time `json:"scheduled_for,omitempty"`
+	// CancelledBy is the dependency whose permanent failure or cancellation
+	// cancelled this job; replaying that dependency re-arms this job.
+	CancelledBy *uuid.UUID `json:"cancelled_by,omitempty"`
+	CreatedAt   time.Time  `json:"created_at"`
+	UpdatedAt   time.Time  `json:"updated_at"`
+	StartedAt   *time.Time `json:"started_at,omitempty"`
+	FinishedAt  *time.Time `json:"finished_at,omitempty"`
+	DeletedAt   *time.Time `json:"deleted_at,omitempty"`
 }
 
 // Timeout returns the handler's time limit, or 0 for none.

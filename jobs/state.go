@@ -25,8 +25,9 @@ const (
 	// StateDeadLetter jobs failed for good and sit in the DLQ until replayed
 	// by an operator, which moves them to queued.
 	StateDeadLetter State = "dead_letter"
-	// StateCancelled is terminal: cancelled by an operator or a failed
-	// dependency.
+	// StateCancelled is terminal, with one exception: a job cancelled
+	// because a dependency failed goes back to blocked when an operator
+	// replays that dependency from the DLQ.
 	StateCancelled State = "cancelled"
 )
 
@@ -39,7 +40,8 @@ var States = []State{
 // Valid reports whether s is one of the known states.
 func (s State) Valid() bool { return slices.Contains(States, s) }
 
-// Terminal reports whether no component moves a job out of s on its own.
+// Terminal reports whether the job is finished: no component moves it out
+// of s on its own (only an operator's replay can).
 func (s State) Terminal() bool {
 	return s == StateCompleted || s == StateDeadLetter || s == StateCancelled
 }
@@ -60,7 +62,9 @@ var transitions = map[State][]State{
 	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled},
 	StateCompleted:  nil,
 	StateDeadLetter: {StateQueued},
-	StateCancelled:  nil,
+	// A job cancelled because a dependency failed is re-armed (back to
+	// waiting on its dependencies) when that dependency is replayed.
+	StateCancelled: {StateBlocked},
 }
 
 // CanTransition reports whether the state machine allows from → to.

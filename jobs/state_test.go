@@ -28,6 +28,7 @@ func TestStateMachine(t *testing.T) {
 		{jobs.StateRunning, jobs.StateQueued}:      true, // drain, lease expiry
 		{jobs.StateRunning, jobs.StateCancelled}:   true,
 		{jobs.StateDeadLetter, jobs.StateQueued}:   true, // DLQ replay
+		{jobs.StateCancelled, jobs.StateBlocked}:   true, // re-armed when the dependency that cancelled it is replayed
 	}
 	for _, from := range jobs.States {
 		for _, to := range jobs.States {
@@ -42,7 +43,7 @@ func TestStateMachine(t *testing.T) {
 func TestTerminalStatesHaveNoExit(t *testing.T) {
 	t.Parallel()
 	for _, s := range jobs.States {
-		if s.Terminal() && s != jobs.StateDeadLetter {
+		if s == jobs.StateCompleted {
 			for _, to := range jobs.States {
 				require.False(t, jobs.CanTransition(s, to), "%s → %s", s, to)
 			}
@@ -71,7 +72,7 @@ func TestSources(t *testing.T) {
 	require.Equal(t, []jobs.State{jobs.StateQueued}, jobs.Sources(jobs.StateRunning))
 	require.Equal(t, []jobs.State{jobs.StateBlocked, jobs.StateScheduled, jobs.StateRunning, jobs.StateDeadLetter},
 		jobs.Sources(jobs.StateQueued))
-	require.Empty(t, jobs.Sources(jobs.StateBlocked))
+	require.Equal(t, []jobs.State{jobs.StateCancelled}, jobs.Sources(jobs.StateBlocked))
 }
 
 func TestStateValues(t *testing.T) {

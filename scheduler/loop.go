@@ -13,6 +13,11 @@ import (
 // jitter so that processes started together spread out), until ctx is done.
 // A pass that moved a full batch runs again at once.
 func runLoop(ctx context.Context, logger *slog.Logger, interval time.Duration, pass func(context.Context) (int, bool, error)) error {
+	return runLoopKicked(ctx, logger, interval, nil, pass)
+}
+
+// runLoopKicked is runLoop that also runs a pass whenever kick fires.
+func runLoopKicked(ctx context.Context, logger *slog.Logger, interval time.Duration, kick <-chan struct{}, pass func(context.Context) (int, bool, error)) error {
 	logger.DebugContext(ctx, "loop started", "interval", interval)
 	defer logger.DebugContext(ctx, "loop stopped")
 	for {
@@ -38,6 +43,7 @@ func runLoop(ctx context.Context, logger *slog.Logger, interval time.Duration, p
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-kick:
 		case <-time.After(interval + jitter):
 		}
 	}

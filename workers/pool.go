@@ -32,7 +32,7 @@ var (
 type Store interface {
 	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
 	ExtendLeases(ctx context.Context, leases []jobs.Lease, ttl time.Duration) ([]jobs.LeaseStatus, error)
-	FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, error)
+	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
 }
 
 // Config configures a Pool. Zero values mean the defaults given.
@@ -62,7 +62,8 @@ type Config struct {
 	// FinishBatch caps one batch of outcome writes; zero means 1000.
 	FinishBatch int
 	// OnMoved, if set, is called after outcomes are written with the jobs
-	// they moved (lease-lost entries excluded).
+	// they moved (lease-lost entries excluded), and the dependents released
+	// or cancelled as a consequence.
 	OnMoved func(moved []jobs.Moved)
 }
 
@@ -519,10 +520,10 @@ func (p *Pool) finisher() {
 // it writes the rows one at a time so one bad row cannot sink the others.
 func (p *Pool) flush(batch []jobs.Finish) {
 	ctx := context.Background()
-	var moved []jobs.Moved
+	var moved, cascaded []jobs.Moved
 	var err error
 	for attempt := 1; ; attempt++ {
-		moved, err = p.store.FinishJobs(ctx, batch)
+		moved, cascaded, err = p.store.FinishJobs(ctx, batch)
 		if err == nil {
 			break
 		}
@@ -553,6 +554,7 @@ func (p *Pool) flush(batch []jobs.Finish) {
 		}
 		report = append(report, m)
 	}
+	report = append(report, cascaded...)
 	if p.cfg.OnMoved != nil && len(report) > 0 {
 		p.cfg.OnMoved(report)
 	}

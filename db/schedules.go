@@ -1,0 +1,290 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"flint/jobs"
+)
+
+// ErrScheduleNotFound means no recurring series has the given id.
+var ErrScheduleNotFound = fmt.Errorf("no such recurring series: %w", jobs.ErrNotFound)
+
+const scheduleColumns = `id, type, queue, payload, priority, max_retries, timeout_seconds, interval_seconds,
+	cron, timezone, paused, last_run_at, next_run_at, created_at, updated_at`
+
+type scheduleRow struct {
+	ID              uuid.UUID  `db:"id"`
+	Type            string     `db:"type"`
+	Queue           string     `db:"queue"`
+	Payload         []byte     `db:"payload"`
+	Priority        int16      `db:"priority"`
+	MaxRetries      int32      `db:"max_retries"`
+	TimeoutSeconds  *int32     `db:"timeout_seconds"`
+	IntervalSeconds *int64     `db:"interval_seconds"`
+	Cron            *string    `db:"cron"`
+	Timezone        string     `db:"timezone"`
+	Paused          bool       `db:"paused"`
+	LastRunAt       *time.Time `db:"last_run_at"`
+	NextRunAt       *time.Time `db:"next_run_at"`
+	CreatedAt       time.Time  `db:"created_at"`
+	UpdatedAt       time.Time  `db:"updated_at"`
+}
+
+func (r *scheduleRow) toSchedule() *jobs.Schedule {
+	s := &jobs.Schedule{
+		ID: r.ID, Type: r.Type, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority),
+		MaxRetries: int(r.MaxRetries), Timezone: r.Timezone, Paused: r.Paused,
+		LastRunAt: r.LastRunAt, NextRunAt: r.NextRunAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
+	}
+	if r.TimeoutSeconds != nil {
+		s.TimeoutSeconds = int(*r.TimeoutSeconds)
+	}
+	if r.IntervalSeconds != nil {
+		s.IntervalSeconds = *r.IntervalSeconds
+	}
+	if r.Cron != nil {
+		s.Cron = *r.Cron
+	}
+	return s
+}
+
+func collectSchedules(rows pgx.Rows, err error) ([]*jobs.Schedule, error) {
+	if err != nil {
+		return nil, err
+	}
+	rs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[scheduleRow])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*jobs.Schedule, len(rs))
+	for i, r := range rs {
+		out[i] = r.toSchedule()
+	}
+	return out, nil
+}
+
+// needingOccurrenceSQL finds series that are not paused and have no pending
+// occurrence, locking them so that concurrent schedulers each take
+// different series.
+const needingOccurrenceSQL = `
+SELECT ` + scheduleColumns + ` FROM job_schedules s
+WHERE NOT s.paused AND NOT EXISTS (
+	SELECT 1 FROM jobs j WHERE j.schedule_id = s.id AND j.status = 'scheduled' AND j.deleted_at IS NULL)
+ORDER BY s.id
+LIMIT $1
+FOR UPDATE SKIP LOCKED`
+
+const lastTargetSQL = `SELECT max(scheduled_for) FROM jobs WHERE schedule_id = $1`
+
+// insertOccurrenceSQL creates an occurrence of a series as a job. A
+// conflict (the series already has a pending occurrence, or one for that
+// time) makes it a no-op: the unique indexes, not the caller's care, keep a
+// series to one pending occurrence.
+const insertOccurrenceSQL = `
+INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
+                  run_at, timeout_seconds, schedule_id, scheduled_for)
+SELECT $2, type, queue, payload, priority, priority,
+       CASE WHEN $3::timestamptz > now() THEN 'scheduled' ELSE 'queued' END,
+       max_retries, $3, timeout_seconds, id, $3
+FROM job_schedules WHERE id = $1
+ON CONFLICT DO NOTHING
+RETURNING id, status, type, queue, attempt`
+
+const markScheduleSQL = `
+UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`
+
+// EnsureNextOccurrences gives up to limit series that lack one their next
+// pending occurrence. It returns the occurrences created. Safe to run in
+// any number of processes at once.
+func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Moved, error) {
+	var out []jobs.Moved
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		out = out[:0]
+		series, err := collectSchedules(tx.Query(ctx, needingOccurrenceSQL, limit))
+		if err != nil {
+			return err
+		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		for _, sc := range series {
+			m, err := ensureOccurrence(ctx, tx, sc, now)
+			if err != nil {
+				return err
+			}
+			if m != nil {
+				out = append(out, *m)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create next occurrences: %w", err)
+	}
+	return out, nil
+}
+
+// ensureOccurrence creates the pending occurrence of one locked series.
+func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *jobs.Schedule, now time.Time) (*jobs.Moved, error) {
+	var last *time.Time
+	if err := tx.QueryRow(ctx, lastTargetSQL, sc.ID).Scan(&last); err != nil {
+		return nil, err
+	}
+	next, err := sc.NextFire(last, now)
+	if err != nil {
+		// A series that can never fire again stays as it is; it shows in
+		// the dashboard with no next run.
+		_, uerr := tx.Exec(ctx, markScheduleSQL, sc.ID, last, nil)
+		return nil, uerr
+	}
+	if !next.After(now) {
+		next = now.Add(time.Millisecond) // a first interval occurrence: due at once, but pending
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	moved, err := collectMoved(tx.Query(ctx, insertOccurrenceSQL, sc.ID, id, next))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, markScheduleSQL, sc.ID, last, next); err != nil {
+		return nil, err
+	}
+	if len(moved) == 0 {
+		return nil, nil
+	}
+	return &moved[0], nil
+}
+
+// ListSchedules returns every recurring series, newest first.
+func (s *Store) ListSchedules(ctx context.Context) ([]*jobs.Schedule, error) {
+	out, err := collectSchedules(s.pool.Query(ctx, `SELECT `+scheduleColumns+` FROM job_schedules ORDER BY id DESC LIMIT 1000`))
+	if err != nil {
+		return nil, fmt.Errorf("list recurring series: %w", err)
+	}
+	return out, nil
+}
+
+// GetSchedule returns one series.
+func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+	out, err := collectSchedules(s.pool.Query(ctx, `SELECT `+scheduleColumns+` FROM job_schedules WHERE id = $1`, id))
+	if err != nil {
+		return nil, fmt.Errorf("get recurring series: %w", err)
+	}
+	if len(out) == 0 {
+		return nil, ErrScheduleNotFound
+	}
+	return out[0], nil
+}
+
+// cancelPendingSQL cancels the pending occurrence of a series.
+const cancelPendingSQL = `
+UPDATE jobs SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = $2
+WHERE schedule_id = $1 AND status = 'scheduled'`
+
+// PauseSchedule stops a series: its pending occurrence is cancelled and no
+// other is created until it is resumed.
+func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrScheduleNotFound
+		}
+		_, err = tx.Exec(ctx, cancelPendingSQL, id, "cancelled: the recurring series was paused")
+		return err
+	})
+	if err != nil {
+		return nil, wrapSchedule("pause recurring series", err)
+	}
+	return s.GetSchedule(ctx, id)
+}
+
+// ResumeSchedule restarts a paused series from now on.
+func (s *Store) ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		series, err := collectSchedules(tx.Query(ctx,
+			`UPDATE job_schedules SET paused = false, updated_at = now() WHERE id = $1 RETURNING `+scheduleColumns, id))
+		if err != nil {
+			return err
+		}
+		if len(series) == 0 {
+			return ErrScheduleNotFound
+		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		_, err = ensureOccurrence(ctx, tx, series[0], now)
+		return err
+	})
+	if err != nil {
+		return nil, wrapSchedule("resume recurring series", err)
+	}
+	return s.GetSchedule(ctx, id)
+}
+
+// RunScheduleNow enqueues an extra occurrence of a series to run at once;
+// the pending occurrence keeps its time.
+func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
+	jid, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	var moved []jobs.Moved
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		moved, err = collectMoved(tx.Query(ctx, insertOccurrenceSQL, id, jid, now))
+		if err != nil {
+			return err
+		}
+		if len(moved) == 0 {
+			return ErrScheduleNotFound
+		}
+		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelJobs, moved[0].Queue)
+		return err
+	})
+	if err != nil {
+		return nil, wrapSchedule("run recurring series now", err)
+	}
+	return s.GetJob(ctx, jid)
+}
+
+// DeleteSchedule ends a series for good: its pending occurrence is
+// cancelled; past occurrences stay, unlinked.
+func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, cancelPendingSQL, id, "cancelled: the recurring series was deleted"); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM job_schedules WHERE id = $1`, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return ErrScheduleNotFound
+		}
+		return nil
+	})
+	return wrapSchedule("delete recurring series", err)
+}
+
+func wrapSchedule(op string, err error) error {
+	if err == nil || errors.Is(err, jobs.ErrNotFound) {
+		return err
+	}
+	return fmt.Errorf("%s: %w", op, err)
+}

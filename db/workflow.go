@@ -1,0 +1,145 @@
+package db
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// Dependency release and cascade. Each is a pure function of the current
+// states (recomputed, not counted), so running one twice, or for a job that
+// another process finished, is harmless.
+
+// releaseBody moves blocked candidates whose every dependency has completed
+// to queued (or scheduled when their run_at is still ahead) and wakes the
+// workers. A released job's run_at becomes the release time, so aging
+// counts its wait from when it could first run.
+const releaseBody = `
+moved AS (
+	UPDATE jobs c SET
+		status = CASE WHEN c.run_at > now() THEN 'scheduled' ELSE 'queued' END,
+		run_at = greatest(c.run_at, now()),
+		updated_at = now()
+	FROM candidates
+	WHERE c.id = candidates.cid AND c.status = 'blocked'
+	  AND NOT EXISTS (
+		SELECT 1 FROM job_dependencies x JOIN jobs p ON p.id = x.depends_on_id
+		WHERE x.job_id = c.id AND p.status <> 'completed')
+	RETURNING c.id, c.status, c.type, c.queue, c.attempt
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
+	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
+)
+SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+
+// releaseSQL releases the given blocked jobs if they are ready.
+const releaseSQL = `WITH candidates AS (SELECT DISTINCT unnest($1::uuid[]) AS cid),` + releaseBody
+
+// childrenOfCompleted selects the blocked dependents of the given jobs that
+// have completed.
+const childrenOfCompleted = `
+	SELECT DISTINCT d.job_id AS cid
+	FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id
+	WHERE d.depends_on_id = ANY($1::uuid[]) AND p.status = 'completed'`
+
+// lockChildrenSQL locks the blocked dependents of jobs that just completed,
+// in id order. Two dependencies of one job completing at once then take
+// turns on the child, and the second sees the first's completion when it
+// recomputes (a later statement, a fresh snapshot); without the lock each
+// could miss the other and leave the child blocked for ever.
+const lockChildrenSQL = `
+SELECT c.id FROM jobs c
+WHERE c.status = 'blocked' AND c.id IN (` + childrenOfCompleted + `)
+ORDER BY c.id
+FOR UPDATE OF c`
+
+// releaseChildrenSQL releases the ready dependents of jobs that completed.
+const releaseChildrenSQL = `WITH candidates AS (` + childrenOfCompleted + `),` + releaseBody
+
+// cascadeSQL cancels every job downstream (transitively) of the given jobs
+// that ended dead_letter or cancelled, recording which job and why, so that
+// replaying that job can re-arm them. Downstream jobs are necessarily still
+// blocked: they wait for the job that failed.
+const cascadeSQL = `
+WITH RECURSIVE roots AS (
+	SELECT id, status FROM jobs WHERE id = ANY($1::uuid[]) AND status IN ('dead_letter', 'cancelled')
+),
+down(id, root, why) AS (
+	SELECT d.job_id, r.id, r.status FROM job_dependencies d JOIN roots r ON d.depends_on_id = r.id
+	UNION
+	SELECT d.job_id, down.root, down.why FROM job_dependencies d JOIN down ON d.depends_on_id = down.id
+),
+targets AS (
+	SELECT DISTINCT ON (id) id, root, why FROM down ORDER BY id, root
+),
+moved AS (
+	UPDATE jobs j SET
+		status = 'cancelled',
+		cancelled_by = t.root,
+		finished_at = now(),
+		updated_at = now(),
+		last_error = format('cancelled: dependency %s %s', t.root,
+			CASE t.why WHEN 'dead_letter' THEN 'failed permanently' ELSE 'was cancelled' END)
+	FROM targets t
+	WHERE j.id = t.id AND j.status = 'blocked'
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt
+)
+SELECT id, status, type, queue, attempt FROM moved`
+
+// rearmSQL puts the jobs that the given (just replayed) jobs' failure
+// cancelled back to waiting on their dependencies.
+const rearmSQL = `
+UPDATE jobs SET status = 'blocked', cancelled_by = NULL, finished_at = NULL, last_error = NULL, updated_at = now()
+WHERE cancelled_by = ANY($1::uuid[]) AND status = 'cancelled'
+RETURNING id, status, type, queue, attempt`
+
+// Cascade cancels what depends on the given jobs, where they ended
+// dead_letter or cancelled.
+func cascade(ctx context.Context, q DBTX, ids []uuid.UUID) ([]jobs.Moved, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	out, err := collectMoved(q.Query(ctx, cascadeSQL, ids))
+	if err != nil {
+		return nil, fmt.Errorf("cancel downstream jobs: %w", err)
+	}
+	return out, nil
+}
+
+type dependencyRow struct {
+	ID     uuid.UUID `db:"id"`
+	Type   string    `db:"type"`
+	Status string    `db:"status"`
+}
+
+const upstreamSQL = `
+SELECT j.id, j.type, j.status FROM job_dependencies d JOIN jobs j ON j.id = d.depends_on_id
+WHERE d.job_id = $1 ORDER BY j.id`
+
+const downstreamSQL = `
+SELECT j.id, j.type, j.status FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
+WHERE d.depends_on_id = $1 ORDER BY j.id`
+
+// Dependencies returns the jobs a job waits for (upstream) and the jobs
+// waiting for it (downstream).
+func (s *Store) Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error) {
+	var up, down []dependencyRow
+	if err := s.sqlx.SelectContext(ctx, &up, upstreamSQL, id); err != nil {
+		return jobs.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
+	}
+	if err := s.sqlx.SelectContext(ctx, &down, downstreamSQL, id); err != nil {
+		return jobs.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
+	}
+	conv := func(rows []dependencyRow) []jobs.DependencyRef {
+		out := make([]jobs.DependencyRef, len(rows))
+		for i, r := range rows {
+			out[i] = jobs.DependencyRef{ID: r.ID, Type: r.Type, Status: jobs.State(r.Status)}
+		}
+		return out
+	}
+	return jobs.Dependencies{Upstream: conv(up), Downstream: conv(down)}, nil
+}

@@ -1,0 +1,89 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// scheduleID reads the {id} of a recurring series.
+func scheduleID(c *fiber.Ctx) (uuid.UUID, error) {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return uuid.Nil, badRequest("invalid_id", "id", "the series id in the path must be a UUID")
+	}
+	return id, nil
+}
+
+// listRecurring handles GET /api/v1/recurring.
+func (s *server) listRecurring(c *fiber.Ctx) error {
+	list, err := s.store.ListSchedules(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if list == nil {
+		list = []*jobs.Schedule{}
+	}
+	return c.JSON(fiber.Map{"recurring": list})
+}
+
+// getRecurring handles GET /api/v1/recurring/{id}.
+func (s *server) getRecurring(c *fiber.Ctx) error {
+	id, err := scheduleID(c)
+	if err != nil {
+		return err
+	}
+	sc, err := s.store.GetSchedule(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(sc)
+}
+
+// recurringAction adapts pause and resume.
+func (s *server) recurringAction(op func(context.Context, uuid.UUID) (*jobs.Schedule, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := scheduleID(c)
+		if err != nil {
+			return err
+		}
+		sc, err := op(c.UserContext(), id)
+		if err != nil {
+			return err
+		}
+		return c.JSON(sc)
+	}
+}
+
+// runRecurringNow handles POST /api/v1/recurring/{id}/run: one extra
+// occurrence, now.
+func (s *server) runRecurringNow(c *fiber.Ctx) error {
+	id, err := scheduleID(c)
+	if err != nil {
+		return err
+	}
+	j, err := s.store.RunScheduleNow(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	if s.wake != nil {
+		s.wake(j.Queue)
+	}
+	return c.Status(http.StatusCreated).JSON(j)
+}
+
+// deleteRecurring handles DELETE /api/v1/recurring/{id}.
+func (s *server) deleteRecurring(c *fiber.Ctx) error {
+	id, err := scheduleID(c)
+	if err != nil {
+		return err
+	}
+	if err := s.store.DeleteSchedule(c.UserContext(), id); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"id": id, "deleted": true})
+}

@@ -1,0 +1,58 @@
+package handlers
+
+import (
+	"encoding/json"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// getSettings handles GET /api/v1/settings.
+func (s *server) getSettings(c *fiber.Ctx) error {
+	st, err := s.store.GetSettings(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}
+
+// patchSettings handles PATCH /api/v1/settings: a partial update, validated
+// as a whole, recorded with who made it, effective in every process.
+func (s *server) patchSettings(c *fiber.Ctx) error {
+	var patch map[string]json.RawMessage
+	if err := decodeJSON(c, &patch); err != nil {
+		return err
+	}
+	st, changed, err := s.store.UpdateSettings(c.UserContext(), patch, actor(c))
+	if err != nil {
+		return err
+	}
+	s.settings.Set(st)
+	if changed == nil {
+		changed = []string{}
+	}
+	return c.JSON(fiber.Map{"settings": st, "changed": changed})
+}
+
+// listSettingsChanges handles GET /api/v1/settings/changes.
+func (s *server) listSettingsChanges(c *fiber.Ctx) error {
+	limit := 50
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return invalid("limit", "must be a whole number between 1 and 500")
+		}
+		limit = n
+	}
+	changes, err := s.store.ListSettingsChanges(c.UserContext(), limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"changes": changes})
+}
+
+// actor names who made a request, for the record: the API key's holder,
+// with the client address.
+func actor(c *fiber.Ctx) string {
+	return "api-key@" + c.IP()
+}

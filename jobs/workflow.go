@@ -1,0 +1,119 @@
+package jobs
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+)
+
+// WorkflowNode is one job of a workflow submission: a client-side key and
+// the keys of the jobs it depends on within the submission.
+type WorkflowNode struct {
+	Key       string
+	DependsOn []string
+}
+
+// CycleError names a dependency cycle by its keys, first key repeated at the
+// end: a → b → c → a.
+type CycleError struct{ Path []string }
+
+func (e *CycleError) Error() string {
+	return "dependency cycle: " + strings.Join(e.Path, " → ")
+}
+
+// CheckWorkflow validates the graph of a workflow submission: keys present
+// and unique, every dependency key known (keys that are not in the
+// submission must be job ids, which the caller resolves; here they are
+// reported through external), no self-edges and no cycles. It returns the
+// keys in an order where every job comes after its dependencies.
+func CheckWorkflow(nodes []WorkflowNode, isExternal func(ref string) bool) ([]string, error) {
+	if len(nodes) == 0 {
+		return nil, Invalid("jobs", "must hold at least one job")
+	}
+	if len(nodes) > MaxWorkflowJobs {
+		return nil, Invalid("jobs", "holds %d jobs; the limit is %d per workflow", len(nodes), MaxWorkflowJobs)
+	}
+	index := make(map[string]int, len(nodes))
+	for i, n := range nodes {
+		field := fmt.Sprintf("jobs[%d].key", i)
+		switch {
+		case n.Key == "":
+			return nil, Invalid(field, "is required: each job of a workflow needs a key the others can refer to")
+		case len(n.Key) > 100 || !CleanText(n.Key):
+			return nil, Invalid(field, "must be at most 100 characters of text")
+		}
+		if j, dup := index[n.Key]; dup {
+			return nil, Invalid(field, "%q is also the key of jobs[%d]", n.Key, j)
+		}
+		index[n.Key] = i
+	}
+	for i, n := range nodes {
+		for k, d := range n.DependsOn {
+			field := fmt.Sprintf("jobs[%d].depends_on[%d]", i, k)
+			if d == n.Key {
+				return nil, Invalid(field, "job %q cannot depend on itself", n.Key)
+			}
+			if _, ok := index[d]; !ok && (isExternal == nil || !isExternal(d)) {
+				return nil, Invalid(field, "%q is neither a key in this workflow nor a job id", d)
+			}
+		}
+	}
+	// Depth-first search with colours; a grey node met again closes a cycle.
+	const (
+		white = iota
+		grey
+		black
+	)
+	colour := make([]int, len(nodes))
+	var order []string
+	var stack []string
+	var visit func(i int) error
+	visit = func(i int) error {
+		colour[i] = grey
+		stack = append(stack, nodes[i].Key)
+		for _, d := range nodes[i].DependsOn {
+			j, inside := index[d]
+			if !inside {
+				continue
+			}
+			switch colour[j] {
+			case grey:
+				start := slices.Index(stack, d)
+				path := append(slices.Clone(stack[start:]), d)
+				return &CycleError{Path: path}
+			case white:
+				if err := visit(j); err != nil {
+					return err
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		colour[i] = black
+		order = append(order, nodes[i].Key)
+		return nil
+	}
+	for i := range nodes {
+		if colour[i] == white {
+			if err := visit(i); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return order, nil
+}
+
+// DependencyRef is a job on the other end of a dependency.
+type DependencyRef struct {
+	ID     uuid.UUID `json:"id"`
+	Type   string    `json:"type"`
+	Status State     `json:"status"`
+}
+
+// Dependencies are a job's direct upstream (what it waits for) and
+// downstream (what waits for it) jobs.
+type Dependencies struct {
+	Upstream   []DependencyRef `json:"upstream"`
+	Downstream []DependencyRef `json:"downstream"`
+}

@@ -1,0 +1,137 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// BenchmarkIndex measures every strategy on every operation at 10k, 100k
+// and 1M entries (1M skipped with -short). One benchmark op is one index
+// operation; the index it runs on is rebuilt, untimed, whenever a phase of
+// RunBench's workload is used up, so the figures match RunBench's.
+func BenchmarkIndex(b *testing.B) {
+	sizes := []int{10_000, 100_000, 1_000_000}
+	workloads := map[int]*workload{}
+	for _, strategy := range Strategies() {
+		b.Run(strategy, func(b *testing.B) {
+			for k, op := range BenchOps() {
+				b.Run(op, func(b *testing.B) {
+					for _, size := range sizes {
+						b.Run(fmt.Sprintf("n=%d", size), func(b *testing.B) {
+							if size > 100_000 && testing.Short() {
+								b.Skip("1M entries skipped with -short")
+							}
+							wl := workloads[size]
+							if wl == nil {
+								var err error
+								wl, err = newWorkload(size, 1)
+								require.NoError(b, err)
+								workloads[size] = wl
+							}
+							p := wl.phases(strategy)[k]
+							ix := p.setup()
+							i := 0
+							b.ReportAllocs()
+							for b.Loop() {
+								if i == p.ops {
+									b.StopTimer()
+									ix = p.setup()
+									i = 0
+									b.StartTimer()
+								}
+								p.step(ix, i)
+								i++
+							}
+						})
+					}
+				})
+			}
+		})
+	}
+}
+
+func TestRunBench(t *testing.T) {
+	t.Parallel()
+	res, err := RunBench(context.Background(), BenchConfig{N: 2000, Seed: 7})
+	require.NoError(t, err)
+	require.Len(t, res, 2)
+	for k, strategy := range Strategies() {
+		r := res[k]
+		require.Equal(t, strategy, r.Algorithm)
+		require.Equal(t, 2000, r.Size)
+		require.Len(t, r.Ops, len(BenchOps()))
+		var total float64
+		for j, op := range BenchOps() {
+			o := r.Ops[j]
+			require.Equal(t, op, o.Op)
+			require.Positive(t, o.NsPerOp, "%s %s", strategy, op)
+			require.GreaterOrEqual(t, o.AllocsPerOp, 0.0)
+			require.GreaterOrEqual(t, o.BytesPerOp, 0.0)
+			want := 2000
+			if op == BenchCancel {
+				want = 1000
+			}
+			require.Equal(t, want, o.Ops, "%s %s", strategy, op)
+			total += o.NsPerOp * float64(o.Ops) / 1e6
+		}
+		require.InDelta(t, total, r.TotalMS, 1e-9)
+	}
+
+	table := FormatBenchTable(res)
+	lines := strings.Split(strings.TrimSpace(table), "\n")
+	require.Len(t, lines, 1+2*len(BenchOps()))
+	for _, col := range []string{"algorithm", "size", "op", "ns/op", "allocs/op", "B/op"} {
+		require.Contains(t, lines[0], col)
+	}
+	require.Contains(t, table, "timing_wheel")
+	require.Contains(t, table, "rescore")
+}
+
+func TestRunBenchSizesAndOneAlgorithm(t *testing.T) {
+	t.Parallel()
+	res, err := RunBench(context.Background(), BenchConfig{N: 1, Sizes: []int{1, 300}, Algorithms: []string{StrategyTimingWheel, StrategyTimingWheel}})
+	require.NoError(t, err)
+	require.Len(t, res, 2, "a repeated algorithm runs once per size")
+	require.Equal(t, 1, res[0].Size)
+	require.Equal(t, 300, res[1].Size)
+	for _, r := range res {
+		require.Equal(t, StrategyTimingWheel, r.Algorithm)
+		require.Len(t, r.Ops, len(BenchOps()))
+	}
+}
+
+func TestRunBenchRejectsBadInput(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  BenchConfig
+		want string
+	}{
+		{"zero n", BenchConfig{N: 0}, "n must be between 1 and 2000000"},
+		{"negative n", BenchConfig{N: -5}, "n must be between"},
+		{"n too large", BenchConfig{N: MaxBenchN + 1}, "n must be between"},
+		{"unknown algorithm", BenchConfig{N: 10, Algorithms: []string{"heap", "fifo"}}, `unknown algorithm "fifo"`},
+		{"size too small", BenchConfig{N: 10, Sizes: []int{10, 0}}, "size must be between"},
+		{"size too large", BenchConfig{N: 10, Sizes: []int{3_000_000}}, "size must be between"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			res, err := RunBench(context.Background(), tt.cfg)
+			require.ErrorContains(t, err, tt.want)
+			require.Nil(t, res)
+		})
+	}
+}
+
+func TestRunBenchHonoursCancellation(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := RunBench(ctx, BenchConfig{N: 1000})
+	require.ErrorIs(t, err, context.Canceled)
+}

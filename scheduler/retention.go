@@ -1,0 +1,53 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"time"
+
+	"flint/jobs"
+)
+
+// RetentionStore is what the pruner needs; *db.Store implements it.
+type RetentionStore interface {
+	Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error)
+}
+
+// RetentionConfig configures a Pruner.
+type RetentionConfig struct {
+	// Interval between passes; zero means 1 min.
+	Interval time.Duration
+	// BatchSize is the most rows one statement deletes; zero means 1000.
+	BatchSize int
+}
+
+// Pruner deletes finished jobs past their retention and purges the bin, in
+// small batches with SKIP LOCKED so that it never holds up the claim path.
+type Pruner struct {
+	cfg      RetentionConfig
+	store    RetentionStore
+	settings *jobs.SettingsHolder
+	logger   *slog.Logger
+}
+
+// NewPruner returns a pruner reading retention from settings.
+func NewPruner(cfg RetentionConfig, store RetentionStore, settings *jobs.SettingsHolder, logger *slog.Logger) *Pruner {
+	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
+	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	return &Pruner{cfg: cfg, store: store, settings: settings, logger: logger.With("component", "retention")}
+}
+
+// Run prunes every Interval until ctx is done; a pass that filled a batch
+// runs again at once.
+func (p *Pruner) Run(ctx context.Context) error {
+	return runLoop(ctx, p.logger, p.cfg.Interval, p.runOnce)
+}
+
+func (p *Pruner) runOnce(ctx context.Context) (int, bool, error) {
+	n, err := p.store.Prune(ctx, p.settings.Get(), nil, p.cfg.BatchSize)
+	if n > 0 {
+		p.logger.InfoContext(ctx, "pruned jobs past their retention", "count", n)
+	}
+	return n, n >= p.cfg.BatchSize, err
+}
