@@ -63,9 +63,9 @@ recorded AS (
 	FROM moved
 ),
 counted AS (
-	INSERT INTO job_throughput (bucket, outcome, n)
-	SELECT date_trunc('minute', now()), outcome, count(*) FROM moved GROUP BY outcome
-	ON CONFLICT (bucket, outcome) DO UPDATE SET n = job_throughput.n + excluded.n
+	INSERT INTO job_throughput (bucket, outcome, shard, n)
+	SELECT date_trunc('minute', now()), outcome, pg_backend_pid() % 16, count(*) FROM moved GROUP BY outcome
+	ON CONFLICT (bucket, outcome, shard) DO UPDATE SET n = job_throughput.n + excluded.n
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n

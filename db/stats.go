@@ -13,8 +13,9 @@ SELECT queue, type, status, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY
 const binCountSQL = `SELECT count(*) FROM jobs WHERE deleted_at IS NOT NULL`
 
 const throughputSQL = `
-SELECT bucket, outcome, n FROM job_throughput
+SELECT bucket, outcome, sum(n)::bigint FROM job_throughput
 WHERE bucket >= date_trunc('minute', now()) - interval '59 minutes'
+GROUP BY bucket, outcome
 ORDER BY bucket`
 
 // Stats counts jobs per state, queue and type, and reads the last hour of

@@ -56,7 +56,19 @@ CREATE TABLE loop_leases (
     holder      text
 );
 
+-- job_throughput is bumped by every statement that finishes runs. One row
+-- per minute and outcome made those statements queue behind each other's
+-- row lock; sixteen shards per minute (picked by backend) let concurrent
+-- finishers write side by side. Readers sum the shards.
+ALTER TABLE job_throughput ADD COLUMN shard smallint NOT NULL DEFAULT 0;
+ALTER TABLE job_throughput DROP CONSTRAINT job_throughput_pkey;
+ALTER TABLE job_throughput ADD PRIMARY KEY (bucket, outcome, shard);
+
 -- migrate:down
+DELETE FROM job_throughput WHERE shard <> 0;
+ALTER TABLE job_throughput DROP CONSTRAINT job_throughput_pkey;
+ALTER TABLE job_throughput DROP COLUMN shard;
+ALTER TABLE job_throughput ADD PRIMARY KEY (bucket, outcome);
 DROP TABLE loop_leases;
 DROP TABLE settings_changes;
 DROP INDEX jobs_cancelled_by_idx;

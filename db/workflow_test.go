@@ -1,0 +1,186 @@
+package db_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+// runOne claims the given job (it must be the only one claimable in its
+// queue) and finishes it with outcome.
+func (b *testBundle) runOne(t *testing.T, queue string, outcome jobs.Outcome) *jobs.Job {
+	t.Helper()
+	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1, "a job to run in queue %s", queue)
+	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(got[0]), Outcome: outcome, Error: "boom"}})
+	require.NoError(t, err)
+	return got[0]
+}
+
+func TestDependenciesReleaseOnLastParent(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.enqueue(t, jobs.EnqueueParams{Queue: "a"})
+	c := b.enqueue(t, jobs.EnqueueParams{Queue: "c"})
+	child := b.enqueue(t, jobs.EnqueueParams{Queue: "child", DependsOn: []uuid.UUID{a.ID, c.ID}})
+	require.Equal(t, jobs.StateBlocked, child.Status)
+	require.Empty(t, b.claimQueue(t, "child"), "blocked jobs are not claimed")
+
+	b.runOne(t, "a", jobs.OutcomeSucceeded)
+	require.Equal(t, jobs.StateBlocked, b.status(t, child.ID), "one parent of two is not enough")
+	b.runOne(t, "c", jobs.OutcomeSucceeded)
+	require.Equal(t, jobs.StateQueued, b.status(t, child.ID), "released by the statement that completed the last parent")
+
+	deps, err := b.store.Dependencies(b.ctx, child.ID)
+	require.NoError(t, err)
+	require.Len(t, deps.Upstream, 2)
+	require.Empty(t, deps.Downstream)
+	deps, err = b.store.Dependencies(b.ctx, a.ID)
+	require.NoError(t, err)
+	require.Equal(t, child.ID, deps.Downstream[0].ID)
+
+	// A job depending only on completed jobs starts queued.
+	late := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{a.ID}})
+	require.Equal(t, jobs.StateQueued, late.Status)
+}
+
+func TestDependencyValidation(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dead := b.enqueue(t, jobs.EnqueueParams{})
+	b.force(t, dead.ID, jobs.StateDeadLetter)
+	binned := b.enqueue(t, jobs.EnqueueParams{})
+	_, err := b.store.DeleteJob(b.ctx, binned.ID)
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		dep  uuid.UUID
+		want string
+	}{
+		{"unknown", uuid.New(), "no job has id"},
+		{"dead", dead.ID, "dead_letter"},
+		{"binned", binned.ID, "bin"},
+	} {
+		_, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: "noop", DependsOn: []uuid.UUID{tc.dep}})
+		var ve *jobs.ValidationError
+		require.ErrorAs(t, err, &ve, tc.name)
+		require.Equal(t, "depends_on[0]", ve.Field)
+		require.Contains(t, ve.Message, tc.want)
+	}
+}
+
+// TestCascadeAndRearm: a permanent failure cancels everything downstream,
+// transitively, with the reason; replaying the failed job re-arms them, and
+// the workflow then completes.
+func TestCascadeAndRearm(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	zero := 0
+	root := b.enqueue(t, jobs.EnqueueParams{Queue: "root", MaxRetries: &zero})
+	mid := b.enqueue(t, jobs.EnqueueParams{Queue: "mid", DependsOn: []uuid.UUID{root.ID}})
+	leaf := b.enqueue(t, jobs.EnqueueParams{Queue: "leaf", DependsOn: []uuid.UUID{mid.ID}})
+	other := b.enqueue(t, jobs.EnqueueParams{Queue: "other"})
+
+	b.runOne(t, "root", jobs.OutcomeFailed)
+	require.Equal(t, jobs.StateDeadLetter, b.status(t, root.ID))
+	for _, id := range []uuid.UUID{mid.ID, leaf.ID} {
+		j, err := b.store.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobs.StateCancelled, j.Status)
+		require.Equal(t, root.ID, *j.CancelledBy)
+		require.Contains(t, *j.LastError, root.ID.String())
+		require.Contains(t, *j.LastError, "failed permanently")
+	}
+	require.Equal(t, jobs.StateQueued, b.status(t, other.ID), "unrelated jobs are untouched")
+
+	_, err := b.store.RetryJob(b.ctx, root.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateBlocked, b.status(t, mid.ID))
+	require.Equal(t, jobs.StateBlocked, b.status(t, leaf.ID))
+
+	b.runOne(t, "root", jobs.OutcomeSucceeded)
+	b.runOne(t, "mid", jobs.OutcomeSucceeded)
+	b.runOne(t, "leaf", jobs.OutcomeSucceeded)
+	require.Equal(t, jobs.StateCompleted, b.status(t, leaf.ID))
+}
+
+func TestCancelCascades(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	parent := b.enqueue(t, jobs.EnqueueParams{})
+	child := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{parent.ID}})
+	grandchild := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{child.ID}})
+	_, err := b.store.CancelJob(b.ctx, parent.ID)
+	require.NoError(t, err)
+	for _, id := range []uuid.UUID{child.ID, grandchild.ID} {
+		j, err := b.store.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobs.StateCancelled, j.Status)
+		require.Contains(t, *j.LastError, "was cancelled")
+	}
+}
+
+// TestConcurrentParentsRelease: the two dependencies of each of many jobs
+// complete at the same moment, in two transactions (one finishing every
+// first dependency, one every second). Each child must be released: without
+// the dependents being locked, each transaction can miss the other's
+// completion and leave the child blocked.
+func TestConcurrentParentsRelease(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const rounds, width = 5, 300
+	for round := range rounds {
+		qa, qb := fmt.Sprintf("r%da", round), fmt.Sprintf("r%db", round)
+		var as, bs, children []jobs.EnqueueParams
+		for range width {
+			as = append(as, jobs.EnqueueParams{Type: "noop", Queue: qa, ID: uuid.Must(uuid.NewV7())})
+			bs = append(bs, jobs.EnqueueParams{Type: "noop", Queue: qb, ID: uuid.Must(uuid.NewV7())})
+		}
+		for i := range width {
+			children = append(children, jobs.EnqueueParams{Type: "noop", Queue: "children", DependsOn: []uuid.UUID{as[i].ID, bs[i].ID}})
+		}
+		_, err := b.store.Enqueue(b.ctx, append(as, bs...)...)
+		require.NoError(t, err)
+		kids, err := b.store.Enqueue(b.ctx, children...)
+		require.NoError(t, err)
+		ca, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w1", Queues: []string{qa}, Limit: width, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		cb, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w2", Queues: []string{qb}, Limit: width, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for _, claimed := range [][]*jobs.Job{ca, cb} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				fins := make([]jobs.Finish, len(claimed))
+				for i, j := range claimed {
+					fins[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded}
+				}
+				<-start
+				if _, _, err := b.store.FinishJobs(b.ctx, fins); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		for _, k := range kids {
+			require.Equal(t, jobs.StateQueued, b.status(t, k.Job.ID), "round %d: child left blocked", round)
+		}
+	}
+}
+
+func (b *testBundle) claimQueue(t *testing.T, q string) []*jobs.Job {
+	t.Helper()
+	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{q}, Limit: 10, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	return got
+}
