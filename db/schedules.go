@@ -75,7 +75,8 @@ func collectSchedules(rows pgx.Rows, err error) ([]*jobs.Schedule, error) {
 const needingOccurrenceSQL = `
 SELECT ` + scheduleColumns + ` FROM job_schedules s
 WHERE NOT s.paused AND NOT EXISTS (
-	SELECT 1 FROM jobs j WHERE j.schedule_id = s.id AND j.status = 'scheduled' AND j.deleted_at IS NULL)
+	SELECT 1 FROM jobs j
+	WHERE j.schedule_id = s.id AND j.status = 'scheduled' AND j.executions = 0 AND j.deleted_at IS NULL)
 ORDER BY s.id
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
@@ -188,7 +189,7 @@ func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, 
 // cancelPendingSQL cancels the pending occurrence of a series.
 const cancelPendingSQL = `
 UPDATE jobs SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = $2
-WHERE schedule_id = $1 AND status = 'scheduled'`
+WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0`
 
 // PauseSchedule stops a series: its pending occurrence is cancelled and no
 // other is created until it is resumed.

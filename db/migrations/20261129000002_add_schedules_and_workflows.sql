@@ -29,9 +29,11 @@ ALTER TABLE jobs
     ADD COLUMN cancelled_by  uuid;
 
 -- Exactly one pending next occurrence per series, enforced here rather than
--- trusted to whichever scheduler process gets there first.
+-- trusted to whichever scheduler process gets there first. Pending means
+-- scheduled and never started: an occurrence waiting out a retry backoff
+-- is also scheduled, but it is past work, not the next occurrence.
 CREATE UNIQUE INDEX jobs_schedule_pending_idx ON jobs (schedule_id)
-    WHERE schedule_id IS NOT NULL AND status = 'scheduled' AND deleted_at IS NULL;
+    WHERE schedule_id IS NOT NULL AND status = 'scheduled' AND executions = 0 AND deleted_at IS NULL;
 -- And never two occurrences for the same firing time.
 CREATE UNIQUE INDEX jobs_schedule_fire_idx ON jobs (schedule_id, scheduled_for)
     WHERE schedule_id IS NOT NULL;
