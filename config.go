@@ -45,7 +45,7 @@ type Config struct {
 	HeartbeatInterval time.Duration // FLINT_HEARTBEAT_INTERVAL
 	PollInterval      time.Duration // FLINT_POLL_INTERVAL
 	ReapInterval      time.Duration // FLINT_REAP_INTERVAL
-	PromoteInterval   time.Duration // FLINT_PROMOTE_INTERVAL
+	PromoteInterval   time.Duration // FLINT_PROMOTE_INTERVAL: the promoter's backstop sweep
 	DrainTimeout      time.Duration // FLINT_DRAIN_TIMEOUT
 	MaxInterruptions  int           // FLINT_MAX_INTERRUPTIONS
 }
@@ -109,7 +109,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		HeartbeatInterval: envDur("FLINT_HEARTBEAT_INTERVAL", 5*time.Second),
 		PollInterval:      envDur("FLINT_POLL_INTERVAL", time.Second),
 		ReapInterval:      envDur("FLINT_REAP_INTERVAL", 5*time.Second),
-		PromoteInterval:   envDur("FLINT_PROMOTE_INTERVAL", time.Second),
+		PromoteInterval:   envDur("FLINT_PROMOTE_INTERVAL", 15*time.Second),
 		DrainTimeout:      envDur("FLINT_DRAIN_TIMEOUT", 30*time.Second),
 		MaxInterruptions:  envInt("FLINT_MAX_INTERRUPTIONS", jobs.DefaultMaxInterruptions),
 	}

@@ -199,9 +199,12 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 	if runsScheduler {
 		recurrer := scheduler.NewRecurrer(scheduler.RecurrerConfig{}, store, logger)
 		promoter := scheduler.NewPromoter(scheduler.PromoterConfig{
-			Interval: cfg.PromoteInterval,
-			OnMoved:  func([]jobs.Moved) { recurrer.Kick() },
+			Settings:      settings,
+			SweepInterval: cfg.PromoteInterval,
+			OnMoved:       func([]jobs.Moved) { recurrer.Kick() },
 		}, store, logger)
+		listener.Handle(db.ChannelScheduled, promoter.Notify)
+		listener.OnConnect(promoter.Resync)
 		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval}, store, logger)
 		ager := scheduler.NewAger(scheduler.AgerConfig{Holder: cfg.WorkerID}, store, settings, logger)
 		pruner := scheduler.NewPruner(scheduler.RetentionConfig{}, store, settings, logger)

@@ -44,8 +44,8 @@ inserted AS (
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') q
-)
-SELECT inserted.* FROM inserted, notified`
+),` + notifyScheduledHead + `inserted` + notifyScheduledTail + `
+SELECT inserted.* FROM inserted, notified, sched_notified`
 
 const existingByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ANY($1::text[])`
 

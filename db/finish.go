@@ -53,7 +53,8 @@ moved AS (
 		updated_at = now()
 	FROM input i
 	WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'running'
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token,
+	          j.run_at, j.effective_priority, j.created_at
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
@@ -70,8 +71,8 @@ counted AS (
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
-)
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.token FROM moved, notified`
+),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
+SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.token FROM moved, notified, sched_notified`
 
 // FinishJobs records the end of a batch of attempts. finished has one entry
 // per input, in order; entries whose lease was lost have an empty Status.

@@ -277,3 +277,75 @@ func uuidV7Floor(t time.Time) uuid.UUID {
 	u[8] = 0x80
 	return u
 }
+
+// promoteIDsSQL promotes the given scheduled jobs that are due by the
+// database clock. Rows another scheduler is promoting right now are
+// skipped, not waited for.
+const promoteIDsSQL = `
+WITH due AS MATERIALIZED (
+	SELECT id AS due_id FROM jobs
+	WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND deleted_at IS NULL AND run_at <= now()
+	FOR UPDATE SKIP LOCKED
+),
+moved AS (
+	UPDATE jobs j SET status = 'queued', updated_at = now()
+	FROM due
+	WHERE j.id = due.due_id
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
+)
+SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+
+// PromoteIDs promotes the given jobs if they are still scheduled and due.
+func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error) {
+	out, err := collectMoved(s.pool.Query(ctx, promoteIDsSQL, ids))
+	if err != nil {
+		return nil, fmt.Errorf("promote due jobs: %w", err)
+	}
+	return out, nil
+}
+
+const timersSQL = `
+SELECT id, effective_priority, run_at, created_at FROM jobs
+WHERE status = 'scheduled' AND deleted_at IS NULL AND id = ANY($1::uuid[])`
+
+const allTimersSQL = `
+SELECT id, effective_priority, run_at, created_at FROM jobs
+WHERE status = 'scheduled' AND deleted_at IS NULL AND id > $1
+ORDER BY id
+LIMIT $2`
+
+// ScheduledTimers returns, for the given ids (all scheduled jobs when ids
+// is nil, a page at a time after the id `after`), the jobs that are still
+// scheduled, with what the in-memory index needs.
+func (s *Store) ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]jobs.Timer, error) {
+	var rows pgx.Rows
+	var err error
+	if ids != nil {
+		rows, err = s.pool.Query(ctx, timersSQL, ids)
+	} else {
+		rows, err = s.pool.Query(ctx, allTimersSQL, after, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read scheduled jobs: %w", err)
+	}
+	defer rows.Close()
+	var out []jobs.Timer
+	for rows.Next() {
+		var t jobs.Timer
+		if err := rows.Scan(&t.ID, &t.Priority, &t.RunAt, &t.CreatedAt); err != nil {
+			return nil, fmt.Errorf("read scheduled jobs: %w", err)
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// DatabaseNow returns the database clock.
+func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
+	var now time.Time
+	err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now)
+	return now, err
+}

@@ -176,8 +176,8 @@ WITH moved AS (
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', queue)) AS n FROM moved WHERE status = 'queued'
-)
-SELECT moved.* FROM moved, notified`
+),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
+SELECT moved.* FROM moved, notified, sched_notified`
 
 // RestoreJob brings a job back from the bin.
 func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {

@@ -88,14 +88,17 @@ const lastTargetSQL = `SELECT max(scheduled_for) FROM jobs WHERE schedule_id = $
 // time) makes it a no-op: the unique indexes, not the caller's care, keep a
 // series to one pending occurrence.
 const insertOccurrenceSQL = `
-INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
-                  run_at, timeout_seconds, schedule_id, scheduled_for)
-SELECT $2, type, queue, payload, priority, priority,
-       CASE WHEN $3::timestamptz > now() THEN 'scheduled' ELSE 'queued' END,
-       max_retries, $3, timeout_seconds, id, $3
-FROM job_schedules WHERE id = $1
-ON CONFLICT DO NOTHING
-RETURNING id, status, type, queue, attempt`
+WITH inserted AS (
+	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
+	                  run_at, timeout_seconds, schedule_id, scheduled_for)
+	SELECT $2, type, queue, payload, priority, priority,
+	       CASE WHEN $3::timestamptz > now() THEN 'scheduled' ELSE 'queued' END,
+	       max_retries, $3, timeout_seconds, id, $3
+	FROM job_schedules WHERE id = $1
+	ON CONFLICT DO NOTHING
+	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at
+),` + notifyScheduledHead + `inserted` + notifyScheduledTail + `
+SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt FROM inserted, sched_notified`
 
 const markScheduleSQL = `
 UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`

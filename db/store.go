@@ -20,7 +20,27 @@ const (
 	// ChannelCancel carries a job id whenever cancellation of a running job
 	// is requested, so its worker need not wait for the next heartbeat.
 	ChannelCancel = "flint_cancel"
+	// ChannelScheduled carries jobs that became scheduled (delayed jobs,
+	// retries, recurring occurrences) so that schedulers add them to their
+	// in-memory index: comma-separated "id run_at_ms priority created_us".
+	ChannelScheduled = "flint_scheduled"
 )
+
+// notifyScheduledHead and notifyScheduledTail wrap the name of a CTE that
+// returns id, status, run_at, effective_priority and created_at: the CTE
+// they form announces the rows that are scheduled on ChannelScheduled, 90
+// to a notification (well under PostgreSQL's 8,000-byte payload limit).
+// The statement must select from it (FROM ..., sched_notified) so it runs.
+const notifyScheduledHead = `
+sched_notified AS (
+	SELECT count(pg_notify('` + ChannelScheduled + `', chunk)) AS n FROM (
+		SELECT string_agg(format('%s %s %s %s', id, (extract(epoch FROM run_at) * 1000)::bigint,
+		                         effective_priority, (extract(epoch FROM created_at) * 1000000)::bigint), ',') AS chunk
+		FROM (SELECT id, run_at, effective_priority, created_at, (row_number() OVER ()) / 90 AS grp FROM `
+
+const notifyScheduledTail = ` WHERE status = 'scheduled') s
+		GROUP BY grp) c
+)`
 
 // Config configures a Store.
 type Config struct {

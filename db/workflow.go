@@ -28,13 +28,13 @@ moved AS (
 	  AND NOT EXISTS (
 		SELECT 1 FROM job_dependencies x JOIN jobs p ON p.id = x.depends_on_id
 		WHERE x.job_id = c.id AND p.status <> 'completed')
-	RETURNING c.id, c.status, c.type, c.queue, c.attempt
+	RETURNING c.id, c.status, c.type, c.queue, c.attempt, c.run_at, c.effective_priority, c.created_at
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
-)
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
+SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified, sched_notified`
 
 // releaseSQL releases the given blocked jobs if they are ready.
 const releaseSQL = `WITH candidates AS (SELECT DISTINCT unnest($1::uuid[]) AS cid),` + releaseBody

@@ -68,3 +68,11 @@ type Moved struct {
 // LeaseLost reports whether the write was refused because the worker no
 // longer held the job's lease.
 func (m Moved) LeaseLost() bool { return m.Status == "" }
+
+// Timer is a scheduled job as the scheduler's in-memory index sees it.
+type Timer struct {
+	ID        uuid.UUID
+	Priority  float64 // effective priority
+	RunAt     time.Time
+	CreatedAt time.Time
+}

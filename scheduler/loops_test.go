@@ -4,68 +4,173 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"flint/db"
 	"flint/db/dbtest"
 	"flint/jobs"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func TestPromoterPromotesDueJobsOnly(t *testing.T) {
+// promoterBundle runs a promoter fed by a real listener, as a scheduler
+// process does.
+func startPromoter(t *testing.T, store *db.Store, url string, settings *jobs.SettingsHolder, sweep time.Duration) (*Promoter, *[]jobs.Moved, *sync.Mutex) {
+	t.Helper()
+	var mu sync.Mutex
+	var moved []jobs.Moved
+	p := NewPromoter(PromoterConfig{
+		Settings:      settings,
+		SweepInterval: sweep,
+		OnMoved: func(m []jobs.Moved) {
+			mu.Lock()
+			moved = append(moved, m...)
+			mu.Unlock()
+		},
+	}, store, quiet())
+	ctx, cancel := context.WithCancel(context.Background())
+	l := db.NewListener(url, quiet(), 0)
+	l.Handle(db.ChannelScheduled, p.Notify)
+	connected := make(chan struct{}, 1)
+	l.OnConnect(func() {
+		p.Resync()
+		select {
+		case connected <- struct{}{}:
+		default:
+		}
+	})
+	lDone, pDone := make(chan struct{}), make(chan struct{})
+	go func() { defer close(lDone); _ = l.Run(ctx) }()
+	<-connected
+	go func() { defer close(pDone); _ = p.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-lDone; <-pDone })
+	return p, &moved, &mu
+}
+
+// TestPromoterFiresFromTheIndex: with the database sweep pushed far out,
+// delayed jobs are promoted on time from the in-memory index alone, under
+// both strategies; jobs not yet due stay scheduled.
+func TestPromoterFiresFromTheIndex(t *testing.T) {
 	t.Parallel()
-	store, _ := dbtest.NewStore(t)
+	for _, strategy := range Strategies() {
+		t.Run(strategy, func(t *testing.T) {
+			t.Parallel()
+			store, u := dbtest.NewStore(t)
+			ctx := context.Background()
+			settings := &jobs.SettingsHolder{}
+			st := jobs.DefaultSettings()
+			st.SchedulerStrategy = strategy
+			settings.Set(st)
+			p, _, _ := startPromoter(t, store, u, settings, time.Hour)
+			require.Eventually(t, func() bool { return p.Strategy() == strategy }, 10*time.Second, 10*time.Millisecond)
+
+			soon := time.Now().Add(700 * time.Millisecond)
+			later := time.Now().Add(time.Hour)
+			res, err := store.Enqueue(ctx,
+				jobs.EnqueueParams{Type: "noop", RunAt: &soon},
+				jobs.EnqueueParams{Type: "noop", RunAt: &later})
+			require.NoError(t, err)
+			require.Eventually(t, func() bool { return p.Len() == 2 }, 5*time.Second, 5*time.Millisecond, "notified into the index")
+			var promotedAt time.Time
+			require.Eventually(t, func() bool {
+				j, err := store.GetJob(ctx, res[0].Job.ID)
+				if err == nil && j.Status == jobs.StateQueued {
+					promotedAt = time.Now()
+					return true
+				}
+				return false
+			}, 10*time.Second, 5*time.Millisecond)
+			require.Less(t, promotedAt.Sub(soon), time.Second, "promoted within a second of its time, without the sweep")
+			j, err := store.GetJob(ctx, res[1].Job.ID)
+			require.NoError(t, err)
+			require.Equal(t, jobs.StateScheduled, j.Status)
+		})
+	}
+}
+
+// TestPromoterLoadsExistingAndSweeps: jobs scheduled before the promoter
+// started come from the initial load; a job the index never heard of (its
+// notification lost) is caught by the sweep.
+func TestPromoterLoadsExistingAndSweeps(t *testing.T) {
+	t.Parallel()
+	store, u := dbtest.NewStore(t)
 	ctx := context.Background()
 	soon := time.Now().Add(300 * time.Millisecond)
-	later := time.Now().Add(time.Hour)
-	res, err := store.Enqueue(ctx,
-		jobs.EnqueueParams{Type: "noop", RunAt: &soon},
-		jobs.EnqueueParams{Type: "noop", RunAt: &later})
+	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "noop", RunAt: &soon})
 	require.NoError(t, err)
-	var moved []jobs.Moved
-	p := NewPromoter(PromoterConfig{Interval: 50 * time.Millisecond, OnMoved: func(m []jobs.Moved) { moved = append(moved, m...) }}, store, quiet())
+	p, _, _ := startPromoter(t, store, u, &jobs.SettingsHolder{}, 500*time.Millisecond)
+	waitStatus(t, store, res[0].Job.ID, jobs.StateQueued)
 
-	n, _, err := p.runOnce(ctx)
+	// Insert a scheduled job behind the notifications' back.
+	_, err = store.Pool().Exec(ctx, `INSERT INTO jobs (id, type, effective_priority, status, run_at)
+		VALUES ('0190a0a0-0000-7000-8000-000000000001', 'noop', 2, 'scheduled', now() + interval '100 milliseconds')`)
 	require.NoError(t, err)
-	require.Zero(t, n, "nothing is due yet")
-	require.Eventually(t, func() bool {
-		n, _, err := p.runOnce(ctx)
-		return err == nil && n == 1
-	}, 10*time.Second, 50*time.Millisecond)
-	require.Len(t, moved, 1)
-	require.Equal(t, res[0].Job.ID, moved[0].JobID)
-	j, err := store.GetJob(ctx, res[1].Job.ID)
-	require.NoError(t, err)
-	require.Equal(t, jobs.StateScheduled, j.Status)
+	waitStatus(t, store, uuidMust("0190a0a0-0000-7000-8000-000000000001"), jobs.StateQueued)
+	_ = p
 }
 
-func TestPromoterBatches(t *testing.T) {
+// TestStrategySwitchUnderLoad switches the strategy back and forth while
+// delayed jobs keep coming due: every job is promoted exactly once.
+func TestStrategySwitchUnderLoad(t *testing.T) {
 	t.Parallel()
-	store, _ := dbtest.NewStore(t)
-	ctx := context.Background()
-	params := make([]jobs.EnqueueParams, 25)
-	for i := range params {
-		params[i] = jobs.EnqueueParams{Type: "noop", Delay: time.Millisecond}
-	}
-	_, err := store.Enqueue(ctx, params...)
-	require.NoError(t, err)
-	time.Sleep(10 * time.Millisecond)
-	p := NewPromoter(PromoterConfig{BatchSize: 10}, store, quiet())
-	n, full, err := p.runOnce(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 10, n)
-	require.True(t, full, "a full batch asks for another pass at once")
-	runCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	store, u := dbtest.NewStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go func() { _ = p.Run(runCtx) }()
+	settings := &jobs.SettingsHolder{}
+	p, moved, mu := startPromoter(t, store, u, settings, time.Hour)
+	require.Eventually(t, func() bool { return p.Strategy() != "" }, 10*time.Second, 10*time.Millisecond)
+
+	const total = 600
+	var ids []uuid.UUID
+	for i := range total / 50 {
+		batch := make([]jobs.EnqueueParams, 50)
+		for k := range batch {
+			at := time.Now().Add(time.Duration(100+((i*50+k)%30)*70) * time.Millisecond)
+			batch[k] = jobs.EnqueueParams{Type: "noop", RunAt: &at, Priority: 1 + k%3}
+		}
+		res, err := store.Enqueue(ctx, batch...)
+		require.NoError(t, err)
+		for _, r := range res {
+			ids = append(ids, r.Job.ID)
+		}
+		st := jobs.DefaultSettings()
+		if i%2 == 0 {
+			st.SchedulerStrategy = StrategyTimingWheel
+		}
+		settings.Set(st)
+		time.Sleep(150 * time.Millisecond)
+	}
 	require.Eventually(t, func() bool {
-		st, err := store.Stats(ctx)
-		return err == nil && st.ByStatus["queued"] == 25
-	}, 3*time.Second, 20*time.Millisecond)
+		var n int
+		_ = store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued'`).Scan(&n)
+		return n == total
+	}, 30*time.Second, 20*time.Millisecond, "every job promoted")
+	mu.Lock()
+	defer mu.Unlock()
+	seen := map[uuid.UUID]int{}
+	for _, m := range *moved {
+		seen[m.JobID]++
+	}
+	require.Len(t, seen, total)
+	for id, n := range seen {
+		require.Equal(t, 1, n, "job %s promoted %d times", id, n)
+	}
 }
+
+func waitStatus(t *testing.T, store *db.Store, id uuid.UUID, want jobs.State) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		j, err := store.GetJob(context.Background(), id)
+		return err == nil && j.Status == want
+	}, 10*time.Second, 10*time.Millisecond)
+}
+
+func uuidMust(s string) uuid.UUID { return uuid.MustParse(s) }
 
 func TestReaperRequeuesExpiredLeases(t *testing.T) {
 	t.Parallel()

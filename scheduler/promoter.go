@@ -4,7 +4,12 @@ import (
 	"cmp"
 	"context"
 	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"flint/jobs"
 )
@@ -12,45 +17,337 @@ import (
 // PromoterStore is what the promoter needs; *db.Store implements it.
 type PromoterStore interface {
 	PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error)
+	PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error)
+	ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]jobs.Timer, error)
+	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 
 // PromoterConfig configures a Promoter.
 type PromoterConfig struct {
-	// Interval between passes; zero means 1 s.
-	Interval time.Duration
+	// Settings supplies scheduler_strategy; nil means the defaults.
+	Settings *jobs.SettingsHolder
+	// MaxSleep caps how long the promoter sleeps when nothing is due soon,
+	// so that a strategy change takes effect promptly; zero means 1 s.
+	MaxSleep time.Duration
+	// SweepInterval is the backstop: how often the promoter also asks the
+	// database for due scheduled jobs its index may have missed (a
+	// notification lost during a reconnect); zero means 15 s.
+	SweepInterval time.Duration
+	// ResyncInterval is how often the index is rebuilt from the database;
+	// zero means 10 min.
+	ResyncInterval time.Duration
 	// BatchSize is the most jobs one statement promotes; zero means 1000.
 	BatchSize int
-	// OnMoved, if set, is called with the jobs each pass moved.
+	// OnMoved, if set, is called with the jobs each pass promoted.
 	OnMoved func([]jobs.Moved)
 }
 
-// Promoter moves scheduled jobs (delayed jobs and retries) whose time has
-// come to queued.
+// Promoter moves scheduled jobs (delayed jobs, retries, recurring
+// occurrences) to queued when their time comes. It fires them from an
+// in-memory index — a heap or a timing wheel, as the scheduler_strategy
+// setting says — loaded from PostgreSQL and kept current by notifications,
+// so due work is promoted within moments without polling the table. The
+// database stays the truth: every promotion is guarded by the row's state
+// and due time, the index is rebuilt on start, on reconnect, on a strategy
+// change and periodically, and a slow sweep catches anything it missed.
+// Any number of promoters may run.
 type Promoter struct {
 	cfg    PromoterConfig
 	store  PromoterStore
 	logger *slog.Logger
+
+	mu       sync.Mutex
+	idx      Index
+	loading  bool    // a rebuild is reading the database
+	arrived  []Entry // entries notified during the rebuild
+	offset   time.Duration // database clock minus local clock
+	resync   bool
+	kick     chan struct{}
+	sweepDue time.Time
 }
 
 // NewPromoter returns a promoter.
 func NewPromoter(cfg PromoterConfig, store PromoterStore, logger *slog.Logger) *Promoter {
-	cfg.Interval = cmp.Or(cfg.Interval, time.Second)
+	cfg.MaxSleep = cmp.Or(cfg.MaxSleep, time.Second)
+	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 15*time.Second)
+	cfg.ResyncInterval = cmp.Or(cfg.ResyncInterval, 10*time.Minute)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
-	return &Promoter{cfg: cfg, store: store, logger: logger.With("component", "promoter")}
-}
-
-// Run promotes every Interval until ctx is done.
-func (p *Promoter) Run(ctx context.Context) error {
-	return runLoop(ctx, p.logger, p.cfg.Interval, p.runOnce)
-}
-
-func (p *Promoter) runOnce(ctx context.Context) (int, bool, error) {
-	moved, err := p.store.PromoteDue(ctx, nil, p.cfg.BatchSize)
-	if err != nil {
-		return 0, false, err
+	if cfg.Settings == nil {
+		cfg.Settings = &jobs.SettingsHolder{}
 	}
+	return &Promoter{cfg: cfg, store: store, logger: logger.With("component", "promoter"), kick: make(chan struct{}, 1)}
+}
+
+// Strategy returns the strategy of the index in use ("" before Run).
+func (p *Promoter) Strategy() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idx == nil {
+		return ""
+	}
+	return p.idx.Name()
+}
+
+// Len returns how many scheduled jobs the index holds.
+func (p *Promoter) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idx == nil {
+		return 0
+	}
+	return p.idx.Len()
+}
+
+// Notify takes a ChannelScheduled payload: jobs that became scheduled.
+func (p *Promoter) Notify(payload string) {
+	timers := parseTimers(payload)
+	if len(timers) == 0 {
+		return
+	}
+	p.mu.Lock()
+	for _, t := range timers {
+		if p.idx != nil {
+			p.idx.Upsert(Entry(t))
+		}
+		if p.loading {
+			p.arrived = append(p.arrived, Entry(t))
+		}
+	}
+	p.mu.Unlock()
+	p.wake()
+}
+
+// Resync asks for the index to be rebuilt from the database, as after a
+// reconnect of the notification listener (notifications meanwhile were
+// lost).
+func (p *Promoter) Resync() {
+	p.mu.Lock()
+	p.resync = true
+	p.mu.Unlock()
+	p.wake()
+}
+
+func (p *Promoter) wake() {
+	select {
+	case p.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run promotes until ctx is done.
+func (p *Promoter) Run(ctx context.Context) error {
+	p.logger.DebugContext(ctx, "promoter started")
+	lastLoad := time.Time{}
+	for ctx.Err() == nil {
+		strategy := p.cfg.Settings.Get().SchedulerStrategy
+		p.mu.Lock()
+		needLoad := p.idx == nil || p.idx.Name() != strategy || p.resync || time.Since(lastLoad) > p.cfg.ResyncInterval
+		from := ""
+		if p.idx != nil {
+			from = p.idx.Name()
+		}
+		p.mu.Unlock()
+		if needLoad {
+			if err := p.load(ctx, strategy); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				p.logger.WarnContext(ctx, "loading scheduled jobs failed; retrying", "error", err)
+				p.sleep(ctx, time.Second)
+				continue
+			}
+			lastLoad = time.Now()
+			if from != "" && from != strategy {
+				p.logger.InfoContext(ctx, "scheduling strategy switched", "from", from, "to", strategy, "entries", p.Len())
+			}
+		}
+		if err := p.runOnce(ctx); err != nil && ctx.Err() == nil {
+			p.logger.WarnContext(ctx, "promotion failed", "error", err)
+			p.sleep(ctx, 200*time.Millisecond)
+			continue
+		}
+		p.sleep(ctx, p.untilNext())
+	}
+	return nil
+}
+
+// sleep waits for d, a kick, or ctx.
+func (p *Promoter) sleep(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-p.kick:
+	case <-t.C:
+	}
+}
+
+// now is the database clock as this process reckons it.
+func (p *Promoter) now() time.Time { return time.Now().Add(p.offset) }
+
+// untilNext is how long to sleep: until the earliest entry is due, at most
+// MaxSleep.
+func (p *Promoter) untilNext() time.Duration {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	next, ok := p.idx.NextDue()
+	if !ok {
+		return p.cfg.MaxSleep
+	}
+	return min(max(next.Sub(p.now()), 0), p.cfg.MaxSleep)
+}
+
+// load rebuilds the index of the given strategy from the database.
+func (p *Promoter) load(ctx context.Context, strategy string) error {
+	dbNow, err := p.store.DatabaseNow(ctx)
+	if err != nil {
+		return err
+	}
+	offset := dbNow.Sub(time.Now())
+	idx, err := NewIndex(strategy, dbNow)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.loading, p.arrived = true, nil
+	p.mu.Unlock()
+	defer func() {
+		p.mu.Lock()
+		p.loading, p.arrived = false, nil
+		p.mu.Unlock()
+	}()
+	after := uuid.Nil
+	for {
+		page, err := p.store.ScheduledTimers(ctx, nil, after, 10000)
+		if err != nil {
+			return err
+		}
+		for _, t := range page {
+			idx.Upsert(Entry(t))
+		}
+		if len(page) < 10000 {
+			break
+		}
+		after = page[len(page)-1].ID
+	}
+	p.mu.Lock()
+	// Jobs notified while the pages were read may be missing from them.
+	for _, e := range p.arrived {
+		idx.Upsert(e)
+	}
+	p.idx, p.offset, p.resync = idx, offset, false
+	p.mu.Unlock()
+	return nil
+}
+
+// runOnce promotes what is due: from the index at once, and from the
+// database every SweepInterval.
+func (p *Promoter) runOnce(ctx context.Context) error {
+	for {
+		p.mu.Lock()
+		due := p.idx.PopDue(p.now(), p.cfg.BatchSize)
+		p.mu.Unlock()
+		if len(due) == 0 {
+			break
+		}
+		ids := make([]uuid.UUID, len(due))
+		for i, e := range due {
+			ids[i] = e.ID
+		}
+		moved, err := p.store.PromoteIDs(ctx, ids)
+		if err != nil {
+			p.putBack(due)
+			return err
+		}
+		p.report(moved)
+		if len(moved) < len(due) {
+			// Not promoted: cancelled, deleted, already promoted elsewhere,
+			// or not due by the database's clock yet. Those still
+			// scheduled go back with their stored time.
+			promoted := make(map[uuid.UUID]bool, len(moved))
+			for _, m := range moved {
+				promoted[m.JobID] = true
+			}
+			var rest []uuid.UUID
+			for _, id := range ids {
+				if !promoted[id] {
+					rest = append(rest, id)
+				}
+			}
+			timers, err := p.store.ScheduledTimers(ctx, rest, uuid.Nil, 0)
+			if err != nil {
+				return err
+			}
+			p.mu.Lock()
+			floor := p.now().Add(50 * time.Millisecond)
+			for _, t := range timers {
+				if t.RunAt.Before(floor) {
+					t.RunAt = floor // not yet due by the database: look again shortly
+				}
+				p.idx.Upsert(Entry(t))
+			}
+			p.mu.Unlock()
+		}
+		if len(due) < p.cfg.BatchSize {
+			break
+		}
+	}
+	if time.Now().After(p.sweepDue) {
+		p.sweepDue = time.Now().Add(p.cfg.SweepInterval)
+		for {
+			moved, err := p.store.PromoteDue(ctx, nil, p.cfg.BatchSize)
+			if err != nil {
+				return err
+			}
+			if len(moved) > 0 {
+				p.logger.InfoContext(ctx, "sweep promoted jobs the index did not hold", "count", len(moved))
+				p.report(moved)
+			}
+			if len(moved) < p.cfg.BatchSize {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func (p *Promoter) putBack(entries []Entry) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, e := range entries {
+		p.idx.Upsert(e)
+	}
+}
+
+func (p *Promoter) report(moved []jobs.Moved) {
 	if len(moved) > 0 && p.cfg.OnMoved != nil {
 		p.cfg.OnMoved(moved)
 	}
-	return len(moved), len(moved) == p.cfg.BatchSize, nil
+}
+
+// parseTimers reads a ChannelScheduled payload; malformed parts are
+// skipped (the sweep and the periodic rebuild cover them).
+func parseTimers(payload string) []jobs.Timer {
+	var out []jobs.Timer
+	for _, part := range strings.Split(payload, ",") {
+		f := strings.Fields(part)
+		if len(f) != 4 {
+			continue
+		}
+		id, err := uuid.Parse(f[0])
+		if err != nil {
+			continue
+		}
+		runMS, err1 := strconv.ParseInt(f[1], 10, 64)
+		prio, err2 := strconv.ParseFloat(f[2], 64)
+		createdUS, err3 := strconv.ParseInt(f[3], 10, 64)
+		if err1 != nil || err2 != nil || err3 != nil {
+			continue
+		}
+		out = append(out, jobs.Timer{ID: id, Priority: prio, RunAt: time.UnixMilli(runMS), CreatedAt: time.UnixMicro(createdUS)})
+	}
+	return out
 }
