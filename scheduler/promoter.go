@@ -58,8 +58,8 @@ type Promoter struct {
 
 	mu       sync.Mutex
 	idx      Index
-	loading  bool    // a rebuild is reading the database
-	arrived  []Entry // entries notified during the rebuild
+	loading  bool          // a rebuild is reading the database
+	arrived  []Entry       // entries notified during the rebuild
 	offset   time.Duration // database clock minus local clock
 	resync   bool
 	kick     chan struct{}
