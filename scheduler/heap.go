@@ -19,9 +19,9 @@ package scheduler
 // push, a move and a pop: O(log n) each.
 //
 // Re-scoring and cancelling use lazy deletion: an ID maps to its record
-// (the entry and the version of its one live node; see table). Upsert
-// pushes a new node with a new version and rewrites the record; Remove
-// deletes the record. The old node stays where it is, stale, and is discarded when it
+// (the entry and the version of its one live node). Upsert pushes a new
+// node with a new version and rewrites the record; Remove deletes the
+// record. The old node stays where it is, stale, and is discarded when it
 // surfaces at a top (timer → ready move, ready pop). Both are O(log n) with
 // no search. Stale nodes cost memory, so when they outnumber the live ones
 // (more than half the heap) both heaps are filtered and re-heapified in
@@ -41,27 +41,30 @@ import (
 )
 
 type heapIndex struct {
-	tab   table
+	recs  map[uuid.UUID]record
 	timer []node // min-heap by RunAt: not due when pushed
 	ready []node // min-heap by the full key: due
 	clock instant
+	ver   uint64
 	// readyFloor is at most the earliest RunAt in ready (the least RunAt of
 	// any node pushed since ready was last empty), for NextDue.
 	readyFloor instant
 }
 
 func newHeapIndex(now time.Time) *heapIndex {
-	return &heapIndex{tab: newTable(), clock: instantOf(now), readyFloor: never}
+	return &heapIndex{recs: make(map[uuid.UUID]record), clock: instantOf(now), readyFloor: never}
 }
 
 func (h *heapIndex) Name() string { return StrategyHeap }
 
-func (h *heapIndex) Len() int { return h.tab.len() }
+func (h *heapIndex) Len() int { return len(h.recs) }
 
 func (h *heapIndex) nodeCount() int { return len(h.timer) + len(h.ready) }
 
 func (h *heapIndex) Upsert(e Entry) {
-	n := h.tab.upsert(e)
+	h.ver++
+	h.recs[e.ID] = record{e: e, ver: h.ver}
+	n := makeNode(e, h.ver)
 	if n.dueBy(h.clock) {
 		h.pushReady(n)
 	} else {
@@ -71,11 +74,18 @@ func (h *heapIndex) Upsert(e Entry) {
 }
 
 func (h *heapIndex) Remove(id uuid.UUID) bool {
-	if !h.tab.remove(id) {
+	before := len(h.recs)
+	delete(h.recs, id)
+	if len(h.recs) == before {
 		return false
 	}
 	h.maybeCompact()
 	return true
+}
+
+func (h *heapIndex) live(n *node) bool {
+	r, ok := h.recs[n.id]
+	return ok && r.ver == n.ver
 }
 
 func (h *heapIndex) PopDue(now time.Time, max int) []Entry {
@@ -87,21 +97,22 @@ func (h *heapIndex) PopDue(now time.Time, max int) []Entry {
 	}
 	for len(h.timer) > 0 && h.timer[0].dueBy(h.clock) {
 		n := h.popTimer()
-		if h.tab.live(&n) {
+		if h.live(&n) {
 			h.pushReady(n)
 		}
 	}
 	var out []Entry
 	for len(h.ready) > 0 && len(out) < max {
 		n := h.popReady()
-		e, ok := h.tab.take(&n)
-		if !ok {
+		r, ok := h.recs[n.id]
+		if !ok || r.ver != n.ver {
 			continue // stale
 		}
+		delete(h.recs, n.id)
 		if out == nil {
-			out = make([]Entry, 0, min(max, h.tab.len()+1))
+			out = make([]Entry, 0, min(max, len(h.recs)+1))
 		}
-		out = append(out, e)
+		out = append(out, r.e)
 	}
 	if len(h.ready) == 0 {
 		h.readyFloor = never
@@ -110,11 +121,11 @@ func (h *heapIndex) PopDue(now time.Time, max int) []Entry {
 }
 
 func (h *heapIndex) NextDue() (time.Time, bool) {
-	if h.tab.len() == 0 {
+	if len(h.recs) == 0 {
 		return time.Time{}, false
 	}
 	// Discard stale timer tops so the answer is not needlessly early.
-	for len(h.timer) > 0 && !h.tab.live(&h.timer[0]) {
+	for len(h.timer) > 0 && !h.live(&h.timer[0]) {
 		h.popTimer()
 	}
 	best := h.readyFloor
@@ -125,7 +136,7 @@ func (h *heapIndex) NextDue() (time.Time, bool) {
 }
 
 func (h *heapIndex) maybeCompact() {
-	if !needsCompaction(len(h.timer)+len(h.ready), h.tab.len()) {
+	if !needsCompaction(len(h.timer)+len(h.ready), len(h.recs)) {
 		return
 	}
 	h.timer = h.filterLive(h.timer)
@@ -148,7 +159,7 @@ func (h *heapIndex) maybeCompact() {
 func (h *heapIndex) filterLive(s []node) []node {
 	kept := s[:0]
 	for i := range s {
-		if h.tab.live(&s[i]) {
+		if h.live(&s[i]) {
 			kept = append(kept, s[i])
 		}
 	}

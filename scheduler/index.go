@@ -93,9 +93,8 @@ func compareInstant(a, b time.Time) int {
 
 // node is an entry as the strategies store it: the sort key in a form that
 // compares with integer instructions only (no time.Time decoding, exact for
-// every representable time), the ID, and where its record is with the
-// version that tells a live node from a lazily deleted one. 64 bytes, one
-// cache line.
+// every representable time), the ID, and the version that tells a live node
+// from a lazily deleted one. 56 bytes.
 type node struct {
 	prio    uint64 // order-preserving encoding of Priority (prioKey)
 	runSec  int64  // RunAt: Unix seconds (floor) ...
@@ -103,11 +102,17 @@ type node struct {
 	crNsec  int32  // CreatedAt, likewise
 	crSec   int64
 	id      uuid.UUID
-	ver     uint64 // equals table.recs[slot].ver while the node is live
-	slot    uint32
+	ver     uint64 // matches record.ver while the node is live
 }
 
-func makeNode(e Entry, slot uint32, ver uint64) node {
+// record is the live state of one ID: the entry to hand out and the version
+// of the one node that represents it. Every other node for the ID is stale.
+type record struct {
+	e   Entry
+	ver uint64
+}
+
+func makeNode(e Entry, ver uint64) node {
 	return node{
 		prio:    prioKey(e.Priority),
 		runSec:  e.RunAt.Unix(),
@@ -116,78 +121,7 @@ func makeNode(e Entry, slot uint32, ver uint64) node {
 		crNsec:  int32(e.CreatedAt.Nanosecond()),
 		id:      e.ID,
 		ver:     ver,
-		slot:    slot,
 	}
-}
-
-// table holds the live entries for both strategies: a map from ID to a slot
-// of recs, which keeps the entry and the version of the one node that
-// stands for it (every other node for the ID is stale). Nodes carry their
-// slot, so telling live from stale is an array read, not a hash lookup, and
-// the map stays small (a 4-byte value, not the 80-byte record: inserting
-// into a map of records cost 2-2.5 times as much). Slots of popped and
-// removed entries are reused, so recs is as long as the most entries ever
-// held at once.
-type table struct {
-	ids  map[uuid.UUID]uint32
-	recs []record
-	free []uint32
-	ver  uint64 // the last version handed out; 0 marks a free slot
-}
-
-type record struct {
-	e   Entry
-	ver uint64
-}
-
-func newTable() table { return table{ids: make(map[uuid.UUID]uint32)} }
-
-func (t *table) len() int { return len(t.ids) }
-
-// upsert makes e the current entry for its ID and returns its new node;
-// the ID's previous node, if any, is stale from now on.
-func (t *table) upsert(e Entry) node {
-	t.ver++
-	slot, ok := t.ids[e.ID]
-	if !ok {
-		if k := len(t.free); k > 0 {
-			slot = t.free[k-1]
-			t.free = t.free[:k-1]
-		} else {
-			slot = uint32(len(t.recs))
-			t.recs = append(t.recs, record{})
-		}
-		t.ids[e.ID] = slot
-	}
-	t.recs[slot] = record{e: e, ver: t.ver}
-	return makeNode(e, slot, t.ver)
-}
-
-// remove forgets id; false when absent. Its node turns stale.
-func (t *table) remove(id uuid.UUID) bool {
-	slot, ok := t.ids[id]
-	if !ok {
-		return false
-	}
-	delete(t.ids, id)
-	t.recs[slot] = record{}
-	t.free = append(t.free, slot)
-	return true
-}
-
-func (t *table) live(n *node) bool { return t.recs[n.slot].ver == n.ver }
-
-// take removes and returns n's entry if n is live.
-func (t *table) take(n *node) (Entry, bool) {
-	r := &t.recs[n.slot]
-	if r.ver != n.ver {
-		return Entry{}, false
-	}
-	e := r.e
-	*r = record{}
-	delete(t.ids, e.ID)
-	t.free = append(t.free, n.slot)
-	return e, true
 }
 
 // prioKey maps a float64 to a uint64 with the same order as cmp.Compare:

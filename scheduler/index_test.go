@@ -95,7 +95,7 @@ func TestLess(t *testing.T) {
 			if tt.less {
 				require.False(t, Less(tt.b, tt.a), "Less must be asymmetric")
 			}
-			na, nb := makeNode(tt.a, 0, 0), makeNode(tt.b, 0, 0)
+			na, nb := makeNode(tt.a, 0), makeNode(tt.b, 0)
 			require.Equal(t, tt.less, lessNode(&na, &nb), "node order must match Less")
 		})
 	}

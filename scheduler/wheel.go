@@ -63,7 +63,8 @@ const (
 )
 
 type wheelIndex struct {
-	tab   table
+	recs  map[uuid.UUID]record
+	ver   uint64
 	clock instant
 	cur   int64 // the second of the current slot: clock.sec
 	nodes int   // nodes held anywhere, live and stale
@@ -88,7 +89,7 @@ type wheelIndex struct {
 func newWheelIndex(now time.Time) *wheelIndex {
 	c := instantOf(now)
 	return &wheelIndex{
-		tab:      newTable(),
+		recs:     make(map[uuid.UUID]record),
 		clock:    c,
 		cur:      c.sec,
 		buckets:  make(map[int64]int32),
@@ -98,7 +99,7 @@ func newWheelIndex(now time.Time) *wheelIndex {
 
 func (w *wheelIndex) Name() string { return StrategyTimingWheel }
 
-func (w *wheelIndex) Len() int { return w.tab.len() }
+func (w *wheelIndex) Len() int { return len(w.recs) }
 
 func (w *wheelIndex) nodeCount() int { return w.nodes }
 
@@ -107,8 +108,10 @@ func slotOf(sec int64) int {
 }
 
 func (w *wheelIndex) Upsert(e Entry) {
+	w.ver++
+	w.recs[e.ID] = record{e: e, ver: w.ver}
 	w.nodes++
-	w.place(w.tab.upsert(e))
+	w.place(makeNode(e, w.ver))
 	w.maybeCompact()
 }
 
@@ -124,7 +127,9 @@ func (w *wheelIndex) place(n node) {
 }
 
 func (w *wheelIndex) Remove(id uuid.UUID) bool {
-	if !w.tab.remove(id) {
+	before := len(w.recs)
+	delete(w.recs, id)
+	if len(w.recs) == before {
 		return false
 	}
 	w.maybeCompact()
@@ -149,14 +154,15 @@ func (w *wheelIndex) PopDue(now time.Time, max int) []Entry {
 			w.downDue(0)
 		}
 		w.nodes--
-		e, ok := w.tab.take(&n)
-		if !ok {
+		rec, ok := w.recs[n.id]
+		if !ok || rec.ver != n.ver {
 			continue // stale
 		}
+		delete(w.recs, n.id)
 		if out == nil {
-			out = make([]Entry, 0, min(max, w.tab.len()+1))
+			out = make([]Entry, 0, min(max, len(w.recs)+1))
 		}
-		out = append(out, e)
+		out = append(out, rec.e)
 	}
 	if len(w.due) == 0 {
 		w.dueFloor = never
@@ -165,7 +171,7 @@ func (w *wheelIndex) PopDue(now time.Time, max int) []Entry {
 }
 
 func (w *wheelIndex) NextDue() (time.Time, bool) {
-	if w.tab.len() == 0 {
+	if len(w.recs) == 0 {
 		return time.Time{}, false
 	}
 	best := never
@@ -517,10 +523,15 @@ func (w *wheelIndex) putSlice(s []node) {
 
 // --- lazy deletion ---
 
+func (w *wheelIndex) live(n *node) bool {
+	r, ok := w.recs[n.id]
+	return ok && r.ver == n.ver
+}
+
 func (w *wheelIndex) filterLive(s []node) []node {
 	kept := s[:0]
 	for k := range s {
-		if w.tab.live(&s[k]) {
+		if w.live(&s[k]) {
 			kept = append(kept, s[k])
 		}
 	}
@@ -528,7 +539,7 @@ func (w *wheelIndex) filterLive(s []node) []node {
 }
 
 func (w *wheelIndex) maybeCompact() {
-	if !needsCompaction(w.nodes, w.tab.len()) {
+	if !needsCompaction(w.nodes, len(w.recs)) {
 		return
 	}
 	total := 0
