@@ -23,6 +23,11 @@ type Config struct {
 	Env         string // FLINT_ENV: development (default) or production
 	DatabaseURL string // DATABASE_URL
 	RedisURL    string // REDIS_URL; empty means PostgreSQL-only mode
+	RedisPrefix string // FLINT_REDIS_PREFIX
+	// ReadyQueue picks how workers find the next jobs: "postgres" (claim
+	// straight from the table) or "redis" (pop candidates from the Redis
+	// ready queue first). FLINT_READY_QUEUE.
+	ReadyQueue string
 	Addr        string // FLINT_ADDR
 	APIKey      string // FLINT_API_KEY
 	// APIKeyGenerated is true when no key was configured and one was made
@@ -93,6 +98,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		Env:               env("FLINT_ENV", "development"),
 		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flint?sslmode=disable"),
 		RedisURL:          env("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisPrefix:       env("FLINT_REDIS_PREFIX", "flint:"),
+		ReadyQueue:        env("FLINT_READY_QUEUE", "postgres"),
 		Addr:              env("FLINT_ADDR", ":8080"),
 		APIKey:            env("FLINT_API_KEY", ""),
 		AdminEmail:        env("FLINT_ADMIN_EMAIL", "admin@flint.local"),
@@ -156,6 +163,14 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
 			bad("REDIS_URL: want redis://host:port/db, or empty for PostgreSQL-only mode")
 		}
+	}
+	switch c.ReadyQueue {
+	case "postgres", "redis":
+	default:
+		bad("FLINT_READY_QUEUE=%q: want postgres or redis", c.ReadyQueue)
+	}
+	if c.RedisPrefix == "" || len(c.RedisPrefix) > 64 || !jobs.CleanText(c.RedisPrefix) {
+		bad("FLINT_REDIS_PREFIX=%q: want 1 to 64 printable characters", c.RedisPrefix)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
 		bad("FLINT_ADDR=%q: want host:port or :port", c.Addr)

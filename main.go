@@ -133,6 +133,15 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 	}
 	defer store.Close()
 
+	var rds *db.Redis
+	if cfg.RedisURL != "" {
+		if rds, err = db.OpenRedis(ctx, cfg.RedisURL, cfg.RedisPrefix, logger); err != nil {
+			return err
+		}
+		defer rds.Close()
+		store.SetRedis(rds)
+	}
+
 	registry := jobs.NewRegistry()
 	mailer, err := workers.NewSMTPMailer(workers.SMTPConfig{URL: cfg.SMTPURL, From: cfg.SMTPFrom})
 	if err != nil {
@@ -161,8 +170,47 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 	runsScheduler := role == "serve" || role == "scheduler"
 	runsHTTP := role == "serve" || role == "api"
 
+	// Events: published by every process after its changes commit, through
+	// Redis or NOTIFY; delivered here to the SSE broker of API processes.
+	var broker *handlers.Broker
+	var deliver func([]jobs.Event)
+	if runsHTTP {
+		broker = handlers.NewBroker(10000)
+		deliver = broker.Deliver
+	}
+	readyQueue := rds != nil && cfg.ReadyQueue == "redis"
+	bus := db.NewEventBus(store, rds, readyQueue, logger, deliver)
+	store.SetEventSink(bus)
+	bctx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
+	busDone := make(chan struct{})
+	go func() {
+		defer close(busDone)
+		_ = bus.Run(bctx)
+	}()
+	defer func() { stopBus(); <-busDone }()
+	if rds != nil {
+		g.Go(func() error { return rds.Run(gctx) })
+		if runsHTTP {
+			g.Go(func() error { return bus.RunRedisSubscriber(gctx) })
+		}
+		if readyQueue {
+			rds.OnRecover(func() {
+				rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if n, err := store.RebuildReadyQueue(rctx, rds); err != nil {
+					logger.Warn("rebuilding the ready queue failed", "error", err)
+				} else {
+					logger.Info("ready queue rebuilt from PostgreSQL", "jobs", n)
+				}
+			})
+		}
+	}
+
 	// Every process listens: for settings changes, and workers for work.
 	listener := db.NewListener(cfg.DatabaseURL, logger, 0)
+	if runsHTTP {
+		listener.Handle(db.ChannelEvents, bus.ReceivePostgres)
+	}
 	listener.Handle(db.ChannelSettings, func(string) { reloadSettings() })
 	listener.OnConnect(reloadSettings)
 	g.Go(func() error {
@@ -182,6 +230,10 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 
 	var pool *workers.Pool
 	if runsWorkers {
+		var fast workers.FastPath
+		if readyQueue {
+			fast = db.NewReadyQueue(store, rds)
+		}
 		pool = workers.NewPool(workers.Config{
 			WorkerID:          cfg.WorkerID,
 			Workers:           cfg.Workers,
@@ -190,7 +242,12 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 			HeartbeatInterval: cfg.HeartbeatInterval,
 			PollInterval:      cfg.PollInterval,
 			DrainTimeout:      cfg.DrainTimeout,
+			FastPath:          fast,
 		}, store, registry, logger)
+		reg := workers.NewRegistry(jobs.WorkerInfo{
+			ID: cfg.WorkerID, Queues: cfg.Queues, Concurrency: cfg.Workers, Version: version,
+		}, 0, store, logger)
+		g.Go(func() error { return reg.Run(gctx) })
 		listener.Handle(db.ChannelJobs, pool.Wake)
 		listener.Handle(db.ChannelCancel, pool.CancelRequested)
 		listener.OnConnect(func() { pool.Wake("") })
@@ -227,7 +284,20 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 		if pool != nil {
 			wake = pool.Wake
 		}
-		app := handlers.New(handlers.Config{APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake, Settings: settings}, store, registry, logger)
+		app := handlers.New(handlers.Config{
+			APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake, Settings: settings, Broker: broker,
+			Workers: func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
+			RedisState: func() string {
+				switch {
+				case rds == nil:
+					return "disabled"
+				case rds.Healthy():
+					return "ok"
+				default:
+					return "down"
+				}
+			},
+		}, store, registry, logger)
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
 			return fmt.Errorf("listen on %s: %w", cfg.Addr, err)

@@ -82,6 +82,13 @@ func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job,
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
+	s.emitJobs(claimed...)
+	sortClaimed(claimed)
+	return claimed, nil
+}
+
+// sortClaimed puts claimed jobs in claim order (RETURNING has none).
+func sortClaimed(claimed []*jobs.Job) {
 	slices.SortFunc(claimed, func(a, b *jobs.Job) int {
 		return cmp.Or(
 			cmp.Compare(a.EffectivePriority, b.EffectivePriority),
@@ -90,7 +97,6 @@ func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job,
 			slices.Compare(a.ID[:], b.ID[:]),
 		)
 	})
-	return claimed, nil
 }
 
 // extendLeasesSQL extends the leases a worker still holds. A lease whose

@@ -65,16 +65,38 @@ VALUES ($1, $2, $3, $4::jsonb, $5, $6, nullif($7, 0), nullif($8, 0), nullif($9, 
 // Enqueue inserts jobs in one transaction, in order. Each params entry must
 // already have passed jobs.EnqueueParams.Validate.
 func (s *Store) Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
-	if !needsTx(params) {
-		return EnqueueTx(ctx, s.pool, params...)
-	}
 	var out []jobs.Enqueued
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		var err error
-		out, err = EnqueueTx(ctx, tx, params...)
-		return err
-	})
+	var err error
+	if !needsTx(params) {
+		out, err = EnqueueTx(ctx, s.pool, params...)
+	} else {
+		err = s.withTx(ctx, func(tx pgx.Tx) error {
+			var err error
+			out, err = EnqueueTx(ctx, tx, params...)
+			return err
+		})
+	}
+	if err == nil && s.events != nil {
+		inserted := make([]*jobs.Job, 0, len(out))
+		for _, e := range out {
+			if e.Inserted {
+				inserted = append(inserted, e.Job)
+			}
+		}
+		s.emitJobs(inserted...)
+	}
 	return out, err
+}
+
+// Announce publishes the current state of jobs enqueued with EnqueueTx in
+// the caller's own transaction, once it has committed (the store cannot know
+// when that happens).
+func (s *Store) Announce(enqueued []jobs.Enqueued) {
+	for _, e := range enqueued {
+		if e.Inserted {
+			s.emitJobs(e.Job)
+		}
+	}
 }
 
 // needsTx reports whether enqueueing params takes more than one statement.

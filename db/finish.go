@@ -72,7 +72,7 @@ notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
 ),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.token FROM moved, notified, sched_notified`
+SELECT ` + movedColumns + `, moved.token FROM moved, notified, sched_notified`
 
 // FinishJobs records the end of a batch of attempts. finished has one entry
 // per input, in order; entries whose lease was lost have an empty Status.
@@ -132,7 +132,7 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 		var f jobs.Moved
 		var status string
 		var token uuid.UUID
-		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &token); err != nil {
+		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &token); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("finish jobs: %w", err)
 		}
@@ -171,6 +171,8 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 			finished[i] = jobs.Moved{JobID: f.JobID}
 		}
 	}
+	s.emitMoved(finished)
+	s.emitMoved(cascaded)
 	return finished, cascaded, nil
 }
 

@@ -46,7 +46,8 @@ moved AS (
 		updated_at = now()
 	FROM expired
 	WHERE j.id = expired.expired_id
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, j.last_error
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, j.last_error,
+	          j.effective_priority, j.run_at
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
@@ -63,7 +64,7 @@ notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
 )
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+SELECT ` + movedColumns + ` FROM moved, notified`
 
 // ReapExpired requeues up to limit running jobs whose lease expired before
 // now (nil: the database clock).
@@ -90,6 +91,7 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]j
 	if err != nil {
 		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
+	s.emitMoved(out)
 	return out, nil
 }
 
@@ -107,12 +109,12 @@ moved AS (
 	UPDATE jobs j SET status = 'queued', updated_at = now()
 	FROM due
 	WHERE j.id = due.due_id
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
 )
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+SELECT ` + movedColumns + ` FROM moved, notified`
 
 // PromoteDue moves up to limit scheduled jobs due by now (nil: the database
 // clock) to queued.
@@ -121,8 +123,13 @@ func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jo
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
+	s.emitMoved(out)
 	return out, nil
 }
+
+// movedColumns is what every statement that moves jobs returns, in the
+// order collectMoved scans it, from a CTE named moved.
+const movedColumns = `moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.effective_priority, moved.run_at`
 
 func collectMoved(rows interface {
 	Next() bool
@@ -138,7 +145,7 @@ func collectMoved(rows interface {
 	for rows.Next() {
 		var m jobs.Moved
 		var status string
-		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt); err != nil {
+		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt); err != nil {
 			return nil, err
 		}
 		m.Status = jobs.State(status)
@@ -291,12 +298,12 @@ moved AS (
 	UPDATE jobs j SET status = 'queued', updated_at = now()
 	FROM due
 	WHERE j.id = due.due_id
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
 )
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified`
+SELECT ` + movedColumns + ` FROM moved, notified`
 
 // PromoteIDs promotes the given jobs if they are still scheduled and due.
 func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error) {
@@ -304,6 +311,7 @@ func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, 
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
+	s.emitMoved(out)
 	return out, nil
 }
 

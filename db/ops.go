@@ -35,12 +35,13 @@ SELECT moved.* FROM moved, notified`
 // running job's are cancelled when its worker acknowledges.
 func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	var j *jobs.Job
+	var downstream []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if j, err = collectOneJob(tx.Query(ctx, cancelSQL, id, stateStrings(jobs.CancelFrom))); err != nil {
 			return err
 		}
-		_, err = cascade(ctx, tx, []uuid.UUID{id})
+		downstream, err = cascade(ctx, tx, []uuid.UUID{id})
 		return err
 	})
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -49,6 +50,10 @@ func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 	if err != nil {
 		return nil, fmt.Errorf("cancel job: %w", err)
 	}
+	if j.Status == jobs.StateCancelled {
+		s.emitJobs(j)
+	}
+	s.emitMoved(downstream)
 	return j, nil
 }
 
@@ -77,14 +82,19 @@ SELECT moved.* FROM moved, notified`
 // cancelled.
 func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	var j *jobs.Job
+	var rearmed []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.RetryFrom))); err != nil {
 			return err
 		}
-		_, err = collectMoved(tx.Query(ctx, rearmSQL, []uuid.UUID{id}))
+		rearmed, err = collectMoved(tx.Query(ctx, rearmSQL, []uuid.UUID{id}))
 		return err
 	})
+	if err == nil {
+		s.emitJobs(j)
+		s.emitMoved(rearmed)
+	}
 	if errors.Is(err, jobs.ErrNotFound) {
 		return nil, s.explain(ctx, id, "retry", jobs.RetryFrom)
 	}
@@ -121,17 +131,20 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 			return out, nil
 		}
 		var moved []*jobs.Job
+		var rearmed []jobs.Moved
 		err = s.withTx(ctx, func(tx pgx.Tx) error {
 			var err error
 			if moved, err = collectJobs(tx.Query(ctx, retrySQL, page, from)); err != nil {
 				return err
 			}
-			_, err = collectMoved(tx.Query(ctx, rearmSQL, page))
+			rearmed, err = collectMoved(tx.Query(ctx, rearmSQL, page))
 			return err
 		})
 		if err != nil {
 			return out, fmt.Errorf("replay dead-letter queue: %w", err)
 		}
+		s.emitJobs(moved...)
+		s.emitMoved(rearmed)
 		out = append(out, moved...)
 		if ids != nil || len(page) < batch {
 			return out, nil

@@ -98,7 +98,8 @@ WITH inserted AS (
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at
 ),` + notifyScheduledHead + `inserted` + notifyScheduledTail + `
-SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt FROM inserted, sched_notified`
+SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt,
+       inserted.effective_priority, inserted.run_at FROM inserted, sched_notified`
 
 const markScheduleSQL = `
 UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`
@@ -132,6 +133,7 @@ func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Mo
 	if err != nil {
 		return nil, fmt.Errorf("create next occurrences: %w", err)
 	}
+	s.emitMoved(out)
 	return out, nil
 }
 
@@ -264,6 +266,7 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 	if err != nil {
 		return nil, wrapSchedule("run recurring series now", err)
 	}
+	s.emitMoved(moved)
 	return s.GetJob(ctx, jid)
 }
 

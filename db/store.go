@@ -11,6 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
+
+	"flint/jobs"
 )
 
 // Notification channels.
@@ -60,6 +62,28 @@ type Store struct {
 	sqlx             *sqlx.DB
 	url              string
 	maxInterruptions int
+	events           jobs.EventSink
+	redis            *Redis
+}
+
+// SetEventSink makes the store announce every state change it commits to
+// sink. Call it before the store is used concurrently.
+func (s *Store) SetEventSink(sink jobs.EventSink) { s.events = sink }
+
+// emitMoved announces committed moves.
+func (s *Store) emitMoved(moved []jobs.Moved) {
+	if s.events != nil && len(moved) > 0 {
+		if evs := jobs.EventsFromMoved(moved, time.Now()); len(evs) > 0 {
+			s.events.Publish(evs)
+		}
+	}
+}
+
+// emitJobs announces the current state of committed jobs.
+func (s *Store) emitJobs(js ...*jobs.Job) {
+	if s.events != nil && len(js) > 0 {
+		s.events.Publish(jobs.EventsFromJobs(js, time.Now()))
+	}
 }
 
 // Open connects to PostgreSQL and pings it.

@@ -34,7 +34,7 @@ notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
 ),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
-SELECT moved.id, moved.status, moved.type, moved.queue, moved.attempt FROM moved, notified, sched_notified`
+SELECT ` + movedColumns + ` FROM moved, notified, sched_notified`
 
 // releaseSQL releases the given blocked jobs if they are ready.
 const releaseSQL = `WITH candidates AS (SELECT DISTINCT unnest($1::uuid[]) AS cid),` + releaseBody
@@ -86,16 +86,19 @@ moved AS (
 			CASE t.why WHEN 'dead_letter' THEN 'failed permanently' ELSE 'was cancelled' END)
 	FROM targets t
 	WHERE j.id = t.id AND j.status = 'blocked'
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at
 )
-SELECT id, status, type, queue, attempt FROM moved`
+SELECT ` + movedColumns + ` FROM moved`
 
 // rearmSQL puts the jobs that the given (just replayed) jobs' failure
 // cancelled back to waiting on their dependencies.
 const rearmSQL = `
-UPDATE jobs SET status = 'blocked', cancelled_by = NULL, finished_at = NULL, last_error = NULL, updated_at = now()
-WHERE cancelled_by = ANY($1::uuid[]) AND status = 'cancelled'
-RETURNING id, status, type, queue, attempt`
+WITH moved AS (
+	UPDATE jobs SET status = 'blocked', cancelled_by = NULL, finished_at = NULL, last_error = NULL, updated_at = now()
+	WHERE cancelled_by = ANY($1::uuid[]) AND status = 'cancelled'
+	RETURNING id, status, type, queue, attempt, effective_priority, run_at
+)
+SELECT ` + movedColumns + ` FROM moved`
 
 // Cascade cancels what depends on the given jobs, where they ended
 // dead_letter or cancelled.

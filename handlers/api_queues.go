@@ -133,7 +133,11 @@ func (s *server) healthz(c *fiber.Ctx) error {
 	if err := s.store.Ping(ctx); err != nil {
 		db, status = "unreachable", "degraded"
 	}
-	return c.JSON(fiber.Map{"status": status, "database": db})
+	redis := s.redis()
+	if redis == "down" {
+		status = "degraded"
+	}
+	return c.JSON(fiber.Map{"status": status, "database": db, "redis": redis})
 }
 
 // readyz is readiness: 200 when the database answers, 503 otherwise.
@@ -144,4 +148,14 @@ func (s *server) readyz(c *fiber.Ctx) error {
 		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "database": "unreachable"})
 	}
 	return c.JSON(fiber.Map{"status": "ready", "database": "ok"})
+}
+
+// listWorkers handles GET /api/v1/workers: live worker processes with the
+// jobs each is running.
+func (s *server) listWorkers(c *fiber.Ctx) error {
+	ws, err := s.workers(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"workers": ws})
 }

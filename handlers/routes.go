@@ -59,6 +59,14 @@ type Config struct {
 	// Settings holds the runtime settings this process has loaded; nil
 	// means the defaults.
 	Settings *jobs.SettingsHolder
+	// Broker streams job events to SSE clients; nil means a broker that
+	// receives nothing (no events configured).
+	Broker *Broker
+	// Workers lists the worker registry; nil means an empty list.
+	Workers func(ctx context.Context) ([]jobs.WorkerInfo, error)
+	// RedisState reports the Redis fast path for /healthz: "ok", "down"
+	// or "disabled"; nil means disabled.
+	RedisState func() string
 }
 
 // server carries the dependencies of every route.
@@ -70,6 +78,10 @@ type server struct {
 	wake     func(string)
 	stats    *statsCache
 	settings *jobs.SettingsHolder
+	broker   *Broker
+	base     context.Context
+	workers  func(ctx context.Context) ([]jobs.WorkerInfo, error)
+	redis    func() string
 }
 
 // New builds the Fiber app with every route.
@@ -90,6 +102,19 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	if base == nil {
 		base = context.Background()
 	}
+	s.base = base
+	s.broker = cfg.Broker
+	if s.broker == nil {
+		s.broker = NewBroker(16)
+	}
+	s.workers = cfg.Workers
+	if s.workers == nil {
+		s.workers = func(context.Context) ([]jobs.WorkerInfo, error) { return []jobs.WorkerInfo{}, nil }
+	}
+	s.redis = cfg.RedisState
+	if s.redis == nil {
+		s.redis = func() string { return "disabled" }
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "Flint",
 		ErrorHandler:          ErrorHandler(logger),
@@ -97,8 +122,9 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		Immutable:             true, // values read from a request stay valid after it
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
-		WriteTimeout:          60 * time.Second,
-		IdleTimeout:           120 * time.Second,
+		// No write timeout: SSE responses stream for as long as the client
+		// stays; each stream notices a gone client on its next flush.
+		IdleTimeout: 120 * time.Second,
 	})
 	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
 		logger.Error("panic in request", "component", "http", "path", c.Path(), "error", e)
@@ -122,6 +148,8 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Post("/dlq/retry", s.retryDLQ)
 	api.Get("/bin", s.listBin)
 	api.Get("/stats", s.getStats)
+	api.Get("/workers", s.listWorkers)
+	api.Get("/sse/events", s.sseEvents)
 	api.Get("/recurring", s.listRecurring)
 	api.Get("/recurring/:id", s.getRecurring)
 	api.Post("/recurring/:id/pause", s.recurringAction(store.PauseSchedule))

@@ -58,11 +58,13 @@ type Finish struct {
 // Moved reports a job that a write moved, with its new state. A Moved with
 // an empty Status means the write was refused because the lease was lost.
 type Moved struct {
-	JobID   uuid.UUID
-	Status  State
-	Type    string
-	Queue   string
-	Attempt int
+	JobID             uuid.UUID
+	Status            State
+	Type              string
+	Queue             string
+	Attempt           int
+	EffectivePriority float64
+	RunAt             time.Time
 }
 
 // LeaseLost reports whether the write was refused because the worker no

@@ -107,6 +107,12 @@ type node struct {
 
 // record is the live state of one ID: the entry to hand out and the version
 // of the one node that represents it. Every other node for the ID is stale.
+//
+// Both strategies keep records in a map by ID. Keeping them in a paged
+// array instead, with the map holding only a slot number that nodes carry
+// too (so liveness needs no hash lookup), was measured: no faster to insert
+// once the heaps are counted, and pop, cancel and mixed 5-30% slower, the
+// nodes having grown to 64 bytes.
 type record struct {
 	e   Entry
 	ver uint64

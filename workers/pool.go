@@ -35,6 +35,14 @@ type Store interface {
 	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
 }
 
+// FastPath is a source of candidate ids to claim, such as the Redis ready
+// queue. Candidates are hints: the claim by id re-checks every one.
+type FastPath interface {
+	Healthy() bool
+	ReadyCandidates(ctx context.Context, n int) ([]uuid.UUID, error)
+	ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error)
+}
+
 // Config configures a Pool. Zero values mean the defaults given.
 type Config struct {
 	// WorkerID names this process in leases and executions. Required.
@@ -61,6 +69,10 @@ type Config struct {
 	FetchLimit int
 	// FinishBatch caps one batch of outcome writes; zero means 1000.
 	FinishBatch int
+	// FastPath, if set, supplies candidate job ids (the Redis ready queue)
+	// that the pool claims by id before falling back to the ordinary claim.
+	// Only used when the pool works every queue.
+	FastPath FastPath
 	// OnMoved, if set, is called after outcomes are written with the jobs
 	// they moved (lease-lost entries excluded), and the dependents released
 	// or cancelled as a consequence.
@@ -261,9 +273,7 @@ func (p *Pool) produce(ctx context.Context) {
 	for ctx.Err() == nil {
 		if free := int(p.free.Load()); more && free > 0 {
 			limit := min(free, p.cfg.FetchLimit)
-			claimed, err := p.store.ClaimJobs(ctx, jobs.ClaimParams{
-				WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Limit: limit, LeaseTTL: p.cfg.LeaseTTL,
-			})
+			claimed, err := p.claim(ctx, limit)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -298,6 +308,34 @@ func (p *Pool) produce(ctx context.Context) {
 			// full; otherwise a notification or the poll says when.
 		}
 	}
+}
+
+// claim takes up to limit jobs: candidates from the fast path first, when
+// there is one, then the ordinary claim for the rest.
+func (p *Pool) claim(ctx context.Context, limit int) ([]*jobs.Job, error) {
+	params := jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Limit: limit, LeaseTTL: p.cfg.LeaseTTL}
+	var claimed []*jobs.Job
+	if fp := p.cfg.FastPath; fp != nil && len(p.cfg.Queues) == 0 && fp.Healthy() {
+		if ids, err := fp.ReadyCandidates(ctx, limit); err == nil && len(ids) > 0 {
+			got, err := fp.ClaimJobsByID(ctx, params, ids)
+			if err != nil {
+				return nil, err
+			}
+			claimed = got
+		}
+	}
+	if len(claimed) < limit {
+		params.Limit = limit - len(claimed)
+		more, err := p.store.ClaimJobs(ctx, params)
+		if err != nil {
+			if len(claimed) > 0 {
+				return claimed, nil
+			}
+			return nil, err
+		}
+		claimed = append(claimed, more...)
+	}
+	return claimed, nil
 }
 
 // worker runs claimed jobs until the work channel closes.

@@ -1,0 +1,238 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"flint/jobs"
+)
+
+// ChannelEvents carries job events (a JSON array) in PostgreSQL-only mode,
+// or when Redis is down.
+const ChannelEvents = "flint_events"
+
+// EventBus publishes job events after their changes commit, through Redis
+// pub/sub when Redis is healthy and through PostgreSQL NOTIFY otherwise, and
+// delivers the events every process publishes to this process's
+// subscribers (the SSE broker). With the ready queue on, it also keeps the
+// Redis ready queue in step with the events: queued jobs in, others out.
+//
+// Publish never blocks: events go through a buffer, and when it is full
+// they are dropped and counted. Delivery is at most once by design;
+// subscribers resynchronise from the API.
+type EventBus struct {
+	pool       DBTX
+	redis      *Redis // nil in PostgreSQL-only mode
+	readyQueue bool
+	logger     *slog.Logger
+	in         chan []jobs.Event
+	deliver    func([]jobs.Event)
+	dropped    atomic.Uint64
+	published  atomic.Uint64
+}
+
+// NewEventBus returns a bus; deliver receives every event any process
+// publishes (it must not block).
+func NewEventBus(store *Store, r *Redis, readyQueue bool, logger *slog.Logger, deliver func([]jobs.Event)) *EventBus {
+	return &EventBus{
+		pool:       store.pool,
+		redis:      r,
+		readyQueue: readyQueue && r != nil,
+		logger:     logger.With("component", "events"),
+		in:         make(chan []jobs.Event, 4096),
+		deliver:    deliver,
+	}
+}
+
+// Publish queues events for publication.
+func (b *EventBus) Publish(events []jobs.Event) {
+	select {
+	case b.in <- events:
+	default:
+		b.dropped.Add(uint64(len(events)))
+	}
+}
+
+// Dropped returns how many events were dropped because the publisher
+// could not keep up.
+func (b *EventBus) Dropped() uint64 { return b.dropped.Load() }
+
+// Published returns how many events went out.
+func (b *EventBus) Published() uint64 { return b.published.Load() }
+
+// Rescored updates the ready queue after aging changed priorities.
+func (b *EventBus) Rescored(moved []jobs.Moved) {
+	if len(moved) == 0 {
+		return
+	}
+	b.Publish(jobs.EventsFromMoved(moved, time.Time{}))
+}
+
+// Run publishes queued events until ctx is done, batching what has
+// accumulated while the previous batch was sent.
+func (b *EventBus) Run(ctx context.Context) error {
+	for {
+		var batch []jobs.Event
+		select {
+		case <-ctx.Done():
+			// Send what is still waiting, then stop.
+			for {
+				select {
+				case evs := <-b.in:
+					batch = append(batch, evs...)
+				default:
+					if len(batch) > 0 {
+						b.send(ctx, batch)
+					}
+					return nil
+				}
+			}
+		case evs := <-b.in:
+			batch = append(batch, evs...)
+		}
+	fill:
+		for len(batch) < 5000 {
+			select {
+			case evs := <-b.in:
+				batch = append(batch, evs...)
+			default:
+				break fill
+			}
+		}
+		b.send(ctx, batch)
+	}
+}
+
+// send publishes one batch; aging re-scores (zero At) only touch the ready
+// queue.
+func (b *EventBus) send(ctx context.Context, batch []jobs.Event) {
+	announce := batch[:0:0]
+	for _, e := range batch {
+		if !e.At.IsZero() {
+			announce = append(announce, e)
+		}
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if b.redis.Healthy() {
+		if err := b.sendRedis(sctx, batch, announce); err == nil {
+			b.published.Add(uint64(len(announce)))
+			return
+		} else {
+			b.redis.MarkDown(err)
+		}
+	}
+	if len(announce) > 0 {
+		if err := b.sendPostgres(sctx, announce); err != nil {
+			b.dropped.Add(uint64(len(announce)))
+			b.logger.WarnContext(ctx, "publishing events failed; subscribers will resync", "error", err, "events", len(announce))
+			return
+		}
+		b.published.Add(uint64(len(announce)))
+	}
+}
+
+func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) error {
+	pipe := b.redis.client.Pipeline()
+	if len(announce) > 0 {
+		payload, _ := json.Marshal(announce)
+		pipe.Publish(ctx, b.redis.eventsChannel(), payload)
+	}
+	if b.readyQueue {
+		var add []redis.Z
+		var rem []any
+		for _, e := range batch {
+			if e.Status == jobs.StateQueued {
+				add = append(add, redis.Z{Score: readyScore(e.EffectivePriority, e.RunAt), Member: e.JobID.String()})
+			} else {
+				rem = append(rem, e.JobID.String())
+			}
+		}
+		if len(add) > 0 {
+			pipe.ZAdd(ctx, b.redis.readyKey(), add...)
+		}
+		if len(rem) > 0 {
+			pipe.ZRem(ctx, b.redis.readyKey(), rem...)
+		}
+	}
+	_, err := pipe.Exec(ctx)
+	return err
+}
+
+// sendPostgres sends events as NOTIFY payloads under PostgreSQL's 8,000
+// byte limit.
+func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error {
+	for start := 0; start < len(events); {
+		end := min(start+50, len(events))
+		payload, _ := json.Marshal(events[start:end])
+		for len(payload) > 7500 && end-start > 1 {
+			end = start + (end-start)/2
+			payload, _ = json.Marshal(events[start:end])
+		}
+		if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelEvents, string(payload)); err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// ReceivePostgres is the Listener callback for ChannelEvents.
+func (b *EventBus) ReceivePostgres(payload string) { b.receive([]byte(payload)) }
+
+func (b *EventBus) receive(payload []byte) {
+	var evs []jobs.Event
+	if err := json.Unmarshal(payload, &evs); err != nil || len(evs) == 0 {
+		return
+	}
+	if b.deliver != nil {
+		b.deliver(evs)
+	}
+}
+
+// RunRedisSubscriber receives events published through Redis until ctx is
+// done, resubscribing after outages.
+func (b *EventBus) RunRedisSubscriber(ctx context.Context) error {
+	if b.redis == nil {
+		return nil
+	}
+	for ctx.Err() == nil {
+		if !b.redis.Healthy() {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		sub := b.redis.client.Subscribe(ctx, b.redis.eventsChannel())
+		for ctx.Err() == nil {
+			msg, err := sub.ReceiveTimeout(ctx, 5*time.Second)
+			if err != nil {
+				if ctx.Err() != nil || !b.redis.Healthy() {
+					break
+				}
+				if isTimeout(err) {
+					continue
+				}
+				break
+			}
+			if m, ok := msg.(*redis.Message); ok {
+				b.receive([]byte(m.Payload))
+			}
+		}
+		_ = sub.Close()
+	}
+	return nil
+}
+
+func isTimeout(err error) bool {
+	type timeout interface{ Timeout() bool }
+	t, ok := err.(timeout)
+	return ok && t.Timeout()
+}

@@ -1,0 +1,145 @@
+package handlers
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// Broker fans job events out to SSE subscribers in this process. It numbers
+// the events it delivers and keeps the latest in a ring, so that a client
+// reconnecting to the same process with Last-Event-ID gets what it missed;
+// a client whose id the ring no longer holds (or that comes from another
+// process) is told to resync from the API. A client that does not keep up
+// is dropped, never waited for.
+type Broker struct {
+	boot    string
+	mu      sync.Mutex
+	seq     uint64
+	ring    []brokerEvent
+	next    int // ring write position
+	clients map[*subscriber]struct{}
+	dropped atomic.Uint64
+}
+
+type brokerEvent struct {
+	seq  uint64
+	ev   jobs.Event
+	data []byte
+}
+
+// subscriber is one SSE connection.
+type subscriber struct {
+	filter eventFilter
+	ch     chan brokerEvent
+	gone   chan struct{} // closed when the broker drops the subscriber
+}
+
+// eventFilter keeps the events a subscriber asked for; empty fields keep
+// everything.
+type eventFilter struct {
+	jobID    uuid.UUID
+	types    []string
+	statuses []jobs.State
+}
+
+func (f eventFilter) match(e jobs.Event) bool {
+	return (f.jobID == uuid.Nil || f.jobID == e.JobID) &&
+		(len(f.types) == 0 || slices.Contains(f.types, e.Type)) &&
+		(len(f.statuses) == 0 || slices.Contains(f.statuses, e.Status))
+}
+
+// NewBroker returns a broker remembering the last ringSize events.
+func NewBroker(ringSize int) *Broker {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return &Broker{boot: hex.EncodeToString(b[:]), ring: make([]brokerEvent, ringSize), clients: map[*subscriber]struct{}{}}
+}
+
+// Dropped counts subscribers dropped for being too slow.
+func (b *Broker) Dropped() uint64 { return b.dropped.Load() }
+
+// Subscribers returns how many clients are connected.
+func (b *Broker) Subscribers() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.clients)
+}
+
+// Deliver hands events to every matching subscriber. It never blocks.
+func (b *Broker) Deliver(events []jobs.Event) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, e := range events {
+		b.seq++
+		data, _ := json.Marshal(e)
+		be := brokerEvent{seq: b.seq, ev: e, data: data}
+		b.ring[b.next] = be
+		b.next = (b.next + 1) % len(b.ring)
+		for s := range b.clients {
+			if !s.filter.match(e) {
+				continue
+			}
+			select {
+			case s.ch <- be:
+			default:
+				// Too slow: drop it. It reconnects with its last id and
+				// replays from the ring, or resyncs.
+				delete(b.clients, s)
+				close(s.gone)
+				b.dropped.Add(1)
+			}
+		}
+	}
+}
+
+// id renders an event id: this broker's boot id and the sequence number.
+func (b *Broker) id(seq uint64) string { return b.boot + "-" + strconv.FormatUint(seq, 10) }
+
+// subscribe registers a subscriber. With lastID it also returns the
+// matching events after it; resync is true when lastID cannot be resolved
+// (another process, or older than the ring).
+func (b *Broker) subscribe(f eventFilter, lastID string) (s *subscriber, replay []brokerEvent, resync bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s = &subscriber{filter: f, ch: make(chan brokerEvent, 512), gone: make(chan struct{})}
+	b.clients[s] = struct{}{}
+	if lastID == "" {
+		return s, nil, false
+	}
+	boot, seqStr, ok := strings.Cut(lastID, "-")
+	seq, err := strconv.ParseUint(seqStr, 10, 64)
+	if !ok || err != nil || boot != b.boot || seq > b.seq {
+		return s, nil, true
+	}
+	oldest := b.seq - min(b.seq, uint64(len(b.ring))) + 1
+	if seq+1 < oldest {
+		return s, nil, true
+	}
+	for n := seq + 1; n <= b.seq; n++ {
+		be := b.ring[(b.next-int(b.seq-n)-1+len(b.ring))%len(b.ring)]
+		if f.match(be.ev) {
+			replay = append(replay, be)
+		}
+	}
+	return s, replay, false
+}
+
+// unsubscribe removes a subscriber (if the broker has not dropped it).
+func (b *Broker) unsubscribe(s *subscriber) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.clients[s]; ok {
+		delete(b.clients, s)
+		close(s.gone)
+	}
+}

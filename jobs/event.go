@@ -1,0 +1,72 @@
+package jobs
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Event announces that a job changed state. Events are published after the
+// change commits, at most once: a subscriber that missed some (a dropped
+// connection, a transport outage) resynchronises from the API.
+type Event struct {
+	JobID   uuid.UUID `json:"job_id"`
+	Status  State     `json:"status"`
+	Type    string    `json:"type"`
+	Queue   string    `json:"queue"`
+	Attempt int       `json:"attempt"`
+	At      time.Time `json:"at"`
+	// EffectivePriority and RunAt let the Redis ready queue score queued
+	// jobs; they are not part of the published JSON.
+	EffectivePriority float64   `json:"-"`
+	RunAt             time.Time `json:"-"`
+}
+
+// EventSink receives events after their changes commit. Publish must not
+// block: a sink that cannot keep up drops events (and counts them).
+type EventSink interface {
+	Publish(events []Event)
+}
+
+// EventsFromMoved turns moves into events stamped at.
+func EventsFromMoved(moved []Moved, at time.Time) []Event {
+	out := make([]Event, 0, len(moved))
+	for _, m := range moved {
+		if m.Status == "" {
+			continue // lease lost: nothing changed
+		}
+		out = append(out, Event{JobID: m.JobID, Status: m.Status, Type: m.Type, Queue: m.Queue, Attempt: m.Attempt,
+			At: at, EffectivePriority: m.EffectivePriority, RunAt: m.RunAt})
+	}
+	return out
+}
+
+// EventsFromJobs turns jobs into events of their current state, stamped at.
+func EventsFromJobs(js []*Job, at time.Time) []Event {
+	out := make([]Event, 0, len(js))
+	for _, j := range js {
+		out = append(out, Event{JobID: j.ID, Status: j.Status, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt,
+			At: at, EffectivePriority: j.EffectivePriority, RunAt: j.RunAt})
+	}
+	return out
+}
+
+// WorkerInfo describes a live worker process in the registry.
+type WorkerInfo struct {
+	ID          string       `json:"id"`
+	Host        string       `json:"host"`
+	PID         int          `json:"pid"`
+	Queues      []string     `json:"queues"`
+	Concurrency int          `json:"concurrency"`
+	Version     string       `json:"version"`
+	StartedAt   time.Time    `json:"started_at"`
+	HeartbeatAt time.Time    `json:"heartbeat_at"`
+	Running     []RunningJob `json:"running"`
+}
+
+// RunningJob is a job a worker is running.
+type RunningJob struct {
+	ID        uuid.UUID `json:"id"`
+	Type      string    `json:"type"`
+	StartedAt time.Time `json:"started_at"`
+}

@@ -1,0 +1,72 @@
+package workers
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"os"
+	"time"
+
+	"flint/jobs"
+)
+
+// RegistryStore is what the registry needs; *db.Store implements it.
+type RegistryStore interface {
+	RegisterWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) error
+	DeregisterWorker(ctx context.Context, id string) error
+}
+
+// Registry keeps this worker process registered while it runs: a
+// heartbeat every Interval valid for TTL, and deregistration on stop.
+type Registry struct {
+	info     jobs.WorkerInfo
+	store    RegistryStore
+	logger   *slog.Logger
+	interval time.Duration
+	ttl      time.Duration
+}
+
+// NewRegistry returns a registry for the process described by info;
+// interval zero means 5 s and the TTL is three intervals.
+func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistryStore, logger *slog.Logger) *Registry {
+	interval = cmp.Or(interval, 5*time.Second)
+	if info.Host == "" {
+		info.Host, _ = os.Hostname()
+	}
+	if info.PID == 0 {
+		info.PID = os.Getpid()
+	}
+	if info.StartedAt.IsZero() {
+		info.StartedAt = time.Now()
+	}
+	return &Registry{info: info, store: store, logger: logger.With("component", "registry", "worker_id", info.ID),
+		interval: interval, ttl: 3 * interval}
+}
+
+// TTL is how long a registration lasts without a heartbeat.
+func (r *Registry) TTL() time.Duration { return r.ttl }
+
+// Run heartbeats until ctx is done, then deregisters.
+func (r *Registry) Run(ctx context.Context) error {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		info := r.info
+		info.HeartbeatAt = time.Now()
+		hctx, cancel := context.WithTimeout(ctx, r.interval)
+		if err := r.store.RegisterWorker(hctx, info, r.ttl); err != nil && ctx.Err() == nil {
+			r.logger.WarnContext(ctx, "worker heartbeat failed", "error", err)
+		}
+		cancel()
+		select {
+		case <-ctx.Done():
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			if err := r.store.DeregisterWorker(dctx, r.info.ID); err != nil {
+				r.logger.WarnContext(dctx, "deregistering failed; the entry expires by itself", "error", err)
+			}
+			return nil
+		case <-t.C:
+		}
+	}
+}
