@@ -28,8 +28,8 @@ type Config struct {
 	// straight from the table) or "redis" (pop candidates from the Redis
 	// ready queue first). FLINT_READY_QUEUE.
 	ReadyQueue string
-	Addr        string // FLINT_ADDR
-	APIKey      string // FLINT_API_KEY
+	Addr       string // FLINT_ADDR
+	APIKey     string // FLINT_API_KEY
 	// APIKeyGenerated is true when no key was configured and one was made
 	// up for this run (development only).
 	APIKeyGenerated bool
