@@ -38,6 +38,7 @@ func OpenRedis(ctx context.Context, url, prefix string, logger *slog.Logger) (*R
 	opt.ReadTimeout = 2 * time.Second
 	opt.WriteTimeout = 2 * time.Second
 	opt.MaxRetries = 1
+	redisLogOnce.Do(func() { redis.SetLogger(redisLog{logger.With("component", "redis")}) })
 	r := &Redis{client: redis.NewClient(opt), prefix: prefix, logger: logger.With("component", "redis")}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -131,3 +132,14 @@ func readyScore(priority float64, runAt time.Time) float64 {
 }
 
 var epoch2020 = time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// redisLog sends the client library's own messages (mostly dial failures
+// while Redis is down, which the health monitor already reports) to the
+// debug log instead of standard error.
+type redisLog struct{ logger *slog.Logger }
+
+func (l redisLog) Printf(ctx context.Context, format string, v ...any) {
+	l.logger.DebugContext(ctx, "redis client", "message", fmt.Sprintf(format, v...))
+}
+
+var redisLogOnce sync.Once
