@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"os"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -80,13 +81,39 @@ func BenchmarkEnqueueBatch1000(b *testing.B) {
 var benchWorkers = 0
 
 // BenchmarkDrainNoop enqueues 100,000 noop jobs and measures how fast one
-// pool runs them all to completion.
+// pool runs them all to completion, with events published as `flint serve`
+// publishes them: through NOTIFY (postgres), or through Redis with the
+// ready queue as the claim's fast path (redis).
 func BenchmarkDrainNoop(b *testing.B) {
+	for _, mode := range []string{"postgres", "redis"} {
+		b.Run(mode, func(b *testing.B) { benchDrain(b, mode) })
+	}
+}
+
+func benchDrain(b *testing.B, mode string) {
 	const total = 100_000
 	for b.Loop() {
 		b.StopTimer()
 		store, _ := benchStore(b)
 		ctx := context.Background()
+		busCtx, stopBus := context.WithCancel(ctx)
+		var rds *db.Redis
+		var fast workers.FastPath
+		if mode == "redis" {
+			url, prefix := dbtest.RedisPrefix(b)
+			var err error
+			if rds, err = db.OpenRedis(ctx, url, prefix, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+				b.Fatal(err)
+			}
+			store.SetRedis(rds)
+			fast = db.NewReadyQueue(store, rds)
+		}
+		bus := db.NewEventBus(store, rds, rds != nil, slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+		if os.Getenv("FLINT_BENCH_NO_EVENTS") == "" {
+			store.SetEventSink(bus)
+		}
+		busDone := make(chan struct{})
+		go func() { defer close(busDone); _ = bus.Run(busCtx) }()
 		batch := make([]jobs.EnqueueParams, 5000)
 		for i := range batch {
 			batch[i] = jobs.EnqueueParams{Type: jobs.TypeNoop}
@@ -100,9 +127,20 @@ func BenchmarkDrainNoop(b *testing.B) {
 		jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
 		var done atomic.Int64
 		all := make(chan struct{})
+		if rds != nil {
+			// Let the enqueue events reach the ready queue first.
+			for {
+				n, _ := rds.ReadyLen(ctx)
+				if n >= total {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
 		pool := workers.NewPool(workers.Config{
 			WorkerID: "bench",
 			Workers:  benchWorkers,
+			FastPath: fast,
 			OnMoved: func(m []jobs.Moved) {
 				if done.Add(int64(len(m))) == total {
 					close(all)
@@ -127,6 +165,12 @@ func BenchmarkDrainNoop(b *testing.B) {
 			b.Fatalf("%d jobs not completed (%v)", left, err)
 		}
 		b.ReportMetric(total/elapsed.Seconds(), "jobs/s")
+		b.ReportMetric(float64(bus.Dropped()), "events-dropped")
+		stopBus()
+		<-busDone
+		if rds != nil {
+			rds.Close()
+		}
 		b.StartTimer()
 	}
 }

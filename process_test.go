@@ -306,3 +306,44 @@ func TestConfigReportsEveryProblem(t *testing.T) {
 	require.Equal(t, []string{"a", "b"}, cfg.Queues)
 	require.True(t, cfg.APIKeyGenerated)
 }
+
+// TestBootWithRedisDown starts `flint serve` pointed at a Redis that is not
+// there: it runs jobs from PostgreSQL, /healthz says Redis is down (status
+// degraded) and /readyz stays ready.
+func TestBootWithRedisDown(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	deadAddr := dead.Addr().String()
+	require.NoError(t, ln.Close())
+	require.NoError(t, dead.Close())
+	srv := startFlint(t, "serve", u, "FLINT_ADDR="+addr, "REDIS_URL=redis://"+deadAddr+"/0", "FLINT_READY_QUEUE=redis")
+	base := "http://" + addr
+	var ready *http.Response
+	require.Eventually(t, func() bool {
+		ready, err = http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		ready.Body.Close()
+		return ready.StatusCode == http.StatusOK
+	}, 60*time.Second, 100*time.Millisecond)
+	resp, err := http.Get(base + "/healthz")
+	require.NoError(t, err)
+	var health map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&health))
+	resp.Body.Close()
+	require.Equal(t, "degraded", health["status"])
+	require.Equal(t, "down", health["redis"])
+	require.Equal(t, "ok", health["database"])
+
+	s := openStore(t, u)
+	js := enqueueAll(t, s, sleepJob(10), sleepJob(10))
+	waitJobs(t, s, js, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, srv.wait(t, 30*time.Second))
+}

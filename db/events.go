@@ -95,6 +95,14 @@ func (b *EventBus) Run(ctx context.Context) error {
 		case evs := <-b.in:
 			batch = append(batch, evs...)
 		}
+		if !b.redis.Healthy() {
+			// Over PostgreSQL each batch costs a commit: gather for a
+			// moment so that a busy system sends few, large batches.
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
 	fill:
 		for len(batch) < 5000 {
 			select {
@@ -165,8 +173,10 @@ func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) 
 }
 
 // sendPostgres sends events as NOTIFY payloads under PostgreSQL's 8,000
-// byte limit.
+// byte limit, all of a batch in one statement (one transaction): a commit
+// per payload would cost more than the changes being announced.
 func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error {
+	var payloads []string
 	for start := 0; start < len(events); {
 		end := min(start+50, len(events))
 		payload, _ := json.Marshal(events[start:end])
@@ -174,12 +184,11 @@ func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error 
 			end = start + (end-start)/2
 			payload, _ = json.Marshal(events[start:end])
 		}
-		if _, err := b.pool.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelEvents, string(payload)); err != nil {
-			return err
-		}
+		payloads = append(payloads, string(payload))
 		start = end
 	}
-	return nil
+	_, err := b.pool.Exec(ctx, `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`, ChannelEvents, payloads)
+	return err
 }
 
 // ReceivePostgres is the Listener callback for ChannelEvents.

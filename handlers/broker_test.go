@@ -1,0 +1,75 @@
+package handlers
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+func events(n int, status jobs.State) []jobs.Event {
+	out := make([]jobs.Event, n)
+	for i := range out {
+		out[i] = jobs.Event{JobID: uuid.New(), Status: status, Type: "noop", At: time.Now()}
+	}
+	return out
+}
+
+// TestBrokerDropsSlowClients: a subscriber that never reads is dropped once
+// its buffer fills; delivery never blocks and other subscribers get
+// everything.
+func TestBrokerDropsSlowClients(t *testing.T) {
+	t.Parallel()
+	b := NewBroker(100)
+	slow, _, _ := b.subscribe(eventFilter{}, "")
+	fast, _, _ := b.subscribe(eventFilter{}, "")
+	got := 0
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range fast.ch {
+			got++
+			if got == 2000 {
+				return
+			}
+		}
+	}()
+	start := time.Now()
+	for range 20 {
+		b.Deliver(events(100, jobs.StateQueued))
+	}
+	require.Less(t, time.Since(start), 5*time.Second, "delivery does not wait for readers")
+	select {
+	case <-slow.gone:
+	default:
+		t.Fatal("the slow subscriber was not dropped")
+	}
+	<-done
+	require.Equal(t, 2000, got)
+	require.Equal(t, uint64(1), b.Dropped())
+	require.Equal(t, 1, b.Subscribers())
+}
+
+func TestBrokerReplayAndFilters(t *testing.T) {
+	t.Parallel()
+	b := NewBroker(5)
+	s, _, _ := b.subscribe(eventFilter{statuses: []jobs.State{jobs.StateCompleted}}, "")
+	b.Deliver(events(1, jobs.StateQueued))
+	b.Deliver(events(1, jobs.StateCompleted))
+	e := <-s.ch
+	require.Equal(t, jobs.StateCompleted, e.ev.Status, "filtered")
+	last := b.id(e.seq)
+	b.Deliver(events(3, jobs.StateCompleted))
+	_, replay, resync := b.subscribe(eventFilter{}, last)
+	require.False(t, resync)
+	require.Len(t, replay, 3)
+	// Older than the ring: resync.
+	b.Deliver(events(10, jobs.StateCompleted))
+	_, _, resync = b.subscribe(eventFilter{}, last)
+	require.True(t, resync)
+	_, _, resync = b.subscribe(eventFilter{}, "otherboot-1")
+	require.True(t, resync)
+}
