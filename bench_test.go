@@ -2,10 +2,10 @@ package main
 
 import (
 	"context"
-	"os"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
