@@ -31,8 +31,10 @@ type Config struct {
 	Addr       string // FLINT_ADDR
 	APIKey     string // FLINT_API_KEY
 	// APIKeyGenerated is true when no key was configured and one was made
-	// up for this run (development only).
-	APIKeyGenerated bool
+	// up for this run (development only); likewise the others.
+	APIKeyGenerated        bool
+	SessionKeyGenerated    bool
+	AdminPasswordGenerated bool
 	AdminEmail      string // FLINT_ADMIN_EMAIL
 	AdminPassword   string // FLINT_ADMIN_PASSWORD
 	SessionKey      string // FLINT_SESSION_KEY
@@ -40,6 +42,7 @@ type Config struct {
 	Queues          []string
 	WorkerID        string // FLINT_WORKER_ID
 	SMTPURL         string // SMTP_URL
+	MailUIURL       string // FLINT_MAIL_UI_URL: the mail catcher's web UI, linked from the dashboard
 	SMTPFrom        string // FLINT_SMTP_FROM
 	HTTPAllow       []string
 	LogFile         string // FLINT_LOG_FILE; "-" or empty for stdout only
@@ -108,6 +111,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		Workers:           envInt("FLINT_WORKERS", 25*runtime.GOMAXPROCS(0)),
 		WorkerID:          env("FLINT_WORKER_ID", ""),
 		SMTPURL:           env("SMTP_URL", "smtp://127.0.0.1:1025"),
+		MailUIURL:         env("FLINT_MAIL_UI_URL", ""),
 		SMTPFrom:          env("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
 		LogFile:           env("FLINT_LOG_FILE", "logs/flint.log"),
 		LogLevel:          env("LOG_LEVEL", "info"),
@@ -220,6 +224,32 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		c.APIKeyGenerated = true
 	} else if len(c.APIKey) < 16 {
 		bad("FLINT_API_KEY: use at least 16 characters")
+	}
+	if c.MailUIURL == "" && !c.Production() {
+		c.MailUIURL = "http://localhost:8025"
+	}
+	if c.MailUIURL != "" {
+		if u, err := url.Parse(c.MailUIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			bad("FLINT_MAIL_UI_URL=%q: want an http(s) URL", c.MailUIURL)
+		}
+	}
+	if c.SessionKey == "" {
+		if c.Production() && (cmd == "serve" || cmd == "api") {
+			bad("FLINT_SESSION_KEY is required when FLINT_ENV=production (32+ random characters)")
+		}
+		c.SessionKey = randomToken(32)
+		c.SessionKeyGenerated = true
+	} else if len(c.SessionKey) < 32 {
+		bad("FLINT_SESSION_KEY: use at least 32 characters")
+	}
+	if c.AdminPassword == "" {
+		c.AdminPassword = randomToken(9)
+		c.AdminPasswordGenerated = true
+	} else if len(c.AdminPassword) < 8 || len(c.AdminPassword) > 72 {
+		bad("FLINT_ADMIN_PASSWORD: use 8 to 72 characters")
+	}
+	if !strings.Contains(c.AdminEmail, "@") || !jobs.CleanText(c.AdminEmail) {
+		bad("FLINT_ADMIN_EMAIL=%q: want an email address", c.AdminEmail)
 	}
 	if c.WorkerID == "" {
 		host, _ := os.Hostname()

@@ -42,6 +42,8 @@ Commands:
   worker      a worker pool only
   scheduler   the promoter and reaper loops only
   migrate     apply database migrations and exit
+  bench       run the scheduler benchmark (heap vs timing wheel)
+  healthcheck probe this machine's flint on FLINT_ADDR (for container health checks)
   version     print the version
 
 Configuration comes from the environment (see README.md); run
@@ -59,6 +61,10 @@ func main() {
 	case "version":
 		fmt.Println("flint", version)
 		return
+	case "healthcheck":
+		os.Exit(healthcheck(os.Getenv("FLINT_ADDR")))
+	case "bench":
+		os.Exit(benchCommand(args))
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
@@ -284,8 +290,18 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 		if pool != nil {
 			wake = pool.Wake
 		}
+		created, err := store.EnsureUser(ctx, cfg.AdminEmail, cfg.AdminPassword, "admin")
+		if err != nil {
+			return fmt.Errorf("create the first dashboard user: %w", err)
+		}
+		if created {
+			logger.Info("created the first dashboard user", "email", cfg.AdminEmail)
+		}
 		app := handlers.New(handlers.Config{
 			APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake, Settings: settings, Broker: broker,
+			Dashboard: store, MailURL: cfg.MailUIURL,
+			Session:   handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
+			Benchmark: runBenchmark,
 			Workers: func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
 			RedisState: func() string {
 				switch {
@@ -312,7 +328,7 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 			<-gctx.Done()
 			return app.ShutdownWithTimeout(10 * time.Second)
 		})
-		announce(cfg, ln.Addr().String(), logger)
+		announce(cfg, ln.Addr().String(), created, logger)
 	}
 	logger.Info("flint started", "version", version, "worker_id", cfg.WorkerID, "workers", cfg.Workers*boolInt(runsWorkers))
 	err = g.Wait()
@@ -332,7 +348,7 @@ func boolInt(b bool) int {
 
 // announce prints how to reach the server, with the generated API key when
 // there is one, so a developer can start at once.
-func announce(cfg *Config, addr string, logger *slog.Logger) {
+func announce(cfg *Config, addr string, adminCreated bool, logger *slog.Logger) {
 	host, port, _ := net.SplitHostPort(addr)
 	if host == "" || host == "::" || host == "0.0.0.0" {
 		host = "localhost"
@@ -340,10 +356,17 @@ func announce(cfg *Config, addr string, logger *slog.Logger) {
 	base := "http://" + net.JoinHostPort(host, port)
 	logger.Info("listening", "url", base)
 	if cfg.APIKeyGenerated {
+		fmt.Fprintf(os.Stderr, "\n  API key (generated for this run; set FLINT_API_KEY to keep one): %s\n", cfg.APIKey)
+	}
+	if adminCreated && cfg.AdminPasswordGenerated {
+		fmt.Fprintf(os.Stderr, "  Dashboard login (generated; set FLINT_ADMIN_PASSWORD to choose one): %s / %s\n", cfg.AdminEmail, cfg.AdminPassword)
+	}
+	if cfg.SessionKeyGenerated {
+		fmt.Fprintf(os.Stderr, "  Sessions end when Flint restarts (FLINT_SESSION_KEY is not set).\n")
+	}
+	if cfg.APIKeyGenerated || cfg.AdminPasswordGenerated {
 		fmt.Fprintf(os.Stderr, `
   Flint is running at %[1]s
-  API key (generated for this run; set FLINT_API_KEY to keep one): %[2]s
-
   Enqueue a first job:
     curl -s -X POST %[1]s/api/v1/jobs -H 'X-API-Key: %[2]s' \
          -H 'Content-Type: application/json' -d '{"type":"noop"}'

@@ -4,19 +4,12 @@ import (
 	"context"
 	"flint/jobs"
 	"fmt"
-	"time"
 )
 
 const statsByQueueTypeSQL = `
 SELECT queue, type, status, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY queue, type, status`
 
 const binCountSQL = `SELECT count(*) FROM jobs WHERE deleted_at IS NOT NULL`
-
-const throughputSQL = `
-SELECT bucket, outcome, sum(n)::bigint FROM job_throughput
-WHERE bucket >= date_trunc('minute', now()) - interval '59 minutes'
-GROUP BY bucket, outcome
-ORDER BY bucket`
 
 // Stats counts jobs per state, queue and type, and reads the last hour of
 // throughput. The counts scan the live rows once; callers that poll it should
@@ -55,22 +48,8 @@ func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
 	if err := s.pool.QueryRow(ctx, binCountSQL).Scan(&st.Bin); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	rows, err = s.pool.Query(ctx, throughputSQL)
-	if err != nil {
+	if st.Throughput, err = s.Throughput(ctx); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var bucket time.Time
-		var outcome string
-		var n int64
-		if err := rows.Scan(&bucket, &outcome, &n); err != nil {
-			return nil, fmt.Errorf("stats: %w", err)
-		}
-		if len(st.Throughput) == 0 || !st.Throughput[len(st.Throughput)-1].Minute.Equal(bucket) {
-			st.Throughput = append(st.Throughput, jobs.ThroughputBucket{Minute: bucket, Outcomes: map[string]int64{}})
-		}
-		st.Throughput[len(st.Throughput)-1].Outcomes[outcome] = n
-	}
-	return st, rows.Err()
+	return st, nil
 }

@@ -48,12 +48,14 @@ type subscriber struct {
 // everything.
 type eventFilter struct {
 	jobID    uuid.UUID
+	jobIDs   map[uuid.UUID]bool // when set, only these jobs
 	types    []string
 	statuses []jobs.State
 }
 
 func (f eventFilter) match(e jobs.Event) bool {
 	return (f.jobID == uuid.Nil || f.jobID == e.JobID) &&
+		(f.jobIDs == nil || f.jobIDs[e.JobID]) &&
 		(len(f.types) == 0 || slices.Contains(f.types, e.Type)) &&
 		(len(f.statuses) == 0 || slices.Contains(f.statuses, e.Status))
 }

@@ -67,6 +67,15 @@ type Config struct {
 	// RedisState reports the Redis fast path for /healthz: "ok", "down"
 	// or "disabled"; nil means disabled.
 	RedisState func() string
+	// Dashboard, when set, serves the HTML dashboard with its own store
+	// needs; nil serves the JSON API only.
+	Dashboard DashboardStore
+	// Session configures dashboard sessions.
+	Session SessionConfig
+	// MailURL is the mail catcher's web UI, linked from the dashboard.
+	MailURL string
+	// Benchmark runs the scheduler benchmark; nil disables it.
+	Benchmark BenchmarkFunc
 }
 
 // server carries the dependencies of every route.
@@ -82,6 +91,10 @@ type server struct {
 	base     context.Context
 	workers  func(ctx context.Context) ([]jobs.WorkerInfo, error)
 	redis    func() string
+	dash     DashboardStore
+	sessions *sessionManager
+	mailURL  string
+	bench    BenchmarkFunc
 }
 
 // New builds the Fiber app with every route.
@@ -115,6 +128,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	if s.redis == nil {
 		s.redis = func() string { return "disabled" }
 	}
+	s.dash, s.mailURL, s.bench = cfg.Dashboard, cfg.MailURL, cfg.Benchmark
 	app := fiber.New(fiber.Config{
 		AppName:               "Flint",
 		ErrorHandler:          ErrorHandler(logger),
@@ -149,6 +163,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Get("/bin", s.listBin)
 	api.Get("/stats", s.getStats)
 	api.Get("/workers", s.listWorkers)
+	api.Post("/benchmark/run", s.runBenchmarkAPI)
 	api.Get("/sse/events", s.sseEvents)
 	api.Get("/recurring", s.listRecurring)
 	api.Get("/recurring/:id", s.getRecurring)
@@ -159,5 +174,9 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Get("/settings", s.getSettings)
 	api.Patch("/settings", s.patchSettings)
 	api.Get("/settings/changes", s.listSettingsChanges)
+	if cfg.Dashboard != nil {
+		s.sessions = newSessionManager(cfg.Session, cfg.Dashboard)
+		s.routesHTML(app, cfg.Session.Secure)
+	}
 	return app
 }

@@ -1,6 +1,10 @@
 package jobs
 
-import "time"
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
 
 // Enqueued is one job returned by an enqueue. Inserted is false when an
 // idempotency key matched an existing job, which is returned instead.
@@ -53,4 +57,24 @@ type Stats struct {
 type ThroughputBucket struct {
 	Minute   time.Time        `json:"minute"`
 	Outcomes map[string]int64 `json:"outcomes"`
+}
+
+// StateCount is the number of live jobs in a state, counted up to a cap;
+// Capped means "at least Count".
+type StateCount struct {
+	State  State
+	Count  int64
+	Capped bool
+}
+
+// Failure is a recent run that did not succeed.
+type Failure struct {
+	JobID    uuid.UUID
+	Type     string
+	Queue    string
+	Attempt  int
+	Error    string
+	At       time.Time
+	Outcome  Outcome
+	JobState State
 }

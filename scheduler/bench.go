@@ -34,7 +34,7 @@ type OpResult struct {
 	NsPerOp     float64
 	AllocsPerOp float64
 	BytesPerOp  float64
-	Ops         int
+	Ops         int // operations measured: the phase's count times its runs
 }
 
 // BenchResult is one algorithm at one size.
@@ -72,20 +72,23 @@ func BenchOps() []string {
 //	         hour, to its overflow), into an empty index.
 //	pop      from that full index, time advances a minute at a time and
 //	         PopDue drains what is due in batches of 100; cost per entry.
-//	rescore  aging on a full index: a random 10% of the entries get their
-//	         priority lowered by 0.1 (not below 1.0) again and again, N
-//	         upserts in all.
+//	rescore  aging on a full index (nothing due yet): a random 10% of the
+//	         entries get their priority lowered by 0.1 (not below 1.0)
+//	         again and again, N upserts in all.
 //	cancel   Remove of N/2 random entries of a full index.
 //	mixed    N operations on an index of N entries while time advances 1 s
 //	         per 1,000 operations: 60% upserts of entries due within 10 s,
 //	         25% PopDue of up to 4 due entries, 10% re-scores of a random
 //	         live entry, 5% removals of one.
 //
+// Each phase starts from an index built beforehand (not measured) and runs
+// again, from a new one, until it has been measured for at least 100 ms.
 // ns/op is wall time over operations; allocations and bytes are the
 // process-wide runtime.MemStats deltas over the phase (after a GC), so they
 // are only clean in an otherwise idle process. ctx is checked between
-// phases. The largest size needs memory for about 3×N entries besides the
-// index itself.
+// phases and between runs of a phase; on cancellation RunBench returns
+// what it finished and the context's error. The largest sizes need memory
+// for about 3×N entries besides the index itself (some 500 MB at 2M).
 func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 	algs, sizes, err := cfg.validate()
 	if err != nil {
@@ -106,7 +109,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 				if err := ctx.Err(); err != nil {
 					return out, err
 				}
-				r, err := p.measure()
+				r, err := p.measure(ctx)
 				if err != nil {
 					return out, fmt.Errorf("%s %s n=%d: %w", alg, p.name, size, err)
 				}
@@ -430,29 +433,52 @@ func expectLen(ix Index, want int) error {
 	return nil
 }
 
-// measure runs the phase once and reports its cost per operation.
-func (p benchPhase) measure() (OpResult, error) {
-	ix := p.setup()
-	runtime.GC()
-	var before, after runtime.MemStats
-	runtime.ReadMemStats(&before)
-	start := time.Now()
-	for i := range p.ops {
-		p.step(ix, i)
-	}
-	elapsed := time.Since(start)
-	runtime.ReadMemStats(&after)
-	if p.check != nil {
-		if err := p.check(ix); err != nil {
+// A phase is repeated, each time from a freshly built index, until the
+// measured time reaches benchMinTime (or benchMaxRuns runs): a single run
+// of 10k operations lasts a few milliseconds, where one collection or page
+// fault shows as tens of percent.
+const (
+	benchMinTime = 100 * time.Millisecond
+	benchMaxRuns = 100
+)
+
+// measure runs the phase and reports its cost per operation, averaged over
+// every run.
+func (p benchPhase) measure(ctx context.Context) (OpResult, error) {
+	var (
+		elapsed       time.Duration
+		allocs, bytes uint64
+		runs          int
+	)
+	for runs == 0 || (elapsed < benchMinTime && runs < benchMaxRuns) {
+		if err := ctx.Err(); err != nil {
 			return OpResult{}, err
 		}
+		ix := p.setup()
+		runtime.GC()
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		start := time.Now()
+		for i := range p.ops {
+			p.step(ix, i)
+		}
+		elapsed += time.Since(start)
+		runtime.ReadMemStats(&after)
+		allocs += after.Mallocs - before.Mallocs
+		bytes += after.TotalAlloc - before.TotalAlloc
+		if p.check != nil {
+			if err := p.check(ix); err != nil {
+				return OpResult{}, err
+			}
+		}
+		runs++
 	}
-	ops := float64(p.ops)
+	ops := float64(runs * p.ops)
 	return OpResult{
 		Op:          p.name,
 		NsPerOp:     float64(elapsed.Nanoseconds()) / ops,
-		AllocsPerOp: float64(after.Mallocs-before.Mallocs) / ops,
-		BytesPerOp:  float64(after.TotalAlloc-before.TotalAlloc) / ops,
-		Ops:         p.ops,
+		AllocsPerOp: float64(allocs) / ops,
+		BytesPerOp:  float64(bytes) / ops,
+		Ops:         runs * p.ops,
 	}, nil
 }

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"flint/handlers"
+	"flint/scheduler"
+)
+
+// healthcheck probes the flint on this machine: exit 0 when /healthz
+// answers 200 within 3 s, 1 otherwise. It touches neither the database nor
+// the log file, so a container health check is cheap.
+func healthcheck(addr string) int {
+	if addr == "" {
+		addr = ":8080"
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "healthcheck: FLINT_ADDR=%q: %v\n", addr, err)
+		return 1
+	}
+	if host == "" || host == "0.0.0.0" || host == "::" {
+		host = "127.0.0.1"
+	}
+	client := &http.Client{Timeout: 3 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Get("http://" + net.JoinHostPort(host, port) + "/healthz")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "healthcheck:", err)
+		return 1
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "healthcheck: /healthz answered", resp.Status)
+		return 1
+	}
+	return 0
+}
+
+// runBenchmark adapts the scheduler benchmark to the HTTP layer.
+func runBenchmark(ctx context.Context, n int, algorithm string) ([]handlers.BenchResult, error) {
+	algs := []string{scheduler.StrategyHeap, scheduler.StrategyTimingWheel}
+	if algorithm != "both" {
+		algs = []string{algorithm}
+	}
+	results, err := scheduler.RunBench(ctx, scheduler.BenchConfig{N: n, Algorithms: algs})
+	if err != nil {
+		return nil, err
+	}
+	var out []handlers.BenchResult
+	for _, r := range results {
+		for _, op := range r.Ops {
+			out = append(out, handlers.BenchResult{Algorithm: r.Algorithm, Size: r.Size, Op: op.Op,
+				NsPerOp: op.NsPerOp, AllocsPerOp: op.AllocsPerOp, BytesPerOp: op.BytesPerOp})
+		}
+	}
+	return out, nil
+}
+
+// benchCommand is `flint bench --n 10000 [--algorithm heap|timing_wheel|both]
+// [--sizes 10000,100000,1000000]`: the scheduler benchmark on this machine,
+// printed as a table.
+func benchCommand(args []string) int {
+	fs := flag.NewFlagSet("flint bench", flag.ContinueOnError)
+	n := fs.Int("n", 10000, "entries in the index")
+	alg := fs.String("algorithm", "both", "heap, timing_wheel or both")
+	sizes := fs.String("sizes", "", "comma-separated sizes to run instead of -n, e.g. 10000,100000,1000000")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	cfg := scheduler.BenchConfig{N: *n}
+	switch *alg {
+	case "both":
+	case scheduler.StrategyHeap, scheduler.StrategyTimingWheel:
+		cfg.Algorithms = []string{*alg}
+	default:
+		fmt.Fprintf(os.Stderr, "flint bench: -algorithm %q: want heap, timing_wheel or both\n", *alg)
+		return 2
+	}
+	if *sizes != "" {
+		for _, part := range strings.Split(*sizes, ",") {
+			v, err := strconv.Atoi(strings.TrimSpace(part))
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "flint bench: -sizes: %q is not a number\n", part)
+				return 2
+			}
+			cfg.Sizes = append(cfg.Sizes, v)
+		}
+	}
+	results, err := scheduler.RunBench(context.Background(), cfg)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint bench:", err)
+		return 2
+	}
+	fmt.Print(scheduler.FormatBenchTable(results))
+	return 0
+}

@@ -1,0 +1,689 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+	"flint/views"
+)
+
+// DashboardStore is what the dashboard needs beyond the API's Store.
+type DashboardStore interface {
+	SessionStore
+	CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error)
+	RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, error)
+	Queues(ctx context.Context) ([]string, error)
+	Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error)
+}
+
+// countCap bounds every count the dashboard shows, so no page ever counts a
+// whole million-row table.
+const countCap = 100_000
+
+// chrome builds the page frame for the signed-in user.
+func (s *server) chrome(c *fiber.Ctx, title, nav, live string) views.Chrome {
+	u, _ := c.Locals(userKey).(jobs.User)
+	csrf, _ := c.Locals(csrfKey).(string)
+	return views.Chrome{Title: title, Nav: nav, User: u.Email, CSRF: csrf, MailURL: s.mailURL, Now: s.clock.Now(), Live: live}
+}
+
+// dashActor names the signed-in user for records of what they changed.
+func dashActor(c *fiber.Ctx) string {
+	u, _ := c.Locals(userKey).(jobs.User)
+	return u.Email + "@" + c.IP()
+}
+
+// --- login ---
+
+func (s *server) loginPage(c *fiber.Ctx) error {
+	return render(c, http.StatusOK, views.LoginPage(s.loginToken(c), "", ""))
+}
+
+// loginToken returns the login form's CSRF token, setting its cookie.
+func (s *server) loginToken(c *fiber.Ctx) string {
+	if tok := c.Cookies(loginCookie); len(tok) >= 32 {
+		return tok
+	}
+	tok := randomToken()
+	c.Cookie(&fiber.Cookie{Name: loginCookie, Value: tok, Path: "/login", HTTPOnly: true, Secure: s.sessions.secure,
+		SameSite: fiber.CookieSameSiteStrictMode, MaxAge: 3600})
+	return tok
+}
+
+func (s *server) login(c *fiber.Ctx) error {
+	email := strings.TrimSpace(c.FormValue("email"))
+	password := c.FormValue("password")
+	cookieTok := c.Cookies(loginCookie)
+	if cookieTok == "" || !equalTokens(cookieTok, c.FormValue("_csrf")) {
+		return render(c, http.StatusForbidden, views.LoginPage(s.loginToken(c), email, "The form expired. Please sign in again."))
+	}
+	if len(email) > 254 || len(password) > 200 || !jobs.CleanText(email) {
+		return render(c, http.StatusUnprocessableEntity, views.LoginPage(cookieTok, "", "Enter a valid email address and password."))
+	}
+	ip := c.IP()
+	if !s.sessions.limit.allowed(ip, email) {
+		c.Set("Retry-After", strconv.Itoa(int(loginWindow.Seconds())))
+		return render(c, http.StatusTooManyRequests, views.LoginPage(cookieTok, email, "Too many failed sign-ins. Wait 15 minutes and try again."))
+	}
+	u, err := s.sessions.db.Authenticate(c.UserContext(), email, password)
+	if errors.Is(err, jobs.ErrBadLogin) {
+		s.sessions.limit.fail(ip, email)
+		s.logger.WarnContext(c.UserContext(), "failed sign-in", "component", "auth", "ip", ip)
+		return render(c, http.StatusUnauthorized, views.LoginPage(cookieTok, email, "Wrong email or password."))
+	}
+	if err != nil {
+		return err
+	}
+	s.sessions.limit.succeed(email)
+	token := randomToken()
+	if err := s.sessions.db.CreateSession(c.UserContext(), u.ID, token, randomToken(), sessionTTL, ip, c.Get("User-Agent")); err != nil {
+		return err
+	}
+	if err := s.sessions.save(c, token); err != nil {
+		return err
+	}
+	next := c.Query("next")
+	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
+		next = "/"
+	}
+	return c.Redirect(next, http.StatusSeeOther)
+}
+
+func (s *server) logout(c *fiber.Ctx) error {
+	if tok, _ := c.Locals(tokKey).(string); tok != "" {
+		if err := s.sessions.db.DeleteSession(c.UserContext(), tok); err != nil {
+			return err
+		}
+	}
+	if err := s.sessions.save(c, ""); err != nil {
+		return err
+	}
+	return c.Redirect("/login", http.StatusSeeOther)
+}
+
+// --- overview ---
+
+func (s *server) overviewData(ctx context.Context) (views.Overview, error) {
+	var o views.Overview
+	var err error
+	if o.Counts, err = s.dash.CappedCounts(ctx, jobs.States, countCap); err != nil {
+		return o, err
+	}
+	for _, sc := range o.Counts {
+		if sc.State == jobs.StateDeadLetter {
+			o.DLQ, o.DLQCapped = sc.Count, sc.Capped
+		}
+	}
+	if o.Throughput, err = s.dash.Throughput(ctx); err != nil {
+		return o, err
+	}
+	for _, b := range o.Throughput {
+		o.CompletedHour += b.Outcomes["succeeded"]
+		o.FailedHour += b.Outcomes["failed"]
+	}
+	if o.Workers, err = s.workers(ctx); err != nil {
+		return o, err
+	}
+	o.RecentFailures, err = s.dash.RecentFailures(ctx, 8)
+	return o, err
+}
+
+func (s *server) overviewPage(c *fiber.Ctx) error {
+	o, err := s.overviewData(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.OverviewPage(s.chrome(c, "Overview", "overview", "/events?view=overview"), o))
+}
+
+func (s *server) overviewLive(c *fiber.Ctx) error {
+	o, err := s.overviewData(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.OverviewLive(o, s.clock.Now()))
+}
+
+// --- lists: jobs, DLQ, bin ---
+
+func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
+	l := views.JobsList{Kind: kind, Types: s.registry.Types()}
+	l.Filter = views.JobsFilter{Status: c.Query("status"), Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"), Cursor: c.Query("cursor")}
+	if c.Method() == fiber.MethodPost {
+		l.Filter = views.JobsFilter{Status: c.FormValue("status"), Type: c.FormValue("type"), Queue: c.FormValue("queue"), Q: c.FormValue("q")}
+	}
+	p := jobs.ListParams{Type: l.Filter.Type, Queue: l.Filter.Queue, Q: l.Filter.Q, Cursor: l.Filter.Cursor, Limit: 50}
+	switch kind {
+	case "dlq":
+		p.Statuses = []jobs.State{jobs.StateDeadLetter}
+		l.Filter.Status = ""
+	case "bin":
+		p.InBin = true
+	}
+	if l.Filter.Status != "" {
+		st := jobs.State(l.Filter.Status)
+		if !st.Valid() {
+			l.Error = "Unknown status " + strconv.Quote(l.Filter.Status) + "."
+			l.Filter.Status = ""
+		} else {
+			p.Statuses = []jobs.State{st}
+		}
+	}
+	l.HasCursor = p.Cursor != ""
+	page, err := s.store.ListJobs(c.UserContext(), p)
+	var ve *jobs.ValidationError
+	if errors.As(err, &ve) {
+		l.Error = "Cannot filter that way: " + ve.Error()
+		return l, nil
+	}
+	if err != nil {
+		return l, err
+	}
+	l.Jobs, l.NextCursor = page.Jobs, page.NextCursor
+	if kind == "jobs" {
+		if l.Queues, err = s.dash.Queues(c.UserContext()); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+func (s *server) listPage(kind, title string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		l, err := s.listData(c, kind)
+		if err != nil {
+			return err
+		}
+		if isHX(c) && c.Get("HX-Target") == "jobs-table" {
+			return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+		}
+		return render(c, http.StatusOK, views.JobsPage(s.chrome(c, title, kind, "/events"), l))
+	}
+}
+
+// bulk applies an action to the selected jobs of a list and re-renders it.
+func (s *server) bulk(kind string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		action := c.FormValue("action")
+		allowed := map[string][]string{"jobs": {"retry", "cancel", "delete"}, "dlq": {"retry", "delete"}, "bin": {"restore", "purge"}}[kind]
+		if !contains(allowed, action) {
+			toast(c, "Unknown action.", "bad")
+			return c.SendStatus(http.StatusUnprocessableEntity)
+		}
+		var ids []uuid.UUID
+		for _, v := range c.Context().PostArgs().PeekMulti("ids") {
+			id, err := uuid.ParseBytes(v)
+			if err != nil {
+				toast(c, "The selection held something that is not a job id.", "bad")
+				return c.SendStatus(http.StatusUnprocessableEntity)
+			}
+			ids = append(ids, id)
+		}
+		if len(ids) == 0 {
+			toast(c, "Select at least one job first.", "bad")
+			return c.SendStatus(http.StatusUnprocessableEntity)
+		}
+		if len(ids) > 500 {
+			toast(c, "Select at most 500 jobs at a time.", "bad")
+			return c.SendStatus(http.StatusUnprocessableEntity)
+		}
+		done, refused := s.applyAll(c.UserContext(), action, ids)
+		msg := fmt.Sprintf("%s: %d of %d jobs.", actionPast(action), done, len(ids))
+		kindToast := "ok"
+		if len(refused) > 0 {
+			msg += " Not possible for " + strconv.Itoa(len(refused)) + ": " + refused[0]
+			kindToast = "bad"
+		}
+		s.logger.InfoContext(c.UserContext(), "dashboard bulk action", "component", "dashboard", "action", action,
+			"count", done, "actor", dashActor(c))
+		toast(c, msg, kindToast)
+		l, err := s.listData(c, kind)
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+	}
+}
+
+// applyAll runs one action on many jobs, collecting why some were refused.
+func (s *server) applyAll(ctx context.Context, action string, ids []uuid.UUID) (int, []string) {
+	done := 0
+	var refused []string
+	for _, id := range ids {
+		var err error
+		switch action {
+		case "retry":
+			_, err = s.store.RetryJob(ctx, id)
+		case "cancel":
+			_, err = s.store.CancelJob(ctx, id)
+		case "delete":
+			_, err = s.store.DeleteJob(ctx, id)
+		case "restore":
+			_, err = s.store.RestoreJob(ctx, id)
+		case "purge":
+			err = s.store.PurgeJob(ctx, id)
+		}
+		if err != nil {
+			refused = append(refused, err.Error())
+			continue
+		}
+		done++
+	}
+	return done, refused
+}
+
+func actionPast(action string) string {
+	return map[string]string{"retry": "Retried", "cancel": "Cancelled", "delete": "Moved to the bin",
+		"restore": "Restored", "purge": "Purged"}[action]
+}
+
+func contains(list []string, v string) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *server) replayAll(c *fiber.Ctx) error {
+	replayed, err := s.store.RetryDLQ(c.UserContext(), nil)
+	if err != nil {
+		return err
+	}
+	toast(c, fmt.Sprintf("Replayed %d jobs from the dead-letter queue.", len(replayed)), "ok")
+	l, err := s.listData(c, "dlq")
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+}
+
+// --- job detail ---
+
+func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, error) {
+	j, err := s.store.GetJob(ctx, id)
+	if err != nil {
+		return views.JobDetail{}, err
+	}
+	ex, err := s.store.ListExecutions(ctx, j)
+	if err != nil {
+		return views.JobDetail{}, err
+	}
+	deps, err := s.store.Dependencies(ctx, id)
+	return views.JobDetail{Job: j, Executions: ex, Dependencies: deps}, err
+}
+
+func (s *server) jobPage(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.notFound(c)
+	}
+	d, err := s.jobDetail(c.UserContext(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return s.notFound(c)
+	}
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", "/events"), d))
+}
+
+func (s *server) jobLive(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.notFound(c)
+	}
+	d, err := s.jobDetail(c.UserContext(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return redirectHX(c, "/jobs")
+	}
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
+}
+
+// jobActionHTML runs an action from the job page and re-renders its live
+// part, or explains why the action was refused.
+func (s *server) jobActionHTML(action string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := uuid.Parse(c.Params("id"))
+		if err != nil {
+			return s.notFound(c)
+		}
+		ctx := c.UserContext()
+		if action == "purge" {
+			if err := s.store.PurgeJob(ctx, id); err != nil {
+				toast(c, "Could not purge: "+err.Error(), "bad")
+				return c.SendStatus(http.StatusConflict)
+			}
+			return redirectHX(c, "/bin")
+		}
+		_, refused := s.applyAll(ctx, action, []uuid.UUID{id})
+		if len(refused) > 0 {
+			toast(c, "Not possible: "+refused[0], "bad")
+			return c.SendStatus(http.StatusConflict)
+		}
+		s.logger.InfoContext(ctx, "dashboard action", "component", "dashboard", "action", action, "job_id", id, "actor", dashActor(c))
+		toast(c, actionPast(action)+".", "ok")
+		d, err := s.jobDetail(ctx, id)
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
+	}
+}
+
+func (s *server) notFound(c *fiber.Ctx) error {
+	return render(c, http.StatusNotFound, views.ErrorPage(s.chrome(c, "Not found", "", ""), "Not found", "There is no such page or job. It may have been purged."))
+}
+
+// --- create ---
+
+func (s *server) createPage(c *fiber.Ctx) error {
+	f := views.CreateForm{Values: map[string]string{"type": jobs.TypeNoop, "payload": "{}", "priority": "medium"}, Errors: map[string]string{}, Types: s.registry.Types()}
+	if clone := c.Query("clone"); clone != "" {
+		if id, err := uuid.Parse(clone); err == nil {
+			if j, err := s.store.GetJob(c.UserContext(), id); err == nil {
+				f.Values = map[string]string{"type": j.Type, "queue": j.Queue, "priority": views.PriorityLabel(j.Priority),
+					"payload": views.PrettyJSON(j.Payload), "max_retries": strconv.Itoa(j.MaxRetries)}
+				if j.TimeoutSeconds > 0 {
+					f.Values["timeout_seconds"] = strconv.Itoa(j.TimeoutSeconds)
+				}
+			}
+		}
+	}
+	return render(c, http.StatusOK, views.CreatePage(s.chrome(c, "Create a job", "new", ""), f))
+}
+
+var createFields = []string{"type", "queue", "priority", "payload", "run_at", "delay_seconds", "max_retries",
+	"timeout_seconds", "interval_seconds", "cron", "timezone", "depends_on", "idempotency_key"}
+
+func (s *server) createJob(c *fiber.Ctx) error {
+	f := views.CreateForm{Values: map[string]string{}, Errors: map[string]string{}, Types: s.registry.Types()}
+	for _, k := range createFields {
+		f.Values[k] = c.FormValue(k)
+	}
+	p, field, err := s.formParams(f.Values)
+	if err == nil {
+		var res []jobs.Enqueued
+		res, err = s.store.Enqueue(c.UserContext(), p)
+		if err == nil {
+			s.enqueued(res)
+			s.logger.InfoContext(c.UserContext(), "job created from the dashboard", "component", "dashboard",
+				"job_id", res[0].Job.ID, "type", res[0].Job.Type, "actor", dashActor(c))
+			return redirectHX(c, "/jobs/"+res[0].Job.ID.String())
+		}
+		var ve *jobs.ValidationError
+		if errors.As(err, &ve) {
+			field = ve.Field
+		}
+	}
+	var ve *jobs.ValidationError
+	var ae *apiError
+	switch {
+	case errors.As(err, &ve):
+		f.Errors[formField(field, ve.Field)] = ve.Message
+	case errors.As(err, &ae):
+		f.Errors[formField(field, ae.Field)] = ae.Message
+	default:
+		return err
+	}
+	if len(f.Errors) == 1 {
+		for k := range f.Errors {
+			if !contains(createFields, k) {
+				f.Message = f.Errors[k]
+			}
+		}
+	}
+	return render(c, http.StatusUnprocessableEntity, views.CreateFormPartial(f))
+}
+
+// formField maps an error's field ("depends_on[2]", "payload") to the form
+// field that shows it.
+func formField(hint, field string) string {
+	if field == "" {
+		field = hint
+	}
+	if i := strings.IndexAny(field, "[."); i >= 0 {
+		field = field[:i]
+	}
+	return field
+}
+
+// formParams turns the create form into enqueue parameters through the same
+// validation as the API.
+func (s *server) formParams(v map[string]string) (jobs.EnqueueParams, string, error) {
+	r := enqueueRequest{Type: v["type"], Queue: strings.TrimSpace(v["queue"])}
+	if pl := strings.TrimSpace(v["payload"]); pl != "" {
+		r.Payload = json.RawMessage(pl)
+	}
+	if p := v["priority"]; p != "" {
+		var pv priorityValue
+		if err := pv.UnmarshalJSON([]byte(strconv.Quote(p))); err != nil {
+			return jobs.EnqueueParams{}, "priority", invalid("priority", "choose high, medium or low")
+		}
+		r.Priority = &pv
+	}
+	intField := func(name string, dst **int) error {
+		if s := strings.TrimSpace(v[name]); s != "" {
+			n, err := strconv.Atoi(s)
+			if err != nil {
+				return invalid(name, "must be a whole number")
+			}
+			*dst = &n
+		}
+		return nil
+	}
+	if err := intField("max_retries", &r.MaxRetries); err != nil {
+		return jobs.EnqueueParams{}, "max_retries", err
+	}
+	if err := intField("timeout_seconds", &r.TimeoutSeconds); err != nil {
+		return jobs.EnqueueParams{}, "timeout_seconds", err
+	}
+	if s := strings.TrimSpace(v["delay_seconds"]); s != "" {
+		d, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return jobs.EnqueueParams{}, "delay_seconds", invalid("delay_seconds", "must be a number of seconds")
+		}
+		r.DelaySeconds = &d
+	}
+	if s := strings.TrimSpace(v["interval_seconds"]); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return jobs.EnqueueParams{}, "interval_seconds", invalid("interval_seconds", "must be a whole number of seconds")
+		}
+		r.IntervalSeconds = &n
+	}
+	if s := strings.TrimSpace(v["run_at"]); s != "" {
+		t, err := time.Parse("2006-01-02T15:04:05", s)
+		if err != nil {
+			t, err = time.Parse("2006-01-02T15:04", s)
+		}
+		if err != nil {
+			return jobs.EnqueueParams{}, "run_at", invalid("run_at", "must be a date and time")
+		}
+		iso := t.UTC().Format(time.RFC3339)
+		r.RunAt = &iso
+	}
+	for name, dst := range map[string]**string{"cron": &r.Cron, "timezone": &r.Timezone, "idempotency_key": &r.IdempotencyKey} {
+		if s := strings.TrimSpace(v[name]); s != "" {
+			*dst = &s
+		}
+	}
+	if s := strings.TrimSpace(v["depends_on"]); s != "" {
+		for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' || r == '\r' || r == '\t' }) {
+			r.DependsOn = append(r.DependsOn, part)
+		}
+	}
+	p, err := r.params(s.registry, s.clock.Now(), "", parseJobRef)
+	if err != nil {
+		return p, "", err
+	}
+	s.applyDefaults(&p)
+	return p, "", nil
+}
+
+// --- recurring, workers ---
+
+func (s *server) recurringPage(c *fiber.Ctx) error {
+	list, err := s.store.ListSchedules(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.RecurringPage(s.chrome(c, "Recurring", "recurring", ""), list))
+}
+
+func (s *server) recurringActionHTML(action string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := uuid.Parse(c.Params("id"))
+		if err != nil {
+			return s.notFound(c)
+		}
+		ctx := c.UserContext()
+		switch action {
+		case "pause":
+			_, err = s.store.PauseSchedule(ctx, id)
+		case "resume":
+			_, err = s.store.ResumeSchedule(ctx, id)
+		case "run":
+			var j *jobs.Job
+			if j, err = s.store.RunScheduleNow(ctx, id); err == nil && s.wake != nil {
+				s.wake(j.Queue)
+			}
+		case "delete":
+			err = s.store.DeleteSchedule(ctx, id)
+		}
+		if err != nil {
+			toast(c, "Not possible: "+err.Error(), "bad")
+			return c.SendStatus(http.StatusConflict)
+		}
+		toast(c, map[string]string{"pause": "Series paused.", "resume": "Series resumed.", "run": "An extra occurrence was enqueued.",
+			"delete": "Series deleted."}[action], "ok")
+		list, err := s.store.ListSchedules(ctx)
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.RecurringTable(list, s.clock.Now()))
+	}
+}
+
+func (s *server) workersPage(c *fiber.Ctx) error {
+	ws, err := s.workers(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.WorkersPage(s.chrome(c, "Workers", "workers", ""), ws))
+}
+
+// --- settings ---
+
+func settingsValues(st jobs.Settings) map[string]string {
+	out := map[string]string{}
+	for k, raw := range st.Map() {
+		if k == "alert_emails" {
+			out[k] = strings.Join(st.AlertEmails, ", ")
+			continue
+		}
+		out[k] = strings.Trim(string(raw), `"`)
+	}
+	return out
+}
+
+func (s *server) settingsForm(ctx context.Context, values map[string]string) (views.SettingsForm, error) {
+	f := views.SettingsForm{Values: values, Errors: map[string]string{}}
+	if f.Values == nil {
+		st, err := s.store.GetSettings(ctx)
+		if err != nil {
+			return f, err
+		}
+		f.Values = settingsValues(st)
+	}
+	changes, err := s.store.ListSettingsChanges(ctx, 15)
+	f.Changes = changes
+	return f, err
+}
+
+func (s *server) settingsPage(c *fiber.Ctx) error {
+	f, err := s.settingsForm(c.UserContext(), nil)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.SettingsPage(s.chrome(c, "Settings", "settings", ""), f))
+}
+
+func (s *server) saveSettings(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	values := map[string]string{}
+	patch := map[string]json.RawMessage{}
+	for _, name := range jobs.SettingNames() {
+		v := strings.TrimSpace(c.FormValue(name))
+		values[name] = v
+		switch name {
+		case "scheduler_strategy":
+			patch[name], _ = json.Marshal(v)
+		case "alert_emails":
+			list := []string{}
+			for _, e := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == ';' }) {
+				list = append(list, e)
+			}
+			patch[name], _ = json.Marshal(list)
+		default:
+			if v == "" {
+				v = "null"
+			}
+			if _, err := strconv.ParseFloat(v, 64); err != nil && v != "null" {
+				f, _ := s.settingsForm(ctx, values)
+				f.Errors[name] = "must be a number"
+				return render(c, http.StatusUnprocessableEntity, views.SettingsFormPartial(f))
+			}
+			patch[name] = json.RawMessage(v)
+		}
+	}
+	st, changed, err := s.store.UpdateSettings(ctx, patch, dashActor(c))
+	var ve *jobs.ValidationError
+	if errors.As(err, &ve) {
+		f, ferr := s.settingsForm(ctx, values)
+		if ferr != nil {
+			return ferr
+		}
+		f.Errors[formField("", ve.Field)] = ve.Message
+		return render(c, http.StatusUnprocessableEntity, views.SettingsFormPartial(f))
+	}
+	if err != nil {
+		return err
+	}
+	s.settings.Set(st)
+	f, err := s.settingsForm(ctx, settingsValues(st))
+	if err != nil {
+		return err
+	}
+	f.Saved = changed
+	if len(changed) == 0 {
+		toast(c, "Nothing changed.", "ok")
+	} else {
+		toast(c, "Settings saved.", "ok")
+	}
+	return render(c, http.StatusOK, views.SettingsFormPartial(f))
+}
+
+// loginRedirectTarget validates a post-login destination.
+func loginRedirectTarget(next string) string {
+	u, err := url.Parse(next)
+	if err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+		return "/"
+	}
+	return u.RequestURI()
+}

@@ -1,0 +1,72 @@
+package handlers
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/filesystem"
+
+	"flint/static"
+)
+
+// BenchmarkFunc runs the scheduler benchmark with n entries for the named
+// algorithm ("heap", "timing_wheel" or "both").
+type BenchmarkFunc func(ctx context.Context, n int, algorithm string) ([]BenchResult, error)
+
+// BenchResult is one measured operation of the benchmark.
+type BenchResult struct {
+	Algorithm   string  `json:"algorithm"`
+	Size        int     `json:"size"`
+	Op          string  `json:"op"`
+	NsPerOp     float64 `json:"ns_per_op"`
+	AllocsPerOp float64 `json:"allocs_per_op"`
+	BytesPerOp  float64 `json:"bytes_per_op"`
+}
+
+// routesHTML registers the dashboard: every page, partial and action in one
+// list. All of it needs a session; state changes need the CSRF token.
+func (s *server) routesHTML(app *fiber.App, secure bool) {
+	app.Use("/static", func(c *fiber.Ctx) error {
+		c.Set("Cache-Control", "public, max-age=3600")
+		c.Set("X-Content-Type-Options", "nosniff")
+		return c.Next()
+	}, filesystem.New(filesystem.Config{Root: http.FS(static.FS)}))
+
+	sec := securityHeaders(secure)
+	pub := func(method, path string, h fiber.Handler) { app.Add(method, path, sec, h) }
+	priv := func(method, path string, h fiber.Handler) {
+		app.Add(method, path, sec, s.sessions.requireLogin, csrfProtect, h)
+	}
+	pub(fiber.MethodGet, "/login", s.loginPage)
+	pub(fiber.MethodPost, "/login", s.login)
+
+	priv(fiber.MethodPost, "/logout", s.logout)
+	priv(fiber.MethodGet, "/", s.overviewPage)
+	priv(fiber.MethodGet, "/overview/live", s.overviewLive)
+	priv(fiber.MethodGet, "/jobs", s.listPage("jobs", "Jobs"))
+	priv(fiber.MethodPost, "/jobs/bulk", s.bulk("jobs"))
+	priv(fiber.MethodGet, "/jobs/new", s.createPage)
+	priv(fiber.MethodPost, "/jobs/new", s.createJob)
+	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
+	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
+	for _, a := range []string{"cancel", "retry", "delete", "restore", "purge"} {
+		priv(fiber.MethodPost, "/jobs/:id/"+a, s.jobActionHTML(a))
+	}
+	priv(fiber.MethodGet, "/dlq", s.listPage("dlq", "Dead-letter queue"))
+	priv(fiber.MethodPost, "/dlq/bulk", s.bulk("dlq"))
+	priv(fiber.MethodPost, "/dlq/replay-all", s.replayAll)
+	priv(fiber.MethodGet, "/bin", s.listPage("bin", "Bin"))
+	priv(fiber.MethodPost, "/bin/bulk", s.bulk("bin"))
+	priv(fiber.MethodGet, "/recurring", s.recurringPage)
+	for _, a := range []string{"pause", "resume", "run", "delete"} {
+		priv(fiber.MethodPost, "/recurring/:id/"+a, s.recurringActionHTML(a))
+	}
+	priv(fiber.MethodGet, "/workers", s.workersPage)
+	priv(fiber.MethodGet, "/settings", s.settingsPage)
+	priv(fiber.MethodPost, "/settings", s.saveSettings)
+	priv(fiber.MethodGet, "/benchmark", s.benchmarkPage)
+	priv(fiber.MethodPost, "/benchmark", s.runBenchmarkHTML)
+	priv(fiber.MethodGet, "/events", s.dashboardEvents)
+}
+
