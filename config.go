@@ -35,19 +35,19 @@ type Config struct {
 	APIKeyGenerated        bool
 	SessionKeyGenerated    bool
 	AdminPasswordGenerated bool
-	AdminEmail      string // FLINT_ADMIN_EMAIL
-	AdminPassword   string // FLINT_ADMIN_PASSWORD
-	SessionKey      string // FLINT_SESSION_KEY
-	Workers         int    // FLINT_WORKERS
-	Queues          []string
-	WorkerID        string // FLINT_WORKER_ID
-	SMTPURL         string // SMTP_URL
-	MailUIURL       string // FLINT_MAIL_UI_URL: the mail catcher's web UI, linked from the dashboard
-	SMTPFrom        string // FLINT_SMTP_FROM
-	HTTPAllow       []string
-	LogFile         string // FLINT_LOG_FILE; "-" or empty for stdout only
-	LogLevel        string // LOG_LEVEL
-	LogFormat       string // LOG_FORMAT
+	AdminEmail             string // FLINT_ADMIN_EMAIL
+	AdminPassword          string // FLINT_ADMIN_PASSWORD
+	SessionKey             string // FLINT_SESSION_KEY
+	Workers                int    // FLINT_WORKERS
+	Queues                 []string
+	WorkerID               string // FLINT_WORKER_ID
+	SMTPURL                string // SMTP_URL
+	MailUIURL              string // FLINT_MAIL_UI_URL: the mail catcher's web UI, linked from the dashboard
+	SMTPFrom               string // FLINT_SMTP_FROM
+	HTTPAllow              []string
+	LogFile                string // FLINT_LOG_FILE; "-" or empty for stdout only
+	LogLevel               string // LOG_LEVEL
+	LogFormat              string // LOG_FORMAT
 
 	LeaseTTL          time.Duration // FLINT_LEASE_TTL
 	HeartbeatInterval time.Duration // FLINT_HEARTBEAT_INTERVAL

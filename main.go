@@ -302,7 +302,7 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 			Dashboard: store, MailURL: cfg.MailUIURL,
 			Session:   handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
 			Benchmark: runBenchmark,
-			Workers: func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
+			Workers:   func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
 			RedisState: func() string {
 				switch {
 				case rds == nil:

@@ -116,4 +116,3 @@ func (s *Store) DeleteSession(ctx context.Context, token string) error {
 	}
 	return nil
 }
-

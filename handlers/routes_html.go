@@ -69,4 +69,3 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodPost, "/benchmark", s.runBenchmarkHTML)
 	priv(fiber.MethodGet, "/events", s.dashboardEvents)
 }
-

@@ -32,7 +32,7 @@ type BarChart struct {
 }
 
 const (
-	chartW, chartH        = 720.0, 200.0
+	chartW, chartH         = 720.0, 200.0
 	padL, padB, padT, padR = 40.0, 22.0, 8.0, 8.0
 )
 

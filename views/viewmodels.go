@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"time"
 
-
 	"flint/jobs"
 )
 
