@@ -102,3 +102,10 @@ func benchCommand(args []string) int {
 	fmt.Print(scheduler.FormatBenchTable(results))
 	return 0
 }
+
+// metricsMux serves /metrics on the separate metrics listener.
+func metricsMux(h http.Handler) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	return mux
+}

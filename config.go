@@ -43,6 +43,8 @@ type Config struct {
 	WorkerID               string // FLINT_WORKER_ID
 	SMTPURL                string // SMTP_URL
 	MailUIURL              string // FLINT_MAIL_UI_URL: the mail catcher's web UI, linked from the dashboard
+	MetricsToken           string // FLINT_METRICS_TOKEN: bearer token /metrics requires ("" for none)
+	MetricsAddr            string // FLINT_METRICS_ADDR: a separate listener for /metrics (worker and scheduler processes)
 	SMTPFrom               string // FLINT_SMTP_FROM
 	HTTPAllow              []string
 	LogFile                string // FLINT_LOG_FILE; "-" or empty for stdout only
@@ -112,6 +114,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		WorkerID:          env("FLINT_WORKER_ID", ""),
 		SMTPURL:           env("SMTP_URL", "smtp://127.0.0.1:1025"),
 		MailUIURL:         env("FLINT_MAIL_UI_URL", ""),
+		MetricsToken:      env("FLINT_METRICS_TOKEN", ""),
+		MetricsAddr:       env("FLINT_METRICS_ADDR", ""),
 		SMTPFrom:          env("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
 		LogFile:           env("FLINT_LOG_FILE", "logs/flint.log"),
 		LogLevel:          env("LOG_LEVEL", "info"),
@@ -224,6 +228,11 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		c.APIKeyGenerated = true
 	} else if len(c.APIKey) < 16 {
 		bad("FLINT_API_KEY: use at least 16 characters")
+	}
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			bad("FLINT_METRICS_ADDR=%q: want host:port or :port", c.MetricsAddr)
+		}
 	}
 	if c.MailUIURL == "" && !c.Production() {
 		c.MailUIURL = "http://localhost:8025"

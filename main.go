@@ -10,21 +10,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"gopkg.in/natefinch/lumberjack.v2"
 
 	"flint/db"
 	"flint/handlers"
 	"flint/jobs"
+	"flint/logs"
+	"flint/metrics"
 	"flint/scheduler"
 	"flint/workers"
 )
@@ -77,53 +77,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "flint:", err)
 		os.Exit(2)
 	}
-	logger, closeLog, err := newLogger(cfg)
+	lg, err := logs.New(logs.Config{Level: cfg.LogLevel, Format: cfg.LogFormat, File: cfg.LogFile})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "flint:", err)
+		fmt.Fprintln(os.Stderr, "flint: logging:", err)
 		os.Exit(2)
 	}
-	defer closeLog()
+	defer lg.Close()
+	logger := lg.Slog()
+	closeLog := func() { _ = lg.Close() }
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, cmd, cfg, logger); err != nil {
+	if err := run(ctx, cmd, cfg, lg); err != nil {
 		logger.Error("flint stopped with an error", "error", err)
 		closeLog()
 		os.Exit(1)
 	}
 }
 
-// newLogger builds the process logger: JSON or text, to stdout and, unless
-// FLINT_LOG_FILE is "-" or empty, to a rotating file.
-func newLogger(cfg *Config) (*slog.Logger, func(), error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(cfg.LogLevel)); err != nil {
-		return nil, nil, fmt.Errorf("LOG_LEVEL: %w", err)
-	}
-	var out io.Writer = os.Stdout
-	closeFn := func() {}
-	if cfg.LogFile != "" && cfg.LogFile != "-" {
-		if err := os.MkdirAll(filepath.Dir(cfg.LogFile), 0o755); err != nil {
-			return nil, nil, fmt.Errorf("FLINT_LOG_FILE: %w", err)
-		}
-		rot := &lumberjack.Logger{Filename: cfg.LogFile, MaxSize: 10, MaxBackups: 5}
-		out = io.MultiWriter(os.Stdout, rot)
-		closeFn = func() { _ = rot.Close() }
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	var h slog.Handler
-	if cfg.LogFormat == "text" {
-		h = slog.NewTextHandler(out, opts)
-	} else {
-		h = slog.NewJSONHandler(out, opts)
-	}
-	return slog.New(h), closeFn, nil
-}
-
 // run starts the components of role and blocks until ctx is done (a signal)
 // or one of them fails, then shuts everything down in order.
-func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) error {
-	logger = logger.With("role", role)
+func run(ctx context.Context, role string, cfg *Config, lg *logs.Logger) error {
+	logger := lg.Slog().With("role", role)
 	if role == "serve" || role == "api" || role == "migrate" {
 		if err := db.Migrate(ctx, cfg.DatabaseURL, logger); err != nil {
 			return err
@@ -186,7 +161,23 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 	}
 	readyQueue := rds != nil && cfg.ReadyQueue == "redis"
 	bus := db.NewEventBus(store, rds, readyQueue, logger, deliver)
-	store.SetEventSink(bus)
+	redisState := func() string {
+		switch {
+		case rds == nil:
+			return "disabled"
+		case rds.Healthy():
+			return "ok"
+		default:
+			return "down"
+		}
+	}
+	mx := metrics.New(version)
+	store.SetEventSink(mx.Tee(bus))
+	mx.SetEventCounters(bus.Published, bus.Dropped)
+	mx.SetRedisState(redisState)
+	if runsHTTP {
+		mx.SetStateSource(store.StateQueueCounts)
+	}
 	bctx, stopBus := context.WithCancel(context.WithoutCancel(ctx))
 	busDone := make(chan struct{})
 	go func() {
@@ -249,7 +240,9 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 			PollInterval:      cfg.PollInterval,
 			DrainTimeout:      cfg.DrainTimeout,
 			FastPath:          fast,
+			OnRun:             func(j *jobs.Job, o jobs.Outcome, d time.Duration) { mx.ObserveRun(j.Type, o, d) },
 		}, store, registry, logger)
+		mx.SetPoolState(pool.Running, func() int { return pool.Config().Workers })
 		reg := workers.NewRegistry(jobs.WorkerInfo{
 			ID: cfg.WorkerID, Queues: cfg.Queues, Concurrency: cfg.Workers, Version: version,
 		}, 0, store, logger)
@@ -264,11 +257,11 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 		promoter := scheduler.NewPromoter(scheduler.PromoterConfig{
 			Settings:      settings,
 			SweepInterval: cfg.PromoteInterval,
-			OnMoved:       func([]jobs.Moved) { recurrer.Kick() },
+			OnMoved:       func(m []jobs.Moved) { recurrer.Kick(); mx.ObservePromoted(len(m)) },
 		}, store, logger)
 		listener.Handle(db.ChannelScheduled, promoter.Notify)
 		listener.OnConnect(promoter.Resync)
-		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval}, store, logger)
+		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval, OnMoved: mx.ObserveReaped}, store, logger)
 		ager := scheduler.NewAger(scheduler.AgerConfig{Holder: cfg.WorkerID}, store, settings, logger)
 		pruner := scheduler.NewPruner(scheduler.RetentionConfig{}, store, settings, logger)
 		for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run} {
@@ -300,19 +293,12 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 		app := handlers.New(handlers.Config{
 			APIKey: cfg.APIKey, BaseContext: gctx, Wake: wake, Settings: settings, Broker: broker,
 			Dashboard: store, MailURL: cfg.MailUIURL,
-			Session:   handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
-			Benchmark: runBenchmark,
-			Workers:   func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
-			RedisState: func() string {
-				switch {
-				case rds == nil:
-					return "disabled"
-				case rds.Healthy():
-					return "ok"
-				default:
-					return "down"
-				}
-			},
+			Session:    handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
+			Benchmark:  runBenchmark,
+			Workers:    func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
+			RedisState: redisState,
+			Metrics:    mx.Protected(cfg.MetricsToken),
+			Logs:       lg,
 		}, store, registry, logger)
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {
@@ -329,6 +315,19 @@ func run(ctx context.Context, role string, cfg *Config, logger *slog.Logger) err
 			return app.ShutdownWithTimeout(10 * time.Second)
 		})
 		announce(cfg, ln.Addr().String(), created, logger)
+	}
+	if cfg.MetricsAddr != "" {
+		msrv := &http.Server{Addr: cfg.MetricsAddr, Handler: metricsMux(mx.Protected(cfg.MetricsToken)), ReadHeaderTimeout: 10 * time.Second}
+		g.Go(func() error {
+			if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("metrics server: %w", err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-gctx.Done()
+			return msrv.Shutdown(context.WithoutCancel(gctx))
+		})
 	}
 	logger.Info("flint started", "version", version, "worker_id", cfg.WorkerID, "workers", cfg.Workers*boolInt(runsWorkers))
 	err = g.Wait()

@@ -53,3 +53,25 @@ func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
 	}
 	return st, nil
 }
+
+const stateQueueCountsSQL = `SELECT status, queue, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY status, queue`
+
+// StateQueueCounts counts live jobs per state and queue (for metrics,
+// which cache it).
+func (s *Store) StateQueueCounts(ctx context.Context) (map[[2]string]int64, error) {
+	rows, err := s.pool.Query(ctx, stateQueueCountsSQL)
+	if err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	defer rows.Close()
+	out := map[[2]string]int64{}
+	for rows.Next() {
+		var st, q string
+		var n int64
+		if err := rows.Scan(&st, &q, &n); err != nil {
+			return nil, fmt.Errorf("count jobs: %w", err)
+		}
+		out[[2]string{st, q}] = n
+	}
+	return out, rows.Err()
+}

@@ -5,9 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
+	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 	"github.com/google/uuid"
 
@@ -76,6 +78,11 @@ type Config struct {
 	MailURL string
 	// Benchmark runs the scheduler benchmark; nil disables it.
 	Benchmark BenchmarkFunc
+	// Metrics serves /metrics (outside the API key; it has its own token).
+	Metrics http.Handler
+	// Logs reads this process's log file and live tail; nil disables the
+	// log API and page.
+	Logs LogSource
 }
 
 // server carries the dependencies of every route.
@@ -95,6 +102,7 @@ type server struct {
 	sessions *sessionManager
 	mailURL  string
 	bench    BenchmarkFunc
+	logs     LogSource
 }
 
 // New builds the Fiber app with every route.
@@ -128,7 +136,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	if s.redis == nil {
 		s.redis = func() string { return "disabled" }
 	}
-	s.dash, s.mailURL, s.bench = cfg.Dashboard, cfg.MailURL, cfg.Benchmark
+	s.dash, s.mailURL, s.bench, s.logs = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs
 	app := fiber.New(fiber.Config{
 		AppName:               "Flint",
 		ErrorHandler:          ErrorHandler(logger),
@@ -147,6 +155,9 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
+	if cfg.Metrics != nil {
+		app.Get("/metrics", adaptor.HTTPHandler(cfg.Metrics))
+	}
 
 	api := app.Group("/api/v1", apiKeyAuth(cfg.APIKey))
 	api.Post("/jobs", s.enqueue)
@@ -164,6 +175,9 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Get("/stats", s.getStats)
 	api.Get("/workers", s.listWorkers)
 	api.Post("/benchmark/run", s.runBenchmarkAPI)
+	if s.logs != nil {
+		api.Get("/logs", s.listLogs)
+	}
 	api.Get("/sse/events", s.sseEvents)
 	api.Get("/recurring", s.listRecurring)
 	api.Get("/recurring/:id", s.getRecurring)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"flint/jobs"
+	"flint/logs"
 )
 
 // StatusGlyph is the symbol shown with a state, so states differ by shape as
@@ -210,4 +212,21 @@ func Float(f float64) string {
 		return strconv.FormatFloat(f, 'f', 0, 64)
 	}
 	return strconv.FormatFloat(f, 'f', 1, 64)
+}
+
+// logAttrs renders an entry's extra attributes as key=value text.
+func logAttrs(e logs.Entry) string {
+	keys := make([]string, 0, len(e.Attrs))
+	for k := range e.Attrs {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	for _, k := range keys {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%v", k, e.Attrs[k])
+	}
+	return b.String()
 }

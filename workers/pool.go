@@ -73,6 +73,9 @@ type Config struct {
 	// that the pool claims by id before falling back to the ordinary claim.
 	// Only used when the pool works every queue.
 	FastPath FastPath
+	// OnRun, if set, is called after each run with its outcome and how long
+	// the handler took (for metrics).
+	OnRun func(j *jobs.Job, outcome jobs.Outcome, d time.Duration)
 	// OnMoved, if set, is called after outcomes are written with the jobs
 	// they moved (lease-lost entries excluded), and the dependents released
 	// or cancelled as a consequence.
@@ -393,6 +396,9 @@ func (p *Pool) execute(j *jobs.Job) {
 	default:
 		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
 		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+	}
+	if p.cfg.OnRun != nil {
+		p.cfg.OnRun(j, f.Outcome, time.Since(start))
 	}
 	if f.Outcome != jobs.OutcomeSucceeded {
 		log.Info("job attempt ended", "outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
