@@ -385,3 +385,9 @@ func TestRunAtBoundsFollowTheClock(t *testing.T) {
 	tooFar := b.post(t, "/api/v1/jobs", `{"type":"noop","run_at":"2049-06-01T00:00:00Z"}`)
 	require.Equal(t, http.StatusUnprocessableEntity, tooFar.status)
 }
+
+type uuidT = uuid.UUID
+
+func uuidNew() string { return uuid.NewString() }
+
+func uuidMust(s string) uuid.UUID { return uuid.MustParse(s) }
