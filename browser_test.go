@@ -247,4 +247,3 @@ func TestDashboardInABrowser(t *testing.T) {
 	status = eval[int](t, ctx, fmt.Sprintf(`fetch('/jobs/%s/delete', {method: 'POST', headers: {'X-CSRF-Token': JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRF-Token']}}).then(r => r.status)`, binned))
 	require.Equal(t, 200, status)
 }
-
