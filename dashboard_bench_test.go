@@ -146,4 +146,3 @@ func login(b *testing.B, app interface {
 	}
 	return resp.Cookies()
 }
-
