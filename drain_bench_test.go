@@ -1,0 +1,141 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"flint/db"
+	"flint/db/dbtest"
+	"flint/jobs"
+)
+
+// BenchmarkDrainProcesses drains 50,000 noop jobs with one and with two
+// `flint worker` processes (each with the default 25 workers per CPU),
+// claiming straight from PostgreSQL or popping candidates from the Redis
+// ready queue first (FLINT_READY_QUEUE). This is the measurement behind
+// the default claim path:
+//
+//	make bench BENCH=DrainProcesses BENCHPKG=.
+func BenchmarkDrainProcesses(b *testing.B) {
+	bin := buildPlain(b)
+	for _, mode := range []string{"postgres", "redis"} {
+		for _, procs := range []int{1, 2} {
+			b.Run(fmt.Sprintf("%s/procs=%d", mode, procs), func(b *testing.B) {
+				for b.Loop() {
+					b.StopTimer()
+					rate := drainWithProcesses(b, bin, mode, procs, 50_000)
+					b.ReportMetric(rate, "jobs/s")
+					b.StartTimer()
+				}
+			})
+		}
+	}
+}
+
+var (
+	plainOnce sync.Once
+	plainPath string
+	plainErr  error
+)
+
+// buildPlain builds flint without the race detector, as it ships.
+func buildPlain(b *testing.B) string {
+	b.Helper()
+	plainOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "flint-bench-")
+		if err != nil {
+			plainErr = err
+			return
+		}
+		plainPath = filepath.Join(dir, "flint")
+		out, err := exec.Command("go", "build", "-o", plainPath, ".").CombinedOutput()
+		if err != nil {
+			plainErr = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if plainErr != nil {
+		b.Fatal(plainErr)
+	}
+	return plainPath
+}
+
+func drainWithProcesses(b *testing.B, bin, mode string, procs, total int) float64 {
+	ctx := context.Background()
+	store, dbURL := dbtest.NewStore(b)
+	redisURL, prefix := dbtest.RedisPrefix(b)
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var rds *db.Redis
+	if mode == "redis" {
+		var err error
+		if rds, err = db.OpenRedis(ctx, redisURL, prefix, logger); err != nil {
+			b.Fatal(err)
+		}
+		defer rds.Close()
+		store.SetRedis(rds)
+	}
+	bus := db.NewEventBus(store, rds, rds != nil, logger, nil)
+	store.SetEventSink(bus)
+	bctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = bus.Run(bctx) }()
+	batch := make([]jobs.EnqueueParams, 5000)
+	for i := range batch {
+		batch[i] = jobs.EnqueueParams{Type: jobs.TypeNoop}
+	}
+	for range total / len(batch) {
+		if _, err := store.Enqueue(ctx, batch...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	stop()
+	<-done
+	if rds != nil {
+		for {
+			n, _ := rds.ReadyLen(ctx)
+			if n >= int64(total) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	var cmds []*exec.Cmd
+	start := time.Now()
+	for i := range procs {
+		cmd := exec.Command(bin, "worker")
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+redisURL, "FLINT_REDIS_PREFIX="+prefix,
+			"FLINT_READY_QUEUE="+mode, "FLINT_LOG_FILE=-", "LOG_LEVEL=error", fmt.Sprintf("FLINT_WORKER_ID=bench-%d", i))
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	defer func() {
+		for _, c := range cmds {
+			_ = c.Process.Kill()
+			_ = c.Wait()
+		}
+	}()
+	deadline := time.Now().Add(5 * time.Minute)
+	for {
+		var n int
+		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'completed'`).Scan(&n); err != nil {
+			b.Fatal(err)
+		}
+		if n == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d completed", n, total)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return float64(total) / time.Since(start).Seconds()
+}
