@@ -35,7 +35,9 @@ run: services dev-env build
 	key="$$FLINT_API_KEY"; \
 	echo; \
 	echo "  Flint (development)"; \
-	echo "  API:          http://localhost:8080/api/v1  (health: /healthz, /readyz)"; \
+	echo "  Dashboard:    http://localhost:8080"; \
+	echo "  Sign in as:   $$FLINT_ADMIN_EMAIL / $$FLINT_ADMIN_PASSWORD"; \
+	echo "  API:          http://localhost:8080/api/v1  (docs: /api/v1/docs)"; \
 	echo "  API key:      $$key"; \
 	echo "  Mail catcher: http://localhost:8025"; \
 	echo "  First job:"; \
