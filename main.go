@@ -299,6 +299,7 @@ func run(ctx context.Context, role string, cfg *Config, lg *logs.Logger) error {
 			RedisState: redisState,
 			Metrics:    mx.Protected(cfg.MetricsToken),
 			Logs:       lg,
+			Audit:      store,
 		}, store, registry, logger)
 		ln, err := net.Listen("tcp", cfg.Addr)
 		if err != nil {

@@ -268,7 +268,8 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 	if _, err := s.pool.Exec(ctx, pruneThroughputSQL); err != nil {
 		return total, fmt.Errorf("prune throughput: %w", err)
 	}
-	return total, nil
+	n, err := s.PruneAudit(ctx, st.AuditRetentionDays)
+	return total + n, err
 }
 
 // uuidV7Floor returns the smallest UUIDv7 of the millisecond t: every id

@@ -345,7 +345,7 @@ func (s *server) getJob(c *fiber.Ctx) error {
 }
 
 // jobAction adapts a store operation on one job to a handler.
-func (s *server) jobAction(op func(ctx context.Context, id uuid.UUID) (*jobs.Job, error)) fiber.Handler {
+func (s *server) jobAction(action string, op func(ctx context.Context, id uuid.UUID) (*jobs.Job, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := jobID(c)
 		if err != nil {
@@ -355,6 +355,7 @@ func (s *server) jobAction(op func(ctx context.Context, id uuid.UUID) (*jobs.Job
 		if err != nil {
 			return err
 		}
+		s.audit(c, action, nil, id)
 		if j.Status == jobs.StateQueued && s.wake != nil {
 			s.wake(j.Queue)
 		}
@@ -379,11 +380,13 @@ func (s *server) deleteJob(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
+		s.audit(c, "delete", nil, id)
 		return c.JSON(j)
 	case "true", "1":
 		if err := s.store.PurgeJob(c.UserContext(), id); err != nil {
 			return err
 		}
+		s.audit(c, "purge", nil, id)
 		return c.JSON(fiber.Map{"id": id, "purged": true})
 	default:
 		return invalid("purge", "must be true or false")

@@ -66,6 +66,10 @@ func (s *server) retryDLQ(c *fiber.Ctx) error {
 		return err
 	}
 	out := make([]uuid.UUID, len(replayed))
+	scope := "selected"
+	if ids == nil {
+		scope = "all"
+	}
 	woken := map[string]bool{}
 	for i, j := range replayed {
 		out[i] = j.ID
@@ -74,6 +78,7 @@ func (s *server) retryDLQ(c *fiber.Ctx) error {
 			s.wake(j.Queue)
 		}
 	}
+	s.audit(c, "dlq_replay", map[string]any{"scope": scope, "replayed": len(out)}, out...)
 	return c.Status(http.StatusOK).JSON(fiber.Map{"replayed": len(out), "ids": out})
 }
 

@@ -45,7 +45,7 @@ func (s *server) getRecurring(c *fiber.Ctx) error {
 }
 
 // recurringAction adapts pause and resume.
-func (s *server) recurringAction(op func(context.Context, uuid.UUID) (*jobs.Schedule, error)) fiber.Handler {
+func (s *server) recurringAction(action string, op func(context.Context, uuid.UUID) (*jobs.Schedule, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := scheduleID(c)
 		if err != nil {
@@ -55,6 +55,7 @@ func (s *server) recurringAction(op func(context.Context, uuid.UUID) (*jobs.Sche
 		if err != nil {
 			return err
 		}
+		s.audit(c, action, map[string]string{"series": id.String()})
 		return c.JSON(sc)
 	}
 }
@@ -70,6 +71,7 @@ func (s *server) runRecurringNow(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.audit(c, "series_run_now", map[string]string{"series": id.String()}, j.ID)
 	if s.wake != nil {
 		s.wake(j.Queue)
 	}
@@ -85,5 +87,6 @@ func (s *server) deleteRecurring(c *fiber.Ctx) error {
 	if err := s.store.DeleteSchedule(c.UserContext(), id); err != nil {
 		return err
 	}
+	s.audit(c, "series_delete", map[string]string{"series": id.String()})
 	return c.JSON(fiber.Map{"id": id, "deleted": true})
 }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
+
+	"flint/jobs"
 )
 
 // getSettings handles GET /api/v1/settings.
@@ -31,6 +33,9 @@ func (s *server) patchSettings(c *fiber.Ctx) error {
 	if changed == nil {
 		changed = []string{}
 	}
+	if len(changed) > 0 {
+		s.audit(c, "settings_change", settingsDiff(st, changed))
+	}
 	return c.JSON(fiber.Map{"settings": st, "changed": changed})
 }
 
@@ -49,6 +54,16 @@ func (s *server) listSettingsChanges(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(fiber.Map{"changes": changes})
+}
+
+// settingsDiff is the audit detail of a settings change: the new values.
+func settingsDiff(st jobs.Settings, changed []string) map[string]json.RawMessage {
+	all := st.Map()
+	out := map[string]json.RawMessage{}
+	for _, k := range changed {
+		out[k] = all[k]
+	}
+	return out
 }
 
 // actor names who made a request, for the record: the API key's holder,

@@ -238,7 +238,7 @@ func (s *server) bulk(kind string) fiber.Handler {
 			toast(c, "Select at most 500 jobs at a time.", "bad")
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		}
-		done, refused := s.applyAll(c.UserContext(), action, ids)
+		done, refused := s.applyAll(c, action, ids)
 		msg := fmt.Sprintf("%s: %d of %d jobs.", actionPast(action), done, len(ids))
 		kindToast := "ok"
 		if len(refused) > 0 {
@@ -257,9 +257,16 @@ func (s *server) bulk(kind string) fiber.Handler {
 }
 
 // applyAll runs one action on many jobs, collecting why some were refused.
-func (s *server) applyAll(ctx context.Context, action string, ids []uuid.UUID) (int, []string) {
+func (s *server) applyAll(c *fiber.Ctx, action string, ids []uuid.UUID) (int, []string) {
+	ctx := c.UserContext()
 	done := 0
 	var refused []string
+	var applied []uuid.UUID
+	defer func() {
+		if len(applied) > 0 {
+			s.audit(c, action, nil, applied...)
+		}
+	}()
 	for _, id := range ids {
 		var err error
 		switch action {
@@ -278,6 +285,7 @@ func (s *server) applyAll(ctx context.Context, action string, ids []uuid.UUID) (
 			refused = append(refused, err.Error())
 			continue
 		}
+		applied = append(applied, id)
 		done++
 	}
 	return done, refused
@@ -302,6 +310,11 @@ func (s *server) replayAll(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	ids := make([]uuid.UUID, len(replayed))
+	for i, j := range replayed {
+		ids[i] = j.ID
+	}
+	s.audit(c, "dlq_replay", map[string]any{"scope": "all", "replayed": len(ids)}, ids...)
 	toast(c, fmt.Sprintf("Replayed %d jobs from the dead-letter queue.", len(replayed)), "ok")
 	l, err := s.listData(c, "dlq")
 	if err != nil {
@@ -322,7 +335,14 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 		return views.JobDetail{}, err
 	}
 	deps, err := s.store.Dependencies(ctx, id)
-	return views.JobDetail{Job: j, Executions: ex, Dependencies: deps}, err
+	if err != nil {
+		return views.JobDetail{}, err
+	}
+	d := views.JobDetail{Job: j, Executions: ex, Dependencies: deps}
+	if s.auditStore != nil {
+		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})
+	}
+	return d, err
 }
 
 func (s *server) jobPage(c *fiber.Ctx) error {
@@ -369,9 +389,10 @@ func (s *server) jobActionHTML(action string) fiber.Handler {
 				toast(c, "Could not purge: "+err.Error(), "bad")
 				return c.SendStatus(http.StatusConflict)
 			}
+			s.audit(c, "purge", nil, id)
 			return redirectHX(c, "/bin")
 		}
-		_, refused := s.applyAll(ctx, action, []uuid.UUID{id})
+		_, refused := s.applyAll(c, action, []uuid.UUID{id})
 		if len(refused) > 0 {
 			toast(c, "Not possible: "+refused[0], "bad")
 			return c.SendStatus(http.StatusConflict)
@@ -422,6 +443,7 @@ func (s *server) createJob(c *fiber.Ctx) error {
 		res, err = s.store.Enqueue(c.UserContext(), p)
 		if err == nil {
 			s.enqueued(res)
+			s.audit(c, "create", map[string]string{"type": res[0].Job.Type}, res[0].Job.ID)
 			s.logger.InfoContext(c.UserContext(), "job created from the dashboard", "component", "dashboard",
 				"job_id", res[0].Job.ID, "type", res[0].Job.Type, "actor", dashActor(c))
 			return redirectHX(c, "/jobs/"+res[0].Job.ID.String())
@@ -570,6 +592,7 @@ func (s *server) recurringActionHTML(action string) fiber.Handler {
 			toast(c, "Not possible: "+err.Error(), "bad")
 			return c.SendStatus(http.StatusConflict)
 		}
+		s.audit(c, "series_"+action, map[string]string{"series": id.String()})
 		toast(c, map[string]string{"pause": "Series paused.", "resume": "Series resumed.", "run": "An extra occurrence was enqueued.",
 			"delete": "Series deleted."}[action], "ok")
 		list, err := s.store.ListSchedules(ctx)
@@ -666,6 +689,9 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 		return err
 	}
 	s.settings.Set(st)
+	if len(changed) > 0 {
+		s.audit(c, "settings_change", settingsDiff(st, changed))
+	}
 	f, err := s.settingsForm(ctx, settingsValues(st))
 	if err != nil {
 		return err

@@ -47,6 +47,7 @@ func dashSetup(t *testing.T) *dashBundle {
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: store, Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
+		Audit:  store,
 		MailURL: "http://localhost:8025",
 		Benchmark: func(ctx context.Context, n int, alg string) ([]handlers.BenchResult, error) {
 			return []handlers.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
@@ -425,3 +426,61 @@ func TestDashboardEventsValidation(t *testing.T) {
 }
 
 var _ = time.Second
+
+// TestAuditTrail: every operator action, from the API and from the
+// dashboard, leaves an entry saying who, what, when and from where.
+func TestAuditTrail(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	api := func(method, path, body string) page {
+		var form url.Values
+		p := b.request(t, method, path, form, "X-API-Key", apiKey, "Content-Type", "application/json")
+		_ = body
+		return p
+	}
+	a := b.enqueue(t, jobs.EnqueueParams{Type: "noop"})
+	c := b.enqueue(t, jobs.EnqueueParams{Type: "noop"})
+	series := b.enqueue(t, jobs.EnqueueParams{Type: "noop", IntervalSeconds: 3600})
+	require.Equal(t, http.StatusOK, api(http.MethodPost, "/api/v1/jobs/"+a.ID.String()+"/cancel", "").status)
+	require.Equal(t, http.StatusOK, api(http.MethodDelete, "/api/v1/jobs/"+a.ID.String(), "").status)
+	require.Equal(t, http.StatusOK, api(http.MethodPost, "/api/v1/jobs/"+a.ID.String()+"/restore", "").status)
+	require.Equal(t, http.StatusOK, api(http.MethodDelete, "/api/v1/jobs/"+a.ID.String(), "").status)
+	require.Equal(t, http.StatusOK, api(http.MethodDelete, "/api/v1/jobs/"+a.ID.String()+"?purge=true", "").status)
+	require.Equal(t, http.StatusOK, api(http.MethodPost, "/api/v1/recurring/"+series.ScheduleID.String()+"/pause", "").status)
+	require.Equal(t, http.StatusOK, api(http.MethodPost, "/api/v1/dlq/retry", "").status)
+	// And from the dashboard.
+	b.hx(t, http.MethodPost, "/jobs/bulk", url.Values{"action": {"cancel"}, "ids": {c.ID.String()}}, "jobs-table")
+	form := url.Values{}
+	for k, v := range jobs.DefaultSettings().Map() {
+		form.Set(k, strings.Trim(string(v), `"[]`))
+	}
+	form.Set("dlq_threshold", "9")
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/settings", form, "settings").status)
+
+	entries, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{Limit: 100})
+	require.NoError(t, err)
+	got := map[string]jobs.AuditEntry{}
+	for _, e := range entries {
+		got[e.Action+"/"+e.Source] = e
+	}
+	for _, want := range []string{"cancel/api", "delete/api", "restore/api", "purge/api", "series_pause/api", "dlq_replay/api",
+		"cancel/dashboard", "settings_change/dashboard"} {
+		e, ok := got[want]
+		require.True(t, ok, "no audit entry for %s; have %v", want, got)
+		require.NotEmpty(t, e.IP)
+		require.False(t, e.At.IsZero())
+	}
+	require.Equal(t, "api key", got["cancel/api"].Actor)
+	require.Equal(t, adminEmail, got["cancel/dashboard"].Actor)
+	require.Equal(t, c.ID, *got["cancel/dashboard"].JobID)
+	require.JSONEq(t, `{"dlq_threshold": 9}`, string(got["settings_change/dashboard"].Details))
+
+	// Shown on the job page, the Audit page and through the API.
+	require.Contains(t, b.request(t, http.MethodGet, "/jobs/"+c.ID.String(), nil).body, `data-testid="audit-row"`)
+	pageBody := b.request(t, http.MethodGet, "/audit", nil).body
+	require.Contains(t, pageBody, "settings_change")
+	list := api(http.MethodGet, "/api/v1/audit?job_id="+c.ID.String(), "")
+	require.Equal(t, http.StatusOK, list.status)
+	require.Contains(t, list.body, `"action":"cancel"`)
+	require.Equal(t, http.StatusUnprocessableEntity, api(http.MethodGet, "/api/v1/audit?job_id=x", "").status)
+}

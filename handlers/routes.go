@@ -83,26 +83,29 @@ type Config struct {
 	// Logs reads this process's log file and live tail; nil disables the
 	// log API and page.
 	Logs LogSource
+	// Audit records operator actions; nil records nothing.
+	Audit AuditStore
 }
 
 // server carries the dependencies of every route.
 type server struct {
-	store    Store
-	registry *jobs.Registry
-	logger   *slog.Logger
-	clock    jobs.Clock
-	wake     func(string)
-	stats    *statsCache
-	settings *jobs.SettingsHolder
-	broker   *Broker
-	base     context.Context
-	workers  func(ctx context.Context) ([]jobs.WorkerInfo, error)
-	redis    func() string
-	dash     DashboardStore
-	sessions *sessionManager
-	mailURL  string
-	bench    BenchmarkFunc
-	logs     LogSource
+	store      Store
+	registry   *jobs.Registry
+	logger     *slog.Logger
+	clock      jobs.Clock
+	wake       func(string)
+	stats      *statsCache
+	settings   *jobs.SettingsHolder
+	broker     *Broker
+	base       context.Context
+	workers    func(ctx context.Context) ([]jobs.WorkerInfo, error)
+	redis      func() string
+	dash       DashboardStore
+	sessions   *sessionManager
+	mailURL    string
+	bench      BenchmarkFunc
+	logs       LogSource
+	auditStore AuditStore
 }
 
 // New builds the Fiber app with every route.
@@ -136,7 +139,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	if s.redis == nil {
 		s.redis = func() string { return "disabled" }
 	}
-	s.dash, s.mailURL, s.bench, s.logs = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs
+	s.dash, s.mailURL, s.bench, s.logs, s.auditStore = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs, cfg.Audit
 	app := fiber.New(fiber.Config{
 		AppName:               "Flint",
 		ErrorHandler:          ErrorHandler(logger),
@@ -165,9 +168,9 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Post("/workflows", s.enqueueWorkflow)
 	api.Get("/jobs", s.listJobs)
 	api.Get("/jobs/:id", s.getJob)
-	api.Post("/jobs/:id/cancel", s.jobAction(store.CancelJob))
-	api.Post("/jobs/:id/retry", s.jobAction(store.RetryJob))
-	api.Post("/jobs/:id/restore", s.jobAction(store.RestoreJob))
+	api.Post("/jobs/:id/cancel", s.jobAction("cancel", store.CancelJob))
+	api.Post("/jobs/:id/retry", s.jobAction("retry", store.RetryJob))
+	api.Post("/jobs/:id/restore", s.jobAction("restore", store.RestoreJob))
 	api.Delete("/jobs/:id", s.deleteJob)
 	api.Get("/dlq", s.listDLQ)
 	api.Post("/dlq/retry", s.retryDLQ)
@@ -178,11 +181,14 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	if s.logs != nil {
 		api.Get("/logs", s.listLogs)
 	}
+	if s.auditStore != nil {
+		api.Get("/audit", s.listAudit)
+	}
 	api.Get("/sse/events", s.sseEvents)
 	api.Get("/recurring", s.listRecurring)
 	api.Get("/recurring/:id", s.getRecurring)
-	api.Post("/recurring/:id/pause", s.recurringAction(store.PauseSchedule))
-	api.Post("/recurring/:id/resume", s.recurringAction(store.ResumeSchedule))
+	api.Post("/recurring/:id/pause", s.recurringAction("series_pause", store.PauseSchedule))
+	api.Post("/recurring/:id/resume", s.recurringAction("series_resume", store.ResumeSchedule))
 	api.Post("/recurring/:id/run", s.runRecurringNow)
 	api.Delete("/recurring/:id", s.deleteRecurring)
 	api.Get("/settings", s.getSettings)

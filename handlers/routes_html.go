@@ -68,6 +68,9 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodGet, "/benchmark", s.benchmarkPage)
 	priv(fiber.MethodPost, "/benchmark", s.runBenchmarkHTML)
 	priv(fiber.MethodGet, "/events", s.dashboardEvents)
+	if s.auditStore != nil {
+		priv(fiber.MethodGet, "/audit", s.auditPage)
+	}
 	if s.logs != nil {
 		priv(fiber.MethodGet, "/logs", s.logsPage)
 		priv(fiber.MethodGet, "/logs/stream", s.logsStream)

@@ -45,6 +45,8 @@ type Settings struct {
 	RetentionCancelledDays int `json:"retention_cancelled_days"`
 	RetentionDeadDays      int `json:"retention_dead_letter_days"`
 	RetentionBinDays       int `json:"retention_bin_days"`
+	// AuditRetentionDays keeps the audit trail this long; 0 for ever.
+	AuditRetentionDays int `json:"audit_retention_days"`
 }
 
 // DefaultSettings returns the settings a new installation starts with.
@@ -64,6 +66,7 @@ func DefaultSettings() Settings {
 		RetentionCancelledDays:  7,
 		RetentionDeadDays:       30,
 		RetentionBinDays:        30,
+		AuditRetentionDays:      90,
 	}
 }
 
@@ -144,6 +147,7 @@ func (s *Settings) Validate() error {
 		{"retention_cancelled_days", s.RetentionCancelledDays},
 		{"retention_dead_letter_days", s.RetentionDeadDays},
 		{"retention_bin_days", s.RetentionBinDays},
+		{"audit_retention_days", s.AuditRetentionDays},
 	} {
 		if r.v < 0 || r.v > 3650 {
 			return Invalid(r.name, "must be between 0 (keep forever) and 3650 days")

@@ -74,6 +74,7 @@ type JobDetail struct {
 	Job          *jobs.Job
 	Executions   []jobs.Execution
 	Dependencies jobs.Dependencies
+	Audit        []jobs.AuditEntry
 }
 
 // CreateForm is the Create job form, with values and errors by field.

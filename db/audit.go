@@ -1,0 +1,82 @@
+package db
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+const insertAuditSQL = `
+INSERT INTO audit_log (actor, source, ip, action, job_id, details)
+SELECT $1, $2, $3, $4, unnest($5::uuid[]), $6::jsonb`
+
+const insertAuditNoJobSQL = `
+INSERT INTO audit_log (actor, source, ip, action, details) VALUES ($1, $2, $3, $4, $5::jsonb)`
+
+// RecordAudit stores an operator action, once per job it touched (or once
+// when it touched none).
+func (s *Store) RecordAudit(ctx context.Context, e jobs.AuditEntry, jobIDs ...uuid.UUID) error {
+	details := e.Details
+	if len(details) == 0 {
+		details = json.RawMessage(`{}`)
+	}
+	actor := truncate(e.Actor, 300)
+	ip := truncate(e.IP, 64)
+	var err error
+	if len(jobIDs) == 0 {
+		_, err = s.pool.Exec(ctx, insertAuditNoJobSQL, actor, e.Source, ip, e.Action, string(details))
+	} else {
+		_, err = s.pool.Exec(ctx, insertAuditSQL, actor, e.Source, ip, e.Action, jobIDs, string(details))
+	}
+	if err != nil {
+		return fmt.Errorf("record audit entry: %w", err)
+	}
+	return nil
+}
+
+const listAuditSQL = `
+SELECT id, at, actor, source, ip, action, job_id, details FROM audit_log
+WHERE ($1::uuid IS NULL OR job_id = $1) AND ($2::bigint = 0 OR id < $2)
+ORDER BY id DESC
+LIMIT $3`
+
+// ListAudit returns audit entries newest first.
+func (s *Store) ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditEntry, error) {
+	limit := q.Limit
+	if limit <= 0 || limit > 500 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, listAuditSQL, q.JobID, q.Before, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list audit entries: %w", err)
+	}
+	defer rows.Close()
+	out := []jobs.AuditEntry{}
+	for rows.Next() {
+		var e jobs.AuditEntry
+		var details []byte
+		if err := rows.Scan(&e.ID, &e.At, &e.Actor, &e.Source, &e.IP, &e.Action, &e.JobID, &details); err != nil {
+			return nil, fmt.Errorf("list audit entries: %w", err)
+		}
+		e.Details = details
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// PruneAudit deletes audit entries older than the retention.
+func (s *Store) PruneAudit(ctx context.Context, days int) (int, error) {
+	if days <= 0 {
+		return 0, nil
+	}
+	tag, err := s.pool.Exec(ctx, `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < now() - $1 * interval '1 day' ORDER BY id LIMIT 5000)`, days)
+	if err != nil {
+		return 0, fmt.Errorf("prune audit log: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+

@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+	"flint/views"
+)
+
+// AuditStore records and lists operator actions; *db.Store implements it.
+type AuditStore interface {
+	RecordAudit(ctx context.Context, e jobs.AuditEntry, jobIDs ...uuid.UUID) error
+	ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditEntry, error)
+}
+
+// audit records an operator action. A failure to record is logged, not
+// returned: the action itself has happened.
+func (s *server) audit(c *fiber.Ctx, action string, details any, ids ...uuid.UUID) {
+	if s.auditStore == nil {
+		return
+	}
+	e := jobs.AuditEntry{Action: action, IP: c.IP(), Source: "api", Actor: "api key"}
+	if u, ok := c.Locals(userKey).(jobs.User); ok {
+		e.Source, e.Actor = "dashboard", u.Email
+	}
+	if details != nil {
+		e.Details, _ = json.Marshal(details)
+	}
+	if err := s.auditStore.RecordAudit(c.UserContext(), e, ids...); err != nil {
+		s.logger.ErrorContext(c.UserContext(), "recording an audit entry failed", "component", "audit", "action", action, "error", err)
+	}
+}
+
+// auditQuery reads job_id, before and limit.
+func auditQuery(c *fiber.Ctx) (jobs.AuditQuery, error) {
+	var q jobs.AuditQuery
+	if v := c.Query("job_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return q, invalid("job_id", "must be a job id (UUID)")
+		}
+		q.JobID = &id
+	}
+	if v := c.Query("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			return q, invalid("before", "must be an entry id from a previous page")
+		}
+		q.Before = n
+	}
+	q.Limit = 100
+	if v := c.Query("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 500 {
+			return q, invalid("limit", "must be a whole number between 1 and 500")
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+// listAudit handles GET /api/v1/audit.
+func (s *server) listAudit(c *fiber.Ctx) error {
+	q, err := auditQuery(c)
+	if err != nil {
+		return err
+	}
+	entries, err := s.auditStore.ListAudit(c.UserContext(), q)
+	if err != nil {
+		return err
+	}
+	var next *int64
+	if len(entries) == q.Limit {
+		n := entries[len(entries)-1].ID
+		next = &n
+	}
+	return c.JSON(fiber.Map{"entries": entries, "next_before": next})
+}
+
+// auditPage handles GET /audit.
+func (s *server) auditPage(c *fiber.Ctx) error {
+	q, err := auditQuery(c)
+	if err != nil {
+		q = jobs.AuditQuery{Limit: 100}
+	}
+	entries, err := s.auditStore.ListAudit(c.UserContext(), q)
+	if err != nil {
+		return err
+	}
+	next := int64(0)
+	if len(entries) == q.Limit {
+		next = entries[len(entries)-1].ID
+	}
+	return render(c, http.StatusOK, views.AuditPageView(s.chrome(c, "Audit", "audit", ""), entries, next))
+}
