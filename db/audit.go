@@ -79,4 +79,3 @@ func (s *Store) PruneAudit(ctx context.Context, days int) (int, error) {
 	}
 	return int(tag.RowsAffected()), nil
 }
-

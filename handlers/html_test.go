@@ -47,7 +47,7 @@ func dashSetup(t *testing.T) *dashBundle {
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: store, Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
-		Audit:  store,
+		Audit:   store,
 		MailURL: "http://localhost:8025",
 		Benchmark: func(ctx context.Context, n int, alg string) ([]handlers.BenchResult, error) {
 			return []handlers.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
