@@ -190,20 +190,26 @@ WITH aged AS (
 		ORDER BY id
 		LIMIT $5
 		FOR UPDATE SKIP LOCKED)
-	RETURNING id
+	RETURNING id, status, type, queue, attempt, effective_priority, run_at
 )
-SELECT count(*) FROM aged`
+SELECT id, status, type, queue, attempt, effective_priority, run_at FROM aged`
 
 // AgeQueued runs one aging step over up to limit waiting jobs and returns
 // how many it aged.
+//
+// The jobs' new priorities go to the event sink as re-scores (not
+// announced as events: the state did not change), which keeps the Redis
+// ready queue's order in step.
 func (s *Store) AgeQueued(ctx context.Context, st jobs.Settings, limit int) (int, error) {
-	var n int
-	err := s.pool.QueryRow(ctx, ageSQL, st.AgingFloor, st.AgingStep, st.AgingMediumAfterSeconds,
-		st.AgingLowAfterSeconds, limit).Scan(&n)
+	aged, err := collectMoved(s.pool.Query(ctx, ageSQL, st.AgingFloor, st.AgingStep, st.AgingMediumAfterSeconds,
+		st.AgingLowAfterSeconds, limit))
 	if err != nil {
 		return 0, fmt.Errorf("age queued jobs: %w", err)
 	}
-	return n, nil
+	if r, ok := s.events.(interface{ Rescored([]jobs.Moved) }); ok && len(aged) > 0 {
+		r.Rescored(aged)
+	}
+	return len(aged), nil
 }
 
 // pruneFinishedSQL deletes finished jobs of one state older than the

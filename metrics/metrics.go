@@ -221,6 +221,14 @@ type tee struct {
 	next jobs.EventSink
 }
 
+// Rescored passes aging re-scores on to the next sink (the Redis ready
+// queue); they are not events and are not counted.
+func (t tee) Rescored(moved []jobs.Moved) {
+	if r, ok := t.next.(interface{ Rescored([]jobs.Moved) }); ok {
+		r.Rescored(moved)
+	}
+}
+
 func (t tee) Publish(events []jobs.Event) {
 	t.m.ObserveEvents(events)
 	if t.next != nil {

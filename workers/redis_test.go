@@ -238,3 +238,53 @@ func (b *testBundle) jobStatus(t *testing.T, id uuid.UUID) jobs.State {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestAgingRescoresTheReadyQueue: when aging raises a waiting job's
+// priority, its place in the Redis ready queue moves too.
+func TestAgingRescoresTheReadyQueue(t *testing.T) {
+	t.Parallel()
+	url, prefix := dbtest.RedisPrefix(t)
+	b := fastSetup(t, url, prefix)
+	old := time.Now().Add(-time.Hour)
+	j := b.enqueue(t, jobs.TypeNoop, `{}`, func(p *jobs.EnqueueParams) { p.Priority = jobs.PriorityLow; p.RunAt = &old })
+	var before float64
+	require.Eventually(t, func() bool {
+		s, err := b.redis.Client().ZScore(b.ctx, prefix+"ready", j.ID.String()).Result()
+		before = s
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond)
+	n, err := b.store.AgeQueued(b.ctx, jobs.DefaultSettings(), 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	require.Eventually(t, func() bool {
+		s, err := b.redis.Client().ZScore(b.ctx, prefix+"ready", j.ID.String()).Result()
+		return err == nil && s < before
+	}, 10*time.Second, 10*time.Millisecond, "the aged job moved up in the ready queue")
+}
+
+// TestWorkerRegistryTTL: a registered worker is listed, and disappears once
+// its heartbeat is older than the TTL, in Redis mode and from PostgreSQL.
+func TestWorkerRegistryTTL(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"postgres", "redis"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			if mode == "redis" {
+				url, prefix := dbtest.RedisPrefix(t)
+				fb := fastSetup(t, url, prefix)
+				b = fb.testBundle
+			}
+			info := jobs.WorkerInfo{ID: "w-" + mode, Host: "h", PID: 1, Concurrency: 4, Version: "test", StartedAt: time.Now(), HeartbeatAt: time.Now()}
+			require.NoError(t, b.store.RegisterWorker(b.ctx, info, time.Second))
+			ws, err := b.store.ListWorkers(b.ctx, time.Second)
+			require.NoError(t, err)
+			require.Len(t, ws, 1)
+			require.Equal(t, info.ID, ws[0].ID)
+			require.Eventually(t, func() bool {
+				ws, err := b.store.ListWorkers(b.ctx, time.Second)
+				return err == nil && len(ws) == 0
+			}, 5*time.Second, 50*time.Millisecond, "gone within its TTL")
+		})
+	}
+}
