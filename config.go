@@ -43,6 +43,7 @@ type Config struct {
 	WorkerID               string // FLINT_WORKER_ID
 	SMTPURL                string // SMTP_URL
 	MailUIURL              string // FLINT_MAIL_UI_URL: the mail catcher's web UI, linked from the dashboard
+	PublicURL              string // FLINT_PUBLIC_URL: the dashboard's address, for links in alert emails
 	MetricsToken           string // FLINT_METRICS_TOKEN: bearer token /metrics requires ("" for none)
 	MetricsAddr            string // FLINT_METRICS_ADDR: a separate listener for /metrics (worker and scheduler processes)
 	SMTPFrom               string // FLINT_SMTP_FROM
@@ -115,6 +116,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		SMTPURL:           env("SMTP_URL", "smtp://127.0.0.1:1025"),
 		MailUIURL:         env("FLINT_MAIL_UI_URL", ""),
 		MetricsToken:      env("FLINT_METRICS_TOKEN", ""),
+		PublicURL:         env("FLINT_PUBLIC_URL", "http://localhost:8080"),
 		MetricsAddr:       env("FLINT_METRICS_ADDR", ""),
 		SMTPFrom:          env("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
 		LogFile:           env("FLINT_LOG_FILE", "logs/flint.log"),
@@ -228,6 +230,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		c.APIKeyGenerated = true
 	} else if len(c.APIKey) < 16 {
 		bad("FLINT_API_KEY: use at least 16 characters")
+	}
+	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		bad("FLINT_PUBLIC_URL=%q: want the dashboard's http(s) address", c.PublicURL)
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

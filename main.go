@@ -225,6 +225,22 @@ func run(ctx context.Context, role string, cfg *Config, lg *logs.Logger) error {
 		}
 	})
 
+	var alerter *scheduler.Alerter
+	if runsScheduler {
+		alerter = scheduler.NewAlerter(scheduler.AlerterConfig{PublicURL: cfg.PublicURL}, store, mailer, settings, logger)
+	}
+	kickOnDLQ := func(moved []jobs.Moved) {
+		if alerter == nil {
+			return
+		}
+		for _, m := range moved {
+			if m.Status == jobs.StateDeadLetter {
+				alerter.Kick()
+				return
+			}
+		}
+	}
+
 	var pool *workers.Pool
 	if runsWorkers {
 		var fast workers.FastPath
@@ -241,6 +257,7 @@ func run(ctx context.Context, role string, cfg *Config, lg *logs.Logger) error {
 			DrainTimeout:      cfg.DrainTimeout,
 			FastPath:          fast,
 			OnRun:             func(j *jobs.Job, o jobs.Outcome, d time.Duration) { mx.ObserveRun(j.Type, o, d) },
+			OnMoved:           kickOnDLQ,
 		}, store, registry, logger)
 		mx.SetPoolState(pool.Running, func() int { return pool.Config().Workers })
 		reg := workers.NewRegistry(jobs.WorkerInfo{
@@ -261,10 +278,13 @@ func run(ctx context.Context, role string, cfg *Config, lg *logs.Logger) error {
 		}, store, logger)
 		listener.Handle(db.ChannelScheduled, promoter.Notify)
 		listener.OnConnect(promoter.Resync)
-		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval, OnMoved: mx.ObserveReaped}, store, logger)
+		reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: cfg.ReapInterval, OnMoved: func(m []jobs.Moved) {
+			mx.ObserveReaped(m)
+			kickOnDLQ(m)
+		}}, store, logger)
 		ager := scheduler.NewAger(scheduler.AgerConfig{Holder: cfg.WorkerID}, store, settings, logger)
 		pruner := scheduler.NewPruner(scheduler.RetentionConfig{}, store, settings, logger)
-		for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run} {
+		for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run, alerter.Run} {
 			g.Go(func() error { return loop(gctx) })
 		}
 	}

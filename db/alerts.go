@@ -1,0 +1,163 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"flint/jobs"
+)
+
+
+const dlqCountSQL = `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL LIMIT $1) x`
+
+const dlqRecentSQL = `
+SELECT id, type, coalesce(last_error, ''), attempt, coalesce(finished_at, updated_at)
+FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL
+ORDER BY finished_at DESC NULLS LAST
+LIMIT 10`
+
+const alertTurnSQL = `
+INSERT INTO loop_leases (name, last_run_at, holder) VALUES ('dlq_alert', '-infinity', '')
+ON CONFLICT (name) DO NOTHING`
+
+// ClaimDLQAlert decides, for the whole cluster, whether a DLQ alert is due:
+// the DLQ holds at least threshold jobs, a job entered it since the last
+// alert, and the last alert is older than cooldown. If so it stores the
+// email that build returns in the outbox and starts a new cooldown window,
+// all in one transaction, and returns true. Of several processes asking at
+// once, exactly one gets true.
+func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.Duration,
+	build func(jobs.DLQSnapshot) (jobs.Email, error)) (bool, error) {
+	queued := false
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, alertTurnSQL); err != nil {
+			return err
+		}
+		var last time.Time
+		if err := tx.QueryRow(ctx, `SELECT greatest(last_run_at, 'epoch'::timestamptz) FROM loop_leases WHERE name = 'dlq_alert' FOR UPDATE`).Scan(&last); err != nil {
+			return err
+		}
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return err
+		}
+		if now.Sub(last) < cooldown {
+			return nil
+		}
+		var snap jobs.DLQSnapshot
+		if err := tx.QueryRow(ctx, dlqCountSQL, 100_000).Scan(&snap.Count); err != nil {
+			return err
+		}
+		if snap.Count < int64(threshold) {
+			return nil
+		}
+		rows, err := tx.Query(ctx, dlqRecentSQL)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			var d jobs.DLQJob
+			if err := rows.Scan(&d.ID, &d.Type, &d.Error, &d.Attempts, &d.FailedAt); err != nil {
+				rows.Close()
+				return err
+			}
+			snap.Recent = append(snap.Recent, d)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(snap.Recent) == 0 || !snap.Recent[0].FailedAt.After(last) {
+			return nil // nothing entered the DLQ since the last alert
+		}
+		snap.Threshold = threshold
+		email, err := build(snap)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO alert_outbox (recipients, subject, text_body, html_body) VALUES ($1, $2, $3, $4)`,
+			email.To, email.Subject, email.Text, email.HTML); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `UPDATE loop_leases SET last_run_at = $1 WHERE name = 'dlq_alert'`, now); err != nil {
+			return err
+		}
+		queued = true
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("claim DLQ alert: %w", err)
+	}
+	return queued, nil
+}
+
+// OutboxEmail is an alert waiting to be sent.
+type OutboxEmail struct {
+	ID       int64
+	Email    jobs.Email
+	Attempts int
+}
+
+// SendDueAlerts hands each due outbox email to send, one at a time with its
+// row locked (SKIP LOCKED, so several senders share the work), and records
+// the result: sent, retried later with backoff, or given up after
+// maxAttempts.
+func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Email) error) (sent int, err error) {
+	for {
+		var done bool
+		err := s.withTx(ctx, func(tx pgx.Tx) error {
+			var o OutboxEmail
+			err := tx.QueryRow(ctx, `
+				SELECT id, recipients, subject, text_body, html_body, attempts FROM alert_outbox
+				WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).
+				Scan(&o.ID, &o.Email.To, &o.Email.Subject, &o.Email.Text, &o.Email.HTML, &o.Attempts)
+			if errors.Is(err, pgx.ErrNoRows) {
+				done = true
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if serr := send(ctx, o.Email); serr != nil {
+				attempts := o.Attempts + 1
+				backoff := time.Duration(min(attempts*attempts, 60)) * time.Minute / 2
+				_, err = tx.Exec(ctx, `UPDATE alert_outbox SET attempts = $2::integer, last_error = $3,
+					next_attempt_at = now() + $4 * interval '1 millisecond',
+					failed_at = CASE WHEN $2::integer >= $5::integer THEN now() END WHERE id = $1`,
+					o.ID, attempts, truncate(serr.Error(), 2000), float64(backoff.Milliseconds()), maxAttempts)
+				done = true // try the rest later
+				return err
+			}
+			_, err = tx.Exec(ctx, `UPDATE alert_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = $1`, o.ID)
+			sent++
+			return err
+		})
+		if err != nil || done {
+			return sent, err
+		}
+	}
+}
+
+// AlertOutbox lists the latest alerts (for tests and the dashboard).
+func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, created_at, recipients, subject, attempts, sent_at, failed_at, coalesce(last_error, '')
+		FROM alert_outbox ORDER BY id DESC LIMIT $1`, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list alerts: %w", err)
+	}
+	defer rows.Close()
+	var out []jobs.AlertRecord
+	for rows.Next() {
+		var a jobs.AlertRecord
+		if err := rows.Scan(&a.ID, &a.CreatedAt, &a.Recipients, &a.Subject, &a.Attempts, &a.SentAt, &a.FailedAt, &a.LastError); err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
