@@ -11,7 +11,6 @@ import (
 	"flint/jobs"
 )
 
-
 const dlqCountSQL = `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL LIMIT $1) x`
 
 const dlqRecentSQL = `

@@ -111,7 +111,7 @@ type alertView struct {
 
 type alertJob struct {
 	ID, Type, Error, FailedAt string
-	Attempts                int
+	Attempts                  int
 }
 
 func (a *Alerter) build(to []string, snap jobs.DLQSnapshot) (jobs.Email, error) {
