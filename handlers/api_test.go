@@ -22,6 +22,7 @@ import (
 	"flint/db/dbtest"
 	"flint/handlers"
 	"flint/jobs"
+	"flint/logs"
 )
 
 const apiKey = "test-api-key-0123456789"
@@ -391,3 +392,11 @@ type uuidT = uuid.UUID
 func uuidNew() string { return uuid.NewString() }
 
 func uuidMust(s string) uuid.UUID { return uuid.MustParse(s) }
+
+type (
+	logsQuery = logs.Query
+	logsEntry = logs.Entry
+	logsTail  = logs.Tail
+)
+
+var logsNewTail = logs.NewTail

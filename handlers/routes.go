@@ -162,6 +162,14 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		app.Get("/metrics", adaptor.HTTPHandler(cfg.Metrics))
 	}
 
+	// The API's documentation is public; it is registered before the key
+	// check so that the check never runs for it.
+	app.Get("/api/v1/docs", securityHeaders(false), s.apiDocsPage)
+	app.Get("/api/v1/openapi.json", s.openAPIJSON)
+	if cfg.Dashboard == nil {
+		app.Use("/static", staticFiles())
+	}
+
 	api := app.Group("/api/v1", apiKeyAuth(cfg.APIKey))
 	api.Post("/jobs", s.enqueue)
 	api.Post("/jobs/batch", s.enqueueBatch)

@@ -27,11 +27,7 @@ type BenchResult struct {
 // routesHTML registers the dashboard: every page, partial and action in one
 // list. All of it needs a session; state changes need the CSRF token.
 func (s *server) routesHTML(app *fiber.App, secure bool) {
-	app.Use("/static", func(c *fiber.Ctx) error {
-		c.Set("Cache-Control", "public, max-age=3600")
-		c.Set("X-Content-Type-Options", "nosniff")
-		return c.Next()
-	}, filesystem.New(filesystem.Config{Root: http.FS(static.FS)}))
+	app.Use("/static", staticFiles())
 
 	sec := securityHeaders(secure)
 	pub := func(method, path string, h fiber.Handler) { app.Add(method, path, sec, h) }
@@ -74,5 +70,15 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	if s.logs != nil {
 		priv(fiber.MethodGet, "/logs", s.logsPage)
 		priv(fiber.MethodGet, "/logs/stream", s.logsStream)
+	}
+}
+
+// staticFiles serves the embedded assets.
+func staticFiles() fiber.Handler {
+	files := filesystem.New(filesystem.Config{Root: http.FS(static.FS)})
+	return func(c *fiber.Ctx) error {
+		c.Set("Cache-Control", "public, max-age=3600")
+		c.Set("X-Content-Type-Options", "nosniff")
+		return files(c)
 	}
 }

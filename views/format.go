@@ -230,3 +230,15 @@ func logAttrs(e logs.Entry) string {
 	}
 	return b.String()
 }
+
+func opAnchor(op DocOperation) string {
+	r := strings.NewReplacer("/", "-", "{", "", "}", "", ".", "-")
+	return strings.ToLower(op.Method) + r.Replace(op.Path)
+}
+
+func reqText(required bool) string {
+	if required {
+		return ", required"
+	}
+	return ""
+}
