@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"io"
+	"strings"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -278,6 +280,41 @@ func TestServeEndToEnd(t *testing.T) {
 	id := uuid.MustParse(job["id"].(string))
 	s := openStore(t, u)
 	waitJobs(t, s, []*jobs.Job{{ID: id}}, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+
+	// A failing job too, then the metrics after the run.
+	code, _ = post("/api/v1/jobs", `{"type":"fail","max_retries":0,"queue":"metrics"}`)
+	require.Equal(t, http.StatusCreated, code)
+	wants := []string{
+		`flint_jobs_finished_total{outcome="dead_letter",queue="metrics",type="fail"} 1`,
+		`flint_jobs_finished_total{outcome="succeeded",queue="default",type="sleep"} 1`,
+		`flint_job_duration_seconds_count{outcome="succeeded",type="sleep"} 1`,
+		`flint_job_pickup_latency_seconds_count{queue="default"}`,
+		`flint_jobs{queue="default",state="completed"} 1`,
+		`flint_jobs{queue="metrics",state="dead_letter"} 1`,
+		`flint_worker_capacity 4`,
+		`flint_build_info{version="dev"} 1`,
+		`flint_events_published_total`,
+	}
+	var metrics string
+	missing := func() []string {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return wants
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		metrics = string(body)
+		var out []string
+		for _, w := range wants {
+			if !strings.Contains(metrics, w) {
+				out = append(out, w)
+			}
+		}
+		return out
+	}
+	require.Eventually(t, func() bool { return len(missing()) == 0 }, 30*time.Second, 300*time.Millisecond,
+		"metrics after the run lack %v", missing())
+	require.NotContains(t, metrics, id.String(), "no job ids as labels")
 
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, srv.wait(t, 30*time.Second))
