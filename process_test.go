@@ -2,16 +2,16 @@ package main
 
 import (
 	"bytes"
-	"io"
-	"strings"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
