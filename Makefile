@@ -44,7 +44,7 @@ run: services dev-env build
 	echo "    curl -s -X POST http://localhost:8080/api/v1/jobs -H \"X-API-Key: $$key\" -H 'Content-Type: application/json' -d '{\"type\":\"noop\"}'"; \
 	echo "  Secrets live in .flint/dev.env (delete it for new ones). Ctrl-C stops Flint."; \
 	echo; \
-	exec bin/flint serve
+	LOG_FORMAT="$${LOG_FORMAT:-text}" exec bin/flint serve
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flint .
