@@ -168,6 +168,10 @@ func (h *heapIndex) filterLive(s []node) []node {
 }
 
 // --- the timer heap: ordered by RunAt ---
+//
+// Same sift loops as nodePush/nodePop, written out again for this ordering:
+// a comparator passed as a func or through a type parameter is an indirect
+// call per comparison, which is what the hand-written heaps exist to avoid.
 
 func timerLess(a, b *node) bool {
 	return a.runSec < b.runSec || (a.runSec == b.runSec && a.runNsec < b.runNsec)
@@ -247,51 +251,13 @@ func (h *heapIndex) pushReady(n node) {
 	if r := n.run(); r.before(h.readyFloor) {
 		h.readyFloor = r
 	}
-	h.ready = append(h.ready, n)
-	s := h.ready
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !lessNode(&n, &s[p]) {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	s[i] = n
+	h.ready = nodePush(h.ready, n)
 }
 
 func (h *heapIndex) popReady() node {
-	s := h.ready
-	top := s[0]
-	last := len(s) - 1
-	x := s[last]
-	s = s[:last]
+	n, s := nodePop(h.ready)
 	h.ready = s
-	i := 0
-	for {
-		c := 2*i + 1
-		if c >= last {
-			break
-		}
-		if r := c + 1; r < last && lessNode(&s[r], &s[c]) {
-			c = r
-		}
-		s[i] = s[c]
-		i = c
-	}
-	for i > 0 {
-		p := (i - 1) / 2
-		if !lessNode(&x, &s[p]) {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	if last > 0 {
-		s[i] = x
-	}
-	return top
+	return n
 }
 
 func (h *heapIndex) downReady(i int) {
