@@ -34,7 +34,7 @@ type OpResult struct {
 	NsPerOp     float64
 	AllocsPerOp float64
 	BytesPerOp  float64
-	Ops         int // operations measured: the phase's count times its runs
+	Ops         int // operations in one run of the phase
 }
 
 // BenchResult is one algorithm at one size.
@@ -42,8 +42,9 @@ type BenchResult struct {
 	Algorithm string
 	Size      int
 	Ops       []OpResult
-	// TotalMS is the measured time of all the operations, in milliseconds
-	// (building the indexes the operations start from is not included).
+	// TotalMS is the time one run of every phase takes, in milliseconds:
+	// the sum of NsPerOp × Ops (building the indexes the phases start from
+	// is not included).
 	TotalMS float64
 }
 
@@ -85,13 +86,14 @@ func BenchOps() []string {
 //	         live entry, 5% removals of one.
 //
 // Each phase starts from an index built beforehand (not measured) and runs
-// again, from a new one, until it has been measured for at least 100 ms.
-// ns/op is wall time over operations; allocations and bytes are the
-// process-wide runtime.MemStats deltas over the phase (after a GC), so they
-// are only clean in an otherwise idle process. ctx is checked between
-// phases and between runs of a phase; on cancellation RunBench returns
-// what it finished and the context's error. The largest sizes need memory
-// for about 3×N entries besides the index itself (some 500 MB at 2M).
+// again, from a new one, until it has been measured for at least 100 ms;
+// the figures are averages over those runs. ns/op is wall time;
+// allocations and bytes are the process-wide runtime.MemStats deltas over
+// the runs (each after a GC), so they are only clean in an otherwise idle
+// process. ctx is checked between phases and between runs of a phase; on
+// cancellation RunBench returns what it finished and the context's error.
+// The largest sizes need memory for about 3×N entries besides the index
+// itself (some 500 MB at 2M).
 func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 	algs, sizes, err := cfg.validate()
 	if err != nil {
@@ -491,6 +493,6 @@ func (p benchPhase) measure(ctx context.Context) (OpResult, error) {
 		NsPerOp:     float64(elapsed.Nanoseconds()) / ops,
 		AllocsPerOp: float64(allocs) / ops,
 		BytesPerOp:  float64(bytes) / ops,
-		Ops:         runs * p.ops,
+		Ops:         p.ops,
 	}, nil
 }
