@@ -17,7 +17,6 @@ import (
 // rebuilt with the timer stopped and the phase starts again.
 func BenchmarkIndex(b *testing.B) {
 	sizes := []int{10_000, 100_000, 1_000_000}
-	workloads := map[int]*workload{}
 	for _, strategy := range Strategies() {
 		b.Run(strategy, func(b *testing.B) {
 			for k, op := range BenchOps() {
@@ -27,13 +26,11 @@ func BenchmarkIndex(b *testing.B) {
 							if size > 100_000 && testing.Short() {
 								b.Skip("1M entries skipped with -short")
 							}
-							wl := workloads[size]
-							if wl == nil {
-								var err error
-								wl, err = newWorkload(size, 1)
-								require.NoError(b, err)
-								workloads[size] = wl
-							}
+							// Generated afresh (same seed) rather than kept for
+							// the next benchmark: a million-entry workload held
+							// in memory would slow every collection after it.
+							wl, err := newWorkload(size, 1)
+							require.NoError(b, err)
 							p := wl.phases(strategy)[k]
 							// Collect the setup's garbage while the timer is
 							// off, so that no collection it started runs on
