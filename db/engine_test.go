@@ -284,6 +284,35 @@ func TestBinDeleteRestorePurge(t *testing.T) {
 	require.ErrorIs(t, err, jobs.ErrNotFound)
 }
 
+// TestGetJobs reads a set of rows in one query: binned jobs included,
+// unknown and purged ids left out.
+func TestGetJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	a := b.enqueue(t, jobs.EnqueueParams{})
+	binned := b.enqueue(t, jobs.EnqueueParams{})
+	_, err := b.store.DeleteJob(b.ctx, binned.ID)
+	require.NoError(t, err)
+	purged := b.enqueue(t, jobs.EnqueueParams{})
+	_, err = b.store.DeleteJob(b.ctx, purged.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.store.PurgeJob(b.ctx, purged.ID))
+
+	got, err := b.store.GetJobs(b.ctx, []uuid.UUID{a.ID, binned.ID, purged.ID, uuid.New()})
+	require.NoError(t, err)
+	byID := map[uuid.UUID]*jobs.Job{}
+	for _, j := range got {
+		byID[j.ID] = j
+	}
+	require.Len(t, byID, 2)
+	require.Equal(t, jobs.StateQueued, byID[a.ID].Status)
+	require.NotNil(t, byID[binned.ID].DeletedAt)
+
+	none, err := b.store.GetJobs(b.ctx, nil)
+	require.NoError(t, err)
+	require.Empty(t, none)
+}
+
 func TestListPagination(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

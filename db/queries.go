@@ -31,6 +31,23 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	return r.toJob(), nil
 }
 
+// GetJobs returns the jobs among ids that exist, binned or not, in no
+// particular order: one query for a set of rows a page shows.
+func (s *Store) GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var rows []jobRow
+	if err := s.sqlx.SelectContext(ctx, &rows, `SELECT `+jobColumns+` FROM jobs WHERE id = ANY($1::uuid[])`, ids); err != nil {
+		return nil, fmt.Errorf("get jobs: %w", err)
+	}
+	out := make([]*jobs.Job, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toJob()
+	}
+	return out, nil
+}
+
 // executionRow is a job_executions row.
 type executionRow struct {
 	JobID      uuid.UUID `db:"job_id"`

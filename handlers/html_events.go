@@ -2,9 +2,10 @@ package handlers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -55,22 +56,16 @@ func (s *server) dashboardEvents(c *fiber.Ctx) error {
 		return invalid("view", "must be overview, job or list")
 	}
 	sub, _, _ := s.broker.subscribe(f, "")
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("X-Accel-Buffering", "no")
-	base := s.base
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
 		defer s.broker.unsubscribe(sub)
-		s.streamDashboard(base, w, sub, view, kind, onPage)
+		s.streamDashboard(ctx, w, sub, view, kind, onPage)
 	})
-	return nil
 }
 
 // streamDashboard coalesces events over short windows (a busy system sends
 // thousands a second; a page needs a handful) and writes what the view
 // swaps.
 func (s *server) streamDashboard(ctx context.Context, w *bufio.Writer, sub *subscriber, view, kind string, onPage map[uuid.UUID]bool) {
-	fmt.Fprint(w, "retry: 2000\n\n")
 	if w.Flush() != nil {
 		return
 	}
@@ -129,20 +124,14 @@ func (s *server) writeDashboard(w *bufio.Writer, view, kind string, changed map[
 		ctx, cancel := context.WithTimeout(s.base, 5*time.Second)
 		defer cancel()
 		now := s.clock.Now()
-		for id := range changed {
-			j, err := s.store.GetJob(ctx, id)
-			if err != nil {
-				continue // purged meanwhile: leave the row as it is
+		ids := slices.Collect(maps.Keys(changed))
+		// Jobs purged meanwhile are simply missing: their rows stay as
+		// they are. On an error the rows wait for the next change.
+		js, _ := s.store.GetJobs(ctx, ids)
+		for _, j := range js {
+			if writeHTMLEvent(ctx, w, views.JobRowID(j.ID), views.JobRow(j, kind, now)) != nil {
+				return
 			}
-			var buf bytes.Buffer
-			if err := views.JobRow(j, kind, now).Render(ctx, &buf); err != nil {
-				continue
-			}
-			fmt.Fprintf(w, "event: %s\n", views.JobRowID(id))
-			for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-				fmt.Fprintf(w, "data: %s\n", line)
-			}
-			fmt.Fprint(w, "\n")
 		}
 		if newJobs {
 			fmt.Fprint(w, "event: jobs-new\ndata: new\n\n")

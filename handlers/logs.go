@@ -2,7 +2,7 @@ package handlers
 
 import (
 	"bufio"
-	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -114,13 +114,8 @@ func (s *server) logsStream(c *fiber.Ctx) error {
 	}
 	match := func(e logs.Entry) bool { return logMatches(q, e) }
 	ch, cancel := s.logs.Tail().Subscribe(match, 256)
-	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
-	c.Set("X-Accel-Buffering", "no")
-	base := s.base
-	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
 		defer cancel()
-		fmt.Fprint(w, "retry: 2000\n\n")
 		if w.Flush() != nil {
 			return
 		}
@@ -128,21 +123,15 @@ func (s *server) logsStream(c *fiber.Ctx) error {
 		defer beat.Stop()
 		for {
 			select {
-			case <-base.Done():
+			case <-ctx.Done():
 				return
 			case e, ok := <-ch:
 				if !ok {
 					return // too slow or shutting down: the client reconnects
 				}
-				var buf bytes.Buffer
-				if err := views.LogRow(e).Render(base, &buf); err != nil {
+				if writeHTMLEvent(ctx, w, "log", views.LogRow(e)) != nil {
 					return
 				}
-				fmt.Fprint(w, "event: log\n")
-				for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-					fmt.Fprintf(w, "data: %s\n", line)
-				}
-				fmt.Fprint(w, "\n")
 			case <-beat.C:
 				fmt.Fprint(w, ": keep-alive\n\n")
 			}
@@ -151,7 +140,6 @@ func (s *server) logsStream(c *fiber.Ctx) error {
 			}
 		}
 	})
-	return nil
 }
 
 var levelRank = map[string]int{"DEBUG": 0, "INFO": 1, "WARN": 2, "ERROR": 3}

@@ -21,6 +21,7 @@ type Store interface {
 	Ping(ctx context.Context) error
 	Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error)
 	GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
 	ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error)
 	ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error)
 	CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)

@@ -2,11 +2,13 @@ package handlers
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
@@ -30,13 +32,24 @@ func (s *server) sseEvents(c *fiber.Ctx) error {
 	}
 	lastID := c.Get("Last-Event-ID", c.Query("last_event_id"))
 	sub, replay, resync := s.broker.subscribe(f, lastID)
+	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
+		defer s.broker.unsubscribe(sub)
+		streamEvents(ctx, w, s.broker, sub, replay, resync)
+	})
+}
+
+// openEventStream answers c with a Server-Sent Events stream that write
+// produces, under the server's base context (cancelled at shutdown). The
+// headers keep proxies from caching or buffering it, and the stream starts
+// with the reconnect delay browsers should use.
+func (s *server) openEventStream(c *fiber.Ctx, write func(ctx context.Context, w *bufio.Writer)) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-cache")
 	c.Set("X-Accel-Buffering", "no")
 	base := s.base
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
-		defer s.broker.unsubscribe(sub)
-		streamEvents(base, w, s.broker, sub, replay, resync)
+		fmt.Fprint(w, "retry: 2000\n\n")
+		write(base, w)
 	})
 	return nil
 }
@@ -45,7 +58,6 @@ func (s *server) sseEvents(c *fiber.Ctx) error {
 // it, or the server shuts down. A failed flush is the only sign of a gone
 // client.
 func streamEvents(ctx context.Context, w *bufio.Writer, b *Broker, sub *subscriber, replay []brokerEvent, resync bool) {
-	fmt.Fprint(w, "retry: 2000\n\n")
 	if resync {
 		fmt.Fprintf(w, "id: %s\nevent: resync\ndata: {\"reason\":\"events since your last id are not available; reload from the API\"}\n\n", b.id(b.currentSeq()))
 	}
@@ -83,6 +95,22 @@ func streamEvents(ctx context.Context, w *bufio.Writer, b *Broker, sub *subscrib
 			return
 		}
 	}
+}
+
+// writeHTMLEvent writes c, rendered, as one event named event; a fragment
+// of several lines becomes one data line each, which the browser joins
+// back with newlines.
+func writeHTMLEvent(ctx context.Context, w *bufio.Writer, event string, c templ.Component) error {
+	var buf bytes.Buffer
+	if err := c.Render(ctx, &buf); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "event: %s\n", event)
+	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
+		fmt.Fprintf(w, "data: %s\n", line)
+	}
+	fmt.Fprint(w, "\n")
+	return nil
 }
 
 func writeEvent(w *bufio.Writer, b *Broker, e brokerEvent) {
