@@ -95,16 +95,9 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]j
 	return out, nil
 }
 
-// promoteSQL moves scheduled jobs whose run_at has come to queued and wakes
-// the workers of their queues.
-const promoteSQL = `
-WITH due AS MATERIALIZED (
-	SELECT id AS due_id FROM jobs
-	WHERE status = 'scheduled' AND deleted_at IS NULL AND run_at <= coalesce($1::timestamptz, now())
-	ORDER BY run_at, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-),
+// promoteMovedSQL follows a "due" CTE of locked scheduled ids: it queues
+// them, wakes the workers of their queues and returns what moved.
+const promoteMovedSQL = `
 moved AS (
 	UPDATE jobs j SET status = 'queued', updated_at = now()
 	FROM due
@@ -115,6 +108,18 @@ notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
 )
 SELECT ` + movedColumns + ` FROM moved, notified`
+
+// promoteSQL moves scheduled jobs whose run_at has come to queued and wakes
+// the workers of their queues.
+const promoteSQL = `
+WITH due AS MATERIALIZED (
+	SELECT id AS due_id FROM jobs
+	WHERE status = 'scheduled' AND deleted_at IS NULL AND run_at <= coalesce($1::timestamptz, now())
+	ORDER BY run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+),
+` + promoteMovedSQL
 
 // PromoteDue moves up to limit scheduled jobs due by now (nil: the database
 // clock) to queued.
@@ -301,16 +306,7 @@ WITH due AS MATERIALIZED (
 	WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND deleted_at IS NULL AND run_at <= now()
 	FOR UPDATE SKIP LOCKED
 ),
-moved AS (
-	UPDATE jobs j SET status = 'queued', updated_at = now()
-	FROM due
-	WHERE j.id = due.due_id
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
-)
-SELECT ` + movedColumns + ` FROM moved, notified`
+` + promoteMovedSQL
 
 // PromoteIDs promotes the given jobs if they are still scheduled and due.
 func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error) {
