@@ -114,15 +114,7 @@ func benchDrain(b *testing.B, mode string) {
 		}
 		busDone := make(chan struct{})
 		go func() { defer close(busDone); _ = bus.Run(busCtx) }()
-		batch := make([]jobs.EnqueueParams, 5000)
-		for i := range batch {
-			batch[i] = jobs.EnqueueParams{Type: jobs.TypeNoop}
-		}
-		for range total / len(batch) {
-			if _, err := store.Enqueue(ctx, batch...); err != nil {
-				b.Fatal(err)
-			}
-		}
+		enqueueNoops(b, store, total)
 		reg := jobs.NewRegistry()
 		jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
 		var done atomic.Int64

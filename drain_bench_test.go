@@ -7,14 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
 	"flint/db"
 	"flint/db/dbtest"
-	"flint/jobs"
 )
 
 // BenchmarkDrainProcesses drains 50,000 noop jobs with one and with two
@@ -25,7 +22,7 @@ import (
 //
 //	make bench BENCH=DrainProcesses BENCHPKG=.
 func BenchmarkDrainProcesses(b *testing.B) {
-	bin := buildPlain(b)
+	bin := buildFlint(b, false)
 	for _, mode := range []string{"postgres", "redis"} {
 		for _, procs := range []int{1, 2} {
 			b.Run(fmt.Sprintf("%s/procs=%d", mode, procs), func(b *testing.B) {
@@ -38,33 +35,6 @@ func BenchmarkDrainProcesses(b *testing.B) {
 			})
 		}
 	}
-}
-
-var (
-	plainOnce sync.Once
-	plainPath string
-	plainErr  error
-)
-
-// buildPlain builds flint without the race detector, as it ships.
-func buildPlain(b *testing.B) string {
-	b.Helper()
-	plainOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "flint-bench-")
-		if err != nil {
-			plainErr = err
-			return
-		}
-		plainPath = filepath.Join(dir, "flint")
-		out, err := exec.Command("go", "build", "-o", plainPath, ".").CombinedOutput()
-		if err != nil {
-			plainErr = fmt.Errorf("%v\n%s", err, out)
-		}
-	})
-	if plainErr != nil {
-		b.Fatal(plainErr)
-	}
-	return plainPath
 }
 
 func drainWithProcesses(b *testing.B, bin, mode string, procs, total int) float64 {
@@ -86,15 +56,7 @@ func drainWithProcesses(b *testing.B, bin, mode string, procs, total int) float6
 	bctx, stop := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); _ = bus.Run(bctx) }()
-	batch := make([]jobs.EnqueueParams, 5000)
-	for i := range batch {
-		batch[i] = jobs.EnqueueParams{Type: jobs.TypeNoop}
-	}
-	for range total / len(batch) {
-		if _, err := store.Enqueue(ctx, batch...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	enqueueNoops(b, store, total)
 	stop()
 	<-done
 	if rds != nil {

@@ -28,31 +28,56 @@ import (
 // These tests run the real flint binary as separate processes, kill and
 // signal them, and check what the database says afterwards.
 
-var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-)
-
 func flintBinary(t *testing.T) string {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the flint binary")
 	}
-	buildOnce.Do(func() {
+	return buildFlint(t, true)
+}
+
+// builds holds the flint binary built once per test run, with the race
+// detector (for tests) and without (as it ships, for benchmarks).
+var builds = map[bool]*struct {
+	once sync.Once
+	path string
+	err  error
+}{true: {}, false: {}}
+
+func buildFlint(tb testing.TB, race bool) string {
+	tb.Helper()
+	b := builds[race]
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "flint-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "flint")
-		out, err := exec.Command("go", "build", "-race", "-o", binPath, ".").CombinedOutput()
+		b.path = filepath.Join(dir, "flint")
+		args := []string{"build", "-o", b.path}
+		if race {
+			args = append(args, "-race")
+		}
+		out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
 		if err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}
 	})
-	require.NoError(t, buildErr)
-	return binPath
+	require.NoError(tb, b.err)
+	return b.path
+}
+
+// enqueueNoops enqueues total noop jobs in batches of 5000.
+func enqueueNoops(tb testing.TB, store *db.Store, total int) {
+	tb.Helper()
+	batch := make([]jobs.EnqueueParams, 5000)
+	for i := range batch {
+		batch[i] = jobs.EnqueueParams{Type: jobs.TypeNoop}
+	}
+	for range total / len(batch) {
+		_, err := store.Enqueue(context.Background(), batch...)
+		require.NoError(tb, err)
+	}
 }
 
 type proc struct {
