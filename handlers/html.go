@@ -47,7 +47,7 @@ func dashActor(c *fiber.Ctx) string {
 // --- login ---
 
 func (s *server) loginPage(c *fiber.Ctx) error {
-	return render(c, http.StatusOK, views.LoginPage(s.loginToken(c), "", ""))
+	return render(c, http.StatusOK, views.LoginPage(s.loginToken(c), "", loginRedirectTarget(c.Query("next")), ""))
 }
 
 // loginToken returns the login form's CSRF token, setting its cookie.
@@ -64,23 +64,24 @@ func (s *server) loginToken(c *fiber.Ctx) string {
 func (s *server) login(c *fiber.Ctx) error {
 	email := strings.TrimSpace(c.FormValue("email"))
 	password := c.FormValue("password")
+	next := loginRedirectTarget(c.FormValue("next"))
 	cookieTok := c.Cookies(loginCookie)
 	if cookieTok == "" || !equalTokens(cookieTok, c.FormValue("_csrf")) {
-		return render(c, http.StatusForbidden, views.LoginPage(s.loginToken(c), email, "The form expired. Please sign in again."))
+		return render(c, http.StatusForbidden, views.LoginPage(s.loginToken(c), email, next, "The form expired. Please sign in again."))
 	}
 	if len(email) > 254 || len(password) > 200 || !jobs.CleanText(email) {
-		return render(c, http.StatusUnprocessableEntity, views.LoginPage(cookieTok, "", "Enter a valid email address and password."))
+		return render(c, http.StatusUnprocessableEntity, views.LoginPage(cookieTok, "", next, "Enter a valid email address and password."))
 	}
 	ip := c.IP()
 	if !s.sessions.limit.allowed(ip, email) {
 		c.Set("Retry-After", strconv.Itoa(int(loginWindow.Seconds())))
-		return render(c, http.StatusTooManyRequests, views.LoginPage(cookieTok, email, "Too many failed sign-ins. Wait 15 minutes and try again."))
+		return render(c, http.StatusTooManyRequests, views.LoginPage(cookieTok, email, next, "Too many failed sign-ins. Wait 15 minutes and try again."))
 	}
 	u, err := s.sessions.db.Authenticate(c.UserContext(), email, password)
 	if errors.Is(err, jobs.ErrBadLogin) {
 		s.sessions.limit.fail(ip, email)
 		s.logger.WarnContext(c.UserContext(), "failed sign-in", "component", "auth", "ip", ip)
-		return render(c, http.StatusUnauthorized, views.LoginPage(cookieTok, email, "Wrong email or password."))
+		return render(c, http.StatusUnauthorized, views.LoginPage(cookieTok, email, next, "Wrong email or password."))
 	}
 	if err != nil {
 		return err
@@ -92,10 +93,6 @@ func (s *server) login(c *fiber.Ctx) error {
 	}
 	if err := s.sessions.save(c, token); err != nil {
 		return err
-	}
-	next := c.Query("next")
-	if !strings.HasPrefix(next, "/") || strings.HasPrefix(next, "//") || strings.HasPrefix(next, "/\\") {
-		next = "/"
 	}
 	return c.Redirect(next, http.StatusSeeOther)
 }
@@ -705,10 +702,15 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 	return render(c, http.StatusOK, views.SettingsFormPartial(f))
 }
 
-// loginRedirectTarget validates a post-login destination.
+// loginRedirectTarget returns next when it is a path on this site, and "/"
+// otherwise. url.Parse refuses control characters (no header injection, no
+// tab that a browser would drop from "/\t/evil.example"); a host, a scheme,
+// "//" or a backslash (which browsers read as a slash) would leave the site.
+// The result is re-encoded, so it is safe to put in a Location header.
 func loginRedirectTarget(next string) string {
 	u, err := url.Parse(next)
-	if err != nil || u.IsAbs() || u.Host != "" || !strings.HasPrefix(u.Path, "/") {
+	if err != nil || u.IsAbs() || u.Host != "" || u.User != nil || u.Opaque != "" ||
+		!strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") || strings.Contains(u.Path, "\\") {
 		return "/"
 	}
 	return u.RequestURI()

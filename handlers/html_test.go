@@ -161,6 +161,40 @@ func TestLoginFailuresAndThrottle(t *testing.T) {
 	require.Contains(t, p.body, "Too many failed sign-ins")
 }
 
+// TestLoginReturnsToNext sends a user back to the page that asked them to
+// sign in, and never off the site or into a forged header.
+func TestLoginReturnsToNext(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	c := &dashBundle{app: b.app, cookies: map[string]string{}}
+	signIn := func(next string) string {
+		t.Helper()
+		lp := c.request(t, http.MethodGet, "/login?next="+url.QueryEscape(next), nil)
+		require.Equal(t, http.StatusOK, lp.status)
+		p := c.request(t, http.MethodPost, "/login", url.Values{"email": {adminEmail}, "password": {adminPassword}, "_csrf": {c.csrf}, "next": {next}})
+		require.Equal(t, http.StatusSeeOther, p.status, p.body)
+		loc := p.header.Get("Location")
+		require.NotContains(t, loc, "\r")
+		require.NotContains(t, loc, "\n")
+		require.NotContains(t, loc, "\t")
+		return loc
+	}
+
+	p := c.request(t, http.MethodGet, "/jobs?status=queued&queue=mail", nil)
+	require.Equal(t, http.StatusSeeOther, p.status)
+	lp := c.request(t, http.MethodGet, p.header.Get("Location"), nil)
+	require.Contains(t, lp.body, `name="next" value="/jobs?status=queued&amp;queue=mail"`, "the form carries where to go")
+	require.Equal(t, "/jobs?status=queued&queue=mail", signIn("/jobs?status=queued&queue=mail"))
+	require.Equal(t, "/%0d%0aSet-Cookie:x", signIn("/%0d%0aSet-Cookie:x"), "escaped line breaks stay escaped")
+
+	for _, hostile := range []string{
+		"//evil.example/", "/\\evil.example", "/%5Cevil.example", "https://evil.example/",
+		"/x\r\nSet-Cookie: pwn=1", "/\t/evil.example", "javascript:alert(1)", "evil.example", "",
+	} {
+		require.Equal(t, "/", signIn(hostile), "%q", hostile)
+	}
+}
+
 func TestLoginRenewsSessionAndLogoutEndsIt(t *testing.T) {
 	t.Parallel()
 	b := dashSetup(t)
