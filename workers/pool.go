@@ -122,13 +122,17 @@ type Pool struct {
 	freed    chan struct{}    // a worker became idle (cap 1)
 	beatNow  chan struct{}    // heartbeat at once (cap 1)
 	free     atomic.Int64     // idle worker goroutines not yet handed a job
-	running  sync.Map         // uuid.UUID → *execution
+	running  sync.Map         // uuid.UUID → *execution, until its outcome is written
 	queues   map[string]bool  // nil means all
 	stopJobs context.CancelCauseFunc
 	jobsCtx  context.Context
 	done     chan struct{}
 	started  atomic.Bool
 	inFlight sync.WaitGroup // worker goroutines
+	// finMu guards sending on finishes against its closing: senders hold
+	// it for reading, Run closes the channel holding it for writing.
+	finMu     sync.RWMutex
+	finClosed bool
 }
 
 // execution is one job being run.
@@ -138,6 +142,12 @@ type execution struct {
 	cancel   context.CancelCauseFunc
 	deadline time.Time // zero: no timeout
 	lost     atomic.Bool
+	// settled is set by whoever reports the outcome: the worker when the
+	// handler returns, or the drain when it gives up on the handler. From
+	// then on the execution stays in running, still heartbeated, until the
+	// finisher has written the outcome, so a slow write cannot let the
+	// lease lapse and the finished job run again.
+	settled atomic.Bool
 }
 
 // NewPool returns a pool; call Run to start it.
@@ -189,10 +199,16 @@ func (p *Pool) CancelRequested(jobID string) {
 	}
 }
 
-// Running returns how many jobs run right now.
+// Running returns how many jobs run right now (outcomes waiting to be
+// written not included).
 func (p *Pool) Running() int {
 	n := 0
-	p.running.Range(func(any, any) bool { n++; return true })
+	p.running.Range(func(_, v any) bool {
+		if !v.(*execution).settled.Load() {
+			n++
+		}
+		return true
+	})
 	return n
 }
 
@@ -257,10 +273,13 @@ func (p *Pool) Run(ctx context.Context) error {
 			p.abandonRunning()
 		}
 	}
+	p.finMu.Lock()
+	p.finClosed = true
+	close(p.finishes)
+	p.finMu.Unlock()
+	<-finisherDone
 	stopBeats()
 	<-beatsDone
-	close(p.finishes)
-	<-finisherDone
 	p.stopJobs(ErrShutdown)
 	p.logger.InfoContext(ctx, "worker pool stopped", "drain", time.Since(drainStart).Round(time.Millisecond))
 	return nil
@@ -314,8 +333,12 @@ func (p *Pool) produce(ctx context.Context) {
 }
 
 // claim takes up to limit jobs: candidates from the fast path first, when
-// there is one, then the ordinary claim for the rest.
+// there is one, then the ordinary claim for the rest. Shutdown does not
+// cut a claim short: one cancelled after the database committed it would
+// strand its jobs until their leases ran out and count them as crashed.
 func (p *Pool) claim(ctx context.Context, limit int) ([]*jobs.Job, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
+	defer cancel()
 	params := jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Limit: limit, LeaseTTL: p.cfg.LeaseTTL}
 	var claimed []*jobs.Job
 	if fp := p.cfg.FastPath; fp != nil && len(p.cfg.Queues) == 0 && fp.Healthy() {
@@ -365,11 +388,11 @@ func (p *Pool) execute(j *jobs.Job) {
 	p.running.Store(j.ID, ex)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
-	p.running.Delete(j.ID)
-	log := p.logger.With("job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 
 	if ex.lost.Load() {
-		log.Warn("lease lost while running; outcome discarded", "duration_ms", time.Since(start).Milliseconds())
+		p.running.CompareAndDelete(j.ID, ex)
+		p.logger.Warn("lease lost while running; outcome discarded", "job_id", j.ID, "type", j.Type,
+			"duration_ms", time.Since(start).Milliseconds())
 		return
 	}
 	f := jobs.Finish{Lease: ex.lease}
@@ -401,9 +424,35 @@ func (p *Pool) execute(j *jobs.Job) {
 		p.cfg.OnRun(j, f.Outcome, time.Since(start))
 	}
 	if f.Outcome != jobs.OutcomeSucceeded {
-		log.Info("job attempt ended", "outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
+		p.logger.Info("job attempt ended", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt,
+			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
+	}
+	p.settle(ex, f)
+}
+
+// settle queues ex's outcome unless it has already been reported (the
+// drain gave up on the handler) or the pool has stopped taking outcomes.
+func (p *Pool) settle(ex *execution, f jobs.Finish) {
+	p.finMu.RLock()
+	defer p.finMu.RUnlock()
+	if !ex.settled.CompareAndSwap(false, true) {
+		return // the drain reported it; the finisher forgets it
+	}
+	if p.finClosed { // cannot happen: the drain settles all before closing
+		p.running.CompareAndDelete(ex.job.ID, ex)
+		return
 	}
 	p.finishes <- f
+}
+
+// written forgets the executions whose outcomes the finisher has dealt
+// with, so heartbeats stop renewing their leases.
+func (p *Pool) written(batch []jobs.Finish) {
+	for _, f := range batch {
+		if v, ok := p.running.Load(f.Lease.JobID); ok && v.(*execution).lease == f.Lease {
+			p.running.CompareAndDelete(f.Lease.JobID, v)
+		}
+	}
 }
 
 // runHandler calls the job's handler, turning a panic into an error that
@@ -484,7 +533,7 @@ func (p *Pool) beat(ctx context.Context) {
 	byID := map[uuid.UUID]*execution{}
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
-		if !ex.deadline.IsZero() && now.After(ex.deadline.Add(p.cfg.TimeoutGrace)) {
+		if !ex.settled.Load() && !ex.deadline.IsZero() && now.After(ex.deadline.Add(p.cfg.TimeoutGrace)) {
 			// The handler ignores its context: stop vouching for it.
 			return true
 		}
@@ -522,15 +571,17 @@ func (p *Pool) beat(ctx context.Context) {
 }
 
 // abandonRunning hands back jobs whose handlers did not return after being
-// cancelled at the end of the drain.
+// cancelled at the end of the drain. A handler that returns meanwhile
+// reports its own outcome; settled decides which of the two does.
 func (p *Pool) abandonRunning() {
 	p.running.Range(func(k, v any) bool {
 		ex := v.(*execution)
-		ex.lost.Store(true) // whatever the handler does later is discarded
+		if !ex.settled.CompareAndSwap(false, true) {
+			return true // its outcome is already on its way
+		}
 		p.logger.Warn("handler ignored cancellation; handing its job back", "job_id", ex.job.ID, "type", ex.job.Type)
 		p.finishes <- jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
 			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down and the handler did not stop"}
-		p.running.Delete(k)
 		return true
 	})
 }
@@ -563,6 +614,7 @@ func (p *Pool) finisher() {
 // holds back claiming meanwhile). If the database refuses the batch's data,
 // it writes the rows one at a time so one bad row cannot sink the others.
 func (p *Pool) flush(batch []jobs.Finish) {
+	defer p.written(batch)
 	ctx := context.Background()
 	var moved, cascaded []jobs.Moved
 	var err error

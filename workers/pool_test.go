@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
@@ -305,4 +306,139 @@ func TestPoolDrainHandsBackJobsWhoseHandlersIgnoreCancellation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateQueued, got.Status)
 	require.Zero(t, got.Attempt)
+}
+
+// slowFinishes refuses outcome writes until open is closed, as a database
+// busy with lock waits or statement timeouts would, while heartbeats and
+// claims go through.
+type slowFinishes struct {
+	*db.Store
+	open    chan struct{}
+	refused atomic.Int64
+}
+
+func (s *slowFinishes) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, []jobs.Moved, error) {
+	select {
+	case <-s.open:
+		return s.Store.FinishJobs(ctx, batch)
+	default:
+		s.refused.Add(1)
+		return nil, nil, errors.New("canceling statement due to statement timeout")
+	}
+}
+
+// TestPoolKeepsLeaseWhileOutcomeWaits: a job that has finished but whose
+// outcome cannot be written yet keeps its lease renewed, so the reaper does
+// not hand it out again and it runs once.
+func TestPoolKeepsLeaseWhileOutcomeWaits(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var runs atomic.Int64
+	b.registry.Register("count", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		runs.Add(1)
+		return nil, nil
+	}))
+	j := b.enqueue(t, "count", `{}`)
+	store := &slowFinishes{Store: b.store, open: make(chan struct{})}
+	pool := workers.NewPool(workers.Config{WorkerID: "slow-finish", Workers: 2, PollInterval: 50 * time.Millisecond,
+		LeaseTTL: time.Second, HeartbeatInterval: 200 * time.Millisecond}, store, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	// Three lease lifetimes with the outcome stuck, a reaper sweeping all along.
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
+		_, err := b.store.ReapExpired(b.ctx, nil, 10)
+		require.NoError(t, err)
+		time.Sleep(100 * time.Millisecond)
+	}
+	require.Positive(t, store.refused.Load(), "the outcome write was attempted and refused")
+	require.Equal(t, 0, pool.Running(), "a finished job does not count as running")
+	close(store.open)
+	got := b.waitFor(t, j.ID, 30*time.Second, status(jobs.StateCompleted))
+	require.Equal(t, int64(1), runs.Load(), "the job ran once")
+	require.Zero(t, got.Interruptions)
+	ex, err := b.store.ListExecutions(b.ctx, got)
+	require.NoError(t, err)
+	require.Len(t, ex, 1)
+}
+
+// TestPoolDrainRaceWithReturningHandlers: handlers that ignore cancellation
+// and return right around the moment the drain gives up on them. Each job
+// gets exactly one outcome, and the pool does not send on its closed
+// outcome channel (which would panic).
+func TestPoolDrainRaceWithReturningHandlers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const grace = 100 * time.Millisecond
+	b.registry.Register("late", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		<-ctx.Done()
+		// Return within a millisecond either side of the give-up.
+		time.Sleep(grace + time.Duration(int(j.ID[0])%41-20)*50*time.Microsecond)
+		return nil, errors.New("returned late")
+	}))
+	for round := range 5 {
+		var ids []uuid.UUID
+		for range 64 {
+			ids = append(ids, b.enqueue(t, "late", `{}`, func(p *jobs.EnqueueParams) { p.Queue = fmt.Sprintf("r%d", round) }).ID)
+		}
+		_, stop := b.start(t, workers.Config{Workers: 64, Queues: []string{fmt.Sprintf("r%d", round)},
+			DrainTimeout: 50 * time.Millisecond, TimeoutGrace: grace})
+		for _, id := range ids {
+			b.waitFor(t, id, 30*time.Second, status(jobs.StateRunning))
+		}
+		stop()
+		time.Sleep(3 * grace) // let stragglers return after Run has
+		for _, id := range ids {
+			got, err := b.store.GetJob(b.ctx, id)
+			require.NoError(t, err)
+			require.Contains(t, []jobs.State{jobs.StateQueued, jobs.StateScheduled}, got.Status, "handed back or retried")
+			ex, err := b.store.ListExecutions(b.ctx, got)
+			require.NoError(t, err)
+			require.Len(t, ex, 1, "one outcome per run")
+		}
+	}
+}
+
+// claimThenStall claims for real, then holds the answer until the caller's
+// context ends or a moment passes, as a claim in flight at shutdown does;
+// a cancelled context loses the committed claim, as the driver would.
+type claimThenStall struct {
+	*db.Store
+	claimed chan struct{}
+}
+
+func (s *claimThenStall) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+	got, err := s.Store.ClaimJobs(ctx, p)
+	if err != nil || len(got) == 0 {
+		return got, err
+	}
+	close(s.claimed)
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(300 * time.Millisecond):
+		return got, nil
+	}
+}
+
+// TestPoolShutdownDoesNotStrandAClaim: jobs claimed while the pool is told
+// to stop are still run or handed back, not left leased to a process that
+// is gone.
+func TestPoolShutdownDoesNotStrandAClaim(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.TypeNoop, `{}`)
+	store := &claimThenStall{Store: b.store, claimed: make(chan struct{})}
+	pool := workers.NewPool(workers.Config{WorkerID: "stall", Workers: 1, PollInterval: 50 * time.Millisecond}, store, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	<-store.claimed
+	cancel()
+	require.NoError(t, <-done)
+	got, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Contains(t, []jobs.State{jobs.StateCompleted, jobs.StateQueued}, got.Status, "run or handed back, not stranded")
 }
