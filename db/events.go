@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"flint/jobs"
@@ -65,9 +66,10 @@ func (b *EventBus) Dropped() uint64 { return b.dropped.Load() }
 // Published returns how many events went out.
 func (b *EventBus) Published() uint64 { return b.published.Load() }
 
-// Rescored updates the ready queue after aging changed priorities.
+// Rescored updates the ready queue after aging changed priorities; there
+// is nothing to do without one.
 func (b *EventBus) Rescored(moved []jobs.Moved) {
-	if len(moved) == 0 {
+	if len(moved) == 0 || !b.readyQueue {
 		return
 	}
 	b.Publish(jobs.EventsFromMoved(moved, time.Time{}))
@@ -152,9 +154,19 @@ func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) 
 		pipe.Publish(ctx, b.redis.eventsChannel(), payload)
 	}
 	if b.readyQueue {
+		// A batch can hold several events for one job (claimed, then
+		// handed back): only the last says where it stands, and adds and
+		// removes go out as two commands, so earlier ones are skipped.
+		last := make(map[uuid.UUID]int, len(batch))
+		for i, e := range batch {
+			last[e.JobID] = i
+		}
 		var add []redis.Z
 		var rem []any
-		for _, e := range batch {
+		for i, e := range batch {
+			if last[e.JobID] != i {
+				continue
+			}
 			if e.Status == jobs.StateQueued {
 				add = append(add, redis.Z{Score: readyScore(e.EffectivePriority, e.RunAt), Member: e.JobID.String()})
 			} else {
@@ -172,23 +184,39 @@ func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) 
 	return err
 }
 
-// sendPostgres sends events as NOTIFY payloads under PostgreSQL's 8,000
-// byte limit, all of a batch in one statement (one transaction): a commit
-// per payload would cost more than the changes being announced.
+// sendPostgres sends events as NOTIFY payloads, all of a batch in one
+// statement (one transaction): a commit per payload would cost more than
+// the changes being announced.
 func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error {
-	var payloads []string
-	for start := 0; start < len(events); {
-		end := min(start+50, len(events))
-		payload, _ := json.Marshal(events[start:end])
-		for len(payload) > 7500 && end-start > 1 {
-			end = start + (end-start)/2
-			payload, _ = json.Marshal(events[start:end])
-		}
-		payloads = append(payloads, string(payload))
-		start = end
-	}
-	_, err := b.pool.Exec(ctx, `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`, ChannelEvents, payloads)
+	_, err := b.pool.Exec(ctx, `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`, ChannelEvents, notifyPayloads(events))
 	return err
+}
+
+// maxNotifyPayload keeps NOTIFY payloads under PostgreSQL's 8,000 byte limit.
+const maxNotifyPayload = 7900
+
+// notifyPayloads packs events into JSON arrays of at most maxNotifyPayload
+// bytes, each event encoded once.
+func notifyPayloads(events []jobs.Event) []string {
+	var payloads []string
+	buf := make([]byte, 0, maxNotifyPayload)
+	for _, e := range events {
+		enc, _ := json.Marshal(e) // plain fields: cannot fail
+		if len(buf) > 0 && len(buf)+len(enc)+2 > maxNotifyPayload {
+			payloads = append(payloads, string(append(buf, ']')))
+			buf = buf[:0]
+		}
+		if len(buf) == 0 {
+			buf = append(buf, '[')
+		} else {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, enc...)
+	}
+	if len(buf) > 0 {
+		payloads = append(payloads, string(append(buf, ']')))
+	}
+	return payloads
 }
 
 // ReceivePostgres is the Listener callback for ChannelEvents.
@@ -210,6 +238,7 @@ func (b *EventBus) RunRedisSubscriber(ctx context.Context) error {
 	if b.redis == nil {
 		return nil
 	}
+	failures := 0
 	for ctx.Err() == nil {
 		if !b.redis.Healthy() {
 			select {
@@ -220,8 +249,10 @@ func (b *EventBus) RunRedisSubscriber(ctx context.Context) error {
 			continue
 		}
 		sub := b.redis.client.Subscribe(ctx, b.redis.eventsChannel())
+		var err error
 		for ctx.Err() == nil {
-			msg, err := sub.ReceiveTimeout(ctx, 5*time.Second)
+			var msg any
+			msg, err = sub.ReceiveTimeout(ctx, 5*time.Second)
 			if err != nil {
 				if ctx.Err() != nil || !b.redis.Healthy() {
 					break
@@ -231,11 +262,25 @@ func (b *EventBus) RunRedisSubscriber(ctx context.Context) error {
 				}
 				break
 			}
+			failures = 0
 			if m, ok := msg.(*redis.Message); ok {
 				b.receive([]byte(m.Payload))
 			}
 		}
 		_ = sub.Close()
+		if err != nil && ctx.Err() == nil && b.redis.Healthy() {
+			// Redis answers PING but refuses the subscription (an ACL, a
+			// proxy): back off rather than spin.
+			failures++
+			wait := min(time.Duration(failures)*200*time.Millisecond, 5*time.Second)
+			if failures == 3 {
+				b.logger.WarnContext(ctx, "subscribing to events failed; retrying", "error", err)
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
 	}
 	return nil
 }

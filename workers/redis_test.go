@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -264,6 +265,27 @@ func TestAgingRescoresTheReadyQueue(t *testing.T) {
 
 // TestWorkerRegistryTTL: a registered worker is listed, and disappears once
 // its heartbeat is older than the TTL, in Redis mode and from PostgreSQL.
+// TestReadyQueueFollowsTheLastEventOfABatch: a job claimed and handed back
+// within one batch of events ends up in the ready queue.
+func TestReadyQueueFollowsTheLastEventOfABatch(t *testing.T) {
+	t.Parallel()
+	url, prefix := dbtest.RedisPrefix(t)
+	b := fastSetup(t, url, prefix)
+	now := time.Now()
+	back, gone := uuid.New(), uuid.New()
+	b.bus.Publish([]jobs.Event{
+		{JobID: back, Status: jobs.StateRunning, At: now},
+		{JobID: gone, Status: jobs.StateQueued, At: now, EffectivePriority: 1, RunAt: now},
+		{JobID: back, Status: jobs.StateQueued, At: now, EffectivePriority: 1, RunAt: now},
+		{JobID: gone, Status: jobs.StateRunning, At: now},
+	})
+	key := prefix + "ready"
+	require.Eventually(t, func() bool {
+		return b.redis.Client().ZScore(b.ctx, key, back.String()).Err() == nil
+	}, 10*time.Second, 10*time.Millisecond, "the handed-back job is ready")
+	require.ErrorIs(t, b.redis.Client().ZScore(b.ctx, key, gone.String()).Err(), redis.Nil, "the claimed job is not")
+}
+
 func TestWorkerRegistryTTL(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{"postgres", "redis"} {
@@ -287,4 +309,44 @@ func TestWorkerRegistryTTL(t *testing.T) {
 			}, 5*time.Second, 50*time.Millisecond, "gone within its TTL")
 		})
 	}
+}
+
+// TestRedisSubscriberBacksOffWhenRefused: a Redis that answers PING but
+// refuses SUBSCRIBE (an ACL) gets a few retries, not a busy loop.
+func TestRedisSubscriberBacksOffWhenRefused(t *testing.T) {
+	t.Parallel()
+	srv := dbtest.StartRedis(t)
+	admin := srv.Client()
+	require.NoError(t, admin.Do(context.Background(), "ACL", "SETUSER", "nosub", "on", ">pw", "~*", "&*", "+@all", "-subscribe").Err())
+	store, _ := dbtest.NewStore(t)
+	url := strings.Replace(srv.URL(), "redis://", "redis://nosub:pw@", 1)
+	r, err := db.OpenRedis(context.Background(), url, "acl:", quietLogger())
+	require.NoError(t, err)
+	defer r.Close()
+	require.True(t, r.Healthy())
+	bus := db.NewEventBus(store, r, false, quietLogger(), nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	require.NoError(t, bus.RunRedisSubscriber(ctx))
+
+	entries, err := admin.Do(context.Background(), "ACL", "LOG", "100").Slice()
+	require.NoError(t, err)
+	refused := int64(0)
+	for _, e := range entries {
+		fields, ok := e.(map[any]any)
+		if !ok {
+			// RESP2 replies are flat [key, value, ...] lists.
+			fields = map[any]any{}
+			if flat, ok := e.([]any); ok {
+				for i := 0; i+1 < len(flat); i += 2 {
+					fields[flat[i]] = flat[i+1]
+				}
+			}
+		}
+		if fields["username"] == "nosub" {
+			refused += fields["count"].(int64)
+		}
+	}
+	require.Positive(t, refused, "the subscription was tried and refused")
+	require.LessOrEqual(t, refused, int64(15), "retries back off")
 }
