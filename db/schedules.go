@@ -83,23 +83,30 @@ FOR UPDATE SKIP LOCKED`
 
 const lastTargetSQL = `SELECT max(scheduled_for) FROM jobs WHERE schedule_id = $1`
 
-// insertOccurrenceSQL creates an occurrence of a series as a job. A
-// conflict (the series already has a pending occurrence, or one for that
-// time) makes it a no-op: the unique indexes, not the caller's care, keep a
-// series to one pending occurrence.
+// insertOccurrenceSQL creates an occurrence of a series as a job, for time
+// $3 (NULL: now, to run at once). A conflict (the series already has a
+// pending occurrence, or one for that time) makes it a no-op: the unique
+// indexes, not the caller's care, keep a series to one pending occurrence.
+// Like every statement that makes jobs ready, it wakes the workers (a
+// queued occurrence) or the schedulers (a scheduled one).
 const insertOccurrenceSQL = `
-WITH inserted AS (
+WITH target AS (SELECT coalesce($3::timestamptz, now()) AS at),
+inserted AS (
 	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
 	                  run_at, timeout_seconds, schedule_id, scheduled_for)
-	SELECT $2, type, queue, payload, priority, priority,
-	       CASE WHEN $3::timestamptz > now() THEN 'scheduled' ELSE 'queued' END,
-	       max_retries, $3, timeout_seconds, id, $3
-	FROM job_schedules WHERE id = $1
+	SELECT $2, s.type, s.queue, s.payload, s.priority, s.priority,
+	       CASE WHEN target.at > now() THEN 'scheduled' ELSE 'queued' END,
+	       s.max_retries, target.at, s.timeout_seconds, s.id, target.at
+	FROM job_schedules s, target WHERE s.id = $1
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at
+),
+notified AS (
+	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
+	FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') q
 ),` + notifyScheduledHead + `inserted` + notifyScheduledTail + `
 SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt,
-       inserted.effective_priority, inserted.run_at FROM inserted, sched_notified`
+       inserted.effective_priority, inserted.run_at FROM inserted, notified, sched_notified`
 
 const markScheduleSQL = `
 UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`
@@ -194,11 +201,13 @@ func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, 
 // cancelPendingSQL cancels the pending occurrence of a series.
 const cancelPendingSQL = `
 UPDATE jobs SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = $2
-WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0`
+WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0
+RETURNING id, status, type, queue, attempt, effective_priority, run_at`
 
 // PauseSchedule stops a series: its pending occurrence is cancelled and no
 // other is created until it is resumed.
 func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+	var cancelled []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`, id)
 		if err != nil {
@@ -207,12 +216,13 @@ func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule
 		if tag.RowsAffected() == 0 {
 			return ErrScheduleNotFound
 		}
-		_, err = tx.Exec(ctx, cancelPendingSQL, id, "cancelled: the recurring series was paused")
+		cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, "cancelled: the recurring series was paused"))
 		return err
 	})
 	if err != nil {
 		return nil, wrapSchedule("pause recurring series", err)
 	}
+	s.emitMoved(cancelled)
 	return s.GetSchedule(ctx, id)
 }
 
@@ -247,22 +257,10 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 	if err != nil {
 		return nil, err
 	}
-	var moved []jobs.Moved
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
-			return err
-		}
-		moved, err = collectMoved(tx.Query(ctx, insertOccurrenceSQL, id, jid, now))
-		if err != nil {
-			return err
-		}
-		if len(moved) == 0 {
-			return ErrScheduleNotFound
-		}
-		_, err = tx.Exec(ctx, `SELECT pg_notify($1, $2)`, ChannelJobs, moved[0].Queue)
-		return err
-	})
+	moved, err := collectMoved(s.pool.Query(ctx, insertOccurrenceSQL, id, jid, nil))
+	if err == nil && len(moved) == 0 {
+		err = ErrScheduleNotFound
+	}
 	if err != nil {
 		return nil, wrapSchedule("run recurring series now", err)
 	}
@@ -273,8 +271,10 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 // DeleteSchedule ends a series for good: its pending occurrence is
 // cancelled; past occurrences stay, unlinked.
 func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
+	var cancelled []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, cancelPendingSQL, id, "cancelled: the recurring series was deleted"); err != nil {
+		var err error
+		if cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, "cancelled: the recurring series was deleted")); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, `DELETE FROM job_schedules WHERE id = $1`, id)
@@ -286,6 +286,9 @@ func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
 		}
 		return nil
 	})
+	if err == nil {
+		s.emitMoved(cancelled)
+	}
 	return wrapSchedule("delete recurring series", err)
 }
 

@@ -1,11 +1,15 @@
 package db_test
 
 import (
+	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"flint/db"
 	"flint/jobs"
 )
 
@@ -50,9 +54,40 @@ func TestRecurringIntervalSeries(t *testing.T) {
 	require.Equal(t, *first.ScheduledFor, *sc.LastRunAt)
 }
 
+// eventLog records what a store announces.
+type eventLog struct {
+	mu  sync.Mutex
+	evs []jobs.Event
+}
+
+func (l *eventLog) Publish(evs []jobs.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.evs = append(l.evs, evs...)
+}
+
+func (l *eventLog) statusesOf(id uuid.UUID) []jobs.State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []jobs.State
+	for _, e := range l.evs {
+		if e.JobID == id {
+			out = append(out, e.Status)
+		}
+	}
+	return out
+}
+
 func TestRecurringPauseResumeRunNow(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	events := &eventLog{}
+	b.store.SetEventSink(events)
+	listen, err := b.store.Pool().Acquire(b.ctx)
+	require.NoError(t, err)
+	defer listen.Release()
+	_, err = listen.Exec(b.ctx, `LISTEN `+db.ChannelJobs)
+	require.NoError(t, err)
 	first := b.enqueue(t, jobs.EnqueueParams{Queue: "rec", Cron: "0 3 * * *", Timezone: "Europe/Berlin"})
 	require.Equal(t, jobs.StateScheduled, first.Status)
 	berlin, _ := time.LoadLocation("Europe/Berlin")
@@ -63,6 +98,7 @@ func TestRecurringPauseResumeRunNow(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, sc.Paused)
 	require.Equal(t, jobs.StateCancelled, b.status(t, first.ID))
+	require.Contains(t, events.statusesOf(first.ID), jobs.StateCancelled, "pausing announces the cancelled occurrence")
 	moved, err := b.store.EnsureNextOccurrences(b.ctx, 10)
 	require.NoError(t, err)
 	require.Empty(t, moved, "a paused series gets no occurrence")
@@ -77,8 +113,20 @@ func TestRecurringPauseResumeRunNow(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateQueued, now.Status)
 	require.Equal(t, id, *now.ScheduleID)
+	require.Equal(t, []jobs.State{jobs.StateQueued}, events.statusesOf(now.ID))
+	wctx, cancel := context.WithTimeout(b.ctx, 5*time.Second)
+	defer cancel()
+	n, err := listen.Conn().WaitForNotification(wctx)
+	require.NoError(t, err, "running now wakes the workers")
+	require.Equal(t, "rec", n.Payload)
 
+	pending, err := b.store.GetSchedule(b.ctx, id)
+	require.NoError(t, err)
+	var pendingID uuid.UUID
+	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT id FROM jobs WHERE schedule_id = $1 AND status = 'scheduled'`, pending.ID).Scan(&pendingID))
 	require.NoError(t, b.store.DeleteSchedule(b.ctx, id))
+	require.Equal(t, jobs.StateCancelled, b.status(t, pendingID))
+	require.Contains(t, events.statusesOf(pendingID), jobs.StateCancelled, "deleting announces the cancelled occurrence")
 	_, err = b.store.GetSchedule(b.ctx, id)
 	require.ErrorIs(t, err, jobs.ErrNotFound)
 	got, err := b.store.GetJob(b.ctx, now.ID)
