@@ -77,13 +77,7 @@ func (s *Store) Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jo
 		})
 	}
 	if err == nil && s.events != nil {
-		inserted := make([]*jobs.Job, 0, len(out))
-		for _, e := range out {
-			if e.Inserted {
-				inserted = append(inserted, e.Job)
-			}
-		}
-		s.emitJobs(inserted...)
+		s.Announce(out)
 	}
 	return out, err
 }
@@ -92,11 +86,13 @@ func (s *Store) Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jo
 // the caller's own transaction, once it has committed (the store cannot know
 // when that happens).
 func (s *Store) Announce(enqueued []jobs.Enqueued) {
+	var inserted []*jobs.Job
 	for _, e := range enqueued {
 		if e.Inserted {
-			s.emitJobs(e.Job)
+			inserted = append(inserted, e.Job)
 		}
 	}
+	s.emitJobs(inserted...)
 }
 
 // needsTx reports whether enqueueing params takes more than one statement.

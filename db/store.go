@@ -60,7 +60,6 @@ type Config struct {
 type Store struct {
 	pool             *pgxpool.Pool
 	sqlx             *sqlx.DB
-	url              string
 	maxInterruptions int
 	events           jobs.EventSink
 	redis            *Redis
@@ -115,7 +114,6 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return &Store{
 		pool:             pool,
 		sqlx:             sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
-		url:              cfg.URL,
 		maxInterruptions: maxInt,
 	}, nil
 }

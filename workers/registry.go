@@ -43,9 +43,6 @@ func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistrySto
 		interval: interval, ttl: 3 * interval}
 }
 
-// TTL is how long a registration lasts without a heartbeat.
-func (r *Registry) TTL() time.Duration { return r.ttl }
-
 // Run heartbeats until ctx is done, then deregisters.
 func (r *Registry) Run(ctx context.Context) error {
 	t := time.NewTicker(r.interval)
