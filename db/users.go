@@ -91,14 +91,25 @@ func (s *Store) CreateSession(ctx context.Context, userID uuid.UUID, token, csrf
 	return nil
 }
 
+// getSessionSQL reads a live session; last_seen_at is written at most once
+// a minute, so that the requests of an open dashboard (live swaps every
+// second) are reads.
+const getSessionSQL = `
+WITH live AS (
+	SELECT s.id, s.last_seen_at, u.id AS user_id, u.email, u.role, u.created_at, u.last_login_at, s.csrf_token, s.expires_at
+	FROM sessions s JOIN users u ON u.id = s.user_id
+	WHERE s.id = $1 AND s.expires_at > now()
+),
+touched AS (
+	UPDATE sessions SET last_seen_at = now()
+	FROM live WHERE sessions.id = live.id AND live.last_seen_at < now() - interval '1 minute'
+)
+SELECT user_id, email, role, created_at, last_login_at, csrf_token, expires_at FROM live`
+
 // GetSession returns the live session behind token.
 func (s *Store) GetSession(ctx context.Context, token string) (jobs.Session, error) {
 	var sess jobs.Session
-	err := s.pool.QueryRow(ctx, `
-		UPDATE sessions s SET last_seen_at = now()
-		FROM users u
-		WHERE s.id = $1 AND s.expires_at > now() AND u.id = s.user_id
-		RETURNING u.id, u.email, u.role, u.created_at, u.last_login_at, s.csrf_token, s.expires_at`, hashToken(token)).
+	err := s.pool.QueryRow(ctx, getSessionSQL, hashToken(token)).
 		Scan(&sess.User.ID, &sess.User.Email, &sess.User.Role, &sess.User.CreatedAt, &sess.User.LastLoginAt, &sess.CSRFToken, &sess.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return jobs.Session{}, jobs.ErrNotFound
