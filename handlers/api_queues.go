@@ -96,26 +96,30 @@ func (s *server) listBin(c *fiber.Ctx) error {
 	return c.JSON(pageResponse(page))
 }
 
-// statsCache keeps the last stats for a short while: the counts scan the
-// live rows, and dashboards and scrapers poll.
-type statsCache struct {
+// cached keeps the last value of an expensive read for ttl: the stats and
+// the overview count the live rows, and every open dashboard, scraper and
+// poller asks for them at once. Callers arriving while it loads wait for
+// that load instead of starting their own.
+type cached[T any] struct {
 	mu  sync.Mutex
 	ttl time.Duration
 	at  time.Time
-	val *jobs.Stats
+	ok  bool
+	val T
 }
 
-func (c *statsCache) get(ctx context.Context, load func(context.Context) (*jobs.Stats, error)) (*jobs.Stats, error) {
+func (c *cached[T]) get(ctx context.Context, load func(context.Context) (T, error)) (T, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.val != nil && time.Since(c.at) < c.ttl {
+	if c.ok && time.Since(c.at) < c.ttl {
 		return c.val, nil
 	}
 	v, err := load(ctx)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
-	c.val, c.at = v, time.Now()
+	c.val, c.at, c.ok = v, time.Now(), true
 	return v, nil
 }
 

@@ -111,7 +111,13 @@ func (s *server) logout(c *fiber.Ctx) error {
 
 // --- overview ---
 
+// overviewData is what the overview shows, shared by every open overview
+// for a second (they all refresh on the same event).
 func (s *server) overviewData(ctx context.Context) (views.Overview, error) {
+	return s.overview.get(ctx, s.loadOverview)
+}
+
+func (s *server) loadOverview(ctx context.Context) (views.Overview, error) {
 	var o views.Overview
 	var err error
 	if o.Counts, err = s.dash.CappedCounts(ctx, jobs.States, countCap); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"flint/jobs"
+	"flint/views"
 )
 
 // Store is what the HTTP layer needs from storage; *db.Store implements it.
@@ -95,7 +96,8 @@ type server struct {
 	logger     *slog.Logger
 	clock      jobs.Clock
 	wake       func(string)
-	stats      *statsCache
+	stats      *cached[*jobs.Stats]
+	overview   *cached[views.Overview]
 	settings   *jobs.SettingsHolder
 	broker     *Broker
 	base       context.Context
@@ -117,7 +119,8 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		logger:   logger,
 		clock:    cmp.Or[jobs.Clock](cfg.Clock, jobs.SystemClock{}),
 		wake:     cfg.Wake,
-		stats:    &statsCache{ttl: time.Second},
+		stats:    &cached[*jobs.Stats]{ttl: time.Second},
+		overview: &cached[views.Overview]{ttl: time.Second},
 		settings: cfg.Settings,
 	}
 	if s.settings == nil {
