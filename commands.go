@@ -46,7 +46,7 @@ func healthcheck(addr string) int {
 
 // runBenchmark adapts the scheduler benchmark to the HTTP layer.
 func runBenchmark(ctx context.Context, n int, algorithm string) ([]handlers.BenchResult, error) {
-	algs := []string{scheduler.StrategyHeap, scheduler.StrategyTimingWheel}
+	var algs []string // none: both
 	if algorithm != "both" {
 		algs = []string{algorithm}
 	}

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -230,19 +229,15 @@ func (s *server) applyDefaults(p *jobs.EnqueueParams) {
 	}
 }
 
-// enqueued wakes this process's workers for queues that gained work, so an
-// in-process pool does not wait for the notification round trip.
+// enqueued wakes this process's workers for queues that gained work.
 func (s *server) enqueued(res []jobs.Enqueued) {
-	if s.wake == nil {
-		return
-	}
-	seen := map[string]bool{}
+	inserted := make([]*jobs.Job, 0, len(res))
 	for _, r := range res {
-		if r.Inserted && r.Job.Status == jobs.StateQueued && !seen[r.Job.Queue] {
-			seen[r.Job.Queue] = true
-			s.wake(r.Job.Queue)
+		if r.Inserted {
+			inserted = append(inserted, r.Job)
 		}
 	}
+	s.wakeFor(inserted...)
 }
 
 // listResponse is a page of jobs.
@@ -344,21 +339,18 @@ func (s *server) getJob(c *fiber.Ctx) error {
 	return c.JSON(jobDetail{Job: j, Executions: ex, Dependencies: deps})
 }
 
-// jobAction adapts a store operation on one job to a handler.
-func (s *server) jobAction(action string, op func(ctx context.Context, id uuid.UUID) (*jobs.Job, error)) fiber.Handler {
+// jobAction handles POST /api/v1/jobs/{id}/cancel, /retry and /restore.
+func (s *server) jobAction(action string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := jobID(c)
 		if err != nil {
 			return err
 		}
-		j, err := op(c.UserContext(), id)
+		j, err := s.jobOp(c.UserContext(), action, id)
 		if err != nil {
 			return err
 		}
 		s.audit(c, action, nil, id)
-		if j.Status == jobs.StateQueued && s.wake != nil {
-			s.wake(j.Queue)
-		}
 		status := http.StatusOK
 		if j.Status == jobs.StateRunning && j.CancelRequested {
 			status = http.StatusAccepted // the worker stops it at its next checkpoint

@@ -70,14 +70,10 @@ func (s *server) retryDLQ(c *fiber.Ctx) error {
 	if ids == nil {
 		scope = "all"
 	}
-	woken := map[string]bool{}
 	for i, j := range replayed {
 		out[i] = j.ID
-		if s.wake != nil && !woken[j.Queue] {
-			woken[j.Queue] = true
-			s.wake(j.Queue)
-		}
 	}
+	s.wakeFor(replayed...)
 	s.audit(c, "dlq_replay", map[string]any{"scope": scope, "replayed": len(out)}, out...)
 	return c.Status(http.StatusOK).JSON(fiber.Map{"replayed": len(out), "ids": out})
 }

@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"context"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -44,18 +43,17 @@ func (s *server) getRecurring(c *fiber.Ctx) error {
 	return c.JSON(sc)
 }
 
-// recurringAction adapts pause and resume.
-func (s *server) recurringAction(action string, op func(context.Context, uuid.UUID) (*jobs.Schedule, error)) fiber.Handler {
+// recurringAction handles POST /api/v1/recurring/{id}/pause and /resume.
+func (s *server) recurringAction(action string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := scheduleID(c)
 		if err != nil {
 			return err
 		}
-		sc, err := op(c.UserContext(), id)
+		sc, _, err := s.seriesOp(c, action, id)
 		if err != nil {
 			return err
 		}
-		s.audit(c, action, map[string]string{"series": id.String()})
 		return c.JSON(sc)
 	}
 }
@@ -67,13 +65,9 @@ func (s *server) runRecurringNow(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	j, err := s.store.RunScheduleNow(c.UserContext(), id)
+	_, j, err := s.seriesOp(c, "run_now", id)
 	if err != nil {
 		return err
-	}
-	s.audit(c, "series_run_now", map[string]string{"series": id.String()}, j.ID)
-	if s.wake != nil {
-		s.wake(j.Queue)
 	}
 	return c.Status(http.StatusCreated).JSON(j)
 }
@@ -84,9 +78,8 @@ func (s *server) deleteRecurring(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := s.store.DeleteSchedule(c.UserContext(), id); err != nil {
+	if _, _, err := s.seriesOp(c, "delete", id); err != nil {
 		return err
 	}
-	s.audit(c, "series_delete", map[string]string{"series": id.String()})
 	return c.JSON(fiber.Map{"id": id, "deleted": true})
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -220,7 +221,7 @@ func (s *server) bulk(kind string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		action := c.FormValue("action")
 		allowed := map[string][]string{"jobs": {"retry", "cancel", "delete"}, "dlq": {"retry", "delete"}, "bin": {"restore", "purge"}}[kind]
-		if !contains(allowed, action) {
+		if !slices.Contains(allowed, action) {
 			toast(c, "Unknown action.", "bad")
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		}
@@ -241,7 +242,10 @@ func (s *server) bulk(kind string) fiber.Handler {
 			toast(c, "Select at most 500 jobs at a time.", "bad")
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		}
-		done, refused := s.applyAll(c, action, ids)
+		done, refused, err := s.applyAll(c, action, ids)
+		if err != nil {
+			return err
+		}
 		msg := fmt.Sprintf("%s: %d of %d jobs.", actionPast(action), done, len(ids))
 		kindToast := "ok"
 		if len(refused) > 0 {
@@ -259,11 +263,12 @@ func (s *server) bulk(kind string) fiber.Handler {
 	}
 }
 
-// applyAll runs one action on many jobs, collecting why some were refused.
-func (s *server) applyAll(c *fiber.Ctx, action string, ids []uuid.UUID) (int, []string) {
+// applyAll runs one action on many jobs and records what it did. It
+// collects why jobs were refused (not found, not allowed from their
+// state); any other error stops it and is returned, to surface as a 5xx
+// rather than pass for a refusal.
+func (s *server) applyAll(c *fiber.Ctx, action string, ids []uuid.UUID) (done int, refused []string, err error) {
 	ctx := c.UserContext()
-	done := 0
-	var refused []string
 	var applied []uuid.UUID
 	defer func() {
 		if len(applied) > 0 {
@@ -271,41 +276,22 @@ func (s *server) applyAll(c *fiber.Ctx, action string, ids []uuid.UUID) (int, []
 		}
 	}()
 	for _, id := range ids {
-		var err error
-		switch action {
-		case "retry":
-			_, err = s.store.RetryJob(ctx, id)
-		case "cancel":
-			_, err = s.store.CancelJob(ctx, id)
-		case "delete":
-			_, err = s.store.DeleteJob(ctx, id)
-		case "restore":
-			_, err = s.store.RestoreJob(ctx, id)
-		case "purge":
-			err = s.store.PurgeJob(ctx, id)
-		}
-		if err != nil {
-			refused = append(refused, err.Error())
+		if _, err := s.jobOp(ctx, action, id); err != nil {
+			r := refusal(err)
+			if r == nil {
+				return len(applied), refused, err
+			}
+			refused = append(refused, r.Message)
 			continue
 		}
 		applied = append(applied, id)
-		done++
 	}
-	return done, refused
+	return len(applied), refused, nil
 }
 
 func actionPast(action string) string {
 	return map[string]string{"retry": "Retried", "cancel": "Cancelled", "delete": "Moved to the bin",
 		"restore": "Restored", "purge": "Purged"}[action]
-}
-
-func contains(list []string, v string) bool {
-	for _, x := range list {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *server) replayAll(c *fiber.Ctx) error {
@@ -317,6 +303,7 @@ func (s *server) replayAll(c *fiber.Ctx) error {
 	for i, j := range replayed {
 		ids[i] = j.ID
 	}
+	s.wakeFor(replayed...)
 	s.audit(c, "dlq_replay", map[string]any{"scope": "all", "replayed": len(ids)}, ids...)
 	toast(c, fmt.Sprintf("Replayed %d jobs from the dead-letter queue.", len(replayed)), "ok")
 	l, err := s.listData(c, "dlq")
@@ -387,18 +374,16 @@ func (s *server) jobActionHTML(action string) fiber.Handler {
 			return s.notFound(c)
 		}
 		ctx := c.UserContext()
-		if action == "purge" {
-			if err := s.store.PurgeJob(ctx, id); err != nil {
-				toast(c, "Could not purge: "+err.Error(), "bad")
-				return c.SendStatus(http.StatusConflict)
-			}
-			s.audit(c, "purge", nil, id)
-			return redirectHX(c, "/bin")
+		_, refused, err := s.applyAll(c, action, []uuid.UUID{id})
+		if err != nil {
+			return err
 		}
-		_, refused := s.applyAll(c, action, []uuid.UUID{id})
 		if len(refused) > 0 {
 			toast(c, "Not possible: "+refused[0], "bad")
 			return c.SendStatus(http.StatusConflict)
+		}
+		if action == "purge" {
+			return redirectHX(c, "/bin")
 		}
 		s.logger.InfoContext(ctx, "dashboard action", "component", "dashboard", "action", action, "job_id", id, "actor", dashActor(c))
 		toast(c, actionPast(action)+".", "ok")
@@ -468,7 +453,7 @@ func (s *server) createJob(c *fiber.Ctx) error {
 	}
 	if len(f.Errors) == 1 {
 		for k := range f.Errors {
-			if !contains(createFields, k) {
+			if !slices.Contains(createFields, k) {
 				f.Message = f.Errors[k]
 			}
 		}
@@ -577,28 +562,21 @@ func (s *server) recurringActionHTML(action string) fiber.Handler {
 		if err != nil {
 			return s.notFound(c)
 		}
-		ctx := c.UserContext()
-		switch action {
-		case "pause":
-			_, err = s.store.PauseSchedule(ctx, id)
-		case "resume":
-			_, err = s.store.ResumeSchedule(ctx, id)
-		case "run":
-			var j *jobs.Job
-			if j, err = s.store.RunScheduleNow(ctx, id); err == nil && s.wake != nil {
-				s.wake(j.Queue)
+		op := action
+		if action == "run" {
+			op = "run_now"
+		}
+		if _, _, err := s.seriesOp(c, op, id); err != nil {
+			r := refusal(err)
+			if r == nil {
+				return err
 			}
-		case "delete":
-			err = s.store.DeleteSchedule(ctx, id)
+			toast(c, "Not possible: "+r.Message, "bad")
+			return c.SendStatus(r.Status)
 		}
-		if err != nil {
-			toast(c, "Not possible: "+err.Error(), "bad")
-			return c.SendStatus(http.StatusConflict)
-		}
-		s.audit(c, "series_"+action, map[string]string{"series": id.String()})
 		toast(c, map[string]string{"pause": "Series paused.", "resume": "Series resumed.", "run": "An extra occurrence was enqueued.",
 			"delete": "Series deleted."}[action], "ok")
-		list, err := s.store.ListSchedules(ctx)
+		list, err := s.store.ListSchedules(c.UserContext())
 		if err != nil {
 			return err
 		}

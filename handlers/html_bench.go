@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -10,9 +11,6 @@ import (
 
 	"flint/views"
 )
-
-// benchAlgorithms are the values the benchmark accepts.
-var benchAlgorithms = []string{"both", "heap", "timing_wheel"}
 
 func (s *server) benchmarkPage(c *fiber.Ctx) error {
 	return render(c, http.StatusOK, views.BenchmarkPageView(s.chrome(c, "Benchmark", "benchmark", ""),
@@ -27,7 +25,7 @@ func (s *server) runBenchmarkHTML(c *fiber.Ctx) error {
 	switch {
 	case err != nil || n < 1000 || n > 200_000:
 		b.Error = "Enter a whole number from 1,000 to 200,000."
-	case !contains(benchAlgorithms, b.Algorithm):
+	case !slices.Contains(views.BenchAlgorithms, b.Algorithm):
 		b.Error = "Choose heap, timing_wheel or both."
 	case s.bench == nil:
 		b.Error = "The benchmark is not available in this process."
@@ -71,7 +69,7 @@ func (s *server) runBenchmarkAPI(c *fiber.Ctx) error {
 	if req.Algorithm == "" {
 		req.Algorithm = "both"
 	}
-	if !contains(benchAlgorithms, req.Algorithm) {
+	if !slices.Contains(views.BenchAlgorithms, req.Algorithm) {
 		return invalid("algorithm", "must be heap, timing_wheel or both")
 	}
 	if s.bench == nil {

@@ -9,7 +9,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +37,27 @@ type dashBundle struct {
 	ctx     context.Context
 	cookies map[string]string
 	csrf    string
+	woken   *wakeLog
+}
+
+// wakeLog records the queues the server woke this process's workers for.
+type wakeLog struct {
+	mu     sync.Mutex
+	queues []string
+}
+
+func (w *wakeLog) wake(q string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.queues = append(w.queues, q)
+}
+
+func (w *wakeLog) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	q := w.queues
+	w.queues = nil
+	return q
 }
 
 func dashSetup(t *testing.T) *dashBundle {
@@ -45,15 +68,16 @@ func dashSetup(t *testing.T) *dashBundle {
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	woken := &wakeLog{}
 	app := handlers.New(handlers.Config{
-		APIKey: apiKey, Dashboard: store, Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
+		APIKey: apiKey, Dashboard: store, Wake: woken.wake, Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 		Audit:   store,
 		MailURL: "http://localhost:8025",
 		Benchmark: func(ctx context.Context, n int, alg string) ([]handlers.BenchResult, error) {
 			return []handlers.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
 		},
 	}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	b := &dashBundle{app: app, store: store, ctx: ctx, cookies: map[string]string{}}
+	b := &dashBundle{app: app, store: store, ctx: ctx, cookies: map[string]string{}, woken: woken}
 	b.login(t, adminEmail, adminPassword, http.StatusSeeOther)
 	return b
 }
@@ -490,6 +514,7 @@ func TestAuditTrail(t *testing.T) {
 	}
 	form.Set("dlq_threshold", "9")
 	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/settings", form, "settings").status)
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/recurring/"+series.ScheduleID.String()+"/run", nil, "recurring-table").status)
 
 	entries, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{Limit: 100})
 	require.NoError(t, err)
@@ -498,7 +523,7 @@ func TestAuditTrail(t *testing.T) {
 		got[e.Action+"/"+e.Source] = e
 	}
 	for _, want := range []string{"cancel/api", "delete/api", "restore/api", "purge/api", "series_pause/api", "dlq_replay/api",
-		"cancel/dashboard", "settings_change/dashboard"} {
+		"cancel/dashboard", "settings_change/dashboard", "series_run_now/dashboard"} {
 		e, ok := got[want]
 		require.True(t, ok, "no audit entry for %s; have %v", want, got)
 		require.NotEmpty(t, e.IP)
@@ -507,6 +532,7 @@ func TestAuditTrail(t *testing.T) {
 	require.Equal(t, "api key", got["cancel/api"].Actor)
 	require.Equal(t, adminEmail, got["cancel/dashboard"].Actor)
 	require.Equal(t, c.ID, *got["cancel/dashboard"].JobID)
+	require.NotNil(t, got["series_run_now/dashboard"].JobID, "the occurrence it made is recorded, as from the API")
 	require.JSONEq(t, `{"dlq_threshold": 9}`, string(got["settings_change/dashboard"].Details))
 
 	// Shown on the job page, the Audit page and through the API.
@@ -517,4 +543,55 @@ func TestAuditTrail(t *testing.T) {
 	require.Equal(t, http.StatusOK, list.status)
 	require.Contains(t, list.body, `"action":"cancel"`)
 	require.Equal(t, http.StatusUnprocessableEntity, api(http.MethodGet, "/api/v1/audit?job_id=x", "").status)
+}
+
+// TestDashboardActionsWakeWorkers: what the dashboard makes ready wakes
+// this process's workers at once, as the API does, and a database failure
+// during an action is an error, not a refusal.
+func TestDashboardActionsWakeWorkers(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	dead := func(queue string) *jobs.Job {
+		j := b.enqueue(t, jobs.EnqueueParams{Type: "noop", Queue: queue, MaxRetries: new(int)})
+		c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, c, 1)
+		_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: "boom"}})
+		require.NoError(t, err)
+		got, err := b.store.GetJob(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.Equal(t, jobs.StateDeadLetter, got.Status)
+		return got
+	}
+	b.woken.take()
+
+	one := dead("mail")
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/jobs/"+one.ID.String()+"/retry", nil, "job-live").status)
+	require.Equal(t, []string{"mail"}, b.woken.take(), "retry from the job page")
+
+	dead("a")
+	dead("a")
+	dead("b")
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/dlq/replay-all", nil, "jobs-table").status)
+	woken := b.woken.take()
+	slices.Sort(woken)
+	require.Equal(t, []string{"a", "b"}, woken, "replay all: once per queue")
+
+	series := b.enqueue(t, jobs.EnqueueParams{Type: "noop", Queue: "cron", IntervalSeconds: 3600})
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/recurring/"+series.ScheduleID.String()+"/run", nil, "recurring-table").status)
+	require.Equal(t, []string{"cron"}, b.woken.take(), "run now")
+
+	// A refusal is a 409 with the reason; a broken database is a 500.
+	p := b.hx(t, http.MethodPost, "/jobs/"+one.ID.String()+"/restore", nil, "job-live")
+	require.Equal(t, http.StatusConflict, p.status)
+	require.Contains(t, p.header.Get("HX-Trigger"), "Not possible")
+	_, err := b.store.Pool().Exec(b.ctx, `ALTER TABLE jobs RENAME TO jobs_gone`)
+	require.NoError(t, err)
+	defer func() {
+		_, err := b.store.Pool().Exec(b.ctx, `ALTER TABLE jobs_gone RENAME TO jobs`)
+		require.NoError(t, err)
+	}()
+	p = b.hx(t, http.MethodPost, "/jobs/bulk", url.Values{"action": {"cancel"}, "ids": {one.ID.String()}}, "jobs-table")
+	require.Equal(t, http.StatusInternalServerError, p.status)
+	require.NotContains(t, p.header.Get("HX-Trigger"), "jobs_gone", "no internal error text in a toast")
 }

@@ -140,11 +140,11 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 		}
 	}
 	next := c.OriginalURL()
-	if c.Get("HX-Request") == "true" || c.Method() != fiber.MethodGet {
+	if isHX(c) || c.Method() != fiber.MethodGet {
 		next = "/"
 	}
 	dest := "/login?next=" + url.QueryEscape(next)
-	if c.Get("HX-Request") == "true" {
+	if isHX(c) {
 		c.Set("HX-Redirect", dest)
 		return c.SendStatus(http.StatusUnauthorized)
 	}
@@ -185,7 +185,7 @@ func equalTokens(a, b string) bool {
 }
 
 func csrfRefused(c *fiber.Ctx) error {
-	if c.Get("HX-Request") == "true" {
+	if isHX(c) {
 		toast(c, "Refused: the request lacked this session's security token. Reload the page and try again.", "bad")
 	}
 	return c.Status(http.StatusForbidden).SendString("Forbidden: missing or wrong CSRF token. Reload the page and try again.")

@@ -118,7 +118,7 @@ func (a *Alerter) build(to []string, snap jobs.DLQSnapshot) (jobs.Email, error) 
 	v := alertView{Count: snap.Count, Threshold: snap.Threshold, Link: a.cfg.PublicURL + "/dlq"}
 	for _, j := range snap.Recent {
 		v.Jobs = append(v.Jobs, alertJob{ID: j.ID.String(), Type: j.Type, Attempts: j.Attempts,
-			Error: truncateRunes(firstLine(logs.Scrub(j.Error)), 200), FailedAt: j.FailedAt.UTC().Format("2006-01-02 15:04:05 UTC")})
+			Error: jobs.Truncate(jobs.FirstLine(logs.Scrub(j.Error)), 200), FailedAt: j.FailedAt.UTC().Format("2006-01-02 15:04:05 UTC")})
 	}
 	var text, html bytes.Buffer
 	if err := alertText.Execute(&text, v); err != nil {
@@ -137,21 +137,6 @@ func (a *Alerter) build(to []string, snap jobs.DLQSnapshot) (jobs.Email, error) 
 		Text:    text.String(),
 		HTML:    html.String(),
 	}, nil
-}
-
-func firstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-func truncateRunes(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
 }
 
 var alertText = texttemplate.Must(texttemplate.New("text").Parse(`The Flint dead-letter queue holds {{.Count}} jobs (alert threshold {{.Threshold}}).

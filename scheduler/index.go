@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"flint/jobs"
 )
 
 // Entry is a job waiting in the in-memory index.
@@ -47,8 +49,8 @@ type Index interface {
 
 // The strategies NewIndex knows; the scheduler_strategy setting holds one.
 const (
-	StrategyHeap        = "heap"
-	StrategyTimingWheel = "timing_wheel"
+	StrategyHeap        = jobs.StrategyHeap
+	StrategyTimingWheel = jobs.StrategyTimingWheel
 )
 
 // Strategies lists the valid strategies in a stable order.

@@ -115,7 +115,7 @@ func BenchChart(rows []BenchRow, size int) BarChart {
 	group := plotW / float64(len(ops))
 	bw := group / 3
 	for i, op := range ops {
-		for k, alg := range []string{"heap", "timing_wheel"} {
+		for k, alg := range []string{jobs.StrategyHeap, jobs.StrategyTimingWheel} {
 			v, ok := val[op][alg]
 			if !ok {
 				continue

@@ -176,23 +176,6 @@ func PrettyJSON(raw []byte) string {
 	return out.String()
 }
 
-// Truncate cuts s to n runes with an ellipsis.
-func Truncate(s string, n int) string {
-	r := []rune(s)
-	if len(r) <= n {
-		return s
-	}
-	return string(r[:n]) + "…"
-}
-
-// FirstLine returns the first line of s (errors often carry stacks).
-func FirstLine(s string) string {
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
 // ShortID is the last eight hex digits of a UUID, enough to tell jobs apart
 // on screen. (Ids are UUIDv7: their first digits are a timestamp, the same
 // for jobs created together; the last ones are random.)

@@ -101,6 +101,9 @@ type SettingsForm struct {
 	Message string
 }
 
+// BenchAlgorithms are the choices the Benchmark page offers and accepts.
+var BenchAlgorithms = []string{"both", jobs.StrategyHeap, jobs.StrategyTimingWheel}
+
 // BenchmarkPage is the Benchmark page and its results.
 type BenchmarkPage struct {
 	N         string
