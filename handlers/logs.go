@@ -3,12 +3,10 @@ package handlers
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -112,8 +110,7 @@ func (s *server) logsStream(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	match := func(e logs.Entry) bool { return logMatches(q, e) }
-	ch, cancel := s.logs.Tail().Subscribe(match, 256)
+	ch, cancel := s.logs.Tail().Subscribe(q.Matcher(), 256)
 	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
 		defer cancel()
 		if w.Flush() != nil {
@@ -140,23 +137,4 @@ func (s *server) logsStream(c *fiber.Ctx) error {
 			}
 		}
 	})
-}
-
-var levelRank = map[string]int{"DEBUG": 0, "INFO": 1, "WARN": 2, "ERROR": 3}
-
-// logMatches applies a query's filters to one live entry.
-func logMatches(q logs.Query, e logs.Entry) bool {
-	if q.Level != "" && levelRank[strings.ToUpper(e.Level)] < levelRank[strings.ToUpper(strings.TrimSuffix(q.Level, "ing"))] {
-		return false
-	}
-	if q.JobID != "" && e.JobID != q.JobID {
-		return false
-	}
-	if q.Q != "" {
-		raw, _ := json.Marshal(e)
-		if !strings.Contains(strings.ToLower(string(raw)), strings.ToLower(q.Q)) {
-			return false
-		}
-	}
-	return true
 }
