@@ -195,11 +195,6 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 		return l, err
 	}
 	l.Jobs, l.NextCursor = page.Jobs, page.NextCursor
-	if kind == "jobs" {
-		if l.Queues, err = s.dash.Queues(c.UserContext()); err != nil {
-			return l, err
-		}
-	}
 	return l, nil
 }
 
@@ -211,6 +206,11 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 		}
 		if isHX(c) && c.Get("HX-Target") == "jobs-table" {
 			return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+		}
+		if kind == "jobs" { // the queue filter's suggestions, outside the table
+			if l.Queues, err = s.dash.Queues(c.UserContext()); err != nil {
+				return err
+			}
 		}
 		return render(c, http.StatusOK, views.JobsPage(s.chrome(c, title, kind, "/events"), l))
 	}

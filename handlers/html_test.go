@@ -595,3 +595,34 @@ func TestDashboardActionsWakeWorkers(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, p.status)
 	require.NotContains(t, p.header.Get("HX-Trigger"), "jobs_gone", "no internal error text in a toast")
 }
+
+// TestJobsListPaging: the table pages with keyset cursors, keeps the
+// filter across pages, and offers Clear only for a filter, not a page.
+func TestJobsListPaging(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	params := make([]jobs.EnqueueParams, 60)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: "noop", Queue: "paged"}
+	}
+	_, err := b.store.Enqueue(b.ctx, params...)
+	require.NoError(t, err)
+
+	first := b.request(t, http.MethodGet, "/jobs?queue=paged", nil)
+	require.Equal(t, http.StatusOK, first.status)
+	require.Contains(t, first.body, `>Clear</a>`, "a filter can be cleared")
+	require.Contains(t, first.body, `<option value="paged">`, "the queue filter suggests known queues")
+	next := regexp.MustCompile(`href="(/jobs\?[^"]*cursor=[^"]*)"[^>]*data-testid="next-page"`).FindStringSubmatch(first.body)
+	require.NotNil(t, next, "a next page link")
+	nextURL := strings.ReplaceAll(next[1], "&amp;", "&")
+	require.Contains(t, nextURL, "queue=paged", "the filter carries over")
+
+	second := b.request(t, http.MethodGet, nextURL, nil)
+	require.Equal(t, http.StatusOK, second.status)
+	require.Equal(t, 10, strings.Count(second.body, `data-testid="job-row"`))
+	require.Contains(t, second.body, "First page")
+
+	unfiltered := b.request(t, http.MethodGet, strings.Replace(nextURL, "queue=paged", "", 1), nil)
+	require.Equal(t, http.StatusOK, unfiltered.status)
+	require.NotContains(t, unfiltered.body, `>Clear</a>`, "page two of everything has nothing to clear")
+}

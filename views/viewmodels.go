@@ -18,14 +18,7 @@ type Chrome struct {
 	MailURL string
 	Now     time.Time
 	// Live is the SSE stream of the page, "" for a page without one.
-	Live  string
-	Flash *Flash
-}
-
-// Flash is a one-off message at the top of a page.
-type Flash struct {
-	Kind    string // ok, bad, info
-	Message string
+	Live string
 }
 
 // csrfHeaders is the hx-headers value that sends the CSRF token with every
@@ -54,7 +47,11 @@ type JobsFilter struct {
 	Queue  string
 	Q      string
 	Cursor string
-	Limit  int
+}
+
+// Narrowed reports whether the filter leaves jobs out (paging does not).
+func (f JobsFilter) Narrowed() bool {
+	return f.Status != "" || f.Type != "" || f.Queue != "" || f.Q != ""
 }
 
 // JobsList is a page of the Jobs, DLQ or Bin tables.
