@@ -117,15 +117,16 @@ type dependencyRow struct {
 	ID     uuid.UUID `db:"id"`
 	Type   string    `db:"type"`
 	Status string    `db:"status"`
+	Total  int       `db:"total"`
 }
 
 const upstreamSQL = `
-SELECT j.id, j.type, j.status FROM job_dependencies d JOIN jobs j ON j.id = d.depends_on_id
+SELECT j.id, j.type, j.status, 0 AS total FROM job_dependencies d JOIN jobs j ON j.id = d.depends_on_id
 WHERE d.job_id = $1 ORDER BY j.id`
 
 const downstreamSQL = `
-SELECT j.id, j.type, j.status FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
-WHERE d.depends_on_id = $1 ORDER BY j.id`
+SELECT j.id, j.type, j.status, count(*) OVER () AS total FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
+WHERE d.depends_on_id = $1 ORDER BY j.id LIMIT $2`
 
 // Dependencies returns the jobs a job waits for (upstream) and the jobs
 // waiting for it (downstream).
@@ -134,7 +135,7 @@ func (s *Store) Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependenci
 	if err := s.sqlx.SelectContext(ctx, &up, upstreamSQL, id); err != nil {
 		return jobs.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
 	}
-	if err := s.sqlx.SelectContext(ctx, &down, downstreamSQL, id); err != nil {
+	if err := s.sqlx.SelectContext(ctx, &down, downstreamSQL, id, jobs.MaxDependencies); err != nil {
 		return jobs.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
 	}
 	conv := func(rows []dependencyRow) []jobs.DependencyRef {
@@ -144,5 +145,9 @@ func (s *Store) Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependenci
 		}
 		return out
 	}
-	return jobs.Dependencies{Upstream: conv(up), Downstream: conv(down)}, nil
+	d := jobs.Dependencies{Upstream: conv(up), Downstream: conv(down)}
+	if len(down) > 0 {
+		d.DownstreamTotal = down[0].Total
+	}
+	return d, nil
 }

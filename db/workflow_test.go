@@ -46,9 +46,23 @@ func TestDependenciesReleaseOnLastParent(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, child.ID, deps.Downstream[0].ID)
 
+	require.Equal(t, 1, deps.DownstreamTotal)
+
 	// A job depending only on completed jobs starts queued.
 	late := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{a.ID}})
 	require.Equal(t, jobs.StateQueued, late.Status)
+
+	// Any number may wait for one job; a page shows the first hundred.
+	many := make([]jobs.EnqueueParams, 150)
+	for i := range many {
+		many[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, DependsOn: []uuid.UUID{c.ID}}
+	}
+	_, err = b.store.Enqueue(b.ctx, many...)
+	require.NoError(t, err)
+	deps, err = b.store.Dependencies(b.ctx, c.ID)
+	require.NoError(t, err)
+	require.Len(t, deps.Downstream, jobs.MaxDependencies)
+	require.Equal(t, 151, deps.DownstreamTotal)
 }
 
 func TestDependencyValidation(t *testing.T) {

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -323,20 +324,29 @@ func (s *server) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ctx := c.UserContext()
-	j, err := s.store.GetJob(ctx, id)
+	d, err := s.loadJob(c.UserContext(), id)
 	if err != nil {
 		return err
+	}
+	return c.JSON(d)
+}
+
+// loadJob reads a job with its runs and dependencies, for the API and the
+// job page.
+func (s *server) loadJob(ctx context.Context, id uuid.UUID) (jobDetail, error) {
+	j, err := s.store.GetJob(ctx, id)
+	if err != nil {
+		return jobDetail{}, err
 	}
 	ex, err := s.store.ListExecutions(ctx, j)
 	if err != nil {
-		return err
+		return jobDetail{}, err
 	}
 	deps, err := s.store.Dependencies(ctx, id)
 	if err != nil {
-		return err
+		return jobDetail{}, err
 	}
-	return c.JSON(jobDetail{Job: j, Executions: ex, Dependencies: deps})
+	return jobDetail{Job: j, Executions: ex, Dependencies: deps}, nil
 }
 
 // jobAction handles POST /api/v1/jobs/{id}/cancel, /retry and /restore.

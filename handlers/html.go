@@ -316,19 +316,11 @@ func (s *server) replayAll(c *fiber.Ctx) error {
 // --- job detail ---
 
 func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, error) {
-	j, err := s.store.GetJob(ctx, id)
+	jd, err := s.loadJob(ctx, id)
 	if err != nil {
 		return views.JobDetail{}, err
 	}
-	ex, err := s.store.ListExecutions(ctx, j)
-	if err != nil {
-		return views.JobDetail{}, err
-	}
-	deps, err := s.store.Dependencies(ctx, id)
-	if err != nil {
-		return views.JobDetail{}, err
-	}
-	d := views.JobDetail{Job: j, Executions: ex, Dependencies: deps}
+	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions, Dependencies: jd.Dependencies}
 	if s.auditStore != nil {
 		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})
 	}

@@ -112,8 +112,12 @@ type DependencyRef struct {
 }
 
 // Dependencies are a job's direct upstream (what it waits for) and
-// downstream (what waits for it) jobs.
+// downstream (what waits for it) jobs. Upstream holds at most
+// MaxDependencies by construction; Downstream is cut at MaxDependencies
+// too (a job can be waited on by any number), and DownstreamTotal says
+// how many there are.
 type Dependencies struct {
-	Upstream   []DependencyRef `json:"upstream"`
-	Downstream []DependencyRef `json:"downstream"`
+	Upstream        []DependencyRef `json:"upstream"`
+	Downstream      []DependencyRef `json:"downstream"`
+	DownstreamTotal int             `json:"downstream_total"`
 }
