@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -638,14 +639,19 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 			patch[name], _ = json.Marshal(list)
 		default:
 			if v == "" {
-				v = "null"
+				patch[name] = json.RawMessage("null")
+				continue
 			}
-			if _, err := strconv.ParseFloat(v, 64); err != nil && v != "null" {
-				f, _ := s.settingsForm(ctx, values)
+			n, err := strconv.ParseFloat(v, 64)
+			if err != nil || math.IsNaN(n) || math.IsInf(n, 0) || strings.ContainsAny(v, "xXpP_") {
+				f, ferr := s.settingsForm(ctx, values)
+				if ferr != nil {
+					return ferr
+				}
 				f.Errors[name] = "must be a number"
 				return render(c, http.StatusUnprocessableEntity, views.SettingsFormPartial(f))
 			}
-			patch[name] = json.RawMessage(v)
+			patch[name], _ = json.Marshal(n)
 		}
 	}
 	st, changed, err := s.store.UpdateSettings(ctx, patch, dashActor(c))

@@ -454,9 +454,18 @@ func TestSettingsForm(t *testing.T) {
 	p = b.hx(t, http.MethodPost, "/settings", form, "settings")
 	require.Equal(t, http.StatusUnprocessableEntity, p.status)
 	require.Contains(t, p.body, `data-testid="error-dlq_threshold"`)
-	form.Set("dlq_threshold", "many")
+	for _, bad := range []string{"many", "NaN", "Inf", "-Infinity", "0x1p4", "1_000"} {
+		form.Set("dlq_threshold", bad)
+		p = b.hx(t, http.MethodPost, "/settings", form, "settings")
+		require.Equal(t, http.StatusUnprocessableEntity, p.status, bad)
+		require.Contains(t, p.body, "must be a number", bad)
+	}
+	form.Set("dlq_threshold", "+7")
 	p = b.hx(t, http.MethodPost, "/settings", form, "settings")
-	require.Equal(t, http.StatusUnprocessableEntity, p.status)
+	require.Equal(t, http.StatusOK, p.status, "a number however written")
+	got, err = b.store.GetSettings(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, 7, got.DLQThreshold)
 }
 
 func TestBenchmarkPageAndAPI(t *testing.T) {
