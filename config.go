@@ -189,8 +189,8 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		bad("FLINT_WORKERS=%d: want 1 to 10000", c.Workers)
 	}
 	for _, q := range c.Queues {
-		if len(q) > jobs.MaxQueueLen || !jobs.CleanText(q) || strings.ContainsAny(q, " ") {
-			bad("FLINT_QUEUES: %q is not a valid queue name", q)
+		if !jobs.ValidQueue(q) {
+			bad("FLINT_QUEUES: %q is not a valid queue name (1-%d letters, digits or _ . : -)", q, jobs.MaxQueueLen)
 		}
 	}
 	switch c.LogLevel {

@@ -35,6 +35,12 @@ var (
 	queuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 )
 
+// ValidQueue reports whether name can name a queue: 1 to MaxQueueLen
+// letters, digits or _ . : -.
+func ValidQueue(name string) bool {
+	return len(name) <= MaxQueueLen && queuePattern.MatchString(name)
+}
+
 // EnqueueParams describes a job to create. Zero values mean the defaults.
 type EnqueueParams struct {
 	Type    string
@@ -96,7 +102,7 @@ func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
 	}
-	if len(p.Queue) > MaxQueueLen || !queuePattern.MatchString(p.Queue) {
+	if !ValidQueue(p.Queue) {
 		return Invalid("queue", "must be 1-%d letters, digits or _ . : -", MaxQueueLen)
 	}
 	if err := validatePayload(p); err != nil {
