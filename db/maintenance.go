@@ -243,10 +243,11 @@ const pruneThroughputSQL = `DELETE FROM job_throughput WHERE bucket < now() - in
 // their retention and binned jobs past the bin's, judged at now (nil: the
 // database clock). It returns how many rows went.
 func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error) {
-	at := time.Now()
+	var at time.Time
+	var err error
 	if now != nil {
 		at = *now
-	} else if err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&at); err != nil {
+	} else if at, err = s.DatabaseNow(ctx); err != nil {
 		return 0, fmt.Errorf("prune: %w", err)
 	}
 	total := 0
@@ -322,11 +323,18 @@ const timersSQL = `
 SELECT id, effective_priority, run_at, created_at FROM jobs
 WHERE status = 'scheduled' AND deleted_at IS NULL AND id = ANY($1::uuid[])`
 
-const allTimersSQL = `
+// timerPageSQL pages by id through the live jobs in one state, with what
+// the scheduler's index and the ready queue need. The state is part of the
+// text, not a parameter, so the planner picks the state's partial index.
+func timerPageSQL(state jobs.State) string {
+	return `
 SELECT id, effective_priority, run_at, created_at FROM jobs
-WHERE status = 'scheduled' AND deleted_at IS NULL AND id > $1
+WHERE status = '` + string(state) + `' AND deleted_at IS NULL AND id > $1
 ORDER BY id
 LIMIT $2`
+}
+
+var allTimersSQL = timerPageSQL(jobs.StateScheduled)
 
 // ScheduledTimers returns, for the given ids (all scheduled jobs when ids
 // is nil, a page at a time after the id `after`), the jobs that are still
@@ -339,19 +347,22 @@ func (s *Store) ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid
 	} else {
 		rows, err = s.pool.Query(ctx, allTimersSQL, after, limit)
 	}
+	out, err := collectTimers(rows, err)
 	if err != nil {
 		return nil, fmt.Errorf("read scheduled jobs: %w", err)
 	}
-	defer rows.Close()
-	var out []jobs.Timer
-	for rows.Next() {
-		var t jobs.Timer
-		if err := rows.Scan(&t.ID, &t.Priority, &t.RunAt, &t.CreatedAt); err != nil {
-			return nil, fmt.Errorf("read scheduled jobs: %w", err)
-		}
-		out = append(out, t)
+	return out, nil
+}
+
+func collectTimers(rows pgx.Rows, err error) ([]jobs.Timer, error) {
+	if err != nil {
+		return nil, err
 	}
-	return out, rows.Err()
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Timer, error) {
+		var t jobs.Timer
+		err := r.Scan(&t.ID, &t.Priority, &t.RunAt, &t.CreatedAt)
+		return t, err
+	})
 }
 
 // DatabaseNow returns the database clock.

@@ -16,11 +16,7 @@ import (
 // in PostgreSQL, which re-checks everything; an id that is stale (the job
 // completed, was cancelled, never existed) simply claims nothing.
 
-const queuedTimersSQL = `
-SELECT id, effective_priority, run_at FROM jobs
-WHERE status = 'queued' AND deleted_at IS NULL AND id > $1
-ORDER BY id
-LIMIT $2`
+var queuedTimersSQL = timerPageSQL(jobs.StateQueued)
 
 // RebuildReadyQueue adds every queued job to the ready queue. It removes
 // nothing: stale members cost a wasted claim at worst. Safe to run from
@@ -29,25 +25,14 @@ func (s *Store) RebuildReadyQueue(ctx context.Context, r *Redis) (int, error) {
 	after := uuid.Nil
 	total := 0
 	for {
-		rows, err := s.pool.Query(ctx, queuedTimersSQL, after, 5000)
+		ts, err := collectTimers(s.pool.Query(ctx, queuedTimersSQL, after, 5000))
 		if err != nil {
 			return total, fmt.Errorf("rebuild ready queue: %w", err)
 		}
-		var zs []redis.Z
-		for rows.Next() {
-			var id uuid.UUID
-			var prio float64
-			var runAt time.Time
-			if err := rows.Scan(&id, &prio, &runAt); err != nil {
-				rows.Close()
-				return total, fmt.Errorf("rebuild ready queue: %w", err)
-			}
-			zs = append(zs, redis.Z{Score: readyScore(prio, runAt), Member: id.String()})
-			after = id
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return total, fmt.Errorf("rebuild ready queue: %w", err)
+		zs := make([]redis.Z, len(ts))
+		for i, t := range ts {
+			zs[i] = redis.Z{Score: readyScore(t.Priority, t.RunAt), Member: t.ID.String()}
+			after = t.ID
 		}
 		if len(zs) > 0 {
 			if err := r.client.ZAdd(ctx, r.readyKey(), zs...).Err(); err != nil {
