@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -220,40 +219,47 @@ func (s *Store) PurgeJob(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-const jobStateSQL = `SELECT status, deleted_at FROM jobs WHERE id = $1`
+const jobStateSQL = `SELECT status, deleted_at IS NOT NULL FROM jobs WHERE id = $1`
+
+// jobState reads a job's state and whether it is in the bin, to explain a
+// refused operation.
+func (s *Store) jobState(ctx context.Context, id uuid.UUID, op string) (jobs.State, bool, error) {
+	var status string
+	var binned bool
+	err := s.pool.QueryRow(ctx, jobStateSQL, id).Scan(&status, &binned)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return "", false, jobs.ErrNotFound
+	case err != nil:
+		return "", false, fmt.Errorf("%s job: %w", op, err)
+	}
+	return jobs.State(status), binned, nil
+}
 
 // explain says why an operation guarded by a state set matched no row.
 func (s *Store) explain(ctx context.Context, id uuid.UUID, op string, allowed []jobs.State) error {
-	var status string
-	var deletedAt *time.Time
-	err := s.pool.QueryRow(ctx, jobStateSQL, id).Scan(&status, &deletedAt)
+	st, binned, err := s.jobState(ctx, id, op)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return jobs.ErrNotFound
 	case err != nil:
-		return fmt.Errorf("%s job: %w", op, err)
-	case deletedAt != nil:
-		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is in the bin; restore it first"}
+		return err
+	case binned:
+		return &jobs.TransitionError{Op: op, From: st, Reason: "it is in the bin; restore it first"}
 	default:
-		return &jobs.TransitionError{Op: op, From: jobs.State(status), Allowed: allowed}
+		return &jobs.TransitionError{Op: op, From: st, Allowed: allowed}
 	}
 }
 
 // explainBin says why a bin operation matched no row.
 func (s *Store) explainBin(ctx context.Context, id uuid.UUID, op string, wantOutside bool) error {
-	var status string
-	var deletedAt *time.Time
-	err := s.pool.QueryRow(ctx, jobStateSQL, id).Scan(&status, &deletedAt)
+	st, binned, err := s.jobState(ctx, id, op)
 	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-		return jobs.ErrNotFound
 	case err != nil:
-		return fmt.Errorf("%s job: %w", op, err)
-	case wantOutside && deletedAt != nil:
-		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is already in the bin"}
-	case !wantOutside && deletedAt == nil:
-		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is not in the bin; delete it first"}
+		return err
+	case wantOutside && binned:
+		return &jobs.TransitionError{Op: op, From: st, Reason: "it is already in the bin"}
+	case !wantOutside && !binned:
+		return &jobs.TransitionError{Op: op, From: st, Reason: "it is not in the bin; delete it first"}
 	default:
-		return &jobs.TransitionError{Op: op, From: jobs.State(status), Reason: "it is still running; cancel it and wait for its worker to stop"}
+		return &jobs.TransitionError{Op: op, From: st, Reason: "it is still running; cancel it and wait for its worker to stop"}
 	}
 }
