@@ -28,7 +28,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: run build test bench soak migrate fmt fmt-check vet clean services dev-env
+.PHONY: run build test bench soak migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -49,7 +49,7 @@ run: services dev-env build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flint .
 
-test: services vet fmt-check
+test: test-services vet fmt-check
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: services
@@ -79,5 +79,17 @@ clean:
 services:
 	scripts/services.sh ensure all
 
+# Tests also drive the dashboard in headless Chromium.
+test-services: services
+	scripts/services.sh ensure chromium
+
 dev-env:
 	@scripts/dev-env.sh
+
+# Prints the development settings as shell exports, for the README's
+# examples: eval "$$(make -s env)"
+env: dev-env
+	@while IFS='=' read -r k v; do \
+		[[ $$k =~ ^FLINT_[A-Z_]+$$ ]] || continue; \
+		printf "export %s='%s'\n" "$$k" "$$v"; \
+	done <.flint/dev.env
