@@ -28,7 +28,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: run build test bench soak migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -54,6 +54,12 @@ test: test-services vet fmt-check
 
 bench: services
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m $(BENCHPKG)
+
+# Flint against River v0.51.2 (bench/riverbench, its own module) on the
+# same PostgreSQL server in one run: drain, batch enqueue over HTTP, pickup
+# latency; one table of rates and ratios. Settings: scripts/bench-compare.sh.
+bench-compare: services
+	scripts/bench-compare.sh
 
 # Long-running tests live behind the "soak" build tag; none matching is a pass.
 soak: services

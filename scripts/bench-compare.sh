@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Flint against River (bench/riverbench, River v0.51.2) on one PostgreSQL
+# server, in one run, one measurement at a time, and one table of rates and
+# ratios at the end. Absolute rates drift between machines and minutes; the
+# ratio measured in one run is the figure that means something.
+#
+#   make bench-compare                   (or scripts/bench-compare.sh)
+#
+# Settings (environment):
+#   BENCH_DATABASE_URL  a database on the server from which fresh ones are
+#                       created (default: TEST_DATABASE_URL, else the local postgres)
+#   BENCH_REDIS_URL     Redis for the "Redis" runs (default: TEST_REDIS_URL, else local)
+#   DRAIN_N=100000      jobs pre-inserted for each drain
+#   RIVER_WORKERS=1000  River's MaxWorkers in its drain
+#   BATCH_N=100000      jobs enqueued over HTTP (and by River's InsertMany)
+#   BATCH_SIZE=1000     jobs per request / per InsertMany call
+#   BATCH_CONC=4        concurrent HTTP connections
+#   RATE=500 RATE_DURATION=10s   steady pickup latency
+#   IDLE_SAMPLES=100    pickup latency at idle, one job at a time
+#   ONLY=""             a regexp: run only the steps whose names match
+#                       (river-drain, river-insert, river-latency, river-idle,
+#                       drain-worker-defaults-redis, ..., batch-nokeys,
+#                       batch-keys, latency, idle)
+#   OUT=.flint/bench-compare-<time>.txt   where every step's output goes
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+ADMIN="${BENCH_DATABASE_URL:-${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}}"
+REDIS="${BENCH_REDIS_URL:-${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}}"
+DRAIN_N="${DRAIN_N:-100000}"
+RIVER_WORKERS="${RIVER_WORKERS:-1000}"
+BATCH_N="${BATCH_N:-100000}"
+BATCH_SIZE="${BATCH_SIZE:-1000}"
+BATCH_CONC="${BATCH_CONC:-4}"
+RATE="${RATE:-500}"
+RATE_DURATION="${RATE_DURATION:-10s}"
+IDLE_SAMPLES="${IDLE_SAMPLES:-100}"
+ONLY="${ONLY:-.}"
+mkdir -p .flint
+OUT="${OUT:-.flint/bench-compare-$(date +%Y%m%d-%H%M%S).txt}"
+: >"$OUT"
+
+BIN="$(mktemp -d)"
+trap 'rm -rf "$BIN"' EXIT
+
+echo "building flint, flintbench and riverbench..."
+go build -o "$BIN/flint" .
+go build -o "$BIN/flintbench" ./bench/flintbench
+(cd bench/riverbench && go build -o "$BIN/riverbench" .)
+
+FB=("$BIN/flintbench" -admin "$ADMIN" -bin "$BIN/flint")
+
+# step NAME CMD...: runs CMD when NAME matches ONLY, output to the terminal and $OUT.
+step() {
+	local name=$1
+	shift
+	[[ $name =~ $ONLY ]] || return 0
+	echo "== $name" | tee -a "$OUT"
+	"$@" 2>&1 | tee -a "$OUT"
+}
+
+# River gets its own fresh database, as each Flint step does.
+RIVER_DB_NAME="riverbench_$$"
+RIVER_DB="$(sed -E "s#/[^/?]*(\?|$)#/$RIVER_DB_NAME\1#" <<<"$ADMIN")"
+psql -q "$ADMIN" -c "CREATE DATABASE $RIVER_DB_NAME" >/dev/null
+trap 'psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $RIVER_DB_NAME WITH (FORCE)" >/dev/null; rm -rf "$BIN"' EXIT
+"$BIN/riverbench" -mode=migrate -db "$RIVER_DB" >/dev/null
+
+step river-drain "$BIN/riverbench" -mode=drain -n "$DRAIN_N" -workers "$RIVER_WORKERS" -reps 1 -db "$RIVER_DB"
+step drain-worker-defaults-redis "${FB[@]}" -mode=drain -cmd worker -n "$DRAIN_N" -redis "$REDIS" -label worker-defaults-redis
+step drain-worker-defaults-noredis "${FB[@]}" -mode=drain -cmd worker -n "$DRAIN_N" -redis "" -label worker-defaults-noredis
+step drain-worker-1000-redis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n "$DRAIN_N" -redis "$REDIS" -label worker-1000-redis
+step drain-worker-1000-noredis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n "$DRAIN_N" -redis "" -label worker-1000-noredis
+step drain-serve-defaults-redis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "$REDIS" -label serve-defaults-redis
+step drain-serve-defaults-noredis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "" -label serve-defaults-noredis
+
+step river-insert "$BIN/riverbench" -mode=insert -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"
+step batch-nokeys "${FB[@]}" -mode=batch -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label nokeys
+step batch-keys "${FB[@]}" -mode=batch -keys -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label keys
+
+step river-latency "$BIN/riverbench" -mode=latency -rate "$RATE" -duration "$RATE_DURATION" -reps 1 -db "$RIVER_DB"
+step latency "${FB[@]}" -mode=latency -rate "$RATE" -duration "$RATE_DURATION" -redis "$REDIS" -label "${RATE}/s"
+step river-idle "$BIN/riverbench" -mode=idle -samples "$IDLE_SAMPLES" -reps 1 -db "$RIVER_DB"
+step idle "${FB[@]}" -mode=idle -samples "$IDLE_SAMPLES" -redis "$REDIS" -label idle
+
+echo
+echo "Flint ($(git describe --always --dirty 2>/dev/null || echo dev)) vs River v0.51.2, $(nproc) cores, $(psql -tAq "$ADMIN" -c 'SHOW server_version'), drain n=$DRAIN_N"
+"$BIN/flintbench" -mode=table -in "$OUT" | tee -a "$OUT"
+echo "(all output: $OUT)"
