@@ -100,12 +100,14 @@ func sortClaimed(claimed []*jobs.Job) {
 }
 
 // extendLeasesSQL extends the leases a worker still holds. A lease whose
-// token no longer matches (reaped, re-claimed) is not extended and not
-// returned, which tells the worker to stop that job.
+// token no longer matches (reaped, re-claimed, finished) is not extended
+// and not returned, which tells the worker to stop that job. Only a
+// running job holds a token, so the token match is the running guard; see
+// finishSQL for why nothing else may be.
 const extendLeasesSQL = `
 UPDATE jobs j SET lease_expires_at = now() + $3 * interval '1 millisecond'
 FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
-WHERE j.id = l.id AND j.lease_token = l.token AND j.status = 'running'
+WHERE j.id = l.id AND j.lease_token = l.token
 RETURNING j.id, j.cancel_requested`
 
 // ExtendLeases extends every lease in leases by ttl from now on the database

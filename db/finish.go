@@ -14,8 +14,14 @@ import (
 )
 
 // finishSQL ends a batch of attempts in one statement. Each row is guarded by
-// its lease token and the running state, so a worker whose lease expired
-// (reaped, maybe re-claimed by another worker) writes nothing. For each row
+// its lease token, so a worker whose lease expired (reaped, maybe re-claimed
+// by another worker) writes nothing. Only a running job holds a token
+// (jobs_running_holds_lease, jobs_lease_whole), so the token match is the
+// running guard as well. No condition on the jobs row alone may join it:
+// while a backlog drains the statistics say almost nothing runs, and the
+// planner then scans jobs for that condition and compares every row found
+// with every input row (a second for 1,000 outcomes) instead of looking
+// each input up by id. For each row
 // it moves the job, records the execution, and counts throughput:
 //
 //	succeeded                      → completed
@@ -52,7 +58,7 @@ moved AS (
 		lease_expires_at = NULL,
 		updated_at = now()
 	FROM input i
-	WHERE j.id = i.id AND j.lease_token = i.token AND j.status = 'running'
+	WHERE j.id = i.id AND j.lease_token = i.token
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token,
 	          j.run_at, j.effective_priority, j.created_at
 ),
