@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"os/exec"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +22,7 @@ import (
 	"flint/db/dbtest"
 	"flint/handlers"
 	"flint/jobs"
+	"flint/logs"
 	"flint/workers"
 )
 
@@ -33,6 +35,7 @@ type dashboardRig struct {
 	base     string
 	store    *db.Store
 	registry *jobs.Registry
+	broker   *handlers.Broker
 }
 
 func startDashboard(t *testing.T) *dashboardRig {
@@ -71,14 +74,18 @@ func startDashboard(t *testing.T) *dashboardRig {
 	run(l.Run)
 	<-ready
 	run(pool.Run)
+	lg, err := logs.New(logs.Config{File: filepath.Join(t.TempDir(), "flint.log"), Stdout: io.Discard})
+	require.NoError(t, err)
+	t.Cleanup(func() { lg.Close() })
 	app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: ctx, Broker: broker, Dashboard: store,
+		Audit: store, Logs: lg,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}, Wake: pool.Wake},
 		store, reg, logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	go func() { _ = app.Listener(ln) }()
 	t.Cleanup(func() { _ = app.ShutdownWithTimeout(time.Second) })
-	return &dashboardRig{base: "http://" + ln.Addr().String(), store: store, registry: reg}
+	return &dashboardRig{base: "http://" + ln.Addr().String(), store: store, registry: reg, broker: broker}
 }
 
 // browser starts headless Chromium with the flags this environment needs
@@ -112,6 +119,27 @@ func browser(t *testing.T) context.Context {
 		}
 	}()
 	return ctx
+}
+
+// signIn signs in as the rig's operator and waits for the overview to be
+// live.
+func signIn(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	within(t, ctx, 30*time.Second,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="login-form"]`)),
+		chromedp.SendKeys(chromedp.CSS("#email"), "ops@example.com"),
+		chromedp.SendKeys(chromedp.CSS("#password"), "browser-test-pw"),
+		chromedp.Submit(chromedp.CSS("#password")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="counts"]`)),
+	)
+	waitLive(t, ctx, 10*time.Second)
+}
+
+// waitLive waits for the page's live indicator to say "Live".
+func waitLive(t *testing.T, ctx context.Context, timeout time.Duration) {
+	t.Helper()
+	waitJS(t, ctx, `document.querySelector('[data-live]').dataset.state === 'open' && document.querySelector('[data-live] .live-text').textContent === 'Live'`, timeout)
 }
 
 // within runs browser steps with a deadline.
@@ -172,16 +200,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	ctx := browser(t)
 	base := rig.base
 
-	// Sign in.
-	within(t, ctx, 30*time.Second,
-		chromedp.Navigate(base+"/"),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="login-form"]`)),
-		chromedp.SendKeys(chromedp.CSS("#email"), "ops@example.com"),
-		chromedp.SendKeys(chromedp.CSS("#password"), "browser-test-pw"),
-		chromedp.Submit(chromedp.CSS("#password")),
-		chromedp.WaitVisible(chromedp.CSS(`[data-testid="counts"]`)),
-	)
-	waitJS(t, ctx, `document.querySelector('[data-live]').dataset.state === 'open'`, 10*time.Second)
+	signIn(t, ctx, base)
 
 	// Create a job through the form: first with a mistake, shown inline.
 	within(t, ctx, 30*time.Second,

@@ -97,5 +97,9 @@ func (s *server) auditPage(c *fiber.Ctx) error {
 	if len(entries) == q.Limit {
 		next = entries[len(entries)-1].ID
 	}
-	return render(c, http.StatusOK, views.AuditPageView(s.chrome(c, "Audit", "audit", ""), entries, next))
+	live := q.Before == 0 && q.JobID == nil // the newest entries, unfiltered, update live
+	if live && isHX(c) && c.Get("HX-Target") == "audit-live" {
+		return render(c, http.StatusOK, views.AuditCard(entries, next, true))
+	}
+	return render(c, http.StatusOK, views.AuditPageView(s.chrome(c, "Audit", "audit", live), entries, next, live))
 }

@@ -37,10 +37,13 @@ type brokerEvent struct {
 	data []byte
 }
 
-// subscriber is one SSE connection.
+// subscriber is one SSE connection: events reach it through ch, or, for a
+// subscriber that folds them as they come (the dashboard's stream), through
+// sink, which the broker calls under its lock and which must not block.
 type subscriber struct {
 	filter eventFilter
 	ch     chan brokerEvent
+	sink   func(jobs.Event)
 	gone   chan struct{} // closed when the broker drops the subscriber
 }
 
@@ -91,6 +94,10 @@ func (b *Broker) Deliver(events []jobs.Event) {
 			if !s.filter.match(e) {
 				continue
 			}
+			if s.sink != nil {
+				s.sink(e)
+				continue
+			}
 			select {
 			case s.ch <- be:
 			default:
@@ -134,6 +141,15 @@ func (b *Broker) subscribe(f eventFilter, lastID string) (s *subscriber, replay 
 		}
 	}
 	return s, replay, false
+}
+
+// subscribeSink registers a subscriber that receives events through sink.
+func (b *Broker) subscribeSink(f eventFilter, sink func(jobs.Event)) *subscriber {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := &subscriber{filter: f, sink: sink, gone: make(chan struct{})}
+	b.clients[s] = struct{}{}
+	return s
 }
 
 // unsubscribe removes a subscriber (if the broker has not dropped it).

@@ -34,7 +34,8 @@ type DashboardStore interface {
 const countCap = 100_000
 
 // chrome builds the page frame for the signed-in user.
-func (s *server) chrome(c *fiber.Ctx, title, nav, live string) views.Chrome {
+// chrome is the frame of a page; live pages show the live indicator.
+func (s *server) chrome(c *fiber.Ctx, title, nav string, live bool) views.Chrome {
 	u, _ := c.Locals(userKey).(jobs.User)
 	csrf, _ := c.Locals(csrfKey).(string)
 	return views.Chrome{Title: title, Nav: nav, User: u.Email, CSRF: csrf, MailURL: s.mailURL, Now: s.clock.Now(), Live: live}
@@ -149,7 +150,7 @@ func (s *server) overviewPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.OverviewPage(s.chrome(c, "Overview", "overview", "/events?view=overview"), o))
+	return render(c, http.StatusOK, views.OverviewPage(s.chrome(c, "Overview", "overview", true), o))
 }
 
 func (s *server) overviewLive(c *fiber.Ctx) error {
@@ -213,7 +214,7 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 				return err
 			}
 		}
-		return render(c, http.StatusOK, views.JobsPage(s.chrome(c, title, kind, "/events"), l))
+		return render(c, http.StatusOK, views.JobsPage(s.chrome(c, title, kind, true), l))
 	}
 }
 
@@ -340,7 +341,7 @@ func (s *server) jobPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", "/events"), d))
+	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", true), d))
 }
 
 func (s *server) jobLive(c *fiber.Ctx) error {
@@ -389,7 +390,7 @@ func (s *server) jobActionHTML(action string) fiber.Handler {
 }
 
 func (s *server) notFound(c *fiber.Ctx) error {
-	return render(c, http.StatusNotFound, views.ErrorPage(s.chrome(c, "Not found", "", ""), "Not found", "There is no such page or job. It may have been purged."))
+	return render(c, http.StatusNotFound, views.ErrorPage(s.chrome(c, "Not found", "", false), "Not found", "There is no such page or job. It may have been purged."))
 }
 
 // --- create ---
@@ -407,7 +408,7 @@ func (s *server) createPage(c *fiber.Ctx) error {
 			}
 		}
 	}
-	return render(c, http.StatusOK, views.CreatePage(s.chrome(c, "Create a job", "new", ""), f))
+	return render(c, http.StatusOK, views.CreatePage(s.chrome(c, "Create a job", "new", false), f))
 }
 
 var createFields = []string{"type", "queue", "priority", "payload", "run_at", "delay_seconds", "max_retries",
@@ -546,7 +547,10 @@ func (s *server) recurringPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.RecurringPage(s.chrome(c, "Recurring", "recurring", ""), list))
+	if isHX(c) && c.Get("HX-Target") == "recurring-table" {
+		return render(c, http.StatusOK, views.RecurringTable(list, s.clock.Now()))
+	}
+	return render(c, http.StatusOK, views.RecurringPage(s.chrome(c, "Recurring", "recurring", true), list))
 }
 
 func (s *server) recurringActionHTML(action string) fiber.Handler {
@@ -582,7 +586,10 @@ func (s *server) workersPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.WorkersPage(s.chrome(c, "Workers", "workers", ""), ws))
+	if isHX(c) && c.Get("HX-Target") == "workers-live" {
+		return render(c, http.StatusOK, views.WorkersTable(ws, s.clock.Now()))
+	}
+	return render(c, http.StatusOK, views.WorkersPage(s.chrome(c, "Workers", "workers", true), ws))
 }
 
 // --- settings ---
@@ -618,7 +625,10 @@ func (s *server) settingsPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.SettingsPage(s.chrome(c, "Settings", "settings", ""), f))
+	if isHX(c) && c.Get("HX-Target") == "settings" {
+		return render(c, http.StatusOK, views.SettingsFormPartial(f))
+	}
+	return render(c, http.StatusOK, views.SettingsPage(s.chrome(c, "Settings", "settings", true), f))
 }
 
 func (s *server) saveSettings(c *fiber.Ctx) error {

@@ -13,7 +13,7 @@ import (
 )
 
 func (s *server) benchmarkPage(c *fiber.Ctx) error {
-	return render(c, http.StatusOK, views.BenchmarkPageView(s.chrome(c, "Benchmark", "benchmark", ""),
+	return render(c, http.StatusOK, views.BenchmarkPageView(s.chrome(c, "Benchmark", "benchmark", false),
 		views.BenchmarkPage{N: "10000", Algorithm: "both"}))
 }
 

@@ -484,14 +484,6 @@ func TestBenchmarkPageAndAPI(t *testing.T) {
 	require.Equal(t, float64(10000), out["n"])
 }
 
-func TestDashboardEventsValidation(t *testing.T) {
-	t.Parallel()
-	b := dashSetup(t)
-	for _, q := range []string{"?view=nope", "?view=job&id=x", "?view=list&ids=x"} {
-		require.Equal(t, http.StatusUnprocessableEntity, b.request(t, http.MethodGet, "/events"+q, nil).status, q)
-	}
-}
-
 var _ = time.Second
 
 // TestAuditTrail: every operator action, from the API and from the
@@ -634,4 +626,24 @@ func TestJobsListPaging(t *testing.T) {
 	unfiltered := b.request(t, http.MethodGet, strings.Replace(nextURL, "queue=paged", "", 1), nil)
 	require.Equal(t, http.StatusOK, unfiltered.status)
 	require.NotContains(t, unfiltered.body, `>Clear</a>`, "page two of everything has nothing to clear")
+}
+
+func TestFavicon(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	anon := &dashBundle{app: b.app, cookies: map[string]string{}}
+	// Browsers ask for /favicon.ico on their own, signed in or not.
+	ico := anon.request(t, http.MethodGet, "/favicon.ico", nil)
+	require.Equal(t, http.StatusOK, ico.status)
+	require.Equal(t, "image/svg+xml", ico.header.Get("Content-Type"))
+	require.Equal(t, "nosniff", ico.header.Get("X-Content-Type-Options"))
+	require.Contains(t, ico.body, "<svg")
+	require.Contains(t, ico.body, "#e0462c", "the brand mark's colours")
+	svg := anon.request(t, http.MethodGet, "/static/favicon.svg", nil)
+	require.Equal(t, http.StatusOK, svg.status)
+	require.Equal(t, ico.body, svg.body)
+	// Both page shells link it.
+	link := `<link rel="icon" href="/static/favicon.svg" type="image/svg+xml">`
+	require.Contains(t, anon.request(t, http.MethodGet, "/login", nil).body, link)
+	require.Contains(t, b.request(t, http.MethodGet, "/", nil).body, link)
 }

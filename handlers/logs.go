@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"bufio"
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -80,7 +78,9 @@ func (s *server) listLogs(c *fiber.Ctx) error {
 // logsPage handles GET /logs.
 func (s *server) logsPage(c *fiber.Ctx) error {
 	q, err := logQuery(c)
-	page := views.LogsPage{Level: q.Level, JobID: q.JobID, Q: q.Q}
+	// The tail's position is taken before the file is read: an entry
+	// written in between may show twice, but none is missed.
+	page := views.LogsPage{Level: q.Level, JobID: q.JobID, Q: q.Q, Live: q.Before == "", Seq: s.logs.Tail().Seq()}
 	if err != nil {
 		var ae *apiError
 		if errors.As(err, &ae) {
@@ -100,41 +100,22 @@ func (s *server) logsPage(c *fiber.Ctx) error {
 	if isHX(c) && c.Get("HX-Target") == "log-table" {
 		return render(c, http.StatusOK, views.LogTable(page))
 	}
-	return render(c, http.StatusOK, views.LogsPageView(s.chrome(c, "Logs", "logs", "/logs/stream"), page))
+	return render(c, http.StatusOK, views.LogsPageView(s.chrome(c, "Logs", "logs", true), page))
 }
 
-// logsStream handles GET /logs/stream: the live tail as SSE, each new
-// entry (matching the page's filters) rendered as a table row.
-func (s *server) logsStream(c *fiber.Ctx) error {
+// logsTail handles GET /logs/tail?after=N (with the page's filters): the
+// live tail's entries recorded after entry number N that the page shows,
+// newest first, as table rows. X-Log-Seq is the number to ask after next.
+func (s *server) logsTail(c *fiber.Ctx) error {
 	q, err := logQuery(c)
 	if err != nil {
 		return err
 	}
-	ch, cancel := s.logs.Tail().Subscribe(q.Matcher(), 256)
-	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
-		defer cancel()
-		if w.Flush() != nil {
-			return
-		}
-		beat := time.NewTicker(sseHeartbeat)
-		defer beat.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case e, ok := <-ch:
-				if !ok {
-					return // too slow or shutting down: the client reconnects
-				}
-				if writeHTMLEvent(ctx, w, "log", views.LogRow(e)) != nil {
-					return
-				}
-			case <-beat.C:
-				fmt.Fprint(w, ": keep-alive\n\n")
-			}
-			if w.Flush() != nil {
-				return
-			}
-		}
-	})
+	after, err := strconv.ParseUint(c.Query("after"), 10, 64)
+	if err != nil {
+		return invalid("after", "must be the number of a log entry (data-seq of the page)")
+	}
+	entries, seq, missed := s.logs.Tail().Since(after, q.Matcher(), 200)
+	c.Set("X-Log-Seq", strconv.FormatUint(seq, 10))
+	return render(c, http.StatusOK, views.LogTailRows(entries, missed))
 }

@@ -1,16 +1,15 @@
 package handlers_test
 
 import (
-	"bufio"
 	"context"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +20,7 @@ import (
 )
 
 // TestLogSecretsNeverShown logs secrets in every place the scrubber covers
-// and reads them back through the log API and the live tail's SSE stream:
+// and reads them back through the log API, the Logs page and its live tail:
 // none may appear.
 func TestLogSecretsNeverShown(t *testing.T) {
 	t.Parallel()
@@ -38,33 +37,16 @@ func TestLogSecretsNeverShown(t *testing.T) {
 	app := handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store, Logs: lg, BaseContext: ctx,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = app.Listener(ln) }()
-	t.Cleanup(func() { _ = app.ShutdownWithTimeout(time.Second) })
-	base := "http://" + ln.Addr().String()
 
 	b := &dashBundle{app: app, store: store, ctx: context.Background(), cookies: map[string]string{}}
 	b.login(t, adminEmail, adminPassword, http.StatusSeeOther)
 
-	// Subscribe to the live tail before logging.
-	req, _ := http.NewRequest(http.MethodGet, base+"/logs/stream?q=probe", nil)
-	for k, v := range b.cookies {
-		req.AddCookie(&http.Cookie{Name: k, Value: v})
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	lines := make(chan string, 100)
-	go func() {
-		sc := bufio.NewScanner(resp.Body)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-		close(lines)
-	}()
-	time.Sleep(200 * time.Millisecond)
+	// The page marks where its live tail starts.
+	first := b.request(t, http.MethodGet, "/logs?q=probe", nil)
+	require.Equal(t, http.StatusOK, first.status)
+	m := regexp.MustCompile(`data-seq="(\d+)"`).FindStringSubmatch(first.body)
+	require.NotNil(t, m, "the first page of logs updates live")
+	require.Contains(t, first.body, `data-live-logs="/logs/tail?q=probe"`)
 
 	secrets := []string{"s3cr3t-pass", "tok-abc123", "smtp-pw-777", "cookie-val-9", "payload-secret-42"}
 	logger := lg.Slog()
@@ -73,21 +55,20 @@ func TestLogSecretsNeverShown(t *testing.T) {
 	logger.Info("probe header", "authorization", "Bearer "+secrets[1], "cookie", secrets[3])
 	logger.Info("probe payload", "payload", []byte(`{"user":"x","password":"`+secrets[4]+`"}`))
 
-	// The SSE tail.
-	var streamed strings.Builder
-	deadline := time.After(5 * time.Second)
-	for n := 0; n < 4; {
-		select {
-		case l, ok := <-lines:
-			require.True(t, ok)
-			streamed.WriteString(l + "\n")
-			if strings.HasPrefix(l, "event: log") {
-				n++
-			}
-		case <-deadline:
-			t.Fatalf("only %q arrived", streamed.String())
-		}
-	}
+	// The live tail: the rows the page adds, fetched after its mark.
+	tail := b.request(t, http.MethodGet, "/logs/tail?q=probe&after="+m[1], nil, "HX-Request", "true")
+	require.Equal(t, http.StatusOK, tail.status)
+	require.Equal(t, 4, strings.Count(tail.body, `data-testid="log-row"`), tail.body)
+	require.Less(t, strings.Index(tail.body, "probe payload"), strings.Index(tail.body, "probe login"), "newest first")
+	seq, err := strconv.Atoi(tail.header.Get("X-Log-Seq"))
+	require.NoError(t, err)
+	again := b.request(t, http.MethodGet, "/logs/tail?q=probe&after="+strconv.Itoa(seq), nil, "HX-Request", "true")
+	require.Equal(t, http.StatusOK, again.status)
+	require.NotContains(t, again.body, "log-row", "nothing new since the last fetch")
+	bad := b.request(t, http.MethodGet, "/logs/tail?after=soon", nil, "HX-Request", "true")
+	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
+	require.Contains(t, bad.body, "after")
+
 	// The API.
 	api := b.request(t, http.MethodGet, "/api/v1/logs?q=probe", nil, "X-API-Key", apiKey)
 	require.Equal(t, http.StatusOK, api.status)
@@ -97,7 +78,7 @@ func TestLogSecretsNeverShown(t *testing.T) {
 	page := b.request(t, http.MethodGet, "/logs?q=probe", nil)
 	require.Contains(t, page.body, "probe smtp")
 	for _, s := range secrets {
-		require.NotContains(t, streamed.String(), s, "SSE tail")
+		require.NotContains(t, tail.body, s, "live tail")
 		require.NotContains(t, api.body, s, "log API")
 		require.NotContains(t, page.body, s, "Logs page")
 	}

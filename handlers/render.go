@@ -41,6 +41,9 @@ func securityHeaders(secure bool) fiber.Handler {
 		c.Set("Referrer-Policy", "same-origin")
 		c.Set("X-Frame-Options", "DENY")
 		c.Set("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
+		// Nothing of the dashboard is cached, and no page is kept in the
+		// back/forward cache with its live stream open.
+		c.Set(fiber.HeaderCacheControl, "no-store")
 		if secure {
 			c.Set("Strict-Transport-Security", "max-age=31536000")
 		}

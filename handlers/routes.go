@@ -109,6 +109,7 @@ type server struct {
 	bench      BenchmarkFunc
 	logs       LogSource
 	auditStore AuditStore
+	live       *liveTopics
 }
 
 // New builds the Fiber app with every route.
@@ -122,6 +123,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		stats:    &cached[*jobs.Stats]{ttl: time.Second},
 		overview: &cached[views.Overview]{ttl: time.Second},
 		settings: cfg.Settings,
+		live:     newLiveTopics(),
 	}
 	if s.settings == nil {
 		s.settings = &jobs.SettingsHolder{}
@@ -144,6 +146,9 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		s.redis = func() string { return "disabled" }
 	}
 	s.dash, s.mailURL, s.bench, s.logs, s.auditStore = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs, cfg.Audit
+	if cfg.Dashboard != nil {
+		go s.watchTopics(base)
+	}
 	app := fiber.New(fiber.Config{
 		AppName:               "Flint",
 		ErrorHandler:          ErrorHandler(logger),
@@ -151,6 +156,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		Immutable:             true, // values read from a request stay valid after it
 		DisableStartupMessage: true,
 		ReadTimeout:           30 * time.Second,
+		ReadBufferSize:        16 << 10, // request line and headers: a page asks for up to 100 rows by id
 		// No write timeout: SSE responses stream for as long as the client
 		// stays; each stream notices a gone client on its next flush.
 		IdleTimeout: 120 * time.Second,
@@ -170,6 +176,7 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	// check so that the check never runs for it.
 	app.Get("/api/v1/docs", securityHeaders(false), s.apiDocsPage)
 	app.Get("/api/v1/openapi.json", s.openAPIJSON)
+	app.Get("/favicon.ico", favicon)
 	if cfg.Dashboard == nil {
 		app.Use("/static", staticFiles())
 	}

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"io/fs"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -42,6 +43,7 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodGet, "/overview/live", s.overviewLive)
 	priv(fiber.MethodGet, "/jobs", s.listPage("jobs", "Jobs"))
 	priv(fiber.MethodPost, "/jobs/bulk", s.bulk("jobs"))
+	priv(fiber.MethodGet, "/jobs/rows", s.jobRows)
 	priv(fiber.MethodGet, "/jobs/new", s.createPage)
 	priv(fiber.MethodPost, "/jobs/new", s.createJob)
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
@@ -69,8 +71,21 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	}
 	if s.logs != nil {
 		priv(fiber.MethodGet, "/logs", s.logsPage)
-		priv(fiber.MethodGet, "/logs/stream", s.logsStream)
+		priv(fiber.MethodGet, "/logs/tail", s.logsTail)
 	}
+}
+
+// favicon answers the /favicon.ico that browsers ask for on their own with
+// the brand mark (an SVG; the pages link it as /static/favicon.svg).
+func favicon(c *fiber.Ctx) error {
+	b, err := fs.ReadFile(static.FS, "favicon.svg")
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "image/svg+xml")
+	c.Set(fiber.HeaderCacheControl, "public, max-age=86400")
+	c.Set("X-Content-Type-Options", "nosniff")
+	return c.Send(b)
 }
 
 // staticFiles serves the embedded assets.

@@ -42,21 +42,40 @@ func (s *server) sseEvents(c *fiber.Ctx) error {
 // produces, under the server's base context (cancelled at shutdown). The
 // headers keep proxies from caching or buffering it, and the stream starts
 // with the reconnect delay browsers should use.
+//
+// The connection is not kept for another request ("Connection: close"): a
+// browser that stops a stream whose connection could be reused first
+// drains it for a while, and an event stream never ends, so six stopped
+// streams would hold all of a browser's connections to the host. And since
+// a client sends nothing once the stream is open, a read on the connection
+// returns only when the client goes: it ends the stream at once, instead of
+// at the next failed write.
 func (s *server) openEventStream(c *fiber.Ctx, write func(ctx context.Context, w *bufio.Writer)) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
-	c.Set(fiber.HeaderCacheControl, "no-cache")
+	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no")
+	c.Context().SetConnectionClose()
+	conn := c.Context().Conn()
 	base := s.base
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
+		ctx, cancel := context.WithCancel(base)
+		defer cancel()
+		if conn != nil {
+			go func() {
+				_ = conn.SetReadDeadline(time.Time{})
+				var b [1]byte
+				_, _ = conn.Read(b[:]) // the client went (or the server closes the connection)
+				cancel()
+			}()
+		}
 		fmt.Fprint(w, "retry: 2000\n\n")
-		write(base, w)
+		write(ctx, w)
 	})
 	return nil
 }
 
 // streamEvents writes the stream until the client goes, the broker drops
-// it, or the server shuts down. A failed flush is the only sign of a gone
-// client.
+// it, or the server shuts down.
 func streamEvents(ctx context.Context, w *bufio.Writer, b *Broker, sub *subscriber, replay []brokerEvent, resync bool) {
 	if resync {
 		fmt.Fprintf(w, "id: %s\nevent: resync\ndata: {\"reason\":\"events since your last id are not available; reload from the API\"}\n\n", b.id(b.currentSeq()))

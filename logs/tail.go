@@ -22,8 +22,9 @@ type Tail struct {
 	mu     sync.Mutex
 	subs   map[*subscriber]struct{}
 	ring   [RingSize]ringItem
-	next   int // ring index of the next write
-	n      int // entries in the ring
+	next   int    // ring index of the next write
+	n      int    // entries in the ring
+	seq    uint64 // entries pushed so far; the newest has this number
 	closed bool
 }
 
@@ -112,6 +113,7 @@ func (t *Tail) publishLine(line []byte) {
 }
 
 func (t *Tail) pushLocked(item ringItem) {
+	t.seq++
 	t.ring[t.next] = item
 	t.next = (t.next + 1) % RingSize
 	if t.n < RingSize {
@@ -152,16 +154,8 @@ func (t *Tail) RecentMatching(n int, filter func(Entry) bool) []Entry {
 
 	out := make([]Entry, 0, min(n, len(items)))
 	for i := len(items) - 1; i >= 0 && len(out) < n; i-- {
-		var e Entry
-		if items[i].entry != nil {
-			e = *items[i].entry
-		} else {
-			var ok bool
-			if e, ok = parseEntry(items[i].raw); !ok {
-				continue
-			}
-		}
-		if filter == nil || filter(e) {
+		e, ok := items[i].parsed()
+		if ok && (filter == nil || filter(e)) {
 			out = append(out, e)
 		}
 	}
@@ -169,6 +163,52 @@ func (t *Tail) RecentMatching(n int, filter func(Entry) bool) []Entry {
 		out[i], out[j] = out[j], out[i]
 	}
 	return out
+}
+
+// Seq numbers the newest entry (0 before the first): entries are numbered
+// 1, 2, … as they are recorded.
+func (t *Tail) Seq() uint64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.seq
+}
+
+// Since returns the entries recorded after entry number after that pass
+// filter (nil: all), oldest first, at most limit of the newest of them
+// (limit ≤ 0: all kept), with the number of the newest entry recorded.
+// missed is true when entries after it have already left the ring.
+func (t *Tail) Since(after uint64, filter func(Entry) bool, limit int) (entries []Entry, seq uint64, missed bool) {
+	t.mu.Lock()
+	seq = t.seq
+	if after >= seq {
+		t.mu.Unlock()
+		return nil, seq, false
+	}
+	n := int(min(seq-after, uint64(t.n)))
+	missed = seq-after > uint64(t.n)
+	items := make([]ringItem, n)
+	for i := range items {
+		items[i] = t.ring[(t.next-n+i+RingSize)%RingSize]
+	}
+	t.mu.Unlock()
+	for _, it := range items {
+		e, ok := it.parsed()
+		if ok && (filter == nil || filter(e)) {
+			entries = append(entries, e)
+		}
+	}
+	if limit > 0 && len(entries) > limit {
+		entries, missed = entries[len(entries)-limit:], true
+	}
+	return entries, seq, missed
+}
+
+// parsed returns the item's entry, parsing its line if need be.
+func (it ringItem) parsed() (Entry, bool) {
+	if it.entry != nil {
+		return *it.entry, true
+	}
+	return parseEntry(it.raw)
 }
 
 // close drops every subscriber (their channels close) and refuses new ones.

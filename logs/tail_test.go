@@ -219,3 +219,47 @@ func TestConcurrentLoggingReadingTailing(t *testing.T) {
 	}
 	require.Len(t, lastN, writers)
 }
+
+// Since hands a page the entries it has not shown yet, by number, and says
+// when some of them have already left the ring.
+func TestTailSinceBySequence(t *testing.T) {
+	t.Parallel()
+	lg, err := New(Config{Stdout: discard{}})
+	require.NoError(t, err)
+	tail := lg.Tail()
+	require.Zero(t, tail.Seq())
+	entries, seq, missed := tail.Since(0, nil, 0)
+	require.Empty(t, entries)
+	require.Zero(t, seq)
+	require.False(t, missed)
+
+	for i := 0; i < 10; i++ {
+		lg.Slog().Info("tick", "n", i)
+	}
+	require.EqualValues(t, 10, tail.Seq())
+	entries, seq, missed = tail.Since(7, nil, 0)
+	require.EqualValues(t, 10, seq)
+	require.False(t, missed)
+	require.Len(t, entries, 3)
+	for i, e := range entries {
+		require.Equal(t, 7+i, seqOf(t, e), "oldest first")
+	}
+	// A filter keeps only what the page shows; a limit keeps the newest.
+	even := func(e Entry) bool { return seqOf(t, e)%2 == 0 }
+	entries, _, missed = tail.Since(0, even, 2)
+	require.True(t, missed, "three even entries matched, two were returned")
+	require.Equal(t, []int{6, 8}, []int{seqOf(t, entries[0]), seqOf(t, entries[1])})
+
+	// Entries that left the ring are reported missing.
+	for i := 10; i < RingSize+20; i++ {
+		lg.Slog().Info("tick", "n", i)
+	}
+	entries, seq, missed = tail.Since(5, nil, 0)
+	require.True(t, missed)
+	require.EqualValues(t, RingSize+20, seq)
+	require.Len(t, entries, RingSize)
+	require.Equal(t, 20, seqOf(t, entries[0]))
+	entries, _, missed = tail.Since(seq, nil, 0)
+	require.Empty(t, entries)
+	require.False(t, missed)
+}

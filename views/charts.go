@@ -3,38 +3,39 @@ package views
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"time"
 
 	"flint/jobs"
 )
 
-// Bar is one stacked segment of a bar chart.
+// Bar is one stacked segment of a bar chart. X, Y, W and H are percentages
+// of the plot area (Y from the top), so the chart stretches to any width
+// while its text keeps a fixed pixel size.
 type Bar struct {
 	X, Y, W, H float64
 	Class      string
 	Title      string
 }
 
-// Tick is an axis label.
+// Tick is an axis label at Pos percent along its axis (from the left for
+// the x axis, from the top for the y axis). Anchor is the SVG text-anchor.
 type Tick struct {
-	X, Y  float64
-	Label string
+	Pos    float64
+	Label  string
+	Anchor string
 }
 
-// BarChart is a server-rendered SVG chart.
+// BarChart is a server-rendered SVG chart. It has no viewBox: the plot is
+// drawn in percentages of the SVG box, whose size the stylesheet sets, and
+// the axis labels sit outside that box in the padding of its container.
+// Scaling never shrinks the labels.
 type BarChart struct {
-	Width, Height float64
-	Bars          []Bar
-	XTicks        []Tick
-	YTicks        []Tick
-	GridY         []float64
-	Empty         bool
+	Bars   []Bar
+	XTicks []Tick
+	YTicks []Tick
+	Empty  bool
 }
-
-const (
-	chartW, chartH         = 720.0, 200.0
-	padL, padB, padT, padR = 40.0, 22.0, 8.0, 8.0
-)
 
 // ThroughputChart draws finished runs per minute for the hour before now,
 // succeeded stacked under failed and interrupted.
@@ -55,14 +56,11 @@ func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
 	for _, m := range series {
 		peak = max(peak, m.ok+m.bad+m.other)
 	}
-	c := BarChart{Width: chartW, Height: chartH, Empty: peak == 0}
-	top := niceCeil(float64(max(peak, 1)))
-	plotW, plotH := chartW-padL-padR, chartH-padB-padT
-	bw := plotW / 60
-	scale := plotH / top
+	c := BarChart{Empty: peak == 0}
+	top := niceCeil(float64(max(peak, 2))) // at least 0, 1, 2: no fractional runs on the axis
+	const bw = 100.0 / 60
 	for i, m := range series {
-		x := padL + float64(i)*bw
-		y := chartH - padB
+		y := 100.0
 		at := start.Add(time.Duration(i) * time.Minute)
 		for _, seg := range []struct {
 			n     int64
@@ -72,24 +70,24 @@ func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
 			if seg.n == 0 {
 				continue
 			}
-			h := float64(seg.n) * scale
+			h := float64(seg.n) / top * 100
 			y -= h
-			c.Bars = append(c.Bars, Bar{X: x + 0.5, Y: y, W: math.Max(bw-1, 1), H: h, Class: seg.class,
+			c.Bars = append(c.Bars, Bar{X: float64(i)*bw + bw*0.1, Y: y, W: bw * 0.8, H: h, Class: seg.class,
 				Title: fmt.Sprintf("%s: %d %s", at.UTC().Format("15:04"), seg.n, seg.name)})
 		}
 	}
 	for i := 0; i <= 60; i += 15 {
-		at := start.Add(time.Duration(i) * time.Minute)
-		label := at.UTC().Format("15:04")
-		if i == 60 {
-			label = "now"
+		t := Tick{Pos: float64(i) * bw, Label: start.Add(time.Duration(i) * time.Minute).UTC().Format("15:04"), Anchor: "middle"}
+		switch i {
+		case 0:
+			t.Anchor = "start"
+		case 60:
+			t.Label, t.Anchor = "now", "end"
 		}
-		c.XTicks = append(c.XTicks, Tick{X: padL + float64(i)*bw, Y: chartH - 6, Label: label})
+		c.XTicks = append(c.XTicks, t)
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		y := chartH - padB - f*plotH
-		c.YTicks = append(c.YTicks, Tick{X: padL - 6, Y: y + 3, Label: Thousands(int64(f * top))})
-		c.GridY = append(c.GridY, y)
+		c.YTicks = append(c.YTicks, Tick{Pos: (1 - f) * 100, Label: compactCount(f * top), Anchor: "end"})
 	}
 	return c
 }
@@ -109,10 +107,9 @@ func BenchChart(rows []BenchRow, size int) BarChart {
 		val[r.Op][r.Algorithm] = r.NsPerOp
 		peak = math.Max(peak, r.NsPerOp)
 	}
-	c := BarChart{Width: chartW, Height: chartH, Empty: peak == 0}
+	c := BarChart{Empty: peak == 0}
 	top := niceCeil(math.Max(peak, 1))
-	plotW, plotH := chartW-padL-padR, chartH-padB-padT
-	group := plotW / float64(len(ops))
+	group := 100.0 / float64(len(ops))
 	bw := group / 3
 	for i, op := range ops {
 		for k, alg := range []string{jobs.StrategyHeap, jobs.StrategyTimingWheel} {
@@ -120,23 +117,59 @@ func BenchChart(rows []BenchRow, size int) BarChart {
 			if !ok {
 				continue
 			}
-			h := v / top * plotH
+			h := v / top * 100
 			class := "bar-a"
 			if k == 1 {
 				class = "bar-b"
 			}
-			c.Bars = append(c.Bars, Bar{X: padL + float64(i)*group + bw*0.5 + float64(k)*bw, Y: chartH - padB - h, W: bw - 2, H: h,
+			c.Bars = append(c.Bars, Bar{X: float64(i)*group + bw*0.5 + float64(k)*bw + bw*0.04, Y: 100 - h, W: bw * 0.92, H: h,
 				Class: class, Title: fmt.Sprintf("%s %s: %.0f ns/op", alg, op, v)})
 		}
-		c.XTicks = append(c.XTicks, Tick{X: padL + float64(i)*group + group/2, Y: chartH - 6, Label: op})
+		c.XTicks = append(c.XTicks, Tick{Pos: float64(i)*group + group/2, Label: op, Anchor: "middle"})
 	}
 	for _, f := range []float64{0, 0.5, 1} {
-		y := chartH - padB - f*plotH
-		c.YTicks = append(c.YTicks, Tick{X: padL - 6, Y: y + 3, Label: Thousands(int64(f*top)) + "ns"})
-		c.GridY = append(c.GridY, y)
+		c.YTicks = append(c.YTicks, Tick{Pos: (1 - f) * 100, Label: compactNanos(f * top), Anchor: "end"})
 	}
 	return c
 }
+
+// compactCount labels a count axis in at most five characters: 750, 1.5k,
+// 20k, 2.5M.
+func compactCount(v float64) string {
+	switch {
+	case v >= 1e6:
+		return trimZero(v/1e6) + "M"
+	case v >= 1e3:
+		return trimZero(v/1e3) + "k"
+	}
+	return trimZero(v)
+}
+
+// compactNanos labels a nanosecond axis: 500ns, 2.5µs, 10ms, 1s.
+func compactNanos(ns float64) string {
+	switch {
+	case ns == 0:
+		return "0"
+	case ns >= 1e9:
+		return trimZero(ns/1e9) + "s"
+	case ns >= 1e6:
+		return trimZero(ns/1e6) + "ms"
+	case ns >= 1e3:
+		return trimZero(ns/1e3) + "µs"
+	}
+	return trimZero(ns) + "ns"
+}
+
+// trimZero prints v with at most one decimal, and none when it is whole.
+func trimZero(v float64) string {
+	if v == math.Trunc(v) || v >= 100 {
+		return strconv.FormatFloat(math.Round(v), 'f', -1, 64)
+	}
+	return strconv.FormatFloat(math.Round(v*10)/10, 'f', -1, 64)
+}
+
+// pct formats a percentage for an SVG coordinate.
+func pct(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) + "%" }
 
 // niceCeil rounds up to 1, 2 or 5 times a power of ten.
 func niceCeil(v float64) float64 {
@@ -151,5 +184,3 @@ func niceCeil(v float64) float64 {
 	}
 	return 10 * p
 }
-
-func ff(f float64) string { return fmt.Sprintf("%.1f", f) }

@@ -21,7 +21,9 @@ type GraphNode struct {
 type GraphEdge struct{ Path string }
 
 // DependencyGraph lays out a job with its upstream jobs on the left and its
-// downstream jobs on the right.
+// downstream jobs on the right. Width and Height are CSS pixels: the page
+// draws the graph at that size (never scaled down, so its text stays
+// readable) and scrolls it when it does not fit.
 type DependencyGraph struct {
 	Width, Height int
 	Nodes         []GraphNode
@@ -29,15 +31,17 @@ type DependencyGraph struct {
 }
 
 const (
-	nodeW, nodeH = 150, 40
-	colGap       = 70
-	rowGap       = 14
+	nodeW, nodeH = 184, 46
+	colGap       = 64
+	rowGap       = 12
+	graphPad     = 12
+	labelRunes   = 20 // of a node's type: 13px text in a 184px box
 )
 
 // LayoutDependencies builds the graph for a job page.
 func LayoutDependencies(j *jobs.Job, deps jobs.Dependencies) DependencyGraph {
 	rows := max(len(deps.Upstream), len(deps.Downstream), 1)
-	h := rows*(nodeH+rowGap) + rowGap
+	h := rows*(nodeH+rowGap) - rowGap + 2*graphPad
 	cols := 1
 	if len(deps.Upstream) > 0 {
 		cols++
@@ -45,8 +49,8 @@ func LayoutDependencies(j *jobs.Job, deps jobs.Dependencies) DependencyGraph {
 	if len(deps.Downstream) > 0 {
 		cols++
 	}
-	g := DependencyGraph{Width: cols*nodeW + (cols-1)*colGap + 20, Height: h}
-	x := 10
+	g := DependencyGraph{Width: cols*nodeW + (cols-1)*colGap + 2*graphPad, Height: h}
+	x := graphPad
 	column := func(refs []jobs.DependencyRef) []GraphNode {
 		var out []GraphNode
 		top := (h - (len(refs)*(nodeH+rowGap) - rowGap)) / 2

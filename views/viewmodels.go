@@ -17,8 +17,8 @@ type Chrome struct {
 	// MailURL is the mail catcher's web UI ("" hides the link).
 	MailURL string
 	Now     time.Time
-	// Live is the SSE stream of the page, "" for a page without one.
-	Live string
+	// Live marks a page that updates live: it shows the live indicator.
+	Live bool
 }
 
 // csrfHeaders is the hx-headers value that sends the CSRF token with every

@@ -1,0 +1,307 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+// tableStructure is JavaScript that describes #jobs-table as the operator
+// sees it: what it holds and where its rows are.
+const tableStructure = `(() => {
+  const t = document.querySelector('#jobs-table');
+  if (!t) return {present: false};
+  const rows = [...document.querySelectorAll('tr[data-job-id]')];
+  return {
+    present: true,
+    inMain: t.parentElement && t.parentElement.id === 'main',
+    bulkbar: !!t.querySelector('form[data-bulk] > .bulkbar'),
+    headers: t.querySelectorAll('table > thead > tr > th').length,
+    pager: !!t.querySelector('form[data-bulk] > .pager'),
+    rows: rows.length,
+    rowsInBody: rows.filter(r => r.parentElement.tagName === 'TBODY' && r.closest('#jobs-table') === t).length,
+    strayRows: document.querySelectorAll('main > tr, main > tbody, body > tr').length,
+    statuses: rows.map(r => r.dataset.status),
+    checked: [...t.querySelectorAll('input[name=ids]:checked')].map(b => b.value),
+    selectedCount: (t.querySelector('[data-selected-count]') || {}).textContent,
+    live: document.querySelector('[data-live]').dataset.state,
+  };
+})()`
+
+type tableShape struct {
+	Present       bool     `json:"present"`
+	InMain        bool     `json:"inMain"`
+	Bulkbar       bool     `json:"bulkbar"`
+	Headers       int      `json:"headers"`
+	Pager         bool     `json:"pager"`
+	Rows          int      `json:"rows"`
+	RowsInBody    int      `json:"rowsInBody"`
+	StrayRows     int      `json:"strayRows"`
+	Statuses      []string `json:"statuses"`
+	Checked       []string `json:"checked"`
+	SelectedCount string   `json:"selectedCount"`
+	Live          string   `json:"live"`
+}
+
+func shapeOf(t *testing.T, ctx context.Context) tableShape {
+	t.Helper()
+	return eval[tableShape](t, ctx, tableStructure)
+}
+
+// TestLiveJobsTableKeepsItsShape watches the jobs list while each of its
+// fifty rows changes state three times and a thousand other jobs run past
+// it: the table keeps its bulk bar, header and pager, every row stays in
+// its body, the selection and the scroll position survive, and the
+// indicator stays live. (The first dashboard swapped a row in place of the
+// whole table on its first update.)
+func TestLiveJobsTableKeepsItsShape(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+
+	// Fifty jobs wait for a gate that opens once the page is watching: a
+	// job scheduled for later, retried (run now) when the test says.
+	later := time.Now().Add(time.Hour)
+	gate, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", RunAt: &later})
+	require.NoError(t, err)
+	params := make([]jobs.EnqueueParams, 50)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: "sleep", Payload: json.RawMessage(`{"ms": 40}`), DependsOn: []uuid.UUID{gate[0].Job.ID}}
+	}
+	waiting, err := rig.store.Enqueue(bg, params...)
+	require.NoError(t, err)
+
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"]`)))
+	waitLive(t, ctx, 10*time.Second)
+	before := shapeOf(t, ctx)
+	require.Equal(t, 50, before.Rows)
+	require.Equal(t, 9, before.Headers)
+	for _, st := range before.Statuses {
+		require.Equal(t, "blocked", st)
+	}
+	// Select two rows and scroll down, as an operator about to act would.
+	picked := []string{waiting[3].Job.ID.String(), waiting[40].Job.ID.String()}
+	within(t, ctx, 10*time.Second,
+		chromedp.Click(chromedp.CSS("#sel-"+picked[0])),
+		chromedp.Click(chromedp.CSS("#sel-"+picked[1])))
+	scrollY := eval[int](t, ctx, `window.scrollTo(0, 400); window.__noReload = true; window.__swaps = 0;
+		new MutationObserver(ms => ms.forEach(m => window.__swaps += m.addedNodes.length))
+			.observe(document.querySelector('#jobs-table tbody'), {childList: true}); window.scrollY`)
+	require.Equal(t, 400, scrollY)
+
+	// Open the gate. A thousand jobs that are not on the page run
+	// meanwhile, in bursts larger than one update lists.
+	_, err = rig.store.RetryJob(bg, gate[0].Job.ID)
+	require.NoError(t, err)
+	done := make(chan error, 1)
+	go func() {
+		for i := 0; i < 5; i++ {
+			burst := make([]jobs.EnqueueParams, 200)
+			for j := range burst {
+				burst[j] = jobs.EnqueueParams{Type: "noop", Queue: "background"}
+			}
+			if _, err := rig.store.Enqueue(bg, burst...); err != nil {
+				done <- err
+				return
+			}
+			time.Sleep(300 * time.Millisecond)
+		}
+		done <- nil
+	}()
+	for _, j := range waiting {
+		waitStatus(t, rig.store, j.Job.ID, jobs.StateCompleted)
+	}
+	require.NoError(t, <-done)
+
+	waitJS(t, ctx, `[...document.querySelectorAll('tr[data-job-id]')].every(r => r.dataset.status === 'completed')`, 15*time.Second)
+	after := shapeOf(t, ctx)
+	require.True(t, after.Present && after.InMain, "the table is where it was")
+	require.True(t, after.Bulkbar, "the bulk bar is still there")
+	require.True(t, after.Pager, "the pager is still there")
+	require.Equal(t, 9, after.Headers, "the header row is still there")
+	require.Equal(t, 50, after.Rows)
+	require.Equal(t, 50, after.RowsInBody, "every row sits in the table's body")
+	require.Zero(t, after.StrayRows)
+	require.ElementsMatch(t, picked, after.Checked, "the selection survived")
+	require.Equal(t, "2", after.SelectedCount)
+	require.Equal(t, "open", after.Live)
+	require.Equal(t, 400, eval[int](t, ctx, `window.scrollY`), "the page did not jump")
+	require.True(t, eval[bool](t, ctx, `window.__noReload === true`), "the page was not reloaded")
+	swaps := eval[int](t, ctx, `window.__swaps`)
+	require.GreaterOrEqual(t, swaps, 100, "rows were swapped as they changed")
+	// The thousand newer jobs belong on this unfiltered first page.
+	require.True(t, eval[bool](t, ctx, `document.querySelector('[data-new-banner]').classList.contains('show')`))
+	t.Logf("%d row swaps", swaps)
+}
+
+// TestLiveNewJobsBanner: on a filtered first page, jobs that match the
+// filter raise "New jobs arrived"; others do not; "Show them" loads them.
+func TestLiveNewJobsBanner(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	later := time.Now().Add(time.Hour)
+	_, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", Queue: "banner", RunAt: &later})
+	require.NoError(t, err)
+
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?type=noop&queue=banner"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"]`)))
+	waitLive(t, ctx, 10*time.Second)
+	require.Equal(t, 1, shapeOf(t, ctx).Rows)
+	banner := `document.querySelector('[data-new-banner]').classList.contains('show')`
+
+	// Jobs of another type or queue do not belong here.
+	_, err = rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "sleep", Queue: "banner", RunAt: &later},
+		jobs.EnqueueParams{Type: "noop", Queue: "elsewhere", RunAt: &later})
+	require.NoError(t, err)
+	time.Sleep(1500 * time.Millisecond)
+	require.False(t, eval[bool](t, ctx, banner), "no banner for jobs the filter leaves out")
+
+	res, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", Queue: "banner", RunAt: &later})
+	require.NoError(t, err)
+	waitJS(t, ctx, banner, 10*time.Second)
+	require.Equal(t, 1, shapeOf(t, ctx).Rows, "the page does not move under the operator")
+
+	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-new-banner] a`)))
+	waitJS(t, ctx, fmt.Sprintf(`!!document.querySelector('tr[data-job-id="%s"]')`, res[0].Job.ID), 10*time.Second)
+	after := shapeOf(t, ctx)
+	require.Equal(t, 2, after.Rows)
+	require.Equal(t, 2, after.RowsInBody)
+	require.True(t, after.Bulkbar && after.Pager && after.InMain)
+	require.False(t, eval[bool](t, ctx, banner), "the banner goes once they are shown")
+	require.Equal(t, "open", after.Live)
+}
+
+// livePages are the dashboard pages that update live.
+var livePages = []string{"/", "/jobs", "/dlq", "/bin", "/recurring", "/workers", "/settings", "/audit", "/logs"}
+
+// TestLiveEightTabsShareOneStream opens eight dashboard tabs at once: all
+// load, all go live, one stream serves them (one tab leads), an update
+// reaches each, and when the leading tab closes another takes over.
+func TestLiveEightTabsShareOneStream(t *testing.T) {
+	t.Parallel()
+	testTabsShareOneStream(t, false)
+}
+
+// TestLiveTabsShareOneStreamWithoutWebLocks is the same where the browser
+// has no Web Locks (plain HTTP on an address other than localhost): the
+// tabs elect a leader over BroadcastChannel.
+func TestLiveTabsShareOneStreamWithoutWebLocks(t *testing.T) {
+	t.Parallel()
+	testTabsShareOneStream(t, true)
+}
+
+func testTabsShareOneStream(t *testing.T, noLocks bool) {
+	rig := startDashboard(t)
+	root := browser(t)
+	signIn(t, root, rig.base)
+	within(t, root, 10*time.Second, chromedp.Navigate("about:blank"))
+	require.Eventually(t, func() bool { return rig.broker.Subscribers() == 0 }, 20*time.Second, 100*time.Millisecond,
+		"the sign-in page's stream ends when it is left")
+
+	tabs := make([]context.Context, 8)
+	cancels := make([]context.CancelFunc, 8)
+	for i := range tabs {
+		tabs[i], cancels[i] = chromedp.NewContext(root)
+		defer cancels[i]()
+		require.NoError(t, chromedp.Do(tabs[i])) // open every tab before any loads (a tab opened by its first navigation stops answering here)
+		if noLocks {
+			_, err := chromedp.Call(tabs[i], page.AddScriptToEvaluateOnNewDocument,
+				page.AddScriptToEvaluateOnNewDocumentParams{Source: `delete Navigator.prototype.locks`})
+			require.NoError(t, err)
+		}
+	}
+	for i, tab := range tabs {
+		start := time.Now()
+		within(t, tab, 10*time.Second, chromedp.Navigate(rig.base+livePages[i%len(livePages)]), chromedp.WaitVisible(chromedp.CSS("main")))
+		require.Less(t, time.Since(start), 5*time.Second, "tab %d loads", i)
+	}
+	if noLocks {
+		require.False(t, eval[bool](t, tabs[0], `!!navigator.locks`))
+	}
+	for _, tab := range tabs {
+		waitLive(t, tab, 10*time.Second)
+	}
+	leaders := func() (n, at int) {
+		at = -1
+		for i, tab := range tabs {
+			if tab == nil {
+				continue
+			}
+			if eval[string](t, tab, `window.flintLive.role()`) == "leader" {
+				n++
+				at = i
+			}
+		}
+		return n, at
+	}
+	n, leader := leaders()
+	require.Equal(t, 1, n, "exactly one tab holds the stream")
+	require.Eventually(t, func() bool { return rig.broker.Subscribers() == 1 }, 20*time.Second, 100*time.Millisecond,
+		"the server sees one stream for eight tabs")
+
+	// An update reaches every tab: a new job shows on the overview's counts
+	// and as a banner on the jobs list.
+	later := time.Now().Add(time.Hour)
+	_, err := rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "noop", RunAt: &later})
+	require.NoError(t, err)
+	require.Equal(t, "0", eval[string](t, tabs[0], `document.querySelector('[data-testid="count-scheduled"] .stat-value').textContent.trim()`))
+	waitJS(t, tabs[0], `document.querySelector('[data-testid="count-scheduled"] .stat-value').textContent.trim() === '1'`, 10*time.Second)
+	waitJS(t, tabs[1], `document.querySelector('[data-new-banner]').classList.contains('show')`, 10*time.Second)
+
+	// The leading tab closes: another takes over, and the tabs stay live.
+	cancels[leader]()
+	tabs[leader] = nil
+	require.Eventually(t, func() bool { n, _ := leaders(); return n == 1 }, 15*time.Second, 200*time.Millisecond,
+		"another tab takes the stream over")
+	for _, tab := range tabs {
+		if tab != nil {
+			waitLive(t, tab, 10*time.Second)
+		}
+	}
+	_, err = rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "noop", Queue: "after-handover", RunAt: &later})
+	require.NoError(t, err)
+	if leader != 1 {
+		waitJS(t, tabs[1], `document.querySelectorAll('[data-new-banner].show').length === 1`, 10*time.Second)
+	}
+	require.Eventually(t, func() bool { return rig.broker.Subscribers() == 1 }, 30*time.Second, 200*time.Millisecond,
+		"the closed tab's stream is gone; the new leader's is the only one")
+}
+
+// TestLiveTwentyNavigations moves through the dashboard twenty times in
+// one tab: each page loads within two seconds and goes live (the first
+// dashboard hung on the eighth, its earlier pages' streams holding all six
+// of the browser's connections to the host).
+func TestLiveTwentyNavigations(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	for i := 0; i < 20; i++ {
+		path := livePages[i%len(livePages)]
+		start := time.Now()
+		within(t, ctx, 10*time.Second, chromedp.Navigate(rig.base+path), chromedp.WaitVisible(chromedp.CSS("main")))
+		loaded := time.Since(start)
+		require.Less(t, loaded, 2*time.Second, "navigation %d to %s", i+1, path)
+		waitLive(t, ctx, 5*time.Second)
+		t.Logf("navigation %d to %s: loaded in %s, live in %s", i+1, path, loaded.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	}
+	// Back and forward come from the server again, never from a cache
+	// that keeps a stream open.
+	within(t, ctx, 10*time.Second, chromedp.NavigateBack(), chromedp.WaitVisible(chromedp.CSS("main")))
+	waitLive(t, ctx, 5*time.Second)
+	require.Eventually(t, func() bool { return rig.broker.Subscribers() <= 2 }, 20*time.Second, 100*time.Millisecond)
+}
