@@ -8,8 +8,14 @@ import (
 	"flint/jobs"
 )
 
+// cappedCountsSQL counts each state up to $1. Running jobs are counted
+// through the lease index; the others through the status index, which leaves running jobs out (the explicit status <>
+// 'running' lets the planner use it for a state it only learns at run time).
 const cappedCountsSQL = `
-SELECT s, (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = s AND deleted_at IS NULL LIMIT $1) x)
+SELECT s, CASE WHEN s = 'running'
+	THEN (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'running' AND deleted_at IS NULL LIMIT $1) x)
+	ELSE (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = s AND status <> 'running' AND deleted_at IS NULL LIMIT $1) x)
+	END
 FROM unnest($2::text[]) AS s`
 
 // CappedCounts counts live jobs per state, each up to limit: one short index
@@ -61,15 +67,21 @@ func (s *Store) RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, 
 }
 
 // queuesSQL lists distinct queues by skipping through the queue index
-// (one probe per queue) instead of scanning every job.
+// (one probe per queue) instead of scanning every job. That index leaves
+// running jobs out; their queues come from the lease index.
 const queuesSQL = `
 WITH RECURSIVE q AS (
-	(SELECT queue FROM jobs WHERE deleted_at IS NULL ORDER BY queue LIMIT 1)
+	(SELECT queue FROM jobs WHERE deleted_at IS NULL AND status <> 'running' ORDER BY queue LIMIT 1)
 	UNION ALL
-	SELECT (SELECT j.queue FROM jobs j WHERE j.deleted_at IS NULL AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
+	SELECT (SELECT j.queue FROM jobs j
+	        WHERE j.deleted_at IS NULL AND j.status <> 'running' AND j.queue > q.queue ORDER BY j.queue LIMIT 1)
 	FROM q WHERE q.queue IS NOT NULL
 )
-SELECT queue FROM q WHERE queue IS NOT NULL LIMIT 200`
+SELECT queue FROM (
+	SELECT queue FROM q WHERE queue IS NOT NULL
+	UNION
+	SELECT queue FROM jobs WHERE status = 'running' AND deleted_at IS NULL
+) u ORDER BY queue LIMIT 200`
 
 // Queues lists the queues that hold live jobs.
 func (s *Store) Queues(ctx context.Context) ([]string, error) {

@@ -224,7 +224,7 @@ func (s *Store) AgeQueued(ctx context.Context, st jobs.Settings, limit int) (int
 const pruneFinishedSQL = `
 DELETE FROM jobs WHERE id IN (
 	SELECT id FROM jobs
-	WHERE status = $1 AND deleted_at IS NULL AND id < $3 AND finished_at < $2
+	WHERE status = $1 AND status <> 'running' AND deleted_at IS NULL AND id < $3 AND finished_at < $2
 	ORDER BY id
 	LIMIT $4
 	FOR UPDATE SKIP LOCKED)`

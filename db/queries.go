@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,12 +184,23 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 			where = append(where, "id < "+arg(c.ID))
 		}
 	}
-	order := " ORDER BY id DESC"
-	if p.InBin {
-		order = " ORDER BY deleted_at DESC, id DESC"
+	var query string
+	lim := arg(limit + 1)
+	cond := strings.Join(where, " AND ")
+	switch {
+	case p.InBin:
+		query = "SELECT " + jobColumns + " FROM jobs WHERE " + cond + " ORDER BY deleted_at DESC, id DESC LIMIT " + lim
+	case !slices.Contains(p.Statuses, jobs.StateRunning) && len(p.Statuses) > 0:
+		// The listing indexes leave running jobs out; saying so lets the
+		// planner use them for states it only learns at run time.
+		query = "SELECT " + jobColumns + " FROM jobs WHERE " + cond + " AND status <> 'running' ORDER BY id DESC LIMIT " + lim
+	default:
+		// Running jobs (through the lease index: at most as many as
+		// workers) merged with the others (through the listing indexes).
+		query = "(SELECT " + jobColumns + " FROM jobs WHERE " + cond + " AND status <> 'running' ORDER BY id DESC LIMIT " + lim + ")" +
+			" UNION ALL (SELECT " + jobColumns + " FROM jobs WHERE " + cond + " AND status = 'running' ORDER BY id DESC LIMIT " + lim + ")" +
+			" ORDER BY id DESC LIMIT " + lim
 	}
-	query := "SELECT " + jobColumns + " FROM jobs WHERE " + strings.Join(where, " AND ") + order +
-		" LIMIT " + arg(limit+1)
 	var rows []jobRow
 	if err := s.sqlx.SelectContext(ctx, &rows, query, args...); err != nil {
 		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
