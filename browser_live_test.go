@@ -305,3 +305,46 @@ func TestLiveTwentyNavigations(t *testing.T) {
 	waitLive(t, ctx, 5*time.Second)
 	require.Eventually(t, func() bool { return rig.broker.Subscribers() <= 2 }, 20*time.Second, 100*time.Millisecond)
 }
+
+// TestLivePagesWithoutJobRows: the audit trail, recurring series and
+// settings pages follow changes made elsewhere; a settings form being
+// edited is not replaced under the operator's hands.
+func TestLivePagesWithoutJobRows(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	root := browser(t)
+	signIn(t, root, rig.base)
+	bg := context.Background()
+	open := func(path string) context.Context {
+		tab, cancel := chromedp.NewContext(root)
+		t.Cleanup(cancel)
+		require.NoError(t, chromedp.Do(tab))
+		within(t, tab, 20*time.Second, chromedp.Navigate(rig.base+path), chromedp.WaitVisible(chromedp.CSS("main")))
+		waitLive(t, tab, 10*time.Second)
+		return tab
+	}
+	audit, recurring, settings, editing := open("/audit"), open("/recurring"), open("/settings"), open("/settings")
+
+	require.NoError(t, rig.store.RecordAudit(bg, jobs.AuditEntry{Actor: "deploy-bot", Source: "api", Action: "purge"}))
+	waitJS(t, audit, `[...document.querySelectorAll('[data-testid="audit-row"]')].some(r => r.textContent.includes('deploy-bot'))`, 10*time.Second)
+
+	_, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", Queue: "nightly", IntervalSeconds: 3600})
+	require.NoError(t, err)
+	waitJS(t, recurring, `document.querySelectorAll('[data-testid="series-row"]').length === 1`, 10*time.Second)
+
+	// One operator is halfway through editing; another changes a setting.
+	eval[bool](t, editing, `const f = document.querySelector('#f-alert_cooldown_seconds'); f.value = '1234';
+		f.dispatchEvent(new Event('input', {bubbles: true})); true`)
+	_, _, err = rig.store.UpdateSettings(bg, map[string]json.RawMessage{"dlq_threshold": json.RawMessage("42")}, "someone-else")
+	require.NoError(t, err)
+	waitJS(t, settings, `document.querySelector('#f-dlq_threshold').value === '42'`, 10*time.Second)
+	waitJS(t, editing, `!!document.querySelector('#settings [data-stale]')`, 10*time.Second)
+	require.Equal(t, "1234", eval[string](t, editing, `document.querySelector('#f-alert_cooldown_seconds').value`), "the edit in progress is kept")
+	require.NotEqual(t, "42", eval[string](t, editing, `document.querySelector('#f-dlq_threshold').value`))
+	// Asked to, the form loads the current values.
+	within(t, editing, 10*time.Second, chromedp.Click(chromedp.CSS(`#settings [data-stale] button`)))
+	waitJS(t, editing, `document.querySelector('#f-dlq_threshold').value === '42' && !document.querySelector('[data-stale]')`, 10*time.Second)
+	for _, tab := range []context.Context{audit, recurring, settings, editing} {
+		require.Equal(t, "open", eval[string](t, tab, `document.querySelector('[data-live]').dataset.state`))
+	}
+}

@@ -515,14 +515,33 @@
     if (box.scrollHeight > box.clientHeight) box.scrollTop += er.top - br.top - (br.height - er.height) / 2;
   }
 
+  // A dependency graph larger than its box starts at the job itself, and
+  // keeps where the operator scrolled it when the live part is swapped.
+  var graphScroll = null;
+  function placeGraphs() {
+    document.querySelectorAll(".graph:not([data-placed])").forEach(function (g) {
+      g.setAttribute("data-placed", "");
+      if (graphScroll) {
+        g.scrollLeft = graphScroll[0];
+        g.scrollTop = graphScroll[1];
+      } else {
+        centre(g, ".node.self");
+      }
+    });
+    graphScroll = null;
+  }
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var t = e.detail && e.detail.target;
+    var g = t && t.querySelector && t.querySelector(".graph[data-placed]");
+    graphScroll = g ? [g.scrollLeft, g.scrollTop] : null;
+  });
+  document.addEventListener("htmx:afterSettle", placeGraphs);
+
   function start() {
     document.querySelectorAll("form[data-bulk]").forEach(updateBulk);
     // On a narrow screen the nav scrolls sideways: show the current page.
     centre(document.querySelector(".nav"), '[aria-current="page"]');
-    // A dependency graph larger than its box starts at the job itself.
-    document.querySelectorAll(".graph").forEach(function (g) {
-      centre(g, ".node.self");
-    });
+    placeGraphs();
     campaign();
   }
   if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
