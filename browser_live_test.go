@@ -348,3 +348,76 @@ func TestLivePagesWithoutJobRows(t *testing.T) {
 		require.Equal(t, "open", eval[string](t, tab, `document.querySelector('[data-live]').dataset.state`))
 	}
 }
+
+// textReport describes every SVG text of the page's charts and graphs as
+// drawn: its size in CSS pixels, whether it leaves its card, and whether
+// two labels of one chart overlap.
+const textReport = `(() => {
+  const out = {minPx: 1e9, count: 0, clipped: [], overlaps: []};
+  document.querySelectorAll('svg').forEach(svg => {
+    const card = svg.closest('.card');
+    if (!card || !svg.querySelector('text')) return;
+    const box = card.getBoundingClientRect();
+    const texts = [...svg.querySelectorAll('text')].filter(t => t.textContent.trim() !== '');
+    const rects = texts.map(t => t.getBoundingClientRect());
+    texts.forEach((t, i) => {
+      const px = parseFloat(getComputedStyle(t).fontSize) * t.getScreenCTM().a;
+      out.minPx = Math.min(out.minPx, px);
+      out.count++;
+      const r = rects[i];
+      if (!t.closest('.graph') && (r.left < box.left - 0.5 || r.right > box.right + 0.5 || r.top < box.top - 0.5 || r.bottom > box.bottom + 0.5)) out.clipped.push(t.textContent);
+      for (let j = 0; j < i; j++) {
+        const q = rects[j];
+        if (r.left < q.right - 1 && q.left < r.right - 1 && r.top < q.bottom - 1 && q.top < r.bottom - 1) out.overlaps.push(t.textContent + ' / ' + texts[j].textContent);
+      }
+    });
+  });
+  return out;
+})()`
+
+type textShape struct {
+	MinPx    float64  `json:"minPx"`
+	Count    int      `json:"count"`
+	Clipped  []string `json:"clipped"`
+	Overlaps []string `json:"overlaps"`
+}
+
+// TestChartsReadable: the overview chart and a twenty-node dependency
+// graph have labels of at least 11 px, none cut off or drawn over another,
+// on a desktop and on a phone.
+func TestChartsReadable(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	done := make([]jobs.EnqueueParams, 30)
+	for i := range done {
+		done[i] = jobs.EnqueueParams{Type: "noop"}
+	}
+	res, err := rig.store.Enqueue(bg, done...)
+	require.NoError(t, err)
+	waitStatus(t, rig.store, res[29].Job.ID, jobs.StateCompleted)
+	later := time.Now().Add(time.Hour)
+	hub, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", RunAt: &later})
+	require.NoError(t, err)
+	fan := make([]jobs.EnqueueParams, 19)
+	for i := range fan {
+		fan[i] = jobs.EnqueueParams{Type: fmt.Sprintf("report.step-%02d", i), DependsOn: []uuid.UUID{hub[0].Job.ID}}
+	}
+	_, err = rig.store.Enqueue(bg, fan...) // they wait for the hub, which waits an hour
+	require.NoError(t, err)
+
+	for _, width := range []int64{1400, 375} {
+		for _, path := range []string{"/", "/jobs/" + hub[0].Job.ID.String()} {
+			within(t, ctx, 20*time.Second, chromedp.EmulateViewport(width, 900), chromedp.Navigate(rig.base+path), chromedp.WaitVisible(chromedp.CSS("svg text")))
+			waitLive(t, ctx, 10*time.Second)
+			r := eval[textShape](t, ctx, textReport)
+			require.Positive(t, r.Count, "%s at %d px", path, width)
+			require.GreaterOrEqual(t, r.MinPx, 11.0, "%s at %d px", path, width)
+			require.Empty(t, r.Clipped, "%s at %d px", path, width)
+			require.Empty(t, r.Overlaps, "%s at %d px", path, width)
+			require.LessOrEqual(t, eval[int](t, ctx, `document.documentElement.scrollWidth`), int(width), "%s at %d px: the page does not scroll sideways", path, width)
+		}
+	}
+}
