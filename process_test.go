@@ -145,6 +145,25 @@ func startFlint(t *testing.T, role, dbURL string, extra ...string) *proc {
 	return p
 }
 
+// ready waits until the process reports that it has started; its signal
+// handling is in place by then, so a SIGTERM is a request to drain, not a
+// kill.
+func (p *proc) ready(t *testing.T, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !strings.Contains(p.out.String(), `"msg":"flint started"`) {
+		select {
+		case <-p.done:
+			t.Fatalf("process exited before it started: %v", p.err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("process did not start within %s", timeout)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 func (p *proc) wait(t *testing.T, timeout time.Duration) error {
 	t.Helper()
 	select {

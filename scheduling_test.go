@@ -44,6 +44,9 @@ func TestRecurringWithRacingSchedulers(t *testing.T) {
 		for range 3 {
 			ps = append(ps, startFlint(t, "scheduler", u, "FLINT_PROMOTE_INTERVAL=100ms"))
 		}
+		for _, p := range ps {
+			p.ready(t, 30*time.Second)
+		}
 		return ps
 	}
 	watch := func(d time.Duration) {
