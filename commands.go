@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -73,6 +74,13 @@ func benchCommand(args []string) int {
 	alg := fs.String("algorithm", "both", "heap, timing_wheel or both")
 	sizes := fs.String("sizes", "", "comma-separated sizes to run instead of -n, e.g. 10000,100000,1000000")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "flint bench: unexpected argument %q; it takes only the flags -n, -algorithm and -sizes\n", fs.Arg(0))
 		return 2
 	}
 	cfg := scheduler.BenchConfig{N: *n}

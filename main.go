@@ -9,6 +9,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -40,7 +41,8 @@ Commands:
   serve       API, dashboard, workers and scheduler in one process (default)
   api         the HTTP API and dashboard only
   worker      a worker pool only
-  scheduler   the promoter and reaper loops only
+  scheduler   the scheduling and maintenance loops only (promoter, reaper,
+              recurring series, aging, retention, DLQ alerts)
   migrate     apply database migrations and exit
   bench       run the scheduler benchmark (heap vs timing wheel)
   healthcheck probe this machine's flint on FLINT_ADDR (for container health checks)
@@ -53,6 +55,9 @@ Configuration comes from the environment (see README.md); run
 func main() {
 	cmd := "serve"
 	args := os.Args[1:]
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "-help" || args[0] == "--help") {
+		args[0] = "help"
+	}
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
 		cmd, args = args[0], args[1:]
 	}
@@ -73,6 +78,9 @@ func main() {
 		os.Exit(2)
 	}
 	cfg, err := loadConfig(cmd, args, nil)
+	if errors.Is(err, flag.ErrHelp) {
+		return // the flag package printed the command's flags
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flint:", err)
 		os.Exit(2)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -427,4 +428,42 @@ func TestBootWithRedisDown(t *testing.T) {
 	waitJobs(t, s, js, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, srv.wait(t, 30*time.Second))
+}
+
+// TestCommandLine: help is asked for in the usual ways and answered with
+// the commands (exit 0); arguments a command does not take are refused
+// with a message that names them (exit 2).
+func TestCommandLine(t *testing.T) {
+	t.Parallel()
+	run := func(args ...string) (string, int) {
+		cmd := exec.Command(flintBinary(t), args...)
+		cmd.Env = append(os.Environ(), "DATABASE_URL=postgres://nobody@127.0.0.1:1/none")
+		out, err := cmd.CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else {
+			require.NoError(t, err)
+		}
+		return string(out), code
+	}
+	for _, args := range [][]string{{"--help"}, {"-h"}, {"help"}} {
+		out, code := run(args...)
+		require.Zero(t, code, args)
+		require.Contains(t, out, "Commands:", args)
+		require.Contains(t, out, "scheduler", args)
+	}
+	out, code := run("worker", "-h")
+	require.Zero(t, code)
+	require.Contains(t, out, "-workers")
+	out, code = run("bench", "history", "--jobs", "20")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, `unexpected argument "history"`)
+	out, code = run("worker", "extra")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, `unexpected argument "extra"`)
+	out, code = run("frobnicate")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, `unknown command "frobnicate"`)
 }

@@ -1,6 +1,7 @@
 // Package handlers is Flint's HTTP surface on Fiber: the JSON API under
-// /api/v1 (X-API-Key), health endpoints, and (in later work) the dashboard
-// pages, HTMX partials and SSE streams.
+// /api/v1 (X-API-Key) with its SSE event stream, health endpoints and
+// metrics, and the dashboard: pages, HTMX partials, actions, sessions and
+// CSRF (routes_html.go), and its one live stream per browser (live.go).
 //
 // Errors become responses in one place, ErrorHandler in errors.go: a
 // *jobs.ValidationError is 422 (400 for malformed JSON), jobs.ErrNotFound

@@ -1,9 +1,19 @@
-// Package scheduler holds the maintenance loops that move jobs by time:
+// Package scheduler holds the loops that move jobs by time and keep the
+// system tidy. `flint scheduler` runs all six (as does `flint serve`):
 //
-//	Promoter  every 1 s (PromoterConfig.Interval)  scheduled → queued when run_at has come
-//	Reaper    every 5 s (ReaperConfig.Interval)    running → queued when the lease expired
-//	                                               (attempt refunded, run recorded as
-//	                                               interrupted; DLQ after too many)
+//	Promoter   scheduled → queued when run_at comes, from an in-memory index
+//	           (heap or timing wheel, the scheduler_strategy setting) fed by
+//	           NOTIFY, with a table sweep every FLINT_PROMOTE_INTERVAL as the
+//	           backstop
+//	Reaper     running → queued when the lease expired (attempt refunded, run
+//	           recorded as interrupted; DLQ after too many), every
+//	           FLINT_REAP_INTERVAL
+//	Recurrer   the next occurrence of each recurring series (interval or cron)
+//	Ager       raises the effective priority of jobs that waited long, once
+//	           per aging_interval_seconds across the cluster
+//	Pruner     retention: deletes finished jobs, the bin and the audit trail
+//	           past their settings' ages, in small SKIP LOCKED batches
+//	Alerter    the DLQ alert email, once per cooldown across the cluster
 //
 // Every loop is safe to run in any number of processes at once: each pass
 // takes its rows with FOR UPDATE SKIP LOCKED and decides on the database
