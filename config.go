@@ -265,6 +265,9 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 	if !strings.Contains(c.AdminEmail, "@") || !jobs.CleanText(c.AdminEmail) {
 		bad("FLINT_ADMIN_EMAIL=%q: want an email address", c.AdminEmail)
 	}
+	if c.Production() && (cmd == "serve" || cmd == "api") {
+		checkProductionSecrets(c, readDevEnv(devEnvFile), bad)
+	}
 	if c.WorkerID == "" {
 		host, _ := os.Hostname()
 		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomToken(3))
@@ -289,4 +292,65 @@ func randomToken(n int) string {
 	b := make([]byte, n)
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
+}
+
+// devEnvFile holds the secrets `make run` generates for development.
+const devEnvFile = ".flint/dev.env"
+
+// devSecretMarkers appear in the development defaults Flint ships (the
+// compose file's "…-change-me" values) and in placeholders people copy.
+var devSecretMarkers = []string{"change-me", "changeme", "change_me", "dev-api-key", "dev-password", "example", "secret", "password"}
+
+// checkProductionSecrets refuses, in production, a secret that is a known
+// development value (a shipped default, or the one `make run` wrote to
+// .flint/dev.env), too short, or too simple, naming the setting to change.
+// Generated secrets are random and pass.
+func checkProductionSecrets(c *Config, devEnv map[string]string, bad func(string, ...any)) {
+	check := func(name, value string, generated bool, min int) {
+		if generated || value == "" {
+			return
+		}
+		low := strings.ToLower(value)
+		for _, m := range devSecretMarkers {
+			if strings.Contains(low, m) {
+				bad("%s looks like a development or placeholder value (it contains %q); set a random secret of your own for FLINT_ENV=production", name, m)
+				return
+			}
+		}
+		if devEnv[name] == value {
+			bad("%s is the development value from %s; set a different secret for FLINT_ENV=production", name, devEnvFile)
+			return
+		}
+		if len(value) < min {
+			bad("%s: use at least %d characters when FLINT_ENV=production", name, min)
+			return
+		}
+		distinct := map[rune]bool{}
+		for _, r := range value {
+			distinct[r] = true
+		}
+		if len(distinct) < 8 {
+			bad("%s is too simple (%d different characters); use a random secret for FLINT_ENV=production", name, len(distinct))
+		}
+	}
+	check("FLINT_API_KEY", c.APIKey, c.APIKeyGenerated, 24)
+	check("FLINT_SESSION_KEY", c.SessionKey, c.SessionKeyGenerated, 32)
+	check("FLINT_ADMIN_PASSWORD", c.AdminPassword, c.AdminPasswordGenerated, 12)
+}
+
+// readDevEnv reads KEY=value lines of the development settings file; a
+// missing or unreadable file is an empty map.
+func readDevEnv(path string) map[string]string {
+	out := map[string]string{}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return out
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+		if ok && !strings.HasPrefix(k, "#") {
+			out[k] = v
+		}
+	}
+	return out
 }
