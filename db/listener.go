@@ -28,7 +28,6 @@ type Listener struct {
 	mu        sync.RWMutex
 	handlers  map[string][]func(payload string)
 	onConnect []func()
-	connected bool
 }
 
 // NewListener returns a listener for the database at url. healthInterval
@@ -59,20 +58,12 @@ func (l *Listener) OnConnect(fn func()) {
 	l.onConnect = append(l.onConnect, fn)
 }
 
-// Connected reports whether the listener currently holds a live connection.
-func (l *Listener) Connected() bool {
-	l.mu.RLock()
-	defer l.mu.RUnlock()
-	return l.connected
-}
-
 // Run listens until ctx is done, reconnecting as needed. It returns nil on
 // a clean stop.
 func (l *Listener) Run(ctx context.Context) error {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := l.session(ctx)
-		l.setConnected(false)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -85,12 +76,6 @@ func (l *Listener) Run(ctx context.Context) error {
 		backoff = min(backoff*2, 10*time.Second)
 	}
 	return nil
-}
-
-func (l *Listener) setConnected(v bool) {
-	l.mu.Lock()
-	l.connected = v
-	l.mu.Unlock()
 }
 
 // session runs one connection until it fails or ctx is done.
@@ -116,7 +101,6 @@ func (l *Listener) session(ctx context.Context) error {
 			return fmt.Errorf("listen %s: %w", ch, err)
 		}
 	}
-	l.setConnected(true)
 	l.logger.DebugContext(ctx, "listening", "channels", channels)
 	for _, fn := range onConnect {
 		fn()

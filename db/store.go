@@ -177,18 +177,3 @@ func (s *Store) tryTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
 	}
 	return nil
 }
-
-// IsConnectionFatal reports whether err means the connection (or the server
-// behind it) cannot serve writes any more: a read-only standby after a
-// failover, an administrator shutdown, or a broken connection. Loops that
-// see it should back off and let the pool replace connections.
-func IsConnectionFatal(err error) bool {
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) {
-		switch pgErr.Code {
-		case "25006", "57P01", "57P02", "57P03", "08006", "08003", "08000":
-			return true
-		}
-	}
-	return pgconn.SafeToRetry(err)
-}

@@ -2,13 +2,11 @@ package handlers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/a-h/templ"
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
@@ -114,22 +112,6 @@ func streamEvents(ctx context.Context, w *bufio.Writer, b *Broker, sub *subscrib
 			return
 		}
 	}
-}
-
-// writeHTMLEvent writes c, rendered, as one event named event; a fragment
-// of several lines becomes one data line each, which the browser joins
-// back with newlines.
-func writeHTMLEvent(ctx context.Context, w *bufio.Writer, event string, c templ.Component) error {
-	var buf bytes.Buffer
-	if err := c.Render(ctx, &buf); err != nil {
-		return err
-	}
-	fmt.Fprintf(w, "event: %s\n", event)
-	for _, line := range strings.Split(strings.TrimRight(buf.String(), "\n"), "\n") {
-		fmt.Fprintf(w, "data: %s\n", line)
-	}
-	fmt.Fprint(w, "\n")
-	return nil
 }
 
 func writeEvent(w *bufio.Writer, b *Broker, e brokerEvent) {

@@ -69,12 +69,6 @@ func ParseCron(expr, tz string) (*CronSchedule, error) {
 	return cs, nil
 }
 
-// Location returns the schedule's time zone.
-func (c *CronSchedule) Location() *time.Location { return c.location }
-
-// String returns the expression.
-func (c *CronSchedule) String() string { return c.expr }
-
 // Next returns the first firing instant strictly after t, or the zero time
 // if there is none within the parser's search horizon.
 func (c *CronSchedule) Next(t time.Time) time.Time {

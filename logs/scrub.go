@@ -419,11 +419,6 @@ func (h *scrubHandler) WithGroup(name string) slog.Handler {
 	return &scrubHandler{next: h.next.WithGroup(name), redactAll: h.redactAll || IsSecretKey(name)}
 }
 
-// ScrubAttr returns a with secrets redacted: its whole value when its key
-// looks secret, otherwise the secrets inside its value (strings, errors,
-// groups, JSON payloads, maps and structs).
-func ScrubAttr(a slog.Attr) slog.Attr { return scrubAttr(a, false) }
-
 func scrubAttr(a slog.Attr, redactAll bool) slog.Attr {
 	a.Value = a.Value.Resolve()
 	if a.Value.Kind() == slog.KindGroup {
