@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -466,4 +467,32 @@ func TestCommandLine(t *testing.T) {
 	out, code = run("frobnicate")
 	require.Equal(t, 2, code)
 	require.Contains(t, out, `unknown command "frobnicate"`)
+}
+
+// TestImageLogsToAFileItOwns: the container image writes a log file (the
+// Logs page reads it) in a directory that belongs to the user it runs as;
+// the image has no shell to make one at run time.
+func TestImageLogsToAFileItOwns(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile("Dockerfile")
+	require.NoError(t, err)
+	df := string(b)
+	user := regexp.MustCompile(`(?m)^USER (\S+)`).FindStringSubmatch(df)
+	require.NotNil(t, user)
+	logFile := regexp.MustCompile(`(?m)^\s+FLINT_LOG_FILE=(\S+)$`).FindStringSubmatch(df)
+	require.NotNil(t, logFile)
+	require.NotEqual(t, "-", logFile[1], "the Logs page needs a file")
+	require.Regexp(t, `(?m)^COPY --from=build --chown=`+regexp.QuoteMeta(user[1])+` \S+ `+regexp.QuoteMeta(filepath.Dir(logFile[1]))+`$`, df,
+		"the log directory is given to the image's user")
+
+	// And the binary writes there, creating nothing but the file.
+	dir := filepath.Join(t.TempDir(), "log")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	cmd := exec.Command(flintBinary(t), "migrate")
+	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.NewDatabase(t), "FLINT_LOG_FILE="+filepath.Join(dir, "flint.log"), "LOG_LEVEL=info")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(out))
+	logged, err := os.ReadFile(filepath.Join(dir, "flint.log"))
+	require.NoError(t, err)
+	require.Contains(t, string(logged), `"role":"migrate"`)
 }
