@@ -85,9 +85,11 @@ clean:
 services:
 	scripts/services.sh ensure all
 
-# Tests also drive the dashboard in headless Chromium.
+# Tests also drive the dashboard in headless Chromium and put Caddy (the
+# HTTPS proxy of compose.yaml) in front of Flint.
 test-services: services
 	scripts/services.sh ensure chromium
+	scripts/services.sh ensure caddy
 
 dev-env:
 	@scripts/dev-env.sh

@@ -3,6 +3,7 @@
 #
 #   scripts/services.sh ensure [postgres|redis|mailpit|all]   (default: all)
 #   scripts/services.sh ensure chromium                       (for browser tests)
+#   scripts/services.sh ensure caddy                          (for the HTTPS proxy test)
 #
 # For each service, in order of preference:
 #   1. already reachable            -> nothing is done
@@ -394,29 +395,43 @@ ensure_mailpit() {
 	say "mailpit: $how on $MAILPIT_SMTP (SMTP) and http://$MAILPIT_HTTP (log: .flint/mailpit.log)"
 }
 
-# ---------------------------------------------------------------- Chromium
+# ---------------------------------------------------------------- programs
 
-ensure_chromium() {
-	if have chromium; then
-		say "chromium: installed ($(chromium --version 2>/dev/null | head -n 1 || true))"
-		return 0
+# ensure_program NAME VERSION-ARGS...: the Debian package NAME, which puts
+# the program NAME on PATH (Chromium for browser tests, Caddy for the HTTPS
+# proxy test). Nothing is started.
+ensure_program() {
+	local name=$1
+	shift
+	if ! have "$name"; then
+		if ! root_mode; then
+			no_root_help "$name" "sudo apt-get update && sudo apt-get install -y $name"
+			return 1
+		fi
+		apt_install "$name" "$name" || return 1
+		if ! have "$name"; then
+			err "$name: the package installed but '$name' is not on PATH"
+			return 1
+		fi
 	fi
-	if ! root_mode; then
-		no_root_help chromium "sudo apt-get update && sudo apt-get install -y chromium"
-		return 1
+	say "$name: installed ($("$name" "$@" 2>/dev/null | head -n 1 || true))"
+}
+
+ensure_chromium() { ensure_program chromium --version; }
+
+# Debian's caddy package enables a service on port 80 where systemd runs;
+# the tests start their own, so it is stopped.
+ensure_caddy() {
+	ensure_program caddy version || return 1
+	if have systemctl && systemctl is-active --quiet caddy 2>/dev/null; then
+		as_root systemctl disable --now caddy >/dev/null 2>&1 || true
 	fi
-	apt_install chromium chromium || return 1
-	if ! have chromium; then
-		err "chromium: the package installed but 'chromium' is not on PATH"
-		return 1
-	fi
-	say "chromium: installed ($(chromium --version 2>/dev/null | head -n 1 || true))"
 }
 
 # ---------------------------------------------------------------- main
 
 usage() {
-	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium]"
+	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy]"
 	exit 2
 }
 
@@ -427,6 +442,7 @@ postgres) services=(postgres) ;;
 redis) services=(redis) ;;
 mailpit) services=(mailpit) ;;
 chromium) services=(chromium) ;;
+caddy) services=(caddy) ;;
 all) services=(postgres redis mailpit) ;;
 *) usage ;;
 esac
