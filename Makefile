@@ -28,7 +28,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: templ-check run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -49,7 +49,7 @@ run: services dev-env build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flint .
 
-test: test-services vet fmt-check
+test: test-services vet fmt-check templ-check
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: services
@@ -78,6 +78,17 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# The committed templ output must be what the committed templates generate.
+templ-check:
+	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
+	templ="$$($(GO) tool -n templ)"; mkdir "$$tmp/views"; cp views/*.templ "$$tmp/views/"; cp go.mod "$$tmp/"; \
+	(cd "$$tmp" && "$$templ" generate >/dev/null 2>&1 </dev/null); \
+	stale=; for f in views/*.templ; do \
+		g="$${f%.templ}_templ.go"; \
+		cmp -s "$$g" "$$tmp/$$g" || stale="$$stale $$g"; \
+	done; \
+	if [ -n "$$stale" ]; then echo "templ output is stale (run go tool templ generate):$$stale"; exit 1; fi
 
 clean:
 	rm -rf bin
