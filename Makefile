@@ -28,7 +28,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: templ-check run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: lint-api templ-check run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -78,6 +78,13 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# The OpenAPI document against Redocly's recommended rules (deliberate
+# exceptions, with reasons, in .redocly.lint-ignore.yaml). Needs npm.
+REDOCLY_VERSION := 2.77.0
+lint-api:
+	npm install --prefix .flint/tools --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION) >/dev/null
+	.flint/tools/node_modules/.bin/redocly lint handlers/openapi.json --format=summary
 
 # The committed templ output must be what the committed templates generate.
 templ-check:
