@@ -22,6 +22,7 @@ var layerRules = map[string][]string{
 	"flint/views":     {"flint/db", "flint/handlers", "github.com/gofiber/", "github.com/jackc/", "database/sql", "net/http"},
 	"flint/logs":      {"flint/"},
 	"flint/metrics":   {"flint/db", "github.com/jackc/", "database/sql"},
+	"flint/client":    {"flint/"}, // generated; stands alone for callers
 }
 
 // TestLayering holds the packages to the layering ARCHITECTURE.md
