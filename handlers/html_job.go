@@ -1,0 +1,91 @@
+// The job page, its live part and its actions.
+
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+	"flint/views"
+)
+
+func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, error) {
+	jd, err := s.loadJob(ctx, id)
+	if err != nil {
+		return views.JobDetail{}, err
+	}
+	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions, Dependencies: jd.Dependencies}
+	if s.auditStore != nil {
+		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})
+	}
+	return d, err
+}
+
+func (s *server) jobPage(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.notFound(c)
+	}
+	d, err := s.jobDetail(c.UserContext(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return s.notFound(c)
+	}
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", true), d))
+}
+
+func (s *server) jobLive(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.notFound(c)
+	}
+	d, err := s.jobDetail(c.UserContext(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return redirectHX(c, "/jobs")
+	}
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
+}
+
+// jobActionHTML runs an action from the job page and re-renders its live
+// part, or explains why the action was refused.
+func (s *server) jobActionHTML(action string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := uuid.Parse(c.Params("id"))
+		if err != nil {
+			return s.notFound(c)
+		}
+		ctx := c.UserContext()
+		_, refused, err := s.applyAll(c, action, []uuid.UUID{id})
+		if err != nil {
+			return err
+		}
+		if len(refused) > 0 {
+			toast(c, "Not possible: "+refused[0], "bad")
+			return c.SendStatus(http.StatusConflict)
+		}
+		if action == "purge" {
+			return redirectHX(c, "/bin")
+		}
+		s.logger.InfoContext(ctx, "dashboard action", "component", "dashboard", "action", action, "job_id", id, "actor", dashActor(c))
+		toast(c, actionPast(action)+".", "ok")
+		d, err := s.jobDetail(ctx, id)
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
+	}
+}
+
+func (s *server) notFound(c *fiber.Ctx) error {
+	return render(c, http.StatusNotFound, views.ErrorPage(s.chrome(c, "Not found", "", false), "Not found", "There is no such page or job. It may have been purged."))
+}

@@ -1,0 +1,62 @@
+// The recurring series and workers pages.
+
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/views"
+)
+
+func (s *server) recurringPage(c *fiber.Ctx) error {
+	list, err := s.store.ListSchedules(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if isHX(c) && c.Get("HX-Target") == "recurring-table" {
+		return render(c, http.StatusOK, views.RecurringTable(list, s.clock.Now()))
+	}
+	return render(c, http.StatusOK, views.RecurringPage(s.chrome(c, "Recurring", "recurring", true), list))
+}
+
+func (s *server) recurringActionHTML(action string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		id, err := uuid.Parse(c.Params("id"))
+		if err != nil {
+			return s.notFound(c)
+		}
+		op := action
+		if action == "run" {
+			op = "run_now"
+		}
+		if _, _, err := s.seriesOp(c, op, id); err != nil {
+			r := refusal(err)
+			if r == nil {
+				return err
+			}
+			toast(c, "Not possible: "+r.Message, "bad")
+			return c.SendStatus(r.Status)
+		}
+		toast(c, map[string]string{"pause": "Series paused.", "resume": "Series resumed.", "run": "An extra occurrence was enqueued.",
+			"delete": "Series deleted."}[action], "ok")
+		list, err := s.store.ListSchedules(c.UserContext())
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.RecurringTable(list, s.clock.Now()))
+	}
+}
+
+func (s *server) workersPage(c *fiber.Ctx) error {
+	ws, err := s.workers(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if isHX(c) && c.Get("HX-Target") == "workers-live" {
+		return render(c, http.StatusOK, views.WorkersTable(ws, s.clock.Now()))
+	}
+	return render(c, http.StatusOK, views.WorkersPage(s.chrome(c, "Workers", "workers", true), ws))
+}
