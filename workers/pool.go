@@ -67,6 +67,12 @@ type Config struct {
 	TimeoutGrace time.Duration
 	// FetchLimit caps one claim; zero means Workers.
 	FetchLimit int
+	// ClaimAhead is how many claimed jobs may wait for a worker, so that
+	// workers pick up their next job without waiting on a claim round
+	// trip. Waiting jobs are leased and heartbeated like running ones and
+	// handed back unstarted on shutdown. Zero means Workers; negative
+	// means none (claim only for idle workers).
+	ClaimAhead int
 	// FinishBatch caps one batch of outcome writes; zero means 1000.
 	FinishBatch int
 	// FastPath, if set, supplies candidate job ids (the Redis ready queue)
@@ -104,6 +110,11 @@ func (c *Config) fill() {
 	if c.FetchLimit <= 0 {
 		c.FetchLimit = c.Workers
 	}
+	if c.ClaimAhead == 0 {
+		c.ClaimAhead = c.Workers
+	} else if c.ClaimAhead < 0 {
+		c.ClaimAhead = 0
+	}
 	if c.FinishBatch <= 0 {
 		c.FinishBatch = 1000
 	}
@@ -116,12 +127,13 @@ type Pool struct {
 	registry *jobs.Registry
 	logger   *slog.Logger
 
-	work     chan *jobs.Job   // claimed jobs, to the worker goroutines
+	work     chan *execution  // claimed jobs, to the worker goroutines (cap ClaimAhead)
 	finishes chan jobs.Finish // outcomes, to the finisher
 	notify   chan struct{}    // new work may exist (cap 1)
 	freed    chan struct{}    // a worker became idle (cap 1)
 	beatNow  chan struct{}    // heartbeat at once (cap 1)
-	free     atomic.Int64     // idle worker goroutines not yet handed a job
+	free     atomic.Int64     // idle workers plus free places in work: how many more jobs to claim
+	draining atomic.Bool      // set once claiming has stopped: jobs not yet started go back
 	running  sync.Map         // uuid.UUID → *execution, until its outcome is written
 	queues   map[string]bool  // nil means all
 	stopJobs context.CancelCauseFunc
@@ -135,13 +147,16 @@ type Pool struct {
 	finClosed bool
 }
 
-// execution is one job being run.
+// execution is one claimed job, from its claim (it may wait in work for a
+// worker) until its outcome is written.
 type execution struct {
 	job      *jobs.Job
 	lease    jobs.Lease
+	ctx      context.Context
 	cancel   context.CancelCauseFunc
-	deadline time.Time // zero: no timeout
+	deadline atomic.Int64 // UnixNano once started with a timeout; zero: none
 	lost     atomic.Bool
+	started  atomic.Bool // the handler has been called
 	// settled is set by whoever reports the outcome: the worker when the
 	// handler returns, or the drain when it gives up on the handler. From
 	// then on the execution stays in running, still heartbeated, until the
@@ -158,8 +173,8 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		store:    store,
 		registry: registry,
 		logger:   logger.With("component", "worker_pool", "worker_id", cfg.WorkerID),
-		work:     make(chan *jobs.Job),
-		finishes: make(chan jobs.Finish, 2*cfg.Workers),
+		work:     make(chan *execution, cfg.ClaimAhead),
+		finishes: make(chan jobs.Finish, cfg.Workers+cfg.ClaimAhead), // room for every claimed job
 		notify:   make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
@@ -204,7 +219,7 @@ func (p *Pool) CancelRequested(jobID string) {
 func (p *Pool) Running() int {
 	n := 0
 	p.running.Range(func(_, v any) bool {
-		if !v.(*execution).settled.Load() {
+		if ex := v.(*execution); ex.started.Load() && !ex.settled.Load() {
 			n++
 		}
 		return true
@@ -237,7 +252,7 @@ func (p *Pool) Run(ctx context.Context) error {
 		defer close(finisherDone)
 		p.finisher()
 	}()
-	p.free.Store(int64(p.cfg.Workers))
+	p.free.Store(int64(p.cfg.Workers + p.cfg.ClaimAhead))
 	for range p.cfg.Workers {
 		p.inFlight.Add(1)
 		go p.worker()
@@ -252,7 +267,11 @@ func (p *Pool) Run(ctx context.Context) error {
 	p.produce(ctx)
 
 	// Drain.
+	p.draining.Store(true)
 	close(p.work)
+	for ex := range p.work {
+		p.execute(ex) // not started: handed back at once, alongside the workers
+	}
 	drainStart := time.Now()
 	p.logger.InfoContext(ctx, "worker pool draining", "running", p.Running(), "drain_timeout", p.cfg.DrainTimeout)
 	workersDone := make(chan struct{})
@@ -313,8 +332,11 @@ func (p *Pool) produce(ctx context.Context) {
 			failures = 0
 			more = len(claimed) == limit
 			for _, j := range claimed {
+				ex := &execution{job: j, lease: jobs.LeaseOf(j)}
+				ex.ctx, ex.cancel = context.WithCancelCause(p.jobsCtx)
+				p.running.Store(j.ID, ex) // heartbeated from now on
 				p.free.Add(-1)
-				p.work <- j
+				p.work <- ex // never blocks: free counts its places
 			}
 			continue
 		}
@@ -367,25 +389,41 @@ func (p *Pool) claim(ctx context.Context, limit int) ([]*jobs.Job, error) {
 // worker runs claimed jobs until the work channel closes.
 func (p *Pool) worker() {
 	defer p.inFlight.Done()
-	for j := range p.work {
-		p.execute(j)
+	for ex := range p.work {
+		p.execute(ex)
 		p.free.Add(1)
 		signal(p.freed)
 	}
 }
 
-// execute runs one job and queues its outcome.
-func (p *Pool) execute(j *jobs.Job) {
-	ctx, cancel := context.WithCancelCause(p.jobsCtx)
-	defer cancel(nil)
-	ex := &execution{job: j, lease: jobs.LeaseOf(j), cancel: cancel}
+// execute runs one claimed job and queues its outcome. A job whose lease
+// was lost while it waited is dropped; one whose cancellation was requested
+// meanwhile is cancelled, and on shutdown one not yet started goes back to
+// the queue, all without running it.
+func (p *Pool) execute(ex *execution) {
+	j, ctx := ex.job, ex.ctx
+	defer ex.cancel(nil)
+	if ex.lost.Load() {
+		p.running.CompareAndDelete(j.ID, ex)
+		return // the heartbeat has said so
+	}
+	if p.draining.Load() || context.Cause(ctx) != nil {
+		f := jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
+			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down before the job started"}
+		if errors.Is(context.Cause(ctx), ErrCancelRequested) {
+			f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled before it started"
+		}
+		p.settle(ex, f)
+		return
+	}
 	if t := j.Timeout(); t > 0 {
-		ex.deadline = time.Now().Add(t)
+		deadline := time.Now().Add(t)
+		ex.deadline.Store(deadline.UnixNano())
 		var stop context.CancelFunc
-		ctx, stop = context.WithDeadlineCause(ctx, ex.deadline, ErrTimeout)
+		ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrTimeout)
 		defer stop()
 	}
-	p.running.Store(j.ID, ex)
+	ex.started.Store(true)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
 
@@ -533,7 +571,7 @@ func (p *Pool) beat(ctx context.Context) {
 	byID := map[uuid.UUID]*execution{}
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
-		if !ex.settled.Load() && !ex.deadline.IsZero() && now.After(ex.deadline.Add(p.cfg.TimeoutGrace)) {
+		if d := ex.deadline.Load(); !ex.settled.Load() && d != 0 && now.After(time.Unix(0, d).Add(p.cfg.TimeoutGrace)) {
 			// The handler ignores its context: stop vouching for it.
 			return true
 		}

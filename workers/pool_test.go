@@ -287,6 +287,37 @@ func TestPoolDrain(t *testing.T) {
 	require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
 }
 
+// TestPoolClaimsAheadAndHandsBackUnstartedJobs: with every worker busy the
+// pool holds a claimed job ready (leased, so it shows as running), does not
+// count it as running, and on shutdown hands it back uncharged without
+// having started it.
+func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	first := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	pool, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second})
+	b.waitFor(t, first.ID, 30*time.Second, status(jobs.StateRunning))
+	ahead := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateRunning))
+	require.Equal(t, 1, pool.Running())
+	stop()
+	for _, id := range []uuid.UUID{first.ID, ahead.ID} {
+		j, err := b.store.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, jobs.StateQueued, j.Status)
+		require.Zero(t, j.Attempt, "a handed-back attempt is not charged")
+		ex, err := b.store.ListExecutions(b.ctx, j)
+		require.NoError(t, err)
+		require.Len(t, ex, 1)
+		require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+	}
+	j, err := b.store.GetJob(b.ctx, ahead.ID)
+	require.NoError(t, err)
+	ex, err := b.store.ListExecutions(b.ctx, j)
+	require.NoError(t, err)
+	require.Contains(t, deref(ex[0].Error), "before the job started")
+}
+
 // TestPoolDrainHandsBackJobsWhoseHandlersIgnoreCancellation: a handler that
 // never returns does not hold up shutdown forever.
 func TestPoolDrainHandsBackJobsWhoseHandlersIgnoreCancellation(t *testing.T) {
