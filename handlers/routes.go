@@ -169,7 +169,14 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	if cfg.Metrics != nil {
-		app.Get("/metrics", adaptor.HTTPHandler(cfg.Metrics))
+		// The adaptor hands net/http the fasthttp request as its context;
+		// a context derived from that one reads the server's shutdown state
+		// unsynchronised (a data race at shutdown), so the metrics handler
+		// gets one that is never cancelled instead. It answers in moments.
+		metricsHandler := cfg.Metrics
+		app.Get("/metrics", adaptor.HTTPHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			metricsHandler.ServeHTTP(w, r.WithContext(context.WithoutCancel(r.Context())))
+		})))
 	}
 
 	// The API's documentation is public; it is registered before the key
