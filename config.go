@@ -67,72 +67,105 @@ func (c *Config) Production() bool { return c.Env == "production" }
 // loadConfig reads the environment, then the flags in args (which override
 // it), and validates the result, reporting every problem at once.
 func loadConfig(cmd string, args []string, getenv func(string) string) (*Config, error) {
-	var problems []string
-	bad := func(format string, a ...any) { problems = append(problems, fmt.Sprintf(format, a...)) }
-	env := func(name, def string) string {
-		if v, ok := lookup(getenv, name); ok {
-			return v
-		}
+	r := &configReader{getenv: getenv}
+	c := readEnv(r)
+	queues, allow := r.str("FLINT_QUEUES", ""), r.str("FLINT_HTTP_ALLOW", "")
+	if err := c.parseFlags(cmd, args, &queues, r); err != nil {
+		return nil, err
+	}
+	c.parseLists(queues, allow, r)
+	c.validate(r)
+	c.settleSecrets(cmd, r)
+	if c.WorkerID == "" {
+		host, _ := os.Hostname()
+		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomToken(3))
+	}
+	if len(r.problems) > 0 {
+		return nil, errors.New("invalid configuration:\n  - " + strings.Join(r.problems, "\n  - "))
+	}
+	return c, nil
+}
+
+// configReader reads settings from the environment and collects every
+// problem it meets, so that one error can list them all.
+type configReader struct {
+	getenv   func(string) string // nil: the process environment
+	problems []string
+}
+
+func (r *configReader) bad(format string, a ...any) {
+	r.problems = append(r.problems, fmt.Sprintf(format, a...))
+}
+
+func (r *configReader) str(name, def string) string {
+	if v, ok := lookup(r.getenv, name); ok {
+		return v
+	}
+	return def
+}
+
+func (r *configReader) int(name string, def int) int {
+	v, ok := lookup(r.getenv, name)
+	if !ok {
 		return def
 	}
-	envInt := func(name string, def int) int {
-		v, ok := lookup(getenv, name)
-		if !ok {
-			return def
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(v))
-		if err != nil {
-			bad("%s=%q: want a whole number", name, v)
-			return def
-		}
-		return n
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil {
+		r.bad("%s=%q: want a whole number", name, v)
+		return def
 	}
-	envDur := func(name string, def time.Duration) time.Duration {
-		v, ok := lookup(getenv, name)
-		if !ok {
-			return def
-		}
-		d, err := time.ParseDuration(strings.TrimSpace(v))
-		if err != nil {
-			bad("%s=%q: want a duration such as 30s or 500ms", name, v)
-			return def
-		}
-		return d
-	}
+	return n
+}
 
-	c := &Config{
-		Env:               env("FLINT_ENV", "development"),
-		DatabaseURL:       env("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flint?sslmode=disable"),
-		RedisURL:          env("REDIS_URL", "redis://127.0.0.1:6379/0"),
-		RedisPrefix:       env("FLINT_REDIS_PREFIX", "flint:"),
-		ReadyQueue:        env("FLINT_READY_QUEUE", "postgres"),
-		Addr:              env("FLINT_ADDR", ":8080"),
-		APIKey:            env("FLINT_API_KEY", ""),
-		AdminEmail:        env("FLINT_ADMIN_EMAIL", "admin@flint.local"),
-		AdminPassword:     env("FLINT_ADMIN_PASSWORD", ""),
-		SessionKey:        env("FLINT_SESSION_KEY", ""),
-		Workers:           envInt("FLINT_WORKERS", 25*runtime.GOMAXPROCS(0)),
-		WorkerID:          env("FLINT_WORKER_ID", ""),
-		SMTPURL:           env("SMTP_URL", "smtp://127.0.0.1:1025"),
-		MailUIURL:         env("FLINT_MAIL_UI_URL", ""),
-		MetricsToken:      env("FLINT_METRICS_TOKEN", ""),
-		PublicURL:         env("FLINT_PUBLIC_URL", "http://localhost:8080"),
-		MetricsAddr:       env("FLINT_METRICS_ADDR", ""),
-		SMTPFrom:          env("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
-		LogFile:           env("FLINT_LOG_FILE", "log/flint.log"),
-		LogLevel:          env("LOG_LEVEL", "info"),
-		LogFormat:         env("LOG_FORMAT", "json"),
-		LeaseTTL:          envDur("FLINT_LEASE_TTL", 30*time.Second),
-		HeartbeatInterval: envDur("FLINT_HEARTBEAT_INTERVAL", 5*time.Second),
-		PollInterval:      envDur("FLINT_POLL_INTERVAL", time.Second),
-		ReapInterval:      envDur("FLINT_REAP_INTERVAL", 5*time.Second),
-		PromoteInterval:   envDur("FLINT_PROMOTE_INTERVAL", 15*time.Second),
-		DrainTimeout:      envDur("FLINT_DRAIN_TIMEOUT", 30*time.Second),
-		MaxInterruptions:  envInt("FLINT_MAX_INTERRUPTIONS", jobs.DefaultMaxInterruptions),
+func (r *configReader) dur(name string, def time.Duration) time.Duration {
+	v, ok := lookup(r.getenv, name)
+	if !ok {
+		return def
 	}
-	queues := env("FLINT_QUEUES", "")
-	allow := env("FLINT_HTTP_ALLOW", "")
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil {
+		r.bad("%s=%q: want a duration such as 30s or 500ms", name, v)
+		return def
+	}
+	return d
+}
 
+// readEnv reads every setting from the environment, with its default.
+func readEnv(r *configReader) *Config {
+	return &Config{
+		Env:               r.str("FLINT_ENV", "development"),
+		DatabaseURL:       r.str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flint?sslmode=disable"),
+		RedisURL:          r.str("REDIS_URL", "redis://127.0.0.1:6379/0"),
+		RedisPrefix:       r.str("FLINT_REDIS_PREFIX", "flint:"),
+		ReadyQueue:        r.str("FLINT_READY_QUEUE", "postgres"),
+		Addr:              r.str("FLINT_ADDR", ":8080"),
+		APIKey:            r.str("FLINT_API_KEY", ""),
+		AdminEmail:        r.str("FLINT_ADMIN_EMAIL", "admin@flint.local"),
+		AdminPassword:     r.str("FLINT_ADMIN_PASSWORD", ""),
+		SessionKey:        r.str("FLINT_SESSION_KEY", ""),
+		Workers:           r.int("FLINT_WORKERS", 25*runtime.GOMAXPROCS(0)),
+		WorkerID:          r.str("FLINT_WORKER_ID", ""),
+		SMTPURL:           r.str("SMTP_URL", "smtp://127.0.0.1:1025"),
+		MailUIURL:         r.str("FLINT_MAIL_UI_URL", ""),
+		MetricsToken:      r.str("FLINT_METRICS_TOKEN", ""),
+		PublicURL:         r.str("FLINT_PUBLIC_URL", "http://localhost:8080"),
+		MetricsAddr:       r.str("FLINT_METRICS_ADDR", ""),
+		SMTPFrom:          r.str("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
+		LogFile:           r.str("FLINT_LOG_FILE", "log/flint.log"),
+		LogLevel:          r.str("LOG_LEVEL", "info"),
+		LogFormat:         r.str("LOG_FORMAT", "json"),
+		LeaseTTL:          r.dur("FLINT_LEASE_TTL", 30*time.Second),
+		HeartbeatInterval: r.dur("FLINT_HEARTBEAT_INTERVAL", 5*time.Second),
+		PollInterval:      r.dur("FLINT_POLL_INTERVAL", time.Second),
+		ReapInterval:      r.dur("FLINT_REAP_INTERVAL", 5*time.Second),
+		PromoteInterval:   r.dur("FLINT_PROMOTE_INTERVAL", 15*time.Second),
+		DrainTimeout:      r.dur("FLINT_DRAIN_TIMEOUT", 30*time.Second),
+		MaxInterruptions:  r.int("FLINT_MAX_INTERRUPTIONS", jobs.DefaultMaxInterruptions),
+	}
+}
+
+// parseFlags applies the command's flags over the environment.
+func (c *Config) parseFlags(cmd string, args []string, queues *string, r *configReader) error {
 	fs := flag.NewFlagSet("flint "+cmd, flag.ContinueOnError)
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection string (DATABASE_URL)")
 	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL; empty for PostgreSQL-only mode (REDIS_URL)")
@@ -141,67 +174,74 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 	}
 	if cmd == "serve" || cmd == "worker" {
 		fs.IntVar(&c.Workers, "workers", c.Workers, "jobs run at once in this process (FLINT_WORKERS)")
-		fs.StringVar(&queues, "queues", queues, "comma-separated queues to work; empty for all (FLINT_QUEUES)")
+		fs.StringVar(queues, "queues", *queues, "comma-separated queues to work; empty for all (FLINT_QUEUES)")
 	}
 	if err := fs.Parse(args); err != nil {
-		return nil, err
+		return err
 	}
 	if fs.NArg() > 0 {
-		bad("unexpected argument %q", fs.Arg(0))
+		r.bad("unexpected argument %q", fs.Arg(0))
 	}
+	return nil
+}
 
+// parseLists splits FLINT_QUEUES and parses FLINT_HTTP_ALLOW.
+func (c *Config) parseLists(queues, allow string, r *configReader) {
 	for _, q := range strings.Split(queues, ",") {
 		if q = strings.TrimSpace(q); q != "" {
 			c.Queues = append(c.Queues, q)
 		}
 	}
 	if hosts, err := jobs.ParseHTTPAllow(allow); err != nil {
-		bad("FLINT_HTTP_ALLOW: %v", err)
+		r.bad("FLINT_HTTP_ALLOW: %v", err)
 	} else {
 		c.HTTPAllow = hosts
 	}
+}
 
+// validate checks every setting that has no secret in it.
+func (c *Config) validate(r *configReader) {
 	switch c.Env {
 	case "development", "production":
 	default:
-		bad("FLINT_ENV=%q: want development or production", c.Env)
+		r.bad("FLINT_ENV=%q: want development or production", c.Env)
 	}
 	if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-		bad("DATABASE_URL: want postgres://user@host:port/database")
+		r.bad("DATABASE_URL: want postgres://user@host:port/database")
 	}
 	if c.RedisURL != "" {
 		if u, err := url.Parse(c.RedisURL); err != nil || (u.Scheme != "redis" && u.Scheme != "rediss") {
-			bad("REDIS_URL: want redis://host:port/db, or empty for PostgreSQL-only mode")
+			r.bad("REDIS_URL: want redis://host:port/db, or empty for PostgreSQL-only mode")
 		}
 	}
 	switch c.ReadyQueue {
 	case "postgres", "redis":
 	default:
-		bad("FLINT_READY_QUEUE=%q: want postgres or redis", c.ReadyQueue)
+		r.bad("FLINT_READY_QUEUE=%q: want postgres or redis", c.ReadyQueue)
 	}
 	if c.RedisPrefix == "" || len(c.RedisPrefix) > 64 || !jobs.CleanText(c.RedisPrefix) {
-		bad("FLINT_REDIS_PREFIX=%q: want 1 to 64 printable characters", c.RedisPrefix)
+		r.bad("FLINT_REDIS_PREFIX=%q: want 1 to 64 printable characters", c.RedisPrefix)
 	}
 	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		bad("FLINT_ADDR=%q: want host:port or :port", c.Addr)
+		r.bad("FLINT_ADDR=%q: want host:port or :port", c.Addr)
 	}
 	if c.Workers < 1 || c.Workers > 10000 {
-		bad("FLINT_WORKERS=%d: want 1 to 10000", c.Workers)
+		r.bad("FLINT_WORKERS=%d: want 1 to 10000", c.Workers)
 	}
 	for _, q := range c.Queues {
 		if !jobs.ValidQueue(q) {
-			bad("FLINT_QUEUES: %q is not a valid queue name (1-%d letters, digits or _ . : -)", q, jobs.MaxQueueLen)
+			r.bad("FLINT_QUEUES: %q is not a valid queue name (1-%d letters, digits or _ . : -)", q, jobs.MaxQueueLen)
 		}
 	}
 	switch c.LogLevel {
 	case "debug", "info", "warn", "error":
 	default:
-		bad("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
+		r.bad("LOG_LEVEL=%q: want debug, info, warn or error", c.LogLevel)
 	}
 	switch c.LogFormat {
 	case "json", "text":
 	default:
-		bad("LOG_FORMAT=%q: want json or text", c.LogFormat)
+		r.bad("LOG_FORMAT=%q: want json or text", c.LogFormat)
 	}
 	for _, d := range []struct {
 		name string
@@ -212,31 +252,37 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 		{"FLINT_PROMOTE_INTERVAL", c.PromoteInterval}, {"FLINT_DRAIN_TIMEOUT", c.DrainTimeout},
 	} {
 		if d.v <= 0 {
-			bad("%s=%s: must be positive", d.name, d.v)
+			r.bad("%s=%s: must be positive", d.name, d.v)
 		}
 	}
 	if c.HeartbeatInterval > 0 && c.LeaseTTL > 0 && c.HeartbeatInterval*2 > c.LeaseTTL {
-		bad("FLINT_HEARTBEAT_INTERVAL=%s must be at most half of FLINT_LEASE_TTL=%s, or a single late heartbeat loses the lease",
+		r.bad("FLINT_HEARTBEAT_INTERVAL=%s must be at most half of FLINT_LEASE_TTL=%s, or a single late heartbeat loses the lease",
 			c.HeartbeatInterval, c.LeaseTTL)
 	}
 	if c.MaxInterruptions < 1 || c.MaxInterruptions > 100 {
-		bad("FLINT_MAX_INTERRUPTIONS=%d: want 1 to 100", c.MaxInterruptions)
+		r.bad("FLINT_MAX_INTERRUPTIONS=%d: want 1 to 100", c.MaxInterruptions)
 	}
+}
+
+// settleSecrets checks the API key, session key and admin password,
+// generating the ones development leaves unset, and the addresses that go
+// with them.
+func (c *Config) settleSecrets(cmd string, r *configReader) {
 	if c.APIKey == "" {
 		if c.Production() && (cmd == "serve" || cmd == "api") {
-			bad("FLINT_API_KEY is required when FLINT_ENV=production")
+			r.bad("FLINT_API_KEY is required when FLINT_ENV=production")
 		}
 		c.APIKey = randomToken(24)
 		c.APIKeyGenerated = true
 	} else if len(c.APIKey) < 16 {
-		bad("FLINT_API_KEY: use at least 16 characters")
+		r.bad("FLINT_API_KEY: use at least 16 characters")
 	}
 	if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		bad("FLINT_PUBLIC_URL=%q: want the dashboard's http(s) address", c.PublicURL)
+		r.bad("FLINT_PUBLIC_URL=%q: want the dashboard's http(s) address", c.PublicURL)
 	}
 	if c.MetricsAddr != "" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			bad("FLINT_METRICS_ADDR=%q: want host:port or :port", c.MetricsAddr)
+			r.bad("FLINT_METRICS_ADDR=%q: want host:port or :port", c.MetricsAddr)
 		}
 	}
 	if c.MailUIURL == "" && !c.Production() {
@@ -244,38 +290,30 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 	}
 	if c.MailUIURL != "" {
 		if u, err := url.Parse(c.MailUIURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			bad("FLINT_MAIL_UI_URL=%q: want an http(s) URL", c.MailUIURL)
+			r.bad("FLINT_MAIL_UI_URL=%q: want an http(s) URL", c.MailUIURL)
 		}
 	}
 	if c.SessionKey == "" {
 		if c.Production() && (cmd == "serve" || cmd == "api") {
-			bad("FLINT_SESSION_KEY is required when FLINT_ENV=production (32+ random characters)")
+			r.bad("FLINT_SESSION_KEY is required when FLINT_ENV=production (32+ random characters)")
 		}
 		c.SessionKey = randomToken(32)
 		c.SessionKeyGenerated = true
 	} else if len(c.SessionKey) < 32 {
-		bad("FLINT_SESSION_KEY: use at least 32 characters")
+		r.bad("FLINT_SESSION_KEY: use at least 32 characters")
 	}
 	if c.AdminPassword == "" {
 		c.AdminPassword = randomToken(9)
 		c.AdminPasswordGenerated = true
 	} else if len(c.AdminPassword) < 8 || len(c.AdminPassword) > 72 {
-		bad("FLINT_ADMIN_PASSWORD: use 8 to 72 characters")
+		r.bad("FLINT_ADMIN_PASSWORD: use 8 to 72 characters")
 	}
 	if !strings.Contains(c.AdminEmail, "@") || !jobs.CleanText(c.AdminEmail) {
-		bad("FLINT_ADMIN_EMAIL=%q: want an email address", c.AdminEmail)
+		r.bad("FLINT_ADMIN_EMAIL=%q: want an email address", c.AdminEmail)
 	}
 	if c.Production() && (cmd == "serve" || cmd == "api") {
-		checkProductionSecrets(c, readDevEnv(devEnvFile), bad)
+		checkProductionSecrets(c, readDevEnv(devEnvFile), r.bad)
 	}
-	if c.WorkerID == "" {
-		host, _ := os.Hostname()
-		c.WorkerID = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), randomToken(3))
-	}
-	if len(problems) > 0 {
-		return nil, errors.New("invalid configuration:\n  - " + strings.Join(problems, "\n  - "))
-	}
-	return c, nil
 }
 
 // lookup reads an environment variable, treating unset and set-but-empty
