@@ -169,10 +169,10 @@ func (c *Config) parseFlags(cmd string, args []string, queues *string, r *config
 	fs := flag.NewFlagSet("flint "+cmd, flag.ContinueOnError)
 	fs.StringVar(&c.DatabaseURL, "database-url", c.DatabaseURL, "PostgreSQL connection string (DATABASE_URL)")
 	fs.StringVar(&c.RedisURL, "redis-url", c.RedisURL, "Redis URL; empty for PostgreSQL-only mode (REDIS_URL)")
-	if cmd == "serve" || cmd == "api" {
+	if rolesOf(cmd).http {
 		fs.StringVar(&c.Addr, "addr", c.Addr, "HTTP listen address (FLINT_ADDR)")
 	}
-	if cmd == "serve" || cmd == "worker" {
+	if rolesOf(cmd).workers {
 		fs.IntVar(&c.Workers, "workers", c.Workers, "jobs run at once in this process (FLINT_WORKERS)")
 		fs.StringVar(queues, "queues", *queues, "comma-separated queues to work; empty for all (FLINT_QUEUES)")
 	}
@@ -269,7 +269,7 @@ func (c *Config) validate(r *configReader) {
 // with them.
 func (c *Config) settleSecrets(cmd string, r *configReader) {
 	if c.APIKey == "" {
-		if c.Production() && (cmd == "serve" || cmd == "api") {
+		if c.Production() && rolesOf(cmd).http {
 			r.bad("FLINT_API_KEY is required when FLINT_ENV=production")
 		}
 		c.APIKey = randomToken(24)
@@ -294,7 +294,7 @@ func (c *Config) settleSecrets(cmd string, r *configReader) {
 		}
 	}
 	if c.SessionKey == "" {
-		if c.Production() && (cmd == "serve" || cmd == "api") {
+		if c.Production() && rolesOf(cmd).http {
 			r.bad("FLINT_SESSION_KEY is required when FLINT_ENV=production (32+ random characters)")
 		}
 		c.SessionKey = randomToken(32)
@@ -311,7 +311,7 @@ func (c *Config) settleSecrets(cmd string, r *configReader) {
 	if !strings.Contains(c.AdminEmail, "@") || !jobs.CleanText(c.AdminEmail) {
 		r.bad("FLINT_ADMIN_EMAIL=%q: want an email address", c.AdminEmail)
 	}
-	if c.Production() && (cmd == "serve" || cmd == "api") {
+	if c.Production() && rolesOf(cmd).http {
 		checkProductionSecrets(c, readDevEnv(devEnvFile), r.bad)
 	}
 }
