@@ -29,21 +29,62 @@ func (s *server) wakeFor(js ...*jobs.Job) {
 	}
 }
 
-// jobOp applies one action to one job: retry, cancel, delete (to the bin),
-// restore or purge. Purge returns no job.
-func (s *server) jobOp(ctx context.Context, action string, id uuid.UUID) (*jobs.Job, error) {
+// jobAction is what an operator can do to a job. Its value is the name in
+// URLs, forms and the audit trail.
+type jobAction string
+
+const (
+	jobRetry   jobAction = "retry"
+	jobCancel  jobAction = "cancel"
+	jobDelete  jobAction = "delete" // to the bin
+	jobRestore jobAction = "restore"
+	jobPurge   jobAction = "purge" // out of the bin, for good
+)
+
+// jobActions lists every job action, for routes.
+var jobActions = []jobAction{jobCancel, jobRetry, jobDelete, jobRestore, jobPurge}
+
+// past is the action as done, for toasts: "Retried".
+func (a jobAction) past() string {
+	return map[jobAction]string{jobRetry: "Retried", jobCancel: "Cancelled", jobDelete: "Moved to the bin",
+		jobRestore: "Restored", jobPurge: "Purged"}[a]
+}
+
+// seriesAction is what an operator can do to a recurring series. Its value
+// is the name in URLs; the audit trail says series_<audit name>.
+type seriesAction string
+
+const (
+	seriesPause  seriesAction = "pause"
+	seriesResume seriesAction = "resume"
+	seriesRunNow seriesAction = "run" // one extra occurrence, now
+	seriesDelete seriesAction = "delete"
+)
+
+var seriesActions = []seriesAction{seriesPause, seriesResume, seriesRunNow, seriesDelete}
+
+// auditName is the action's name in the audit trail.
+func (a seriesAction) auditName() string {
+	if a == seriesRunNow {
+		return "series_run_now"
+	}
+	return "series_" + string(a)
+}
+
+// jobOp applies one action to one job. Purge returns no job.
+func (s *server) jobOp(ctx context.Context, action jobAction, id uuid.UUID) (*jobs.Job, error) {
 	var j *jobs.Job
 	var err error
 	switch action {
-	case "retry":
+	case jobRetry:
 		j, err = s.store.RetryJob(ctx, id)
-	case "cancel":
+	case jobCancel:
 		j, err = s.store.CancelJob(ctx, id)
-	case "delete":
+	case jobDelete:
 		j, err = s.store.DeleteJob(ctx, id)
-	case "restore":
+	case jobRestore:
 		j, err = s.store.RestoreJob(ctx, id)
-	case "purge":
+	case jobPurge:
 		err = s.store.PurgeJob(ctx, id)
 	default:
 		return nil, fmt.Errorf("unknown job action %q", action)
@@ -55,21 +96,21 @@ func (s *server) jobOp(ctx context.Context, action string, id uuid.UUID) (*jobs.
 	return j, nil
 }
 
-// seriesOp applies one action to a recurring series: pause, resume,
-// run_now (an extra occurrence, returned) or delete. It records the action.
-func (s *server) seriesOp(c *fiber.Ctx, action string, id uuid.UUID) (*jobs.Schedule, *jobs.Job, error) {
+// seriesOp applies one action to a recurring series (run now returns the
+// extra occurrence). It records the action.
+func (s *server) seriesOp(c *fiber.Ctx, action seriesAction, id uuid.UUID) (*jobs.Schedule, *jobs.Job, error) {
 	ctx := c.UserContext()
 	var sc *jobs.Schedule
 	var j *jobs.Job
 	var err error
 	switch action {
-	case "pause":
+	case seriesPause:
 		sc, err = s.store.PauseSchedule(ctx, id)
-	case "resume":
+	case seriesResume:
 		sc, err = s.store.ResumeSchedule(ctx, id)
-	case "run_now":
+	case seriesRunNow:
 		j, err = s.store.RunScheduleNow(ctx, id)
-	case "delete":
+	case seriesDelete:
 		err = s.store.DeleteSchedule(ctx, id)
 	default:
 		return nil, nil, fmt.Errorf("unknown series action %q", action)
@@ -82,7 +123,7 @@ func (s *server) seriesOp(c *fiber.Ctx, action string, id uuid.UUID) (*jobs.Sche
 		s.wakeFor(j)
 		occurrence = append(occurrence, j.ID)
 	}
-	s.audit(c, "series_"+action, map[string]string{"series": id.String()}, occurrence...)
+	s.audit(c, action.auditName(), map[string]string{"series": id.String()}, occurrence...)
 	return sc, j, nil
 }
 

@@ -349,8 +349,8 @@ func (s *server) loadJob(ctx context.Context, id uuid.UUID) (jobDetail, error) {
 	return jobDetail{Job: j, Executions: ex, Dependencies: deps}, nil
 }
 
-// jobAction handles POST /api/v1/jobs/{id}/cancel, /retry and /restore.
-func (s *server) jobAction(action string) fiber.Handler {
+// jobActionAPI handles POST /api/v1/jobs/{id}/cancel, /retry and /restore.
+func (s *server) jobActionAPI(action jobAction) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := jobID(c)
 		if err != nil {
@@ -360,7 +360,7 @@ func (s *server) jobAction(action string) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		s.audit(c, action, nil, id)
+		s.audit(c, string(action), nil, id)
 		status := http.StatusOK
 		if j.Status == jobs.StateRunning && j.CancelRequested {
 			status = http.StatusAccepted // the worker stops it at its next checkpoint
@@ -382,13 +382,13 @@ func (s *server) deleteJob(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
-		s.audit(c, "delete", nil, id)
+		s.audit(c, string(jobDelete), nil, id)
 		return c.JSON(j)
 	case "true", "1":
 		if err := s.store.PurgeJob(c.UserContext(), id); err != nil {
 			return err
 		}
-		s.audit(c, "purge", nil, id)
+		s.audit(c, string(jobPurge), nil, id)
 		return c.JSON(fiber.Map{"id": id, "purged": true})
 	default:
 		return invalid("purge", "must be true or false")

@@ -44,7 +44,7 @@ func (s *server) getRecurring(c *fiber.Ctx) error {
 }
 
 // recurringAction handles POST /api/v1/recurring/{id}/pause and /resume.
-func (s *server) recurringAction(action string) fiber.Handler {
+func (s *server) recurringAction(action seriesAction) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := scheduleID(c)
 		if err != nil {
@@ -65,7 +65,7 @@ func (s *server) runRecurringNow(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	_, j, err := s.seriesOp(c, "run_now", id)
+	_, j, err := s.seriesOp(c, seriesRunNow, id)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (s *server) deleteRecurring(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if _, _, err := s.seriesOp(c, "delete", id); err != nil {
+	if _, _, err := s.seriesOp(c, seriesDelete, id); err != nil {
 		return err
 	}
 	return c.JSON(fiber.Map{"id": id, "deleted": true})

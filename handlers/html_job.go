@@ -58,7 +58,7 @@ func (s *server) jobLive(c *fiber.Ctx) error {
 
 // jobActionHTML runs an action from the job page and re-renders its live
 // part, or explains why the action was refused.
-func (s *server) jobActionHTML(action string) fiber.Handler {
+func (s *server) jobActionHTML(action jobAction) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := uuid.Parse(c.Params("id"))
 		if err != nil {
@@ -70,14 +70,14 @@ func (s *server) jobActionHTML(action string) fiber.Handler {
 			return err
 		}
 		if len(refused) > 0 {
-			toast(c, "Not possible: "+refused[0], "bad")
+			toast(c, "Not possible: "+refused[0], toastBad)
 			return c.SendStatus(http.StatusConflict)
 		}
-		if action == "purge" {
+		if action == jobPurge {
 			return redirectHX(c, "/bin")
 		}
 		s.logger.InfoContext(ctx, "dashboard action", "component", "dashboard", "action", action, "job_id", id, "actor", dashActor(c))
-		toast(c, actionPast(action)+".", "ok")
+		toast(c, action.past()+".", toastOK)
 		d, err := s.jobDetail(ctx, id)
 		if err != nil {
 			return err

@@ -74,38 +74,38 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 // bulk applies an action to the selected jobs of a list and re-renders it.
 func (s *server) bulk(kind string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		action := c.FormValue("action")
-		allowed := map[string][]string{"jobs": {"retry", "cancel", "delete"}, "dlq": {"retry", "delete"}, "bin": {"restore", "purge"}}[kind]
+		action := jobAction(c.FormValue("action"))
+		allowed := map[string][]jobAction{"jobs": {jobRetry, jobCancel, jobDelete}, "dlq": {jobRetry, jobDelete}, "bin": {jobRestore, jobPurge}}[kind]
 		if !slices.Contains(allowed, action) {
-			toast(c, "Unknown action.", "bad")
+			toast(c, "Unknown action.", toastBad)
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		}
 		var ids []uuid.UUID
 		for _, v := range c.Context().PostArgs().PeekMulti("ids") {
 			id, err := uuid.ParseBytes(v)
 			if err != nil {
-				toast(c, "The selection held something that is not a job id.", "bad")
+				toast(c, "The selection held something that is not a job id.", toastBad)
 				return c.SendStatus(http.StatusUnprocessableEntity)
 			}
 			ids = append(ids, id)
 		}
 		if len(ids) == 0 {
-			toast(c, "Select at least one job first.", "bad")
+			toast(c, "Select at least one job first.", toastBad)
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		}
 		if len(ids) > 500 {
-			toast(c, "Select at most 500 jobs at a time.", "bad")
+			toast(c, "Select at most 500 jobs at a time.", toastBad)
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		}
 		done, refused, err := s.applyAll(c, action, ids)
 		if err != nil {
 			return err
 		}
-		msg := fmt.Sprintf("%s: %d of %d jobs.", actionPast(action), done, len(ids))
-		kindToast := "ok"
+		msg := fmt.Sprintf("%s: %d of %d jobs.", action.past(), done, len(ids))
+		kindToast := toastOK
 		if len(refused) > 0 {
 			msg += " Not possible for " + strconv.Itoa(len(refused)) + ": " + refused[0]
-			kindToast = "bad"
+			kindToast = toastBad
 		}
 		s.logger.InfoContext(c.UserContext(), "dashboard bulk action", "component", "dashboard", "action", action,
 			"count", done, "actor", dashActor(c))
@@ -122,12 +122,12 @@ func (s *server) bulk(kind string) fiber.Handler {
 // collects why jobs were refused (not found, not allowed from their
 // state); any other error stops it and is returned, to surface as a 5xx
 // rather than pass for a refusal.
-func (s *server) applyAll(c *fiber.Ctx, action string, ids []uuid.UUID) (done int, refused []string, err error) {
+func (s *server) applyAll(c *fiber.Ctx, action jobAction, ids []uuid.UUID) (done int, refused []string, err error) {
 	ctx := c.UserContext()
 	var applied []uuid.UUID
 	defer func() {
 		if len(applied) > 0 {
-			s.audit(c, action, nil, applied...)
+			s.audit(c, string(action), nil, applied...)
 		}
 	}()
 	for _, id := range ids {
@@ -144,11 +144,6 @@ func (s *server) applyAll(c *fiber.Ctx, action string, ids []uuid.UUID) (done in
 	return len(applied), refused, nil
 }
 
-func actionPast(action string) string {
-	return map[string]string{"retry": "Retried", "cancel": "Cancelled", "delete": "Moved to the bin",
-		"restore": "Restored", "purge": "Purged"}[action]
-}
-
 func (s *server) replayAll(c *fiber.Ctx) error {
 	replayed, err := s.store.RetryDLQ(c.UserContext(), nil)
 	if err != nil {
@@ -160,7 +155,7 @@ func (s *server) replayAll(c *fiber.Ctx) error {
 	}
 	s.wakeFor(replayed...)
 	s.audit(c, "dlq_replay", map[string]any{"scope": "all", "replayed": len(ids)}, ids...)
-	toast(c, fmt.Sprintf("Replayed %d jobs from the dead-letter queue.", len(replayed)), "ok")
+	toast(c, fmt.Sprintf("Replayed %d jobs from the dead-letter queue.", len(replayed)), toastOK)
 	l, err := s.listData(c, "dlq")
 	if err != nil {
 		return err

@@ -22,26 +22,22 @@ func (s *server) recurringPage(c *fiber.Ctx) error {
 	return render(c, http.StatusOK, views.RecurringPage(s.chrome(c, "Recurring", "recurring", true), list))
 }
 
-func (s *server) recurringActionHTML(action string) fiber.Handler {
+func (s *server) recurringActionHTML(action seriesAction) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id, err := uuid.Parse(c.Params("id"))
 		if err != nil {
 			return s.notFound(c)
 		}
-		op := action
-		if action == "run" {
-			op = "run_now"
-		}
-		if _, _, err := s.seriesOp(c, op, id); err != nil {
+		if _, _, err := s.seriesOp(c, action, id); err != nil {
 			r := refusal(err)
 			if r == nil {
 				return err
 			}
-			toast(c, "Not possible: "+r.Message, "bad")
+			toast(c, "Not possible: "+r.Message, toastBad)
 			return c.SendStatus(r.Status)
 		}
-		toast(c, map[string]string{"pause": "Series paused.", "resume": "Series resumed.", "run": "An extra occurrence was enqueued.",
-			"delete": "Series deleted."}[action], "ok")
+		toast(c, map[seriesAction]string{seriesPause: "Series paused.", seriesResume: "Series resumed.",
+			seriesRunNow: "An extra occurrence was enqueued.", seriesDelete: "Series deleted."}[action], toastOK)
 		list, err := s.store.ListSchedules(c.UserContext())
 		if err != nil {
 			return err

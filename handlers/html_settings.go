@@ -110,9 +110,9 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 	}
 	f.Saved = changed
 	if len(changed) == 0 {
-		toast(c, "Nothing changed.", "ok")
+		toast(c, "Nothing changed.", toastOK)
 	} else {
-		toast(c, "Settings saved.", "ok")
+		toast(c, "Settings saved.", toastOK)
 	}
 	return render(c, http.StatusOK, views.SettingsFormPartial(f))
 }

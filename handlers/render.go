@@ -24,9 +24,17 @@ func render(c *fiber.Ctx, status int, comp templ.Component) error {
 // isHX reports whether the request came from HTMX.
 func isHX(c *fiber.Ctx) bool { return c.Get("HX-Request") == "true" }
 
+// toastKind says how a toast looks: a confirmation or a refusal.
+type toastKind string
+
+const (
+	toastOK  toastKind = "ok"
+	toastBad toastKind = "bad"
+)
+
 // toast asks the page to show a short message (app.js listens for it).
-func toast(c *fiber.Ctx, message, kind string) {
-	b, _ := json.Marshal(map[string]map[string]string{"flint:toast": {"message": message, "kind": kind}})
+func toast(c *fiber.Ctx, message string, kind toastKind) {
+	b, _ := json.Marshal(map[string]map[string]string{"flint:toast": {"message": message, "kind": string(kind)}})
 	c.Set("HX-Trigger", string(b))
 }
 

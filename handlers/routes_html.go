@@ -48,8 +48,8 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodPost, "/jobs/new", s.createJob)
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
 	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
-	for _, a := range []string{"cancel", "retry", "delete", "restore", "purge"} {
-		priv(fiber.MethodPost, "/jobs/:id/"+a, s.jobActionHTML(a))
+	for _, a := range jobActions {
+		priv(fiber.MethodPost, "/jobs/:id/"+string(a), s.jobActionHTML(a))
 	}
 	priv(fiber.MethodGet, "/dlq", s.listPage("dlq", "Dead-letter queue"))
 	priv(fiber.MethodPost, "/dlq/bulk", s.bulk("dlq"))
@@ -57,8 +57,8 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodGet, "/bin", s.listPage("bin", "Bin"))
 	priv(fiber.MethodPost, "/bin/bulk", s.bulk("bin"))
 	priv(fiber.MethodGet, "/recurring", s.recurringPage)
-	for _, a := range []string{"pause", "resume", "run", "delete"} {
-		priv(fiber.MethodPost, "/recurring/:id/"+a, s.recurringActionHTML(a))
+	for _, a := range seriesActions {
+		priv(fiber.MethodPost, "/recurring/:id/"+string(a), s.recurringActionHTML(a))
 	}
 	priv(fiber.MethodGet, "/workers", s.workersPage)
 	priv(fiber.MethodGet, "/settings", s.settingsPage)

@@ -186,7 +186,7 @@ func equalTokens(a, b string) bool {
 
 func csrfRefused(c *fiber.Ctx) error {
 	if isHX(c) {
-		toast(c, "Refused: the request lacked this session's security token. Reload the page and try again.", "bad")
+		toast(c, "Refused: the request lacked this session's security token. Reload the page and try again.", toastBad)
 	}
 	return c.Status(http.StatusForbidden).SendString("Forbidden: missing or wrong CSRF token. Reload the page and try again.")
 }
