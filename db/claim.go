@@ -117,7 +117,7 @@ func (s *Store) ExtendLeases(ctx context.Context, leases []jobs.Lease, ttl time.
 		return nil, nil
 	}
 	ids, tokens := splitLeases(leases)
-	rows, err := s.pool.Query(ctx, extendLeasesSQL, ids, tokens, float64(ttl)/float64(time.Millisecond))
+	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}

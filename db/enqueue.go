@@ -164,8 +164,8 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 		return nil, err
 	}
 
-	inserted, err := collectJobs(q.Query(ctx, enqueueSQL, ids, types, queues, payloads, prios, retries,
-		runAts, delays, timeouts, keys, blocked, schedules, fireAts))
+	inserted, err := collectJobs(q.Query(ctx, enqueueSQL, uuidArray(ids), types, queues, payloads, prios, retries,
+		runAts, delays, timeouts, keys, blocked, nullableUUIDArray(schedules), fireAts))
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}

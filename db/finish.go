@@ -118,13 +118,14 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 		delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
 	}
 	b := &pgx.Batch{}
-	b.Queue(finishSQL, ids, tokens, outcomes, results, errs, delays)
+	b.Queue(finishSQL, uuidArray(ids), uuidArray(tokens), outcomes, results, errs, delays)
 	if len(succeeded) > 0 {
-		b.Queue(lockChildrenSQL, succeeded)
-		b.Queue(releaseChildrenSQL, succeeded)
+		ok := uuidArray(succeeded)
+		b.Queue(lockChildrenSQL, ok)
+		b.Queue(releaseChildrenSQL, ok)
 	}
 	if len(others) > 0 {
-		b.Queue(cascadeSQL, others)
+		b.Queue(cascadeSQL, uuidArray(others))
 	}
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()

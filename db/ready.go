@@ -89,7 +89,7 @@ func (s *Store) ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uui
 		return nil, nil
 	}
 	ttl := float64(p.LeaseTTL) / float64(time.Millisecond)
-	claimed, err := collectJobs(s.pool.Query(ctx, claimIDsSQL, p.WorkerID, len(ids), ttl, ids))
+	claimed, err := collectJobs(s.pool.Query(ctx, claimIDsSQL, p.WorkerID, len(ids), ttl, uuidArray(ids)))
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
