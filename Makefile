@@ -28,7 +28,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: lint-api templ-check run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: lint lint-api templ-check run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -49,7 +49,7 @@ run: services dev-env build
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/flint .
 
-test: test-services vet fmt-check templ-check
+test: test-services vet fmt-check templ-check lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: services
@@ -78,6 +78,11 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+
+# golangci-lint (.golangci.yml), pinned in tools/go.mod apart from Flint's
+# own dependencies; the first run builds it (a few minutes).
+lint:
+	$(GO) tool -modfile=tools/go.mod golangci-lint run ./...
 
 # The OpenAPI document against Redocly's recommended rules (deliberate
 # exceptions, with reasons, in .redocly.lint-ignore.yaml). Needs npm.

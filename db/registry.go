@@ -138,7 +138,7 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 
 func (s *Store) workersFromRedis(ctx context.Context) ([]jobs.WorkerInfo, error) {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	ids, err := s.redis.client.ZRangeByScore(ctx, s.redis.workersKey(), &redis.ZRangeBy{Min: now, Max: "+inf"}).Result()
+	ids, err := s.redis.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.redis.workersKey(), Start: now, Stop: "+inf", ByScore: true}).Result()
 	if err != nil {
 		return nil, err
 	}

@@ -151,9 +151,7 @@ func (s *server) formParams(v map[string]string) (jobs.EnqueueParams, string, er
 		}
 	}
 	if s := strings.TrimSpace(v["depends_on"]); s != "" {
-		for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' || r == '\r' || r == '\t' }) {
-			r.DependsOn = append(r.DependsOn, part)
-		}
+		r.DependsOn = append(r.DependsOn, strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' || r == '\r' || r == '\t' })...)
 	}
 	p, err := r.params(s.registry, s.clock.Now(), "", parseJobRef)
 	if err != nil {

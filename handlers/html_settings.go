@@ -65,10 +65,7 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 		case "scheduler_strategy":
 			patch[name], _ = json.Marshal(v)
 		case "alert_emails":
-			list := []string{}
-			for _, e := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == ';' }) {
-				list = append(list, e)
-			}
+			list := append([]string{}, strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == ';' })...)
 			patch[name], _ = json.Marshal(list)
 		default:
 			if v == "" {

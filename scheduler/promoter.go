@@ -206,7 +206,7 @@ func (p *Promoter) load(ctx context.Context, strategy string) error {
 	if err != nil {
 		return err
 	}
-	offset := dbNow.Sub(time.Now())
+	offset := time.Until(dbNow)
 	idx, err := NewIndex(strategy, dbNow)
 	if err != nil {
 		return err

@@ -93,7 +93,7 @@ func NewSMTPMailer(cfg SMTPConfig) (*SMTPMailer, error) {
 
 func (m *SMTPMailer) parseURL(raw string) error {
 	if strings.TrimSpace(raw) == "" {
-		return errors.New("is empty; want smtp://[user:pass@]host:port or smtps://...")
+		return errors.New("is empty; want smtp://[user:pass@]host:port or smtps://[user:pass@]host:port")
 	}
 	if hasCtl(raw) {
 		return errors.New("must not contain control characters")
