@@ -122,7 +122,7 @@ func parseRecipient(s string) (*mail.Address, error) {
 		return nil, fmt.Errorf("must be at most %d bytes", MaxEmailAddressLen)
 	case !utf8.ValidString(s):
 		return nil, errors.New("must be valid UTF-8")
-	case hasControl(s):
+	case HasControl(s):
 		return nil, errors.New("must not contain line breaks or other control characters")
 	}
 	a, err := mail.ParseAddress(s)
@@ -132,7 +132,7 @@ func parseRecipient(s string) (*mail.Address, error) {
 	// The display name may be an RFC 2047 encoded word, which the parser
 	// decodes: "=?utf-8?q?x=0D=0ABcc:...?=" must not come back as a line
 	// break either.
-	if hasControl(a.Name) || hasControl(a.Address) {
+	if HasControl(a.Name) || HasControl(a.Address) {
 		return nil, errors.New("must not contain line breaks or other control characters, encoded or not")
 	}
 	return a, nil
@@ -146,7 +146,7 @@ func validateSubject(s string) error {
 		return fmt.Errorf(`"subject" must be at most %d bytes, not %d`, MaxEmailSubjectLen, len(s))
 	case !utf8.ValidString(s):
 		return errors.New(`"subject" must be valid UTF-8`)
-	case hasControl(s):
+	case HasControl(s):
 		return errors.New(`"subject" must be a single line without CR, LF, NUL or other control characters`)
 	}
 	return nil
@@ -162,9 +162,10 @@ func validateBody(field, s string) error {
 	return nil
 }
 
-// hasControl reports whether s holds a C0 control character other than tab,
-// or DEL. CR, LF and NUL are among them.
-func hasControl(s string) bool {
+// HasControl reports whether s holds a C0 control character other than
+// tab, or DEL. CR, LF and NUL are among them: none belongs in a header, an
+// address or a URL.
+func HasControl(s string) bool {
 	for i := 0; i < len(s); i++ {
 		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
 			return true

@@ -71,14 +71,14 @@ func NewSMTPMailer(cfg SMTPConfig) (*SMTPMailer, error) {
 	if from == "" {
 		from = DefaultSMTPFrom
 	}
-	if hasCtl(from) {
+	if jobs.HasControl(from) {
 		return nil, errors.New("SMTP From: must not contain line breaks or other control characters")
 	}
 	a, err := netmail.ParseAddress(from)
 	if err != nil {
 		return nil, fmt.Errorf("SMTP From: %q is not a valid address: %s", from, strings.TrimPrefix(err.Error(), "mail: "))
 	}
-	if hasCtl(a.Name) {
+	if jobs.HasControl(a.Name) {
 		return nil, errors.New("SMTP From: the name must not contain line breaks or other control characters")
 	}
 	m.from = a
@@ -95,7 +95,7 @@ func (m *SMTPMailer) parseURL(raw string) error {
 	if strings.TrimSpace(raw) == "" {
 		return errors.New("is empty; want smtp://[user:pass@]host:port or smtps://[user:pass@]host:port")
 	}
-	if hasCtl(raw) {
+	if jobs.HasControl(raw) {
 		return errors.New("must not contain control characters")
 	}
 	u, err := url.Parse(raw)
@@ -404,13 +404,4 @@ func (e *deliveryError) Unwrap() []error {
 		out = append(out, e.cause)
 	}
 	return out
-}
-
-func hasCtl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return true
-		}
-	}
-	return false
 }
