@@ -30,6 +30,7 @@ import (
 //	failed, cancel requested       → cancelled
 //	failed, attempt <= max_retries → scheduled at now + delay
 //	failed, no retries left        → dead_letter
+//	failed for good (Final)        → dead_letter (sent as a negative delay)
 const finishSQL = `
 WITH input AS (
 	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[])
@@ -41,18 +42,18 @@ moved AS (
 			WHEN i.outcome = 'succeeded' THEN 'completed'
 			WHEN i.outcome = 'cancelled' OR j.cancel_requested THEN 'cancelled'
 			WHEN i.outcome = 'interrupted' THEN 'queued'
-			WHEN j.attempt > j.max_retries THEN 'dead_letter'
+			WHEN j.attempt > j.max_retries OR i.delay_ms < 0 THEN 'dead_letter'
 			ELSE 'scheduled' END,
 		attempt = CASE WHEN i.outcome = 'interrupted' THEN j.attempt - 1 ELSE j.attempt END,
 		result = CASE WHEN i.outcome = 'succeeded' THEN i.result::jsonb ELSE j.result END,
 		last_error = CASE WHEN i.outcome = 'succeeded' THEN j.last_error ELSE i.error END,
 		run_at = CASE
-			WHEN i.outcome = 'failed' AND NOT j.cancel_requested AND j.attempt <= j.max_retries
+			WHEN i.outcome = 'failed' AND NOT j.cancel_requested AND j.attempt <= j.max_retries AND i.delay_ms >= 0
 			THEN now() + i.delay_ms * interval '1 millisecond'
 			ELSE j.run_at END,
 		finished_at = CASE
 			WHEN i.outcome IN ('succeeded', 'cancelled') OR j.cancel_requested
-			  OR (i.outcome = 'failed' AND j.attempt > j.max_retries) THEN now()
+			  OR (i.outcome = 'failed' AND (j.attempt > j.max_retries OR i.delay_ms < 0)) THEN now()
 			ELSE NULL END,
 		lease_token = NULL,
 		lease_expires_at = NULL,
@@ -116,6 +117,9 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 			errs[i] = &e
 		}
 		delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
+		if f.Final {
+			delays[i] = -1 // no retry: see finishSQL
+		}
 	}
 	b := &pgx.Batch{}
 	b.Queue(finishSQL, uuidArray(ids), uuidArray(tokens), outcomes, results, errs, delays)

@@ -77,7 +77,7 @@ func (sleepHandler) ValidatePayload(payload json.RawMessage) error {
 func (sleepHandler) Work(ctx context.Context, job *Job) (any, error) {
 	var p sleepPayload
 	if err := decodeStrict(job.Payload, &p); err != nil || p.MS == nil {
-		return nil, Cancel(fmt.Errorf("bad payload: %v", err))
+		return nil, Permanent(fmt.Errorf("bad payload: %v", err))
 	}
 	t := time.NewTimer(time.Duration(*p.MS) * time.Millisecond)
 	defer t.Stop()

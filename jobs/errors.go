@@ -79,9 +79,35 @@ func (e *cancelError) Error() string {
 }
 func (e *cancelError) Unwrap() error { return e.err }
 
-// Cancel wraps err so that returning it from a handler cancels the job for
-// good instead of retrying it: use it for failures that no retry can fix.
+// Cancel wraps err so that returning it from a handler cancels the job: the
+// work is no longer wanted. A failure that no retry can fix is Permanent.
 func Cancel(err error) error { return &cancelError{err: err} }
+
+// permanentError is returned by Permanent.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string {
+	if e.err == nil {
+		return "permanent failure"
+	}
+	return "permanent failure: " + e.err.Error()
+}
+func (e *permanentError) Unwrap() error { return e.err }
+
+// Permanent wraps err so that returning it from a handler fails the job for
+// good: the remaining retries are skipped and the job goes to the
+// dead-letter queue with its reason, where operators look for failures,
+// alerts count them and replay starts. Use it for failures that no retry
+// can fix (a bad payload, an address the SSRF guard refuses, a recipient
+// the mail server rejects).
+func Permanent(err error) error { return &permanentError{err: err} }
+
+// IsPermanent reports whether err (or anything it wraps) came from
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
 
 // IsCancel reports whether err (or anything it wraps) came from Cancel.
 func IsCancel(err error) bool {

@@ -296,16 +296,17 @@ type httpRequestResult struct {
 
 // Work makes the request. A 2xx response is success; any other status, a
 // network error or a timeout fails the attempt (it is retried); a payload
-// that is invalid or a destination the SSRF guard refuses cancels the job,
+// that is invalid or a destination the SSRF guard refuses fails the job for
+// good (to the dead-letter queue, skipping the retries left),
 // since no retry can change either.
 func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 	r, err := parseHTTPRequestPayload(job.Payload)
 	if err != nil {
-		return nil, Cancel(fmt.Errorf("http_request: bad payload: %w", err))
+		return nil, Permanent(fmt.Errorf("http_request: bad payload: %w", err))
 	}
 	shown := r.method + " " + redactURL(r.url)
 	if err := h.guard.checkURL(r.url); err != nil {
-		return nil, Cancel(fmt.Errorf("http_request: %s refused: %w", shown, err))
+		return nil, Permanent(fmt.Errorf("http_request: %s refused: %w", shown, err))
 	}
 
 	reqCtx, cancel := context.WithTimeout(ctx, r.timeout)
@@ -316,7 +317,7 @@ func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 	}
 	req, err := http.NewRequestWithContext(reqCtx, r.method, r.url.String(), body)
 	if err != nil {
-		return nil, Cancel(fmt.Errorf("http_request: %s: %v", shown, err))
+		return nil, Permanent(fmt.Errorf("http_request: %s: %v", shown, err))
 	}
 	for name, value := range r.headers {
 		req.Header.Set(name, value)
@@ -397,7 +398,7 @@ func (h *httpRequestHandler) requestError(jobCtx, reqCtx context.Context, r *htt
 		if c.Redirect == "" {
 			c.Redirect = redirect
 		}
-		return Cancel(fmt.Errorf("http_request: %s refused: %w", shown, &c))
+		return Permanent(fmt.Errorf("http_request: %s refused: %w", shown, &c))
 	}
 	if jobCtx.Err() != nil {
 		return fmt.Errorf("http_request: %s: %w", shown, context.Cause(jobCtx))

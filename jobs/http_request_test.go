@@ -420,7 +420,7 @@ func TestHTTPRequestBlockedDestinations(t *testing.T) {
 			res, err := runHTTPJob(t, h, map[string]any{"url": tc.url, "timeout_seconds": 3})
 			require.Nil(t, res)
 			require.Error(t, err)
-			require.True(t, IsCancel(err), "a refusal must cancel the job, not retry it: %v", err)
+			require.True(t, IsPermanent(err), "a refusal must fail the job for good, not retry it: %v", err)
 			require.Contains(t, err.Error(), tc.want)
 			if strings.Contains(err.Error(), "is blocked (") && !strings.Contains(err.Error(), "port") {
 				require.Contains(t, err.Error(), "FLINT_HTTP_ALLOW", "the message must say how to open the address")
@@ -501,16 +501,16 @@ func TestHTTPRequestHostNameAllow(t *testing.T) {
 	// ...but not the address it resolves to under another name.
 	h := newTestHTTPHandler(t, HTTPConfig{Allow: []string{"localhost"}})
 	_, err := runHTTPJob(t, h, map[string]any{"url": srv.URL})
-	require.True(t, IsCancel(err), "%v", err)
+	require.True(t, IsPermanent(err), "%v", err)
 	require.Contains(t, err.Error(), "port "+port+" on 127.0.0.1 is blocked")
 	_, err = runHTTPJob(t, h, map[string]any{"url": "http://127.0.0.1/"})
-	require.True(t, IsCancel(err), "%v", err)
+	require.True(t, IsPermanent(err), "%v", err)
 	require.Contains(t, err.Error(), "address 127.0.0.1 is blocked")
 
 	// A host-name entry with a port opens only that port.
 	h = newTestHTTPHandler(t, HTTPConfig{Allow: []string{"localhost:1"}})
 	_, err = runHTTPJob(t, h, map[string]any{"url": "http://localhost:" + port + "/"})
-	require.True(t, IsCancel(err), "%v", err)
+	require.True(t, IsPermanent(err), "%v", err)
 	require.Equal(t, int64(3), srv.hits.Load())
 }
 
@@ -551,7 +551,7 @@ func TestHTTPRequestRedirects(t *testing.T) {
 			res, err := runHTTPJob(t, h, map[string]any{"url": entry.URL + "/start", "timeout_seconds": 3})
 			require.Nil(t, res)
 			require.Error(t, err)
-			require.True(t, IsCancel(err), "a refused redirect must cancel the job: %v", err)
+			require.True(t, IsPermanent(err), "a refused redirect must fail the job for good: %v", err)
 			require.Contains(t, err.Error(), tc.want)
 			require.Contains(t, err.Error(), "refused: redirect to ")
 			require.Equal(t, int64(1), entry.hits.Load())
@@ -585,7 +585,7 @@ func TestHTTPRequestRedirectLimit(t *testing.T) {
 
 	_, err = runHTTPJob(t, h, map[string]any{"url": srv.URL + "/hop/6"})
 	require.Error(t, err)
-	require.False(t, IsCancel(err))
+	require.False(t, IsPermanent(err))
 	require.Contains(t, err.Error(), "stopped after 5 redirects")
 }
 
@@ -605,14 +605,14 @@ func TestHTTPRequestNon2xx(t *testing.T) {
 	res, err := runHTTPJob(t, h, map[string]any{"method": "POST", "url": srv.URL + "/x?api_key=s3cret"})
 	require.Nil(t, res)
 	require.Error(t, err)
-	require.False(t, IsCancel(err), "a non-2xx status is retried, not cancelled")
+	require.False(t, IsPermanent(err), "a non-2xx status is retried")
 	require.Contains(t, err.Error(), "http_request: POST "+srv.URL+"/x?… returned 503")
 	require.Contains(t, err.Error(), "overloaded")
 	require.NotContains(t, err.Error(), "s3cret", "query strings stay out of errors")
 
 	_, err = runHTTPJob(t, h, map[string]any{"url": srv.URL + "/big"})
 	require.Error(t, err)
-	require.False(t, IsCancel(err))
+	require.False(t, IsPermanent(err))
 	require.Contains(t, err.Error(), "returned 500")
 	require.Less(t, len(err.Error()), 1024, "the body must not be echoed whole")
 }
@@ -735,7 +735,7 @@ func TestHTTPRequestTimeoutAndCancel(t *testing.T) {
 	start := time.Now()
 	_, err := runHTTPJob(t, h, map[string]any{"url": srv.URL, "timeout_seconds": 1})
 	require.Error(t, err)
-	require.False(t, IsCancel(err), "a timeout is retried")
+	require.False(t, IsPermanent(err), "a timeout is retried")
 	require.Contains(t, err.Error(), "timed out after 1s")
 	require.Less(t, time.Since(start), 5*time.Second)
 
@@ -751,7 +751,7 @@ func TestHTTPRequestBadPayloadCancels(t *testing.T) {
 	t.Parallel()
 	h := newTestHTTPHandler(t, HTTPConfig{})
 	_, err := h.Work(t.Context(), &Job{Payload: json.RawMessage(`{"url": "ftp://example.com/"}`)})
-	require.True(t, IsCancel(err))
+	require.True(t, IsPermanent(err))
 	require.Contains(t, err.Error(), "bad payload")
 }
 
@@ -777,7 +777,7 @@ func TestHTTPRequestIgnoresProxyEnv(t *testing.T) {
 		res, err := runHTTPJob(t, h, map[string]any{"url": u, "timeout_seconds": 3})
 		require.Nil(t, res)
 		require.Error(t, err)
-		require.True(t, IsCancel(err), "%v", err)
+		require.True(t, IsPermanent(err), "%v", err)
 		require.Contains(t, err.Error(), "is blocked")
 	}
 	require.Zero(t, proxied.Load(), "the proxy from the environment was used")

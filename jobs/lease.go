@@ -53,6 +53,9 @@ type Finish struct {
 	// RetryDelay is the backoff before the next attempt (failed only). The
 	// store decides between retry and DLQ from attempt and max_retries.
 	RetryDelay time.Duration
+	// Final marks a failure that no retry can fix (the handler returned
+	// Permanent): the job goes to the DLQ whatever retries it has left.
+	Final bool
 }
 
 // Moved reports a job that a write moved, with its new state. A Moved with

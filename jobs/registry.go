@@ -13,8 +13,9 @@ import (
 // when the job is cancelled, times out, loses its lease or the process
 // drains; long-running handlers must watch it. The returned result, if not
 // nil, is stored as the job's JSON result. Returning an error fails the
-// attempt (it is retried while retries are left); returning Cancel(err)
-// cancels the job instead. A panic fails the attempt with the stack trace.
+// attempt (it is retried while retries are left); returning Permanent(err)
+// fails the job for good (straight to the dead-letter queue), and
+// Cancel(err) cancels it. A panic fails the attempt with the stack trace.
 type Handler interface {
 	Work(ctx context.Context, job *Job) (result any, err error)
 }

@@ -27,8 +27,8 @@ const (
 // ErrPermanentDelivery marks a delivery failure that no retry can fix: the
 // mail server rejected the message, its sender or its recipients for good
 // (an SMTP 5xx reply), or the message itself is unsendable. Mailers wrap
-// such failures with it; the send_email handler then cancels the job instead
-// of retrying it.
+// such failures with it; the send_email handler then fails the job for good
+// (to the dead-letter queue) instead of retrying it.
 var ErrPermanentDelivery = errors.New("permanent delivery failure")
 
 // Email is one message to deliver.
@@ -244,7 +244,7 @@ type sendEmailHandler struct{ mailer Mailer }
 // NewSendEmailHandler returns the send_email handler, which delivers
 // {"to", "subject", "text", "html"} through m. It also implements
 // PayloadValidator. A rejection that no retry can fix (see
-// ErrPermanentDelivery) cancels the job; any other failure is retried. It
+// ErrPermanentDelivery) fails the job for good; any other failure is retried. It
 // panics if m is nil.
 func NewSendEmailHandler(m Mailer) Handler {
 	if m == nil {
@@ -263,15 +263,15 @@ func (sendEmailHandler) ValidatePayload(payload json.RawMessage) error {
 func (h sendEmailHandler) Work(ctx context.Context, job *Job) (any, error) {
 	e, err := decodeEmail(job.Payload)
 	if err != nil {
-		return nil, Cancel(fmt.Errorf("bad payload: %v", err))
+		return nil, Permanent(fmt.Errorf("bad payload: %v", err))
 	}
 	to, err := e.Recipients()
 	if err != nil {
-		return nil, Cancel(fmt.Errorf("bad payload: %v", err))
+		return nil, Permanent(fmt.Errorf("bad payload: %v", err))
 	}
 	if err := h.mailer.Send(ctx, e); err != nil {
 		if errors.Is(err, ErrPermanentDelivery) {
-			return nil, Cancel(err)
+			return nil, Permanent(err)
 		}
 		return nil, err
 	}

@@ -253,7 +253,7 @@ func TestSendEmailWorkErrors(t *testing.T) {
 		perm := fmt.Errorf("550 5.1.1 no such user: %w", jobs.ErrPermanentDelivery)
 		_, err := jobs.NewSendEmailHandler(&fakeMailer{err: perm}).Work(context.Background(), &jobs.Job{Payload: good})
 		require.Error(t, err)
-		require.True(t, jobs.IsCancel(err), "a 5xx must cancel, not retry: %v", err)
+		require.True(t, jobs.IsPermanent(err), "a 5xx must fail for good, not retry: %v", err)
 		require.ErrorIs(t, err, jobs.ErrPermanentDelivery)
 		require.Contains(t, err.Error(), "550 5.1.1")
 	})
@@ -262,7 +262,7 @@ func TestSendEmailWorkErrors(t *testing.T) {
 		temp := errors.New("451 4.3.0 try again later")
 		_, err := jobs.NewSendEmailHandler(&fakeMailer{err: temp}).Work(context.Background(), &jobs.Job{Payload: good})
 		require.ErrorIs(t, err, temp)
-		require.False(t, jobs.IsCancel(err), "a temporary failure must be retried")
+		require.False(t, jobs.IsPermanent(err), "a temporary failure must be retried")
 	})
 	t.Run("context error passes through", func(t *testing.T) {
 		t.Parallel()
@@ -270,7 +270,7 @@ func TestSendEmailWorkErrors(t *testing.T) {
 		cancel()
 		_, err := jobs.NewSendEmailHandler(&fakeMailer{}).Work(ctx, &jobs.Job{Payload: good})
 		require.ErrorIs(t, err, context.Canceled)
-		require.False(t, jobs.IsCancel(err))
+		require.False(t, jobs.IsPermanent(err))
 	})
 	t.Run("bad payload at run time cancels without sending", func(t *testing.T) {
 		t.Parallel()
@@ -279,7 +279,7 @@ func TestSendEmailWorkErrors(t *testing.T) {
 			Payload: json.RawMessage(`{"to": "a@example.com", "subject": "a\r\nBcc: evil@example.com", "text": "t"}`),
 		})
 		require.Error(t, err)
-		require.True(t, jobs.IsCancel(err))
+		require.True(t, jobs.IsPermanent(err))
 		require.Contains(t, err.Error(), "subject")
 		require.Empty(t, m.Sent())
 	})

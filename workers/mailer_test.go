@@ -232,7 +232,7 @@ func TestSMTPMailerPermanentVsTemporary(t *testing.T) {
 			job := &jobs.Job{Attempt: 1, Payload: json.RawMessage(`{"to": "a@example.com", "subject": "s", "text": "t"}`)}
 			_, err = jobs.NewSendEmailHandler(m).Work(context.Background(), job)
 			require.Error(t, err)
-			require.Equal(t, tc.permanent, jobs.IsCancel(err), "%v", err)
+			require.Equal(t, tc.permanent, jobs.IsPermanent(err), "%v", err)
 		})
 	}
 }

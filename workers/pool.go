@@ -451,6 +451,8 @@ func (p *Pool) execute(ex *execution) {
 		f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled while running: "+err.Error()
 	case errors.Is(cause, ErrShutdown):
 		f.Outcome, f.Error = jobs.OutcomeInterrupted, "interrupted: worker "+p.cfg.WorkerID+" shut down before the job finished"
+	case jobs.IsPermanent(err):
+		f.Outcome, f.Error, f.Final = jobs.OutcomeFailed, err.Error(), true
 	case errors.Is(cause, ErrTimeout):
 		f.Outcome, f.Error = jobs.OutcomeFailed, fmt.Sprintf("timed out after %ds: %v", j.TimeoutSeconds, err)
 		f.RetryDelay = jobs.Backoff(j.Attempt, nil)

@@ -159,6 +159,41 @@ func TestPoolPanicBecomesFailureWithStack(t *testing.T) {
 	require.Contains(t, *got.LastError, "pool_test.go", "the stack trace points at the handler")
 }
 
+// TestPoolPermanentFailureGoesToTheDLQ: a handler that says no retry can
+// fix its failure (Permanent) sends the job to the dead-letter queue on the
+// first attempt, with its reason, retries left or not; the SSRF guard's
+// refusal of an http_request is such a failure. Cancel still cancels.
+func TestPoolPermanentFailureGoesToTheDLQ(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.registry.Register("doomed", jobs.HandlerFunc(func(context.Context, *jobs.Job) (any, error) {
+		return nil, jobs.Permanent(errors.New("the account was closed"))
+	}))
+	b.registry.Register("unwanted", jobs.HandlerFunc(func(context.Context, *jobs.Job) (any, error) {
+		return nil, jobs.Cancel(errors.New("superseded by a newer report"))
+	}))
+	doomed := b.enqueue(t, "doomed", `{}`)
+	ssrf := b.enqueue(t, jobs.TypeHTTPRequest, `{"url": "http://127.0.0.1:9/admin"}`)
+	unwanted := b.enqueue(t, "unwanted", `{}`)
+	b.start(t, workers.Config{Workers: 2})
+	got := b.waitFor(t, doomed.ID, 30*time.Second, status(jobs.StateDeadLetter))
+	require.Equal(t, 1, got.Attempt, "no retry was spent on it")
+	require.Equal(t, 3, got.MaxRetries, "though three were left")
+	require.NotNil(t, got.FinishedAt)
+	require.Equal(t, "permanent failure: the account was closed", *got.LastError)
+	ex, err := b.store.ListExecutions(context.Background(), got)
+	require.NoError(t, err)
+	require.Len(t, ex, 1)
+	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
+
+	got = b.waitFor(t, ssrf.ID, 30*time.Second, status(jobs.StateDeadLetter))
+	require.Equal(t, 1, got.Attempt)
+	require.Contains(t, *got.LastError, "refused")
+
+	got = b.waitFor(t, unwanted.ID, 30*time.Second, status(jobs.StateCancelled))
+	require.Contains(t, *got.LastError, "superseded")
+}
+
 func TestPoolRetriesFailingJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
