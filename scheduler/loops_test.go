@@ -146,6 +146,13 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 		_ = store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued'`).Scan(&n)
 		return n == total
 	}, 30*time.Second, 20*time.Millisecond, "every job promoted")
+	// The promoter reports a batch after its statement commits, so the last
+	// report may trail the database by a moment.
+	require.Eventually(t, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(*moved) >= total
+	}, 10*time.Second, 10*time.Millisecond, "every promotion reported")
 	mu.Lock()
 	defer mu.Unlock()
 	seen := map[uuid.UUID]int{}
