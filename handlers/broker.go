@@ -3,7 +3,6 @@ package handlers
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,9 +31,8 @@ type Broker struct {
 }
 
 type brokerEvent struct {
-	seq  uint64
-	ev   jobs.Event
-	data []byte
+	seq uint64
+	ev  jobs.Event
 }
 
 // subscriber is one SSE connection: events reach it through ch, or, for a
@@ -86,8 +84,9 @@ func (b *Broker) Deliver(events []jobs.Event) {
 	defer b.mu.Unlock()
 	for _, e := range events {
 		b.seq++
-		data, _ := json.Marshal(e)
-		be := brokerEvent{seq: b.seq, ev: e, data: data}
+		// Encoded only when a client of the event API writes it: most
+		// events reach nobody but the ring and the dashboard's streams.
+		be := brokerEvent{seq: b.seq, ev: e}
 		b.ring[b.next] = be
 		b.next = (b.next + 1) % len(b.ring)
 		for s := range b.clients {

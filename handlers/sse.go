@@ -3,6 +3,7 @@ package handlers
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -115,7 +116,8 @@ func streamEvents(ctx context.Context, w *bufio.Writer, b *Broker, sub *subscrib
 }
 
 func writeEvent(w *bufio.Writer, b *Broker, e brokerEvent) {
-	fmt.Fprintf(w, "id: %s\nevent: job\ndata: %s\n\n", b.id(e.seq), e.data)
+	data, _ := json.Marshal(e.ev)
+	fmt.Fprintf(w, "id: %s\nevent: job\ndata: %s\n\n", b.id(e.seq), data)
 }
 
 func (b *Broker) currentSeq() uint64 {
