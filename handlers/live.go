@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -363,5 +364,5 @@ func (s *server) jobRows(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, 200, views.JobRows(js, kind, s.clock.Now()))
+	return render(c, http.StatusOK, views.JobRows(js, kind, s.clock.Now()))
 }
