@@ -3,7 +3,9 @@ package db
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,7 +20,16 @@ import (
 // idempotency key that exists already makes the row a no-op; the caller then
 // reads the existing job. One notification per queue that gained queued jobs
 // wakes the workers (PostgreSQL delivers it at commit).
-const enqueueSQL = `
+const enqueueSQL = enqueueHead + jobColumns + enqueueTail + `inserted.*` + enqueueFrom
+
+// enqueuePlainSQL is enqueueSQL for jobs without dependencies or a series:
+// it returns only what the database decided (id, status, run_at,
+// created_at), and newPlainJob fills in the rest from the request. A
+// thousand full rows cost PostgreSQL and pgx more than the insert itself.
+const enqueuePlainSQL = enqueueHead + `id, queue, status, run_at, effective_priority, created_at` + enqueueTail +
+	`inserted.id, inserted.status, inserted.run_at, inserted.created_at` + enqueueFrom
+
+const enqueueHead = `
 WITH input AS (
 	SELECT t.id, t.type, t.queue, t.payload::jsonb AS payload, t.priority, t.max_retries,
 	       coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond') AS run_at,
@@ -39,13 +50,17 @@ inserted AS (
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-	RETURNING ` + jobColumns + `
+	RETURNING `
+
+const enqueueTail = `
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
 	FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') q
 ),` + notifyScheduledHead + `inserted` + notifyScheduledTail + `
-SELECT inserted.* FROM inserted, notified, sched_notified`
+SELECT `
+
+const enqueueFrom = ` FROM inserted, notified, sched_notified`
 
 const existingByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ANY($1::text[])`
 
@@ -67,7 +82,9 @@ VALUES ($1, $2, $3, $4::jsonb, $5, $6, nullif($7, 0), nullif($8, 0), nullif($9, 
 func (s *Store) Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
 	var out []jobs.Enqueued
 	var err error
-	if !needsTx(params) {
+	if copyable(params) {
+		out, err = s.enqueueCopy(ctx, params)
+	} else if !needsTx(params) {
 		out, err = EnqueueTx(ctx, s.pool, params...)
 	} else {
 		err = s.withTx(ctx, func(tx pgx.Tx) error {
@@ -164,8 +181,15 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 		return nil, err
 	}
 
-	inserted, err := collectJobs(q.Query(ctx, enqueueSQL, uuidArray(ids), types, queues, payloads, prios, retries,
-		runAts, delays, timeouts, keys, blocked, nullableUUIDArray(schedules), fireAts))
+	args := []any{uuidArray(ids), types, queues, payloads, prios, retries,
+		runAts, delays, timeouts, keys, blocked, nullableUUIDArray(schedules), fireAts}
+	var inserted []*jobs.Job
+	var err error
+	if needsTx(params) {
+		inserted, err = collectJobs(q.Query(ctx, enqueueSQL, args...))
+	} else {
+		inserted, err = insertPlain(ctx, q, params, ids, args)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
 	}
@@ -373,4 +397,190 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// copyMin is the smallest batch that Enqueue writes with COPY. Below it the
+// extra round trips (a clock read, the copy's own exchange, the commit) cost
+// more than the single insert statement's per-row work.
+const copyMin = 64
+
+// copyColumns are the columns a COPY batch sets; every other column takes
+// its default, which for a new plain job is what the insert statement sets.
+var copyColumns = []string{"id", "type", "queue", "payload", "priority", "effective_priority", "status",
+	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at"}
+
+// copyable reports whether params can be written with COPY: a large batch
+// of plain jobs, none of which needs the insert statement's ON CONFLICT (an
+// idempotency key), a dependency check or a recurring series.
+func copyable(params []jobs.EnqueueParams) bool {
+	if len(params) < copyMin {
+		return false
+	}
+	for i := range params {
+		p := &params[i]
+		if p.IdempotencyKey != "" || len(p.DependsOn) > 0 || p.Recurring() {
+			return false
+		}
+	}
+	return true
+}
+
+// enqueueCopy writes a batch of plain jobs with COPY, about a third cheaper
+// for PostgreSQL than the insert statement (no unnest, no RETURNING). It
+// reads the transaction's clock first, so the jobs it returns carry the
+// created_at, run_at and status that were stored, and it sends the same
+// notifications as enqueueSQL before the commit that delivers them. The
+// payloads are returned as the caller sent them, not as jsonb prints them.
+func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([]jobs.Enqueued, error) {
+	n := len(params)
+	out := make([]jobs.Enqueued, n)
+	rows := make([][]any, n)
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var now time.Time
+		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			return fmt.Errorf("enqueue: read clock: %w", err)
+		}
+		var queued []string
+		var scheduled []*jobs.Job
+		seen := map[string]bool{}
+		for i := range params {
+			j, err := newPlainJob(&params[i], now)
+			if err != nil {
+				return err
+			}
+			var timeout *int32
+			if j.TimeoutSeconds > 0 {
+				t := int32(j.TimeoutSeconds)
+				timeout = &t
+			}
+			rows[i] = []any{[16]byte(j.ID), j.Type, j.Queue, string(j.Payload), int16(j.Priority), j.EffectivePriority,
+				string(j.Status), int32(j.MaxRetries), j.RunAt, timeout, now, now}
+			out[i] = jobs.Enqueued{Job: j, Inserted: true}
+			if j.Status == jobs.StateQueued && !seen[j.Queue] {
+				seen[j.Queue] = true
+				queued = append(queued, j.Queue)
+			} else if j.Status == jobs.StateScheduled {
+				scheduled = append(scheduled, j)
+			}
+		}
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
+		channels, notes := enqueueNotifications(queued, scheduled)
+		if len(notes) > 0 {
+			if _, err := tx.Exec(ctx, `SELECT count(pg_notify(c, m)) FROM unnest($1::text[], $2::text[]) AS n(c, m)`,
+				channels, notes); err != nil {
+				return fmt.Errorf("enqueue: notify: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// newPlainJob is the job enqueueSQL would store for p at now: queued, or
+// scheduled when it runs later.
+func newPlainJob(p *jobs.EnqueueParams, now time.Time) (*jobs.Job, error) {
+	id := p.ID
+	if id == uuid.Nil {
+		var err error
+		if id, err = uuid.NewV7(); err != nil {
+			return nil, fmt.Errorf("enqueue: new id: %w", err)
+		}
+	}
+	runAt := now.Add(p.Delay)
+	if p.RunAt != nil {
+		runAt = *p.RunAt
+	}
+	// PostgreSQL keeps microseconds; the returned job says what is stored.
+	runAt = runAt.Truncate(time.Microsecond)
+	status := jobs.StateQueued
+	if runAt.After(now) {
+		status = jobs.StateScheduled
+	}
+	retries := jobs.DefaultMaxRetries
+	if p.MaxRetries != nil {
+		retries = *p.MaxRetries
+	}
+	prio := cmp.Or(p.Priority, jobs.DefaultPriority)
+	payload := p.Payload
+	if len(payload) == 0 {
+		payload = json.RawMessage(`{}`)
+	}
+	return &jobs.Job{
+		ID:                id,
+		Type:              p.Type,
+		Queue:             cmp.Or(p.Queue, jobs.DefaultQueue),
+		Payload:           payload,
+		Priority:          prio,
+		EffectivePriority: float64(prio),
+		Status:            status,
+		MaxRetries:        retries,
+		RunAt:             runAt,
+		TimeoutSeconds:    p.TimeoutSeconds,
+		CreatedAt:         now,
+		UpdatedAt:         now,
+	}, nil
+}
+
+// enqueueNotifications are the notifications enqueueSQL sends for new
+// jobs: one per queue that gained queued jobs, and the scheduled jobs in
+// chunks of 90 (notifyScheduledHead's format).
+func enqueueNotifications(queued []string, scheduled []*jobs.Job) (channels, notes []string) {
+	for _, q := range queued {
+		channels, notes = append(channels, ChannelJobs), append(notes, q)
+	}
+	for len(scheduled) > 0 {
+		chunk := scheduled[:min(90, len(scheduled))]
+		scheduled = scheduled[len(chunk):]
+		parts := make([]string, len(chunk))
+		for i, j := range chunk {
+			// Rounded to the millisecond, as the statement's ::bigint cast does.
+			parts[i] = fmt.Sprintf("%s %d %v %d", j.ID, (j.RunAt.UnixMicro()+500)/1000, j.EffectivePriority, j.CreatedAt.UnixMicro())
+		}
+		channels, notes = append(channels, ChannelScheduled), append(notes, strings.Join(parts, ","))
+	}
+	return channels, notes
+}
+
+// insertPlain runs enqueuePlainSQL and returns the jobs it inserted.
+func insertPlain(ctx context.Context, q DBTX, params []jobs.EnqueueParams, ids []uuid.UUID, args []any) ([]*jobs.Job, error) {
+	rows, err := q.Query(ctx, enqueuePlainSQL, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	index := make(map[uuid.UUID]int, len(ids))
+	for i, id := range ids {
+		index[id] = i
+	}
+	var out []*jobs.Job
+	for rows.Next() {
+		var id uuid.UUID
+		var status string
+		var runAt, created time.Time
+		if err := rows.Scan(&id, &status, &runAt, &created); err != nil {
+			return nil, err
+		}
+		i, ok := index[id]
+		if !ok {
+			return nil, fmt.Errorf("inserted job %s was not in the batch", id)
+		}
+		p := params[i]
+		p.ID = id
+		j, err := newPlainJob(&p, created)
+		if err != nil {
+			return nil, err
+		}
+		j.Status, j.RunAt = jobs.State(status), runAt
+		if p.IdempotencyKey != "" {
+			k := p.IdempotencyKey
+			j.IdempotencyKey = &k
+		}
+		out = append(out, j)
+	}
+	return out, rows.Err()
 }
