@@ -1,7 +1,10 @@
 package db
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"log/slog"
 	"sync/atomic"
@@ -35,6 +38,9 @@ type EventBus struct {
 	deliver    func([]jobs.Event)
 	dropped    atomic.Uint64
 	published  atomic.Uint64
+	// origin tags what this process sends, so that it skips its own
+	// events when they come back (it delivers them as it sends them).
+	origin string
 }
 
 // NewEventBus returns a bus; deliver receives every event any process
@@ -47,7 +53,15 @@ func NewEventBus(store *Store, r *Redis, readyQueue bool, logger *slog.Logger, d
 		logger:     logger.With("component", "events"),
 		in:         make(chan []jobs.Event, 4096),
 		deliver:    deliver,
+		origin:     newOrigin(),
 	}
+}
+
+// newOrigin is a process's tag on the events it sends.
+func newOrigin() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return hex.EncodeToString(b[:])
 }
 
 // Publish queues events for publication.
@@ -127,6 +141,9 @@ func (b *EventBus) send(ctx context.Context, batch []jobs.Event) {
 			announce = append(announce, e)
 		}
 	}
+	if b.deliver != nil && len(announce) > 0 {
+		b.deliver(announce)
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if b.redis.Healthy() {
@@ -150,7 +167,14 @@ func (b *EventBus) send(ctx context.Context, batch []jobs.Event) {
 func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) error {
 	pipe := b.redis.client.Pipeline()
 	if len(announce) > 0 {
-		payload, _ := json.Marshal(announce)
+		payload := append([]byte(b.origin), " ["...)
+		for i := range announce {
+			if i > 0 {
+				payload = append(payload, ',')
+			}
+			payload = announce[i].AppendJSON(payload)
+		}
+		payload = append(payload, ']')
 		pipe.Publish(ctx, b.redis.eventsChannel(), payload)
 	}
 	if b.readyQueue {
@@ -188,7 +212,7 @@ func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) 
 // statement (one transaction): a commit per payload would cost more than
 // the changes being announced.
 func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error {
-	_, err := b.pool.Exec(ctx, `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`, ChannelEvents, notifyPayloads(events))
+	_, err := b.pool.Exec(ctx, `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`, ChannelEvents, notifyPayloads(b.origin, events))
 	return err
 }
 
@@ -197,17 +221,20 @@ const maxNotifyPayload = 7900
 
 // notifyPayloads packs events into JSON arrays of at most maxNotifyPayload
 // bytes, each event encoded once.
-func notifyPayloads(events []jobs.Event) []string {
+func notifyPayloads(origin string, events []jobs.Event) []string {
 	var payloads []string
 	buf := make([]byte, 0, maxNotifyPayload)
-	for _, e := range events {
-		enc, _ := json.Marshal(e) // plain fields: cannot fail
+	head := origin + " ["
+	var enc []byte
+	for i := range events {
+		e := &events[i]
+		enc = e.AppendJSON(enc[:0])
 		if len(buf) > 0 && len(buf)+len(enc)+2 > maxNotifyPayload {
 			payloads = append(payloads, string(append(buf, ']')))
 			buf = buf[:0]
 		}
 		if len(buf) == 0 {
-			buf = append(buf, '[')
+			buf = append(buf, head...)
 		} else {
 			buf = append(buf, ',')
 		}
@@ -223,6 +250,14 @@ func notifyPayloads(events []jobs.Event) []string {
 func (b *EventBus) ReceivePostgres(payload string) { b.receive([]byte(payload)) }
 
 func (b *EventBus) receive(payload []byte) {
+	// "<origin> [events]": a process's own events were delivered when it
+	// sent them. A bare array is a payload from a Flint before origins.
+	if i := bytes.IndexByte(payload, ' '); i > 0 && payload[0] != '[' {
+		if string(payload[:i]) == b.origin {
+			return
+		}
+		payload = payload[i+1:]
+	}
 	var evs []jobs.Event
 	if err := json.Unmarshal(payload, &evs); err != nil || len(evs) == 0 {
 		return
