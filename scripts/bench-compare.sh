@@ -76,7 +76,7 @@ step drain-worker-1000-noredis "${FB[@]}" -mode=drain -cmd worker -workers 1000 
 step drain-serve-defaults-redis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "$REDIS" -label serve-defaults-redis
 step drain-serve-defaults-noredis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "" -label serve-defaults-noredis
 
-step river-insert "$BIN/riverbench" -mode=insert -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"
+step river-insert "$BIN/riverbench" -mode=insert -unique -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"
 step batch-nokeys "${FB[@]}" -mode=batch -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label nokeys
 step batch-keys "${FB[@]}" -mode=batch -keys -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label keys
 

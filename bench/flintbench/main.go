@@ -502,7 +502,7 @@ var (
 	reFlint       = regexp.MustCompile(`^RESULT flint (\w+) (\S+) (.*)$`)
 	reKV          = regexp.MustCompile(`(\w+)=([0-9.]+)`)
 	reRiverDrain  = regexp.MustCompile(`^RESULT drain n=\d+ workers=(\d+) jobs/s: median ([0-9.]+)`)
-	reRiverInsert = regexp.MustCompile(`^RESULT insert (InsertMany\w*) n=\d+ batch=\d+ jobs/s: median ([0-9.]+)`)
+	reRiverInsert = regexp.MustCompile(`^RESULT insert (InsertMany[\w-]*) n=\d+ batch=\d+ jobs/s: median ([0-9.]+)`)
 	reRiverSteady = regexp.MustCompile(`^RESULT steady rate=(\d+) .*start p50 ms median ([0-9.]+).*start p99 ms median ([0-9.]+)`)
 	reRiverIdle   = regexp.MustCompile(`^RESULT idle insert->start p50 ms: median ([0-9.]+).*p99 ms: median ([0-9.]+)`)
 	reRiverWAL    = regexp.MustCompile(`^drain rep=\d+ n=\d+ workers=(\d+):.*fetch\+complete ([0-9.]+)`)
@@ -573,12 +573,13 @@ func modeTable() {
 	if kv, ok := flint["drain worker-1000-noredis"]; ok && river["drain wal"] > 0 {
 		rows = append(rows, row{"drain: WAL bytes per job (1000 workers, no Redis)", fmt.Sprintf("%.0f B", kv["wal_per_job"]), fmt.Sprintf("%.0f B", river["drain wal"]), ratio(kv["wal_per_job"], river["drain wal"])})
 	}
-	for _, b := range []struct{ key, what string }{
-		{"batch nokeys", "batch enqueue over HTTP, no keys (vs InsertMany)"},
-		{"batch keys", "batch enqueue over HTTP, idempotency keys (vs InsertMany)"},
+	for _, b := range []struct{ key, rkey, what string }{
+		{"batch nokeys", "InsertMany", "batch enqueue over HTTP, no keys (vs InsertMany)"},
+		{"batch keys", "InsertMany", "batch enqueue over HTTP, idempotency keys (vs InsertMany)"},
+		{"batch keys", "InsertMany-unique", "batch enqueue over HTTP, idempotency keys (vs InsertMany, unique by args)"},
 	} {
-		if kv, ok := flint[b.key]; ok {
-			rows = append(rows, row{b.what, rate(kv["rate"]), rate(river["InsertMany"]), ratio(kv["rate"], river["InsertMany"])})
+		if kv, ok := flint[b.key]; ok && river[b.rkey] > 0 {
+			rows = append(rows, row{b.what, rate(kv["rate"]), rate(river[b.rkey]), ratio(kv["rate"], river[b.rkey])})
 		}
 	}
 	if river["InsertManyFast"] > 0 {
