@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"flint/auth"
 	"flint/db"
 	"flint/db/dbtest"
 	"flint/handlers"
@@ -27,7 +28,7 @@ import (
 )
 
 // Tests need not spend a tenth of a second per password hash.
-func init() { db.BcryptCost = 4 }
+func init() { auth.BcryptCost = 4 }
 
 // dashboardRig runs the dashboard, event bus, listener and a worker pool in
 // this process against a fresh database, on a real port.

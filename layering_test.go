@@ -15,6 +15,7 @@ import (
 // not use.
 var layerRules = map[string][]string{
 	"flint/jobs":      {"flint/", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "github.com/a-h/templ"},
+	"flint/auth":      {"flint/db", "flint/handlers", "flint/workers", "flint/scheduler", "flint/views", "flint/metrics", "flint/logs", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
 	"flint/db":        {"flint/handlers", "flint/workers", "flint/scheduler", "flint/views", "flint/metrics", "github.com/gofiber/"},
 	"flint/workers":   {"flint/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
 	"flint/scheduler": {"flint/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql", "net/http"},

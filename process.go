@@ -67,6 +67,7 @@ type process struct {
 	listener *db.Listener
 	alerter  *scheduler.Alerter // nil without the scheduler
 	pool     *workers.Pool      // nil without workers
+	clock    jobs.Clock         // the one clock handlers, workers and scheduler are given
 	cleanup  []func()           // run in reverse order at the end
 }
 
@@ -74,7 +75,7 @@ type process struct {
 // is done (a signal) or one of them fails, then shuts everything down in
 // order.
 func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) error {
-	p := &process{roles: r, cfg: cfg, lg: lg, logger: lg.Slog().With("role", r.name), ctx: ctx}
+	p := &process{roles: r, cfg: cfg, lg: lg, logger: lg.Slog().With("role", r.name), ctx: ctx, clock: jobs.SystemClock{}}
 	defer func() {
 		for i := len(p.cleanup) - 1; i >= 0; i-- {
 			p.cleanup[i]()
@@ -280,7 +281,7 @@ func (p *process) startWorkers() {
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
 	reg := workers.NewRegistry(jobs.WorkerInfo{
 		ID: cfg.WorkerID, Queues: cfg.Queues, Concurrency: cfg.Workers, Version: version,
-	}, 0, p.store, p.logger)
+	}, 0, p.store, p.clock, p.logger)
 	p.g.Go(func() error { return reg.Run(p.gctx) })
 	p.listener.Handle(db.ChannelJobs, p.pool.Wake)
 	p.listener.Handle(db.ChannelCancel, p.pool.CancelRequested)
@@ -295,6 +296,7 @@ func (p *process) startScheduler() {
 		Settings:      p.settings,
 		SweepInterval: p.cfg.PromoteInterval,
 		OnMoved:       func(m []jobs.Moved) { recurrer.Kick(); p.mx.ObservePromoted(len(m)) },
+		Clock:         p.clock,
 	}, p.store, p.logger)
 	p.listener.Handle(db.ChannelScheduled, promoter.Notify)
 	p.listener.OnConnect(promoter.Resync)
@@ -336,7 +338,7 @@ func (p *process) startHTTP() error {
 		p.logger.Info("created the first dashboard user", "email", cfg.AdminEmail)
 	}
 	app := handlers.New(handlers.Config{
-		APIKey: cfg.APIKey, BaseContext: p.gctx, Wake: wake, Settings: p.settings, Broker: p.broker,
+		APIKey: cfg.APIKey, BaseContext: p.gctx, Wake: wake, Settings: p.settings, Broker: p.broker, Clock: p.clock,
 		Dashboard: p.store, MailURL: cfg.MailUIURL,
 		Session:    handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
 		Benchmark:  runBenchmark,

@@ -2,8 +2,6 @@ package db
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,25 +9,20 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/crypto/bcrypt"
 
+	"flint/auth"
 	"flint/jobs"
 )
-
-// BcryptCost is the password hashing cost.
-var BcryptCost = bcrypt.DefaultCost
 
 // EnsureUser creates the user with this email and password unless one
 // exists; it reports whether it created it.
 func (s *Store) EnsureUser(ctx context.Context, email, password, role string) (bool, error) {
 	email = strings.TrimSpace(email)
-	if len(password) < 8 {
-		return false, jobs.Invalid("password", "must be at least 8 characters")
+	hash, err := auth.HashPassword(password)
+	var invalid *jobs.ValidationError
+	if errors.As(err, &invalid) {
+		return false, err
 	}
-	if len(password) > 72 {
-		return false, jobs.Invalid("password", "must be at most 72 bytes")
-	}
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), BcryptCost)
 	if err != nil {
 		return false, fmt.Errorf("hash password: %w", err)
 	}
@@ -38,39 +31,28 @@ func (s *Store) EnsureUser(ctx context.Context, email, password, role string) (b
 		return false, err
 	}
 	tag, err := s.pool.Exec(ctx, `INSERT INTO users (id, email, password_hash, role) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (lower(email)) DO NOTHING`, id, email, string(hash), role)
+		ON CONFLICT (lower(email)) DO NOTHING`, id, email, hash, role)
 	if err != nil {
 		return false, fmt.Errorf("create user: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
-// dummyHash is compared against when the email is unknown, so that a wrong
-// email costs as much time as a wrong password.
-var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a real password"), bcrypt.DefaultCost)
-
 // Authenticate checks an email and password.
-func (s *Store) Authenticate(ctx context.Context, email, password string) (jobs.User, error) {
-	var u jobs.User
+func (s *Store) Authenticate(ctx context.Context, email, password string) (auth.User, error) {
+	var u auth.User
 	var hash string
 	err := s.pool.QueryRow(ctx, `SELECT id, email, role, created_at, last_login_at, password_hash FROM users WHERE lower(email) = lower($1)`,
 		strings.TrimSpace(email)).Scan(&u.ID, &u.Email, &u.Role, &u.CreatedAt, &u.LastLoginAt, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
-		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
-		return jobs.User{}, jobs.ErrBadLogin
+		hash = "" // compared against a dummy: the same cost as a wrong password
+	} else if err != nil {
+		return auth.User{}, fmt.Errorf("authenticate: %w", err)
 	}
-	if err != nil {
-		return jobs.User{}, fmt.Errorf("authenticate: %w", err)
-	}
-	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
-		return jobs.User{}, jobs.ErrBadLogin
+	if err := auth.VerifyPassword(hash, password); err != nil {
+		return auth.User{}, err
 	}
 	return u, nil
-}
-
-func hashToken(token string) string {
-	h := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(h[:])
 }
 
 // CreateSession stores a new session for the user behind token, valid for
@@ -82,7 +64,7 @@ func (s *Store) CreateSession(ctx context.Context, userID uuid.UUID, token, csrf
 	userAgent = strings.ToValidUTF8(strings.ReplaceAll(userAgent, "\x00", ""), "")
 	b := &pgx.Batch{}
 	b.Queue(`INSERT INTO sessions (id, user_id, csrf_token, expires_at, ip, user_agent) VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5, $6)`,
-		hashToken(token), userID, csrf, ttl.Seconds(), ip, userAgent)
+		auth.HashToken(token), userID, csrf, ttl.Seconds(), ip, userAgent)
 	b.Queue(`UPDATE users SET last_login_at = now() WHERE id = $1`, userID)
 	b.Queue(`DELETE FROM sessions WHERE expires_at < now()`)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
@@ -107,22 +89,22 @@ touched AS (
 SELECT user_id, email, role, created_at, last_login_at, csrf_token, expires_at FROM live`
 
 // GetSession returns the live session behind token.
-func (s *Store) GetSession(ctx context.Context, token string) (jobs.Session, error) {
-	var sess jobs.Session
-	err := s.pool.QueryRow(ctx, getSessionSQL, hashToken(token)).
+func (s *Store) GetSession(ctx context.Context, token string) (auth.Session, error) {
+	var sess auth.Session
+	err := s.pool.QueryRow(ctx, getSessionSQL, auth.HashToken(token)).
 		Scan(&sess.User.ID, &sess.User.Email, &sess.User.Role, &sess.User.CreatedAt, &sess.User.LastLoginAt, &sess.CSRFToken, &sess.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return jobs.Session{}, jobs.ErrNotFound
+		return auth.Session{}, jobs.ErrNotFound
 	}
 	if err != nil {
-		return jobs.Session{}, fmt.Errorf("get session: %w", err)
+		return auth.Session{}, fmt.Errorf("get session: %w", err)
 	}
 	return sess, nil
 }
 
 // DeleteSession ends the session behind token.
 func (s *Store) DeleteSession(ctx context.Context, token string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, hashToken(token)); err != nil {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, auth.HashToken(token)); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil

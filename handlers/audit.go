@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"flint/auth"
 	"flint/jobs"
 	"flint/views"
 )
@@ -26,7 +27,7 @@ func (s *server) audit(c *fiber.Ctx, action string, details any, ids ...uuid.UUI
 		return
 	}
 	e := jobs.AuditEntry{Action: action, IP: c.IP(), Source: "api", Actor: "api key"}
-	if u, ok := c.Locals(userKey).(jobs.User); ok {
+	if u, ok := c.Locals(userKey).(auth.User); ok {
 		e.Source, e.Actor = "dashboard", u.Email
 	}
 	if details != nil {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"flint/auth"
 	"flint/jobs"
 	"flint/views"
 )
@@ -25,13 +26,13 @@ const countCap = 100_000
 // chrome builds the page frame for the signed-in user.
 // chrome is the frame of a page; live pages show the live indicator.
 func (s *server) chrome(c *fiber.Ctx, title, nav string, live bool) views.Chrome {
-	u, _ := c.Locals(userKey).(jobs.User)
+	u, _ := c.Locals(userKey).(auth.User)
 	csrf, _ := c.Locals(csrfKey).(string)
 	return views.Chrome{Title: title, Nav: nav, User: u.Email, CSRF: csrf, MailURL: s.mailURL, Now: s.clock.Now(), Live: live}
 }
 
 // dashActor names the signed-in user for records of what they changed.
 func dashActor(c *fiber.Ctx) string {
-	u, _ := c.Locals(userKey).(jobs.User)
+	u, _ := c.Locals(userKey).(auth.User)
 	return u.Email + "@" + c.IP()
 }

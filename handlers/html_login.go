@@ -11,6 +11,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"flint/auth"
 	"flint/jobs"
 	"flint/views"
 )
@@ -47,7 +48,7 @@ func (s *server) login(c *fiber.Ctx) error {
 		return render(c, http.StatusTooManyRequests, views.LoginPage(cookieTok, email, next, "Too many failed sign-ins. Wait 15 minutes and try again."))
 	}
 	u, err := s.sessions.db.Authenticate(c.UserContext(), email, password)
-	if errors.Is(err, jobs.ErrBadLogin) {
+	if errors.Is(err, auth.ErrBadLogin) {
 		s.sessions.limit.fail(ip, email)
 		s.logger.WarnContext(c.UserContext(), "failed sign-in", "component", "auth", "ip", ip)
 		return render(c, http.StatusUnauthorized, views.LoginPage(cookieTok, email, next, "Wrong email or password."))

@@ -18,6 +18,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
 
+	"flint/auth"
 	"flint/db"
 	"flint/db/dbtest"
 	"flint/handlers"
@@ -83,7 +84,7 @@ func dashSetup(t *testing.T) *dashBundle {
 }
 
 // Tests need not spend a tenth of a second per password hash.
-func init() { db.BcryptCost = 4 }
+func init() { auth.BcryptCost = 4 }
 
 type page struct {
 	status int

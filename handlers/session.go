@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/sessions"
 
-	"flint/jobs"
+	"flint/auth"
 )
 
 // Sessions. The cookie, signed and encrypted by gorilla/sessions, carries a
@@ -51,9 +51,9 @@ type sessionManager struct {
 
 // SessionStore is what sessions need from storage; *db.Store implements it.
 type SessionStore interface {
-	Authenticate(ctx context.Context, email, password string) (jobs.User, error)
+	Authenticate(ctx context.Context, email, password string) (auth.User, error)
 	CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, userAgent string) error
-	GetSession(ctx context.Context, token string) (jobs.Session, error)
+	GetSession(ctx context.Context, token string) (auth.Session, error)
 	DeleteSession(ctx context.Context, token string) error
 }
 

@@ -8,6 +8,13 @@ import (
 // Clock tells the time. Production uses SystemClock; tests use a FakeClock.
 // Decisions that several processes must agree on (leases, due times) are made
 // on the database clock instead; Clock serves in-process timing.
+//
+// One rule, in every package: "what time is it" (a timestamp to record, a
+// due time to compare, the promoter's reckoning of the database clock)
+// asks the Clock that main passes to handlers, workers and scheduler alike.
+// Durations and deadlines that belong to the runtime — time.Since for a
+// log line, a context deadline, a timer to sleep on — use the time package,
+// whose monotonic clock a fake one cannot drive.
 type Clock interface {
 	Now() time.Time
 }

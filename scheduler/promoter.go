@@ -40,6 +40,9 @@ type PromoterConfig struct {
 	BatchSize int
 	// OnMoved, if set, is called with the jobs each pass promoted.
 	OnMoved func([]jobs.Moved)
+	// Clock tells the time; nil means jobs.SystemClock. The promoter
+	// reckons the database clock as Clock plus the offset it measured.
+	Clock jobs.Clock
 }
 
 // Promoter moves scheduled jobs (delayed jobs, retries, recurring
@@ -74,6 +77,9 @@ func NewPromoter(cfg PromoterConfig, store PromoterStore, logger *slog.Logger) *
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	if cfg.Settings == nil {
 		cfg.Settings = &jobs.SettingsHolder{}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = jobs.SystemClock{}
 	}
 	return &Promoter{cfg: cfg, store: store, logger: logger.With("component", "promoter"), kick: make(chan struct{}, 1)}
 }
@@ -141,7 +147,7 @@ func (p *Promoter) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		strategy := p.cfg.Settings.Get().SchedulerStrategy
 		p.mu.Lock()
-		needLoad := p.idx == nil || p.idx.Name() != strategy || p.resync || time.Since(lastLoad) > p.cfg.ResyncInterval
+		needLoad := p.idx == nil || p.idx.Name() != strategy || p.resync || p.cfg.Clock.Now().Sub(lastLoad) > p.cfg.ResyncInterval
 		from := ""
 		if p.idx != nil {
 			from = p.idx.Name()
@@ -156,7 +162,7 @@ func (p *Promoter) Run(ctx context.Context) error {
 				p.sleep(ctx, time.Second)
 				continue
 			}
-			lastLoad = time.Now()
+			lastLoad = p.cfg.Clock.Now()
 			if from != "" && from != strategy {
 				p.logger.InfoContext(ctx, "scheduling strategy switched", "from", from, "to", strategy, "entries", p.Len())
 			}
@@ -186,7 +192,7 @@ func (p *Promoter) sleep(ctx context.Context, d time.Duration) {
 }
 
 // now is the database clock as this process reckons it.
-func (p *Promoter) now() time.Time { return time.Now().Add(p.offset) }
+func (p *Promoter) now() time.Time { return p.cfg.Clock.Now().Add(p.offset) }
 
 // untilNext is how long to sleep: until the earliest entry is due, at most
 // MaxSleep.
@@ -206,7 +212,7 @@ func (p *Promoter) load(ctx context.Context, strategy string) error {
 	if err != nil {
 		return err
 	}
-	offset := time.Until(dbNow)
+	offset := dbNow.Sub(p.cfg.Clock.Now())
 	idx, err := NewIndex(strategy, dbNow)
 	if err != nil {
 		return err
@@ -295,8 +301,8 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 			break
 		}
 	}
-	if time.Now().After(p.sweepDue) {
-		p.sweepDue = time.Now().Add(p.cfg.SweepInterval)
+	if now := p.cfg.Clock.Now(); now.After(p.sweepDue) {
+		p.sweepDue = now.Add(p.cfg.SweepInterval)
 		for {
 			moved, err := p.store.PromoteDue(ctx, nil, p.cfg.BatchSize)
 			if err != nil {

@@ -24,11 +24,16 @@ type Registry struct {
 	logger   *slog.Logger
 	interval time.Duration
 	ttl      time.Duration
+	clock    jobs.Clock
 }
 
 // NewRegistry returns a registry for the process described by info;
-// interval zero means 5 s and the TTL is three intervals.
-func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistryStore, logger *slog.Logger) *Registry {
+// interval zero means 5 s and the TTL is three intervals. clock stamps the
+// start and each heartbeat; nil means jobs.SystemClock.
+func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistryStore, clock jobs.Clock, logger *slog.Logger) *Registry {
+	if clock == nil {
+		clock = jobs.SystemClock{}
+	}
 	interval = cmp.Or(interval, 5*time.Second)
 	if info.Host == "" {
 		info.Host, _ = os.Hostname()
@@ -37,10 +42,10 @@ func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistrySto
 		info.PID = os.Getpid()
 	}
 	if info.StartedAt.IsZero() {
-		info.StartedAt = time.Now()
+		info.StartedAt = clock.Now()
 	}
 	return &Registry{info: info, store: store, logger: logger.With("component", "registry", "worker_id", info.ID),
-		interval: interval, ttl: 3 * interval}
+		interval: interval, ttl: 3 * interval, clock: clock}
 }
 
 // Run heartbeats until ctx is done, then deregisters.
@@ -49,7 +54,7 @@ func (r *Registry) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		info := r.info
-		info.HeartbeatAt = time.Now()
+		info.HeartbeatAt = r.clock.Now()
 		hctx, cancel := context.WithTimeout(ctx, r.interval)
 		if err := r.store.RegisterWorker(hctx, info, r.ttl); err != nil && ctx.Err() == nil {
 			r.logger.WarnContext(ctx, "worker heartbeat failed", "error", err)

@@ -1,0 +1,103 @@
+// Package auth holds what Flint knows about the people who sign in to the
+// dashboard: users, sessions, the password policy and how passwords and
+// session tokens are stored. It has no storage of its own; db keeps users
+// and sessions in PostgreSQL through the functions here, and handlers
+// checks them on every request.
+//
+// auth imports jobs (for its validation error type) and no adapter.
+package auth
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"golang.org/x/crypto/bcrypt"
+
+	"flint/jobs"
+)
+
+// ErrBadLogin means the email is unknown or the password wrong; callers
+// must not say which.
+var ErrBadLogin = errors.New("wrong email or password")
+
+// Roles. Only admin exists so far: the bootstrap account from the
+// environment.
+const RoleAdmin = "admin"
+
+// User is a dashboard user.
+type User struct {
+	ID          uuid.UUID
+	Email       string
+	Role        string
+	CreatedAt   time.Time
+	LastLoginAt *time.Time
+}
+
+// Session is a signed-in browser.
+type Session struct {
+	User      User
+	CSRFToken string
+	ExpiresAt time.Time
+}
+
+// Password policy: bcrypt reads at most 72 bytes, and fewer than 8
+// characters is too easy to guess.
+const (
+	MinPasswordLen = 8
+	MaxPasswordLen = 72
+)
+
+// BcryptCost is the password hashing cost; tests lower it.
+var BcryptCost = bcrypt.DefaultCost
+
+// CheckPassword applies the password policy.
+func CheckPassword(password string) error {
+	if len(password) < MinPasswordLen {
+		return jobs.Invalid("password", "must be at least %d characters", MinPasswordLen)
+	}
+	if len(password) > MaxPasswordLen {
+		return jobs.Invalid("password", "must be at most %d bytes", MaxPasswordLen)
+	}
+	return nil
+}
+
+// HashPassword checks password against the policy and returns its bcrypt
+// hash.
+func HashPassword(password string) (string, error) {
+	if err := CheckPassword(password); err != nil {
+		return "", err
+	}
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), BcryptCost)
+	if err != nil {
+		return "", err
+	}
+	return string(hash), nil
+}
+
+// dummyHash is compared against when the email is unknown, so that a wrong
+// email costs as much time as a wrong password.
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("not a real password"), bcrypt.DefaultCost)
+
+// VerifyPassword reports ErrBadLogin unless password matches hash. An empty
+// hash (no such user) is compared against a dummy at the same cost, so the
+// answer takes as long either way.
+func VerifyPassword(hash, password string) error {
+	if hash == "" {
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return ErrBadLogin
+	}
+	if bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) != nil {
+		return ErrBadLogin
+	}
+	return nil
+}
+
+// HashToken is how a session token is stored: a leaked sessions table does
+// not sign anybody in.
+func HashToken(token string) string {
+	h := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(h[:])
+}

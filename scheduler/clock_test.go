@@ -1,0 +1,63 @@
+package scheduler
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"flint/db/dbtest"
+	"flint/jobs"
+)
+
+// The promoter reckons the database clock through the Clock it is given
+// (plus the offset it measured when loading): it fires a job when that
+// clock says the job is due, and the database, whose clock guards every
+// promotion, agrees. With the clock stopped, a job that fell due in the
+// meantime waits; once the clock moves past its time, it is promoted.
+func TestPromoterFollowsItsClock(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Delay: 300 * time.Millisecond})
+	require.NoError(t, err)
+	id := res[0].Job.ID
+
+	clock := jobs.NewFakeClock(time.Now())
+	moved := make(chan jobs.Moved, 10)
+	p := NewPromoter(PromoterConfig{
+		MaxSleep:      20 * time.Millisecond,
+		SweepInterval: time.Hour, // only the index, on the given clock
+		Clock:         clock,
+		OnMoved: func(m []jobs.Moved) {
+			for _, x := range m {
+				moved <- x
+			}
+		},
+	}, store, quiet())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = p.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	require.Eventually(t, func() bool { return p.Len() == 1 }, 10*time.Second, 10*time.Millisecond, "index loaded")
+	// Due by the database a second from now; the promoter's clock stands.
+	select {
+	case m := <-moved:
+		t.Fatalf("promoted %s although the promoter's clock has not moved", m.JobID)
+	case <-time.After(time.Second):
+	}
+	clock.Advance(time.Second)
+	p.wake()
+	select {
+	case m := <-moved:
+		require.Equal(t, id, m.JobID)
+		require.Equal(t, jobs.StateQueued, m.Status)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not promoted after the clock passed its run time")
+	}
+	got, err := store.GetJob(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, got.Status)
+}
