@@ -23,6 +23,14 @@ const alertTurnSQL = `
 INSERT INTO loop_leases (name, last_run_at, holder) VALUES ('dlq_alert', '-infinity', '')
 ON CONFLICT (name) DO NOTHING`
 
+// lockAlertTurnSQL locks the DLQ alert's turn and reads when the last alert
+// went out.
+const lockAlertTurnSQL = `SELECT greatest(last_run_at, 'epoch'::timestamptz) FROM loop_leases WHERE name = 'dlq_alert' FOR UPDATE`
+
+const queueAlertSQL = `INSERT INTO alert_outbox (recipients, subject, text_body, html_body) VALUES ($1, $2, $3, $4)`
+
+const markAlertTurnSQL = `UPDATE loop_leases SET last_run_at = $1 WHERE name = 'dlq_alert'`
+
 // ClaimDLQAlert decides, for the whole cluster, whether a DLQ alert is due:
 // the DLQ holds at least threshold jobs, a job entered it since the last
 // alert, and the last alert is older than cooldown. If so it stores the
@@ -37,11 +45,11 @@ func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.
 			return err
 		}
 		var last time.Time
-		if err := tx.QueryRow(ctx, `SELECT greatest(last_run_at, 'epoch'::timestamptz) FROM loop_leases WHERE name = 'dlq_alert' FOR UPDATE`).Scan(&last); err != nil {
+		if err := tx.QueryRow(ctx, lockAlertTurnSQL).Scan(&last); err != nil {
 			return err
 		}
 		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 			return err
 		}
 		if now.Sub(last) < cooldown {
@@ -78,11 +86,10 @@ func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.
 		if err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO alert_outbox (recipients, subject, text_body, html_body) VALUES ($1, $2, $3, $4)`,
-			email.To, email.Subject, email.Text, email.HTML); err != nil {
+		if _, err := tx.Exec(ctx, queueAlertSQL, email.To, email.Subject, email.Text, email.HTML); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, `UPDATE loop_leases SET last_run_at = $1 WHERE name = 'dlq_alert'`, now); err != nil {
+		if _, err := tx.Exec(ctx, markAlertTurnSQL, now); err != nil {
 			return err
 		}
 		queued = true
@@ -101,6 +108,22 @@ type OutboxEmail struct {
 	Attempts int
 }
 
+// nextAlertSQL locks the next outbox email due to be sent, skipping those
+// another sender holds.
+const nextAlertSQL = `
+SELECT id, recipients, subject, text_body, html_body, attempts FROM alert_outbox
+WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
+ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
+
+// alertFailedSQL records a failed send: retried after $4 ms, or given up
+// once the attempts reach $5.
+const alertFailedSQL = `
+UPDATE alert_outbox SET attempts = $2::integer, last_error = $3,
+	next_attempt_at = now() + $4 * interval '1 millisecond',
+	failed_at = CASE WHEN $2::integer >= $5::integer THEN now() END WHERE id = $1`
+
+const alertSentSQL = `UPDATE alert_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = $1`
+
 // SendDueAlerts hands each due outbox email to send, one at a time with its
 // row locked (SKIP LOCKED, so several senders share the work), and records
 // the result: sent, retried later with backoff, or given up after
@@ -110,10 +133,7 @@ func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(co
 		var done bool
 		err := s.withTx(ctx, func(tx pgx.Tx) error {
 			var o OutboxEmail
-			err := tx.QueryRow(ctx, `
-				SELECT id, recipients, subject, text_body, html_body, attempts FROM alert_outbox
-				WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
-				ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`).
+			err := tx.QueryRow(ctx, nextAlertSQL).
 				Scan(&o.ID, &o.Email.To, &o.Email.Subject, &o.Email.Text, &o.Email.HTML, &o.Attempts)
 			if errors.Is(err, pgx.ErrNoRows) {
 				done = true
@@ -125,14 +145,12 @@ func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(co
 			if serr := send(ctx, o.Email); serr != nil {
 				attempts := o.Attempts + 1
 				backoff := time.Duration(min(attempts*attempts, 60)) * time.Minute / 2
-				_, err = tx.Exec(ctx, `UPDATE alert_outbox SET attempts = $2::integer, last_error = $3,
-					next_attempt_at = now() + $4 * interval '1 millisecond',
-					failed_at = CASE WHEN $2::integer >= $5::integer THEN now() END WHERE id = $1`,
+				_, err = tx.Exec(ctx, alertFailedSQL,
 					o.ID, attempts, truncate(serr.Error(), 2000), float64(backoff.Milliseconds()), maxAttempts)
 				done = true // try the rest later
 				return err
 			}
-			_, err = tx.Exec(ctx, `UPDATE alert_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = $1`, o.ID)
+			_, err = tx.Exec(ctx, alertSentSQL, o.ID)
 			sent++
 			return err
 		})
@@ -142,21 +160,32 @@ func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(co
 	}
 }
 
+const alertOutboxSQL = `
+SELECT id, created_at, recipients, subject, attempts, sent_at, failed_at, coalesce(last_error, '') AS last_error
+FROM alert_outbox ORDER BY id DESC LIMIT $1`
+
+// alertRow is an alert_outbox row as the listing shows it.
+type alertRow struct {
+	ID         int64      `db:"id"`
+	CreatedAt  time.Time  `db:"created_at"`
+	Recipients textArray  `db:"recipients"`
+	Subject    string     `db:"subject"`
+	Attempts   int        `db:"attempts"`
+	SentAt     *time.Time `db:"sent_at"`
+	FailedAt   *time.Time `db:"failed_at"`
+	LastError  string     `db:"last_error"`
+}
+
 // AlertOutbox lists the latest alerts (for tests and the dashboard).
 func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, created_at, recipients, subject, attempts, sent_at, failed_at, coalesce(last_error, '')
-		FROM alert_outbox ORDER BY id DESC LIMIT $1`, limit)
-	if err != nil {
+	var rows []alertRow
+	if err := s.sqlx.SelectContext(ctx, &rows, alertOutboxSQL, limit); err != nil {
 		return nil, fmt.Errorf("list alerts: %w", err)
 	}
-	defer rows.Close()
 	var out []jobs.AlertRecord
-	for rows.Next() {
-		var a jobs.AlertRecord
-		if err := rows.Scan(&a.ID, &a.CreatedAt, &a.Recipients, &a.Subject, &a.Attempts, &a.SentAt, &a.FailedAt, &a.LastError); err != nil {
-			return nil, err
-		}
-		out = append(out, a)
+	for _, r := range rows {
+		out = append(out, jobs.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Recipients: r.Recipients, Subject: r.Subject,
+			Attempts: r.Attempts, SentAt: r.SentAt, FailedAt: r.FailedAt, LastError: r.LastError})
 	}
-	return out, rows.Err()
+	return out, nil
 }

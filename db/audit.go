@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -38,6 +39,18 @@ func (s *Store) RecordAudit(ctx context.Context, e jobs.AuditEntry, jobIDs ...uu
 	return nil
 }
 
+// auditRow is an audit_log row.
+type auditRow struct {
+	ID      int64      `db:"id"`
+	At      time.Time  `db:"at"`
+	Actor   string     `db:"actor"`
+	Source  string     `db:"source"`
+	IP      string     `db:"ip"`
+	Action  string     `db:"action"`
+	JobID   *uuid.UUID `db:"job_id"`
+	Details []byte     `db:"details"`
+}
+
 const listAuditSQL = `
 SELECT id, at, actor, source, ip, action, job_id, details FROM audit_log
 WHERE ($1::uuid IS NULL OR job_id = $1) AND ($2::bigint = 0 OR id < $2)
@@ -50,30 +63,27 @@ func (s *Store) ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditE
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
-	rows, err := s.pool.Query(ctx, listAuditSQL, q.JobID, q.Before, limit)
-	if err != nil {
+	var rows []auditRow
+	if err := s.sqlx.SelectContext(ctx, &rows, listAuditSQL, q.JobID, q.Before, limit); err != nil {
 		return nil, fmt.Errorf("list audit entries: %w", err)
 	}
-	defer rows.Close()
-	out := []jobs.AuditEntry{}
-	for rows.Next() {
-		var e jobs.AuditEntry
-		var details []byte
-		if err := rows.Scan(&e.ID, &e.At, &e.Actor, &e.Source, &e.IP, &e.Action, &e.JobID, &details); err != nil {
-			return nil, fmt.Errorf("list audit entries: %w", err)
-		}
-		e.Details = details
-		out = append(out, e)
+	out := make([]jobs.AuditEntry, len(rows))
+	for i, r := range rows {
+		out[i] = jobs.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Source: r.Source, IP: r.IP,
+			Action: r.Action, JobID: r.JobID, Details: r.Details}
 	}
-	return out, rows.Err()
+	return out, nil
 }
+
+const pruneAuditSQL = `
+DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < now() - $1 * interval '1 day' ORDER BY id LIMIT 5000)`
 
 // PruneAudit deletes audit entries older than the retention.
 func (s *Store) PruneAudit(ctx context.Context, days int) (int, error) {
 	if days <= 0 {
 		return 0, nil
 	}
-	tag, err := s.pool.Exec(ctx, `DELETE FROM audit_log WHERE id IN (SELECT id FROM audit_log WHERE at < now() - $1 * interval '1 day' ORDER BY id LIMIT 5000)`, days)
+	tag, err := s.pool.Exec(ctx, pruneAuditSQL, days)
 	if err != nil {
 		return 0, fmt.Errorf("prune audit log: %w", err)
 	}

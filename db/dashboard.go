@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"flint/jobs"
 )
 
@@ -12,58 +14,64 @@ import (
 // through the lease index; the others through the status index, which leaves running jobs out (the explicit status <>
 // 'running' lets the planner use it for a state it only learns at run time).
 const cappedCountsSQL = `
-SELECT s, CASE WHEN s = 'running'
+SELECT s AS state, CASE WHEN s = 'running'
 	THEN (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'running' AND deleted_at IS NULL LIMIT $1) x)
 	ELSE (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = s AND status <> 'running' AND deleted_at IS NULL LIMIT $1) x)
-	END
+	END AS n
 FROM unnest($2::text[]) AS s`
+
+// stateCountRow is a count of jobs in one state.
+type stateCountRow struct {
+	State string `db:"state"`
+	N     int64  `db:"n"`
+}
 
 // CappedCounts counts live jobs per state, each up to limit: one short index
 // range scan per state, never a scan of the whole table. A count equal to
 // limit means "at least".
 func (s *Store) CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error) {
-	rows, err := s.pool.Query(ctx, cappedCountsSQL, limit, stateStrings(states))
-	if err != nil {
+	var rows []stateCountRow
+	if err := s.sqlx.SelectContext(ctx, &rows, cappedCountsSQL, limit, stateStrings(states)); err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	defer rows.Close()
 	var out []jobs.StateCount
-	for rows.Next() {
-		var st string
-		var n int64
-		if err := rows.Scan(&st, &n); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		out = append(out, jobs.StateCount{State: jobs.State(st), Count: n, Capped: n >= limit})
+	for _, r := range rows {
+		out = append(out, jobs.StateCount{State: jobs.State(r.State), Count: r.N, Capped: r.N >= limit})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 const recentFailuresSQL = `
-SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, ''), e.finished_at, e.outcome, j.status
+SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, '') AS error, e.finished_at, e.outcome, j.status
 FROM job_executions e JOIN jobs j ON j.id = e.job_id
 WHERE e.outcome <> 'succeeded' AND e.outcome <> 'cancelled'
 ORDER BY e.finished_at DESC
 LIMIT $1`
 
+// failureRow is a run that failed or was interrupted, with its job.
+type failureRow struct {
+	JobID      uuid.UUID `db:"job_id"`
+	Type       string    `db:"type"`
+	Queue      string    `db:"queue"`
+	Attempt    int       `db:"attempt"`
+	Error      string    `db:"error"`
+	FinishedAt time.Time `db:"finished_at"`
+	Outcome    string    `db:"outcome"`
+	Status     string    `db:"status"`
+}
+
 // RecentFailures returns the latest failed or interrupted runs.
 func (s *Store) RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, error) {
-	rows, err := s.pool.Query(ctx, recentFailuresSQL, limit)
-	if err != nil {
+	var rows []failureRow
+	if err := s.sqlx.SelectContext(ctx, &rows, recentFailuresSQL, limit); err != nil {
 		return nil, fmt.Errorf("recent failures: %w", err)
 	}
-	defer rows.Close()
 	var out []jobs.Failure
-	for rows.Next() {
-		var f jobs.Failure
-		var outcome, status string
-		if err := rows.Scan(&f.JobID, &f.Type, &f.Queue, &f.Attempt, &f.Error, &f.At, &outcome, &status); err != nil {
-			return nil, fmt.Errorf("recent failures: %w", err)
-		}
-		f.Outcome, f.JobState = jobs.Outcome(outcome), jobs.State(status)
-		out = append(out, f)
+	for _, r := range rows {
+		out = append(out, jobs.Failure{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Attempt: r.Attempt, Error: r.Error,
+			At: r.FinishedAt, Outcome: jobs.Outcome(r.Outcome), JobState: jobs.State(r.Status)})
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // queuesSQL lists distinct queues by skipping through the queue index
@@ -85,46 +93,37 @@ SELECT queue FROM (
 
 // Queues lists the queues that hold live jobs.
 func (s *Store) Queues(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, queuesSQL)
-	if err != nil {
+	var out []string
+	if err := s.sqlx.SelectContext(ctx, &out, queuesSQL); err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var q string
-		if err := rows.Scan(&q); err != nil {
-			return nil, err
-		}
-		out = append(out, q)
-	}
-	return out, rows.Err()
+	return out, nil
 }
 
 const throughputSinceSQL = `
-SELECT bucket, outcome, sum(n)::bigint FROM job_throughput
+SELECT bucket, outcome, sum(n)::bigint AS n FROM job_throughput
 WHERE bucket >= date_trunc('minute', now()) - interval '59 minutes'
 GROUP BY bucket, outcome ORDER BY bucket`
 
+// throughputRow is the runs that ended with one outcome in one minute.
+type throughputRow struct {
+	Bucket  time.Time `db:"bucket"`
+	Outcome string    `db:"outcome"`
+	N       int64     `db:"n"`
+}
+
 // Throughput returns finished runs per minute over the last hour.
 func (s *Store) Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error) {
-	rows, err := s.pool.Query(ctx, throughputSinceSQL)
-	if err != nil {
+	var rows []throughputRow
+	if err := s.sqlx.SelectContext(ctx, &rows, throughputSinceSQL); err != nil {
 		return nil, fmt.Errorf("throughput: %w", err)
 	}
-	defer rows.Close()
 	var out []jobs.ThroughputBucket
-	for rows.Next() {
-		var bucket time.Time
-		var outcome string
-		var n int64
-		if err := rows.Scan(&bucket, &outcome, &n); err != nil {
-			return nil, err
+	for _, r := range rows {
+		if len(out) == 0 || !out[len(out)-1].Minute.Equal(r.Bucket) {
+			out = append(out, jobs.ThroughputBucket{Minute: r.Bucket, Outcomes: map[string]int64{}})
 		}
-		if len(out) == 0 || !out[len(out)-1].Minute.Equal(bucket) {
-			out = append(out, jobs.ThroughputBucket{Minute: bucket, Outcomes: map[string]int64{}})
-		}
-		out[len(out)-1].Outcomes[outcome] = n
+		out[len(out)-1].Outcomes[r.Outcome] = r.N
 	}
-	return out, rows.Err()
+	return out, nil
 }

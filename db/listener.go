@@ -125,11 +125,13 @@ func (l *Listener) session(ctx context.Context) error {
 	}
 }
 
+const listeningChannelsSQL = `SELECT pg_listening_channels()`
+
 // checkHealth proves the connection is alive and still listening.
 func (l *Listener) checkHealth(ctx context.Context, conn *pgx.Conn, want []string) error {
 	hctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	rows, err := conn.Query(hctx, `SELECT pg_listening_channels()`)
+	rows, err := conn.Query(hctx, listeningChannelsSQL)
 	if err != nil {
 		return fmt.Errorf("health check: %w", err)
 	}

@@ -365,9 +365,12 @@ func collectTimers(rows pgx.Rows, err error) ([]jobs.Timer, error) {
 	})
 }
 
+// nowSQL reads the database clock (in a transaction: its start).
+const nowSQL = `SELECT now()`
+
 // DatabaseNow returns the database clock.
 func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 	var now time.Time
-	err := s.pool.QueryRow(ctx, `SELECT now()`).Scan(&now)
+	err := s.pool.QueryRow(ctx, nowSQL).Scan(&now)
 	return now, err
 }

@@ -17,6 +17,11 @@ import (
 // migrateLockKey serialises migrations across processes that start together.
 const migrateLockKey = 0x666c696e74 // "flint"
 
+const (
+	migrateLockSQL   = `SELECT pg_advisory_lock($1)`
+	migrateUnlockSQL = `SELECT pg_advisory_unlock($1)`
+)
+
 // Migrate creates the database if it does not exist and applies every
 // pending migration. Processes that start at once take turns on an advisory
 // lock, so each migration runs exactly once.
@@ -51,10 +56,10 @@ func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock($1)`, int64(migrateLockKey)); err != nil {
+	if _, err := conn.Exec(ctx, migrateLockSQL, int64(migrateLockKey)); err != nil {
 		return fmt.Errorf("migrate: take lock: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, int64(migrateLockKey)) //nolint:errcheck // the connection closes anyway
+	defer conn.Exec(context.WithoutCancel(ctx), migrateUnlockSQL, int64(migrateLockKey)) //nolint:errcheck // the connection closes anyway
 
 	if err := mig.Migrate(); err != nil && !errors.Is(err, dbmate.ErrNoMigrationFiles) {
 		return fmt.Errorf("migrate: %w", err)

@@ -2,7 +2,6 @@ package db
 
 import (
 	"context"
-	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -22,15 +21,15 @@ const getJobSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = $1`
 
 // GetJob returns one job, including a binned one.
 func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
-	var r jobRow
-	if err := s.sqlx.GetContext(ctx, &r, getJobSQL, id); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, jobs.ErrNotFound
-		}
+	j, err := collectOneJob(s.pool.Query(ctx, getJobSQL, id))
+	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 		return nil, fmt.Errorf("get job: %w", err)
 	}
-	return r.toJob(), nil
+	return j, err
 }
+
+// getJobsSQL reads the jobs among a set of ids, binned or not.
+const getJobsSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ANY($1::uuid[])`
 
 // GetJobs returns the jobs among ids that exist, binned or not, in no
 // particular order: one query for a set of rows a page shows.
@@ -38,13 +37,9 @@ func (s *Store) GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, erro
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	var rows []jobRow
-	if err := s.sqlx.SelectContext(ctx, &rows, `SELECT `+jobColumns+` FROM jobs WHERE id = ANY($1::uuid[])`, ids); err != nil {
+	out, err := collectJobs(s.pool.Query(ctx, getJobsSQL, ids))
+	if err != nil {
 		return nil, fmt.Errorf("get jobs: %w", err)
-	}
-	out := make([]*jobs.Job, len(rows))
-	for i := range rows {
-		out[i] = rows[i].toJob()
 	}
 	return out, nil
 }
@@ -184,37 +179,40 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 			where = append(where, "id < "+arg(c.ID))
 		}
 	}
-	var query string
-	lim := arg(limit + 1)
-	cond := strings.Join(where, " AND ")
+	query := listJobsSQL(strings.Join(where, " AND "), arg(limit+1), p)
+	js, err := collectJobs(s.pool.Query(ctx, query, args...))
+	if err != nil {
+		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+	}
+	page := jobs.Page{Jobs: js}
+	if len(js) > limit {
+		last := js[limit-1]
+		page.Jobs = js[:limit:limit]
+		page.NextCursor = cursor{ID: last.ID, DeletedAt: last.DeletedAt}.encode()
+	}
+	return page, nil
+}
+
+// listJobsFrom starts every listing statement.
+const listJobsFrom = `SELECT ` + jobColumns + ` FROM jobs WHERE `
+
+// listJobsSQL is the listing statement for the conditions cond, returning
+// up to lim rows (a parameter placeholder).
+func listJobsSQL(cond, lim string, p jobs.ListParams) string {
 	switch {
 	case p.InBin:
-		query = "SELECT " + jobColumns + " FROM jobs WHERE " + cond + " ORDER BY deleted_at DESC, id DESC LIMIT " + lim
+		return listJobsFrom + cond + ` ORDER BY deleted_at DESC, id DESC LIMIT ` + lim
 	case !slices.Contains(p.Statuses, jobs.StateRunning) && len(p.Statuses) > 0:
 		// The listing indexes leave running jobs out; saying so lets the
 		// planner use them for states it only learns at run time.
-		query = "SELECT " + jobColumns + " FROM jobs WHERE " + cond + " AND status <> 'running' ORDER BY id DESC LIMIT " + lim
+		return listJobsFrom + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim
 	default:
 		// Running jobs (through the lease index: at most as many as
 		// workers) merged with the others (through the listing indexes).
-		query = "(SELECT " + jobColumns + " FROM jobs WHERE " + cond + " AND status <> 'running' ORDER BY id DESC LIMIT " + lim + ")" +
-			" UNION ALL (SELECT " + jobColumns + " FROM jobs WHERE " + cond + " AND status = 'running' ORDER BY id DESC LIMIT " + lim + ")" +
-			" ORDER BY id DESC LIMIT " + lim
+		return `(` + listJobsFrom + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim + `)` +
+			` UNION ALL (` + listJobsFrom + cond + ` AND status = 'running' ORDER BY id DESC LIMIT ` + lim + `)` +
+			` ORDER BY id DESC LIMIT ` + lim
 	}
-	var rows []jobRow
-	if err := s.sqlx.SelectContext(ctx, &rows, query, args...); err != nil {
-		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
-	}
-	page := jobs.Page{Jobs: make([]*jobs.Job, 0, min(len(rows), limit))}
-	for i := range rows {
-		if i == limit {
-			last := page.Jobs[limit-1]
-			page.NextCursor = cursor{ID: last.ID, DeletedAt: last.DeletedAt}.encode()
-			break
-		}
-		page.Jobs = append(page.Jobs, rows[i].toJob())
-	}
-	return page, nil
 }
 
 // escapeLike escapes LIKE wildcards so user text matches literally.

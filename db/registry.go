@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"flint/jobs"
@@ -48,9 +49,11 @@ func (s *Store) RegisterWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.
 	return nil
 }
 
+const deleteWorkerSQL = `DELETE FROM workers WHERE id = $1`
+
 // DeregisterWorker removes a worker that is shutting down.
 func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM workers WHERE id = $1`, id); err != nil {
+	if _, err := s.pool.Exec(ctx, deleteWorkerSQL, id); err != nil {
 		return fmt.Errorf("deregister worker: %w", err)
 	}
 	if s.redis.Healthy() {
@@ -69,10 +72,30 @@ SELECT id, host, pid, queues, concurrency, version, started_at, heartbeat_at FRO
 WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
 ORDER BY started_at, id`
 
+// workerRow is a workers row.
+type workerRow struct {
+	ID          string    `db:"id"`
+	Host        string    `db:"host"`
+	PID         int       `db:"pid"`
+	Queues      textArray `db:"queues"`
+	Concurrency int       `db:"concurrency"`
+	Version     string    `db:"version"`
+	StartedAt   time.Time `db:"started_at"`
+	HeartbeatAt time.Time `db:"heartbeat_at"`
+}
+
 const runningJobsSQL = `
 SELECT worker_id, id, type, started_at FROM jobs
 WHERE status = 'running' AND worker_id = ANY($1::text[])
 ORDER BY started_at`
+
+// runningJobRow is a job a worker is running.
+type runningJobRow struct {
+	WorkerID  string     `db:"worker_id"`
+	ID        uuid.UUID  `db:"id"`
+	Type      string     `db:"type"`
+	StartedAt *time.Time `db:"started_at"`
+}
 
 // ListWorkers returns the live workers (heartbeat within ttl) with the jobs
 // each is running, from Redis when it is up and from PostgreSQL otherwise.
@@ -87,21 +110,13 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 		}
 	}
 	if !fromRedis {
-		rows, err := s.pool.Query(ctx, liveWorkersSQL, float64(ttl)/float64(time.Millisecond))
-		if err != nil {
+		var rows []workerRow
+		if err := s.sqlx.SelectContext(ctx, &rows, liveWorkersSQL, float64(ttl)/float64(time.Millisecond)); err != nil {
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
-		for rows.Next() {
-			var w jobs.WorkerInfo
-			if err := rows.Scan(&w.ID, &w.Host, &w.PID, &w.Queues, &w.Concurrency, &w.Version, &w.StartedAt, &w.HeartbeatAt); err != nil {
-				rows.Close()
-				return nil, fmt.Errorf("list workers: %w", err)
-			}
-			out = append(out, w)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("list workers: %w", err)
+		for _, r := range rows {
+			out = append(out, jobs.WorkerInfo{ID: r.ID, Host: r.Host, PID: r.PID, Queues: r.Queues, Concurrency: r.Concurrency,
+				Version: r.Version, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt})
 		}
 	}
 	if len(out) == 0 {
@@ -114,26 +129,20 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 		index[w.ID] = i
 		out[i].Running = []jobs.RunningJob{}
 	}
-	rows, err := s.pool.Query(ctx, runningJobsSQL, ids)
-	if err != nil {
+	var running []runningJobRow
+	if err := s.sqlx.SelectContext(ctx, &running, runningJobsSQL, ids); err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var worker string
-		var rj jobs.RunningJob
-		var started *time.Time
-		if err := rows.Scan(&worker, &rj.ID, &rj.Type, &started); err != nil {
-			return nil, fmt.Errorf("list workers: %w", err)
+	for _, r := range running {
+		rj := jobs.RunningJob{ID: r.ID, Type: r.Type}
+		if r.StartedAt != nil {
+			rj.StartedAt = *r.StartedAt
 		}
-		if started != nil {
-			rj.StartedAt = *started
-		}
-		if i, ok := index[worker]; ok {
+		if i, ok := index[r.WorkerID]; ok {
 			out[i].Running = append(out[i].Running, rj)
 		}
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 func (s *Store) workersFromRedis(ctx context.Context) ([]jobs.WorkerInfo, error) {

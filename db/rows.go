@@ -3,10 +3,12 @@ package db
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"flint/jobs"
 )
@@ -17,36 +19,37 @@ const jobColumns = `id, type, queue, payload, priority, effective_priority, stat
 	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
 	schedule_id, scheduled_for, cancelled_by`
 
-// jobRow is a jobs row as stored.
+// jobRow is a jobs row as stored. It is scanned by position only (its
+// fields follow jobColumns), wherever a statement returns jobs rows.
 type jobRow struct {
-	ID                uuid.UUID  `db:"id"`
-	Type              string     `db:"type"`
-	Queue             string     `db:"queue"`
-	Payload           []byte     `db:"payload"`
-	Priority          int16      `db:"priority"`
-	EffectivePriority float64    `db:"effective_priority"`
-	Status            string     `db:"status"`
-	Attempt           int32      `db:"attempt"`
-	MaxRetries        int32      `db:"max_retries"`
-	Interruptions     int32      `db:"interruptions"`
-	Executions        int32      `db:"executions"`
-	RunAt             time.Time  `db:"run_at"`
-	TimeoutSeconds    *int32     `db:"timeout_seconds"`
-	IdempotencyKey    *string    `db:"idempotency_key"`
-	CancelRequested   bool       `db:"cancel_requested"`
-	LastError         *string    `db:"last_error"`
-	Result            []byte     `db:"result"`
-	WorkerID          *string    `db:"worker_id"`
-	LeaseToken        *uuid.UUID `db:"lease_token"`
-	LeaseExpiresAt    *time.Time `db:"lease_expires_at"`
-	CreatedAt         time.Time  `db:"created_at"`
-	UpdatedAt         time.Time  `db:"updated_at"`
-	StartedAt         *time.Time `db:"started_at"`
-	FinishedAt        *time.Time `db:"finished_at"`
-	DeletedAt         *time.Time `db:"deleted_at"`
-	ScheduleID        *uuid.UUID `db:"schedule_id"`
-	ScheduledFor      *time.Time `db:"scheduled_for"`
-	CancelledBy       *uuid.UUID `db:"cancelled_by"`
+	ID                uuid.UUID
+	Type              string
+	Queue             string
+	Payload           []byte
+	Priority          int16
+	EffectivePriority float64
+	Status            string
+	Attempt           int32
+	MaxRetries        int32
+	Interruptions     int32
+	Executions        int32
+	RunAt             time.Time
+	TimeoutSeconds    *int32
+	IdempotencyKey    *string
+	CancelRequested   bool
+	LastError         *string
+	Result            []byte
+	WorkerID          *string
+	LeaseToken        *uuid.UUID
+	LeaseExpiresAt    *time.Time
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	DeletedAt         *time.Time
+	ScheduleID        *uuid.UUID
+	ScheduledFor      *time.Time
+	CancelledBy       *uuid.UUID
 }
 
 // toJob converts a row to the domain type.
@@ -127,4 +130,31 @@ func stateStrings(states []jobs.State) []string {
 		out[i] = string(s)
 	}
 	return out
+}
+
+// textArray scans a text[] column of a read model. Before Go 1.27,
+// database/sql hands Scan the driver's text form of an array ("{a,b}"),
+// which pgtype parses as pgx itself would.
+type textArray []string
+
+// Scan implements sql.Scanner.
+func (a *textArray) Scan(src any) error {
+	var b []byte
+	switch v := src.(type) {
+	case nil:
+		*a = nil
+		return nil
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	default:
+		return fmt.Errorf("scan text[]: unexpected %T", src)
+	}
+	var out []string
+	if err := pgtype.NewMap().Scan(pgtype.TextArrayOID, pgtype.TextFormatCode, b, &out); err != nil {
+		return fmt.Errorf("scan text[]: %w", err)
+	}
+	*a = out
+	return nil
 }

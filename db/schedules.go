@@ -18,22 +18,25 @@ var ErrScheduleNotFound = fmt.Errorf("no such recurring series: %w", jobs.ErrNot
 const scheduleColumns = `id, type, queue, payload, priority, max_retries, timeout_seconds, interval_seconds,
 	cron, timezone, paused, last_run_at, next_run_at, created_at, updated_at`
 
+// scheduleRow is a job_schedules row, scanned by position (its fields
+// follow scheduleColumns) like jobRow: the scheduler reads series in its
+// own transactions, so listings read them the same way.
 type scheduleRow struct {
-	ID              uuid.UUID  `db:"id"`
-	Type            string     `db:"type"`
-	Queue           string     `db:"queue"`
-	Payload         []byte     `db:"payload"`
-	Priority        int16      `db:"priority"`
-	MaxRetries      int32      `db:"max_retries"`
-	TimeoutSeconds  *int32     `db:"timeout_seconds"`
-	IntervalSeconds *int64     `db:"interval_seconds"`
-	Cron            *string    `db:"cron"`
-	Timezone        string     `db:"timezone"`
-	Paused          bool       `db:"paused"`
-	LastRunAt       *time.Time `db:"last_run_at"`
-	NextRunAt       *time.Time `db:"next_run_at"`
-	CreatedAt       time.Time  `db:"created_at"`
-	UpdatedAt       time.Time  `db:"updated_at"`
+	ID              uuid.UUID
+	Type            string
+	Queue           string
+	Payload         []byte
+	Priority        int16
+	MaxRetries      int32
+	TimeoutSeconds  *int32
+	IntervalSeconds *int64
+	Cron            *string
+	Timezone        string
+	Paused          bool
+	LastRunAt       *time.Time
+	NextRunAt       *time.Time
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
 }
 
 func (r *scheduleRow) toSchedule() *jobs.Schedule {
@@ -123,7 +126,7 @@ func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Mo
 			return err
 		}
 		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 			return err
 		}
 		for _, sc := range series {
@@ -177,18 +180,22 @@ func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *jobs.Schedule, now tim
 	return &moved[0], nil
 }
 
+const listSchedulesSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules ORDER BY id DESC LIMIT 1000`
+
 // ListSchedules returns every recurring series, newest first.
 func (s *Store) ListSchedules(ctx context.Context) ([]*jobs.Schedule, error) {
-	out, err := collectSchedules(s.pool.Query(ctx, `SELECT `+scheduleColumns+` FROM job_schedules ORDER BY id DESC LIMIT 1000`))
+	out, err := collectSchedules(s.pool.Query(ctx, listSchedulesSQL))
 	if err != nil {
 		return nil, fmt.Errorf("list recurring series: %w", err)
 	}
 	return out, nil
 }
 
+const getScheduleSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules WHERE id = $1`
+
 // GetSchedule returns one series.
 func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
-	out, err := collectSchedules(s.pool.Query(ctx, `SELECT `+scheduleColumns+` FROM job_schedules WHERE id = $1`, id))
+	out, err := collectSchedules(s.pool.Query(ctx, getScheduleSQL, id))
 	if err != nil {
 		return nil, fmt.Errorf("get recurring series: %w", err)
 	}
@@ -204,12 +211,14 @@ UPDATE jobs SET status = 'cancelled', finished_at = now(), updated_at = now(), l
 WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0
 RETURNING id, status, type, queue, attempt, effective_priority, run_at`
 
+const pauseScheduleSQL = `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`
+
 // PauseSchedule stops a series: its pending occurrence is cancelled and no
 // other is created until it is resumed.
 func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
 	var cancelled []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`, id)
+		tag, err := tx.Exec(ctx, pauseScheduleSQL, id)
 		if err != nil {
 			return err
 		}
@@ -226,11 +235,12 @@ func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule
 	return s.GetSchedule(ctx, id)
 }
 
+const resumeScheduleSQL = `UPDATE job_schedules SET paused = false, updated_at = now() WHERE id = $1 RETURNING ` + scheduleColumns
+
 // ResumeSchedule restarts a paused series from now on.
 func (s *Store) ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		series, err := collectSchedules(tx.Query(ctx,
-			`UPDATE job_schedules SET paused = false, updated_at = now() WHERE id = $1 RETURNING `+scheduleColumns, id))
+		series, err := collectSchedules(tx.Query(ctx, resumeScheduleSQL, id))
 		if err != nil {
 			return err
 		}
@@ -238,7 +248,7 @@ func (s *Store) ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedul
 			return ErrScheduleNotFound
 		}
 		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 			return err
 		}
 		_, err = ensureOccurrence(ctx, tx, series[0], now)
@@ -268,6 +278,8 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 	return s.GetJob(ctx, jid)
 }
 
+const deleteScheduleSQL = `DELETE FROM job_schedules WHERE id = $1`
+
 // DeleteSchedule ends a series for good: its pending occurrence is
 // cancelled; past occurrences stay, unlinked.
 func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
@@ -277,7 +289,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
 		if cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, "cancelled: the recurring series was deleted")); err != nil {
 			return err
 		}
-		tag, err := tx.Exec(ctx, `DELETE FROM job_schedules WHERE id = $1`, id)
+		tag, err := tx.Exec(ctx, deleteScheduleSQL, id)
 		if err != nil {
 			return err
 		}

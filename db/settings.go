@@ -63,6 +63,12 @@ ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = now(), upda
 const recordSettingChangeSQL = `
 INSERT INTO settings_changes (key, old_value, new_value, changed_by) VALUES ($1, $2, $3, $4)`
 
+// lockSettingsSQL serialises settings updates for the rest of the
+// transaction.
+const lockSettingsSQL = `SELECT pg_advisory_xact_lock(7283947)`
+
+const notifySettingsSQL = `SELECT pg_notify($1, '')`
+
 // UpdateSettings applies a partial update (validated against the current
 // settings), records each change with who made it, and notifies every
 // process. Concurrent updates serialise on a lock so each validates against
@@ -71,7 +77,7 @@ func (s *Store) UpdateSettings(ctx context.Context, patch map[string]json.RawMes
 	var next jobs.Settings
 	var changed []string
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7283947)`); err != nil {
+		if _, err := tx.Exec(ctx, lockSettingsSQL); err != nil {
 			return err
 		}
 		cur, err := getSettings(ctx, tx)
@@ -92,7 +98,7 @@ func (s *Store) UpdateSettings(ctx context.Context, patch map[string]json.RawMes
 			}
 		}
 		if len(changed) > 0 {
-			if _, err := tx.Exec(ctx, `SELECT pg_notify($1, '')`, ChannelSettings); err != nil {
+			if _, err := tx.Exec(ctx, notifySettingsSQL, ChannelSettings); err != nil {
 				return fmt.Errorf("update settings: %w", err)
 			}
 		}

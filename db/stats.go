@@ -2,12 +2,21 @@ package db
 
 import (
 	"context"
-	"flint/jobs"
 	"fmt"
+
+	"flint/jobs"
 )
 
 const statsByQueueTypeSQL = `
-SELECT queue, type, status, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY queue, type, status`
+SELECT queue, type, status, count(*) AS n FROM jobs WHERE deleted_at IS NULL GROUP BY queue, type, status`
+
+// queueTypeCountRow counts the live jobs of one queue, type and state.
+type queueTypeCountRow struct {
+	Queue  string `db:"queue"`
+	Type   string `db:"type"`
+	Status string `db:"status"`
+	N      int64  `db:"n"`
+}
 
 const binCountSQL = `SELECT count(*) FROM jobs WHERE deleted_at IS NOT NULL`
 
@@ -20,58 +29,50 @@ func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
 		ByQueue:  map[string]map[string]int64{},
 		ByType:   map[string]map[string]int64{},
 	}
-	rows, err := s.pool.Query(ctx, statsByQueueTypeSQL)
-	if err != nil {
+	var rows []queueTypeCountRow
+	if err := s.sqlx.SelectContext(ctx, &rows, statsByQueueTypeSQL); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
-	for rows.Next() {
-		var queue, typ, status string
-		var n int64
-		if err := rows.Scan(&queue, &typ, &status, &n); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("stats: %w", err)
+	for _, r := range rows {
+		st.ByStatus[r.Status] += r.N
+		if st.ByQueue[r.Queue] == nil {
+			st.ByQueue[r.Queue] = map[string]int64{}
 		}
-		st.ByStatus[status] += n
-		if st.ByQueue[queue] == nil {
-			st.ByQueue[queue] = map[string]int64{}
+		st.ByQueue[r.Queue][r.Status] += r.N
+		if st.ByType[r.Type] == nil {
+			st.ByType[r.Type] = map[string]int64{}
 		}
-		st.ByQueue[queue][status] += n
-		if st.ByType[typ] == nil {
-			st.ByType[typ] = map[string]int64{}
-		}
-		st.ByType[typ][status] += n
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("stats: %w", err)
+		st.ByType[r.Type][r.Status] += r.N
 	}
 	if err := s.pool.QueryRow(ctx, binCountSQL).Scan(&st.Bin); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
+	var err error
 	if st.Throughput, err = s.Throughput(ctx); err != nil {
 		return nil, fmt.Errorf("stats: %w", err)
 	}
 	return st, nil
 }
 
-const stateQueueCountsSQL = `SELECT status, queue, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY status, queue`
+const stateQueueCountsSQL = `SELECT status, queue, count(*) AS n FROM jobs WHERE deleted_at IS NULL GROUP BY status, queue`
+
+// stateQueueCountRow counts the live jobs of one state and queue.
+type stateQueueCountRow struct {
+	Status string `db:"status"`
+	Queue  string `db:"queue"`
+	N      int64  `db:"n"`
+}
 
 // StateQueueCounts counts live jobs per state and queue (for metrics,
 // which cache it).
 func (s *Store) StateQueueCounts(ctx context.Context) (map[[2]string]int64, error) {
-	rows, err := s.pool.Query(ctx, stateQueueCountsSQL)
-	if err != nil {
+	var rows []stateQueueCountRow
+	if err := s.sqlx.SelectContext(ctx, &rows, stateQueueCountsSQL); err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
-	defer rows.Close()
-	out := map[[2]string]int64{}
-	for rows.Next() {
-		var st, q string
-		var n int64
-		if err := rows.Scan(&st, &q, &n); err != nil {
-			return nil, fmt.Errorf("count jobs: %w", err)
-		}
-		out[[2]string{st, q}] = n
+	out := make(map[[2]string]int64, len(rows))
+	for _, r := range rows {
+		out[[2]string{r.Status, r.Queue}] = r.N
 	}
-	return out, rows.Err()
+	return out, nil
 }

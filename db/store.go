@@ -58,8 +58,8 @@ type Config struct {
 
 // Store is Flint's PostgreSQL storage. It is safe for concurrent use.
 type Store struct {
-	pool             *pgxpool.Pool
-	sqlx             *sqlx.DB
+	pool             *pgxpool.Pool // jobs rows, the hot path, transactions
+	sqlx             *sqlx.DB      // read models, by column name
 	maxInterruptions int
 	events           jobs.EventSink
 	redis            *Redis
