@@ -105,6 +105,72 @@ func (e ExecutionOutcome) Valid() bool {
 	}
 }
 
+// Defines values for ExplainReasonCode.
+const (
+	ExplainReasonCodeBlocked               ExplainReasonCode = "blocked"
+	ExplainReasonCodeCancelRequested       ExplainReasonCode = "cancel_requested"
+	ExplainReasonCodeCancelled             ExplainReasonCode = "cancelled"
+	ExplainReasonCodeCancelledByDependency ExplainReasonCode = "cancelled_by_dependency"
+	ExplainReasonCodeCancelledByOperator   ExplainReasonCode = "cancelled_by_operator"
+	ExplainReasonCodeCompleted             ExplainReasonCode = "completed"
+	ExplainReasonCodeDeadLetter            ExplainReasonCode = "dead_letter"
+	ExplainReasonCodeDue                   ExplainReasonCode = "due"
+	ExplainReasonCodeInBin                 ExplainReasonCode = "in_bin"
+	ExplainReasonCodeInterrupted           ExplainReasonCode = "interrupted"
+	ExplainReasonCodeLeaseExpired          ExplainReasonCode = "lease_expired"
+	ExplainReasonCodeNoLiveWorker          ExplainReasonCode = "no_live_worker"
+	ExplainReasonCodeNoWorkerForQueue      ExplainReasonCode = "no_worker_for_queue"
+	ExplainReasonCodeQueuePosition         ExplainReasonCode = "queue_position"
+	ExplainReasonCodeRetryBackoff          ExplainReasonCode = "retry_backoff"
+	ExplainReasonCodeRunning               ExplainReasonCode = "running"
+	ExplainReasonCodeUnknownType           ExplainReasonCode = "unknown_type"
+	ExplainReasonCodeWaitingForRunAt       ExplainReasonCode = "waiting_for_run_at"
+)
+
+// Valid indicates whether the value is a known member of the ExplainReasonCode enum.
+func (e ExplainReasonCode) Valid() bool {
+	switch e {
+	case ExplainReasonCodeBlocked:
+		return true
+	case ExplainReasonCodeCancelRequested:
+		return true
+	case ExplainReasonCodeCancelled:
+		return true
+	case ExplainReasonCodeCancelledByDependency:
+		return true
+	case ExplainReasonCodeCancelledByOperator:
+		return true
+	case ExplainReasonCodeCompleted:
+		return true
+	case ExplainReasonCodeDeadLetter:
+		return true
+	case ExplainReasonCodeDue:
+		return true
+	case ExplainReasonCodeInBin:
+		return true
+	case ExplainReasonCodeInterrupted:
+		return true
+	case ExplainReasonCodeLeaseExpired:
+		return true
+	case ExplainReasonCodeNoLiveWorker:
+		return true
+	case ExplainReasonCodeNoWorkerForQueue:
+		return true
+	case ExplainReasonCodeQueuePosition:
+		return true
+	case ExplainReasonCodeRetryBackoff:
+		return true
+	case ExplainReasonCodeRunning:
+		return true
+	case ExplainReasonCodeUnknownType:
+		return true
+	case ExplainReasonCodeWaitingForRunAt:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for JobStatus.
 const (
 	JobStatusBlocked    JobStatus = "blocked"
@@ -360,6 +426,31 @@ type Execution struct {
 
 // ExecutionOutcome defines model for Execution.Outcome.
 type ExecutionOutcome string
+
+// ExplainReason defines model for ExplainReason.
+type ExplainReason struct {
+	// Approximate the figure moves while one reads it (a position in a queue)
+	Approximate *bool                 `json:"approximate,omitempty"`
+	At          *time.Time            `json:"at,omitempty"`
+	Code        ExplainReasonCode     `json:"code"`
+	Jobs        *[]openapi_types.UUID `json:"jobs,omitempty"`
+	Message     string                `json:"message"`
+}
+
+// ExplainReasonCode defines model for ExplainReason.Code.
+type ExplainReasonCode string
+
+// Explanation defines model for Explanation.
+type Explanation struct {
+	// CheckedAt the database clock when the facts were read
+	CheckedAt time.Time          `json:"checked_at"`
+	JobId     openapi_types.UUID `json:"job_id"`
+	Reasons   []ExplainReason    `json:"reasons"`
+	Status    string             `json:"status"`
+
+	// Summary the first reason's message
+	Summary string `json:"summary"`
+}
 
 // Job defines model for Job.
 type Job struct {
@@ -1047,6 +1138,11 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/jobs/{id}/cancel (the `CancelJob` operationId).
 	CancelJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ExplainJob Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
+	//
+	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
+	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// RestoreJob Restore a job from the bin
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/restore (the `RestoreJob` operationId).
@@ -1397,6 +1493,21 @@ func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors .
 // Corresponds with POST /api/v1/jobs/{id}/cancel (the `CancelJob` operationId).
 func (c *Client) CancelJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ExplainJob Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
+//
+// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
+func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewExplainJobRequest(c.Server, id)
 	if err != nil {
 		return nil, err
 	}
@@ -2460,6 +2571,40 @@ func NewCancelJobRequest(server string, id openapi_types.UUID) (*http.Request, e
 	return req, nil
 }
 
+// NewExplainJobRequest constructs an http.Request for the ExplainJob method
+func NewExplainJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/explain", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewRestoreJobRequest constructs an http.Request for the RestoreJob method
 func NewRestoreJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -3404,6 +3549,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/jobs/{id}/cancel (the `CancelJob` operationId).
 	CancelJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CancelJobResponse, error)
 
+	// ExplainJobWithResponse Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
+	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
+
 	// RestoreJobWithResponse Restore a job from the bin
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -4338,6 +4490,68 @@ func (r CancelJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r CancelJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ExplainJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Explanation
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ExplainJobResponse) GetJSON200() *Explanation {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ExplainJobResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ExplainJobResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ExplainJobResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r ExplainJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ExplainJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ExplainJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ExplainJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5721,6 +5935,19 @@ func (c *ClientWithResponses) CancelJobWithResponse(ctx context.Context, id open
 	return ParseCancelJobResponse(rsp)
 }
 
+// ExplainJobWithResponse Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
+func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error) {
+	rsp, err := c.ExplainJob(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseExplainJobResponse(rsp)
+}
+
 // RestoreJobWithResponse Restore a job from the bin
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6595,6 +6822,53 @@ func ParseCancelJobResponse(rsp *http.Response) (*CancelJobResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseExplainJobResponse parses an HTTP response from a ExplainJobWithResponse call
+func ParseExplainJobResponse(rsp *http.Response) (*ExplainJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ExplainJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Explanation
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	}
 

@@ -350,6 +350,30 @@ func (s *server) getJob(c *fiber.Ctx) error {
 	return c.JSON(d)
 }
 
+// explainJob handles GET /api/v1/jobs/{id}/explain: why the job is where
+// it is, from the database's facts.
+func (s *server) explainJob(c *fiber.Ctx) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	e, err := s.explain(c.UserContext(), id)
+	if err != nil {
+		return err
+	}
+	return c.JSON(e)
+}
+
+// explain reads the facts about a job and explains them.
+func (s *server) explain(ctx context.Context, id uuid.UUID) (jobs.Explanation, error) {
+	f, err := s.store.ExplainFacts(ctx, id)
+	if err != nil {
+		return jobs.Explanation{}, err
+	}
+	_, f.KnownType = s.registry.Lookup(f.Job.Type)
+	return jobs.Explain(f), nil
+}
+
 // loadJob reads a job with its runs and dependencies, for the API and the
 // job page.
 func (s *server) loadJob(ctx context.Context, id uuid.UUID) (jobDetail, error) {

@@ -20,6 +20,11 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 		return views.JobDetail{}, err
 	}
 	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions, Dependencies: jd.Dependencies}
+	e, err := s.explain(ctx, id)
+	if err != nil {
+		return d, err
+	}
+	d.Explain = &e
 	if s.auditStore != nil {
 		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})
 	}

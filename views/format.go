@@ -179,7 +179,7 @@ func PrettyJSON(raw []byte) string {
 // ShortID is the last eight hex digits of a UUID, enough to tell jobs apart
 // on screen. (Ids are UUIDv7: their first digits are a timestamp, the same
 // for jobs created together; the last ones are random.)
-func ShortID(id uuid.UUID) string { s := id.String(); return s[len(s)-8:] }
+func ShortID(id uuid.UUID) string { return jobs.ShortID(id) }
 
 // Deref returns *s or "".
 func Deref(s *string) string {

@@ -72,6 +72,8 @@ type JobDetail struct {
 	Executions   []jobs.Execution
 	Dependencies jobs.Dependencies
 	Audit        []jobs.AuditEntry
+	// Explain says why the job is where it is.
+	Explain *jobs.Explanation
 }
 
 // CreateForm is the Create job form, with values and errors by field.

@@ -1,0 +1,210 @@
+package db_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+// explain is what GET /api/v1/jobs/{id}/explain answers, from real rows.
+func (b *testBundle) explain(t *testing.T, id uuid.UUID) jobs.Explanation {
+	t.Helper()
+	f, err := b.store.ExplainFacts(b.ctx, id)
+	require.NoError(t, err)
+	f.KnownType = true
+	return jobs.Explain(f)
+}
+
+func codes(e jobs.Explanation) []string {
+	var out []string
+	for _, r := range e.Reasons {
+		out = append(out, r.Code)
+	}
+	return out
+}
+
+func reason(t *testing.T, e jobs.Explanation, code string) jobs.Reason {
+	t.Helper()
+	for _, r := range e.Reasons {
+		if r.Code == code {
+			return r
+		}
+	}
+	t.Fatalf("no %s reason in %+v", code, e.Reasons)
+	return jobs.Reason{}
+}
+
+func (b *testBundle) finish(t *testing.T, j *jobs.Job, f jobs.Finish) {
+	t.Helper()
+	f.Lease = jobs.LeaseOf(j)
+	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{f})
+	require.NoError(t, err)
+	require.NotEmpty(t, moved[0].Status, "lease held")
+}
+
+func TestExplainWaitingJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	// Waiting for its run time.
+	later := b.enqueue(t, jobs.EnqueueParams{Delay: time.Hour})
+	e := b.explain(t, later.ID)
+	require.Equal(t, []string{"waiting_for_run_at"}, codes(e))
+	require.True(t, reason(t, e, "waiting_for_run_at").At.Equal(later.RunAt))
+	require.Contains(t, e.Summary, "(in 1h0m0s)")
+
+	// Blocked on a dependency that is still queued, in another queue.
+	parent := b.enqueue(t, jobs.EnqueueParams{Queue: "elsewhere"})
+	child := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{parent.ID}})
+	e = b.explain(t, child.ID)
+	r := reason(t, e, "blocked")
+	require.Equal(t, []uuid.UUID{parent.ID}, r.Jobs)
+	require.Contains(t, r.Message, "Waiting for 1 of 1 dependencies")
+	require.Contains(t, r.Message, jobs.ShortID(parent.ID)+" (noop) is queued")
+
+	// Queued behind others in claim order, with no worker alive at all.
+	for range 5 {
+		b.enqueue(t, jobs.EnqueueParams{Queue: "q", Priority: jobs.PriorityHigh})
+	}
+	target := b.enqueue(t, jobs.EnqueueParams{Queue: "q", Priority: jobs.PriorityMedium})
+	b.enqueue(t, jobs.EnqueueParams{Queue: "q", Priority: jobs.PriorityLow})
+	b.enqueue(t, jobs.EnqueueParams{Queue: "other", Priority: jobs.PriorityHigh})
+	e = b.explain(t, target.ID)
+	require.Equal(t, []string{"no_live_worker", "queue_position"}, codes(e))
+	pos := reason(t, e, "queue_position")
+	require.True(t, pos.Approximate)
+	require.Contains(t, pos.Message, "behind about 5 jobs")
+
+	// A worker alive, but for other queues only; then one for every queue.
+	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w-mail", Queues: []string{"mail", "reports"},
+		Concurrency: 4, StartedAt: time.Now()}, time.Minute))
+	e = b.explain(t, target.ID)
+	require.Equal(t, []string{"no_worker_for_queue", "queue_position"}, codes(e))
+	require.Contains(t, e.Summary, `queue "q"`)
+	require.Contains(t, e.Summary, "mail, reports")
+	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w-all", Concurrency: 4, StartedAt: time.Now()}, time.Minute))
+	e = b.explain(t, target.ID)
+	require.Equal(t, []string{"queue_position"}, codes(e))
+
+	// The first in its queue is next.
+	first := b.claimFirstOf(t, "q")
+	_ = first
+	e = b.explain(t, target.ID)
+	require.Contains(t, reason(t, e, "queue_position").Message, "behind about 4 jobs")
+
+	// An unknown type says so.
+	f, err := b.store.ExplainFacts(b.ctx, target.ID)
+	require.NoError(t, err)
+	f.KnownType = false
+	require.Contains(t, codes(jobs.Explain(f)), "unknown_type")
+}
+
+// claimFirstOf claims the next job of queue q.
+func (b *testBundle) claimFirstOf(t *testing.T, q string) *jobs.Job {
+	t.Helper()
+	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-all", Limit: 1, LeaseTTL: time.Minute, Queues: []string{q}})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	return got[0]
+}
+
+func TestExplainRunningAndRetrying(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.EnqueueParams{Queue: "r"})
+	c := b.claimFirstOf(t, "r")
+	require.Equal(t, j.ID, c.ID)
+	e := b.explain(t, j.ID)
+	require.Equal(t, []string{"running"}, codes(e))
+	require.Contains(t, e.Summary, "Running on worker w-all")
+	require.Contains(t, e.Summary, "attempt 1 of 4")
+	require.Contains(t, e.Summary, "Its lease runs until")
+
+	_, err := b.store.CancelJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Contains(t, codes(b.explain(t, j.ID)), "cancel_requested")
+
+	// A failed attempt waits out its backoff.
+	k := b.enqueue(t, jobs.EnqueueParams{Queue: "s"})
+	kc := b.claimFirstOf(t, "s")
+	b.finish(t, kc, jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "upstream said <503>", RetryDelay: time.Hour})
+	e = b.explain(t, k.ID)
+	r := reason(t, e, "retry_backoff")
+	require.Contains(t, r.Message, "Attempt 1 of 4 failed; retry 2 runs at")
+	require.Contains(t, r.Message, "upstream said <503>")
+
+	// A lease that ran out: the worker is gone.
+	l := b.enqueue(t, jobs.EnqueueParams{Queue: "t"})
+	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-gone", Limit: 1, LeaseTTL: 10 * time.Millisecond, Queues: []string{"t"}})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	time.Sleep(50 * time.Millisecond)
+	e = b.explain(t, l.ID)
+	require.Equal(t, []string{"running", "lease_expired"}, codes(e))
+	require.Contains(t, reason(t, e, "lease_expired").Message, "the reaper will queue the job again")
+
+	// Reaped: queued again, and the lost worker is counted.
+	moved, err := b.store.ReapExpired(b.ctx, nil, 10)
+	require.NoError(t, err)
+	require.Len(t, moved, 1)
+	e = b.explain(t, l.ID)
+	require.Equal(t, []string{"no_live_worker", "queue_position", "interrupted"}, codes(e))
+	require.Contains(t, reason(t, e, "interrupted").Message, "Its worker was lost once (lease expired); after 3 it goes")
+}
+
+func TestExplainFinishedJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	zero := 0
+
+	done := b.enqueue(t, jobs.EnqueueParams{Queue: "a"})
+	b.finish(t, b.claimFirstOf(t, "a"), jobs.Finish{Outcome: jobs.OutcomeSucceeded})
+	e := b.explain(t, done.ID)
+	require.Equal(t, []string{"completed"}, codes(e))
+	require.Contains(t, e.Summary, "on attempt 1 of 4")
+
+	dead := b.enqueue(t, jobs.EnqueueParams{Queue: "b", MaxRetries: &zero})
+	b.finish(t, b.claimFirstOf(t, "b"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "boom"})
+	e = b.explain(t, dead.ID)
+	require.Equal(t, []string{"dead_letter"}, codes(e))
+	require.Contains(t, e.Summary, "after 1 of 1 attempts. Last error: boom")
+
+	perm := b.enqueue(t, jobs.EnqueueParams{Queue: "c"})
+	b.finish(t, b.claimFirstOf(t, "c"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "bad payload", Final: true})
+	require.Contains(t, b.explain(t, perm.ID).Summary, "the handler said no retry could succeed")
+
+	// Cancelled because what it waited for failed for good.
+	root := b.enqueue(t, jobs.EnqueueParams{Queue: "d", MaxRetries: &zero})
+	leaf := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{root.ID}})
+	b.finish(t, b.claimFirstOf(t, "d"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "no"})
+	e = b.explain(t, leaf.ID)
+	r := reason(t, e, "cancelled_by_dependency")
+	require.Equal(t, []uuid.UUID{root.ID}, r.Jobs)
+	require.Contains(t, r.Message, "is dead_letter and will not complete")
+
+	// Cancelled by an operator, as the audit trail records.
+	op := b.enqueue(t, jobs.EnqueueParams{Queue: "e"})
+	_, err := b.store.CancelJob(b.ctx, op.ID)
+	require.NoError(t, err)
+	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "ops@example.com@10.0.0.1", Source: "dashboard",
+		Action: "cancel", Details: json.RawMessage(`{}`)}, op.ID))
+	e = b.explain(t, op.ID)
+	require.Equal(t, []string{"cancelled_by_operator"}, codes(e))
+	require.True(t, strings.HasPrefix(e.Summary, "Cancelled by ops@example.com@10.0.0.1 (dashboard) at "), e.Summary)
+
+	// In the bin.
+	_, err = b.store.DeleteJob(b.ctx, done.ID)
+	require.NoError(t, err)
+	e = b.explain(t, done.ID)
+	require.Equal(t, []string{"in_bin"}, codes(e))
+	require.Contains(t, e.Summary, "(it was completed)")
+
+	_, err = b.store.ExplainFacts(b.ctx, uuid.New())
+	require.ErrorIs(t, err, jobs.ErrNotFound)
+}

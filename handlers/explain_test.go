@@ -1,0 +1,94 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/net/html"
+
+	"flint/jobs"
+)
+
+// GET /api/v1/jobs/{id}/explain answers with reasons computed from the
+// database; unknown and malformed ids get 404 and 400.
+func TestExplainAPI(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Delay: time.Hour})
+	require.NoError(t, err)
+	id := res[0].Job.ID
+
+	r := b.do(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/explain", "", "")
+	require.Equal(t, http.StatusOK, r.status, string(r.body))
+	m := r.json(t)
+	require.Equal(t, id.String(), m["job_id"])
+	require.Equal(t, "scheduled", m["status"])
+	reasons := m["reasons"].([]any)
+	require.Len(t, reasons, 1)
+	first := reasons[0].(map[string]any)
+	require.Equal(t, "waiting_for_run_at", first["code"])
+	require.Contains(t, first["message"], "Waiting for its run time")
+	require.NotEmpty(t, first["at"])
+	require.Equal(t, first["message"], m["summary"])
+
+	r = b.do(t, http.MethodGet, "/api/v1/jobs/"+uuid.NewString()+"/explain", "", "")
+	require.Equal(t, http.StatusNotFound, r.status)
+	r = b.do(t, http.MethodGet, "/api/v1/jobs/not-a-uuid/explain", "", "")
+	require.Equal(t, http.StatusBadRequest, r.status)
+	r = b.do(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/explain", "", "", "X-API-Key", "wrong-key")
+	require.Equal(t, http.StatusUnauthorized, r.status)
+}
+
+// The job page opens with the same reasons, one list item each, and a job's
+// own text in them (its last error) stays text.
+func TestJobPageExplains(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "xq"})
+	require.NoError(t, err)
+	id := res[0].Job.ID
+	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w1", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"xq"}})
+	require.NoError(t, err)
+	require.Len(t, claimed, 1)
+	evil := `<img src=x onerror=alert('xssmark')>`
+	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(claimed[0]), Outcome: jobs.OutcomeFailed,
+		Error: evil, RetryDelay: time.Hour}})
+	require.NoError(t, err)
+
+	for _, path := range []string{"/jobs/" + id.String(), "/jobs/" + id.String() + "/live"} {
+		p := b.request(t, http.MethodGet, path, nil)
+		require.Equal(t, http.StatusOK, p.status)
+		checkNoInjection(t, path, p.body)
+		doc, err := html.Parse(strings.NewReader(p.body))
+		require.NoError(t, err)
+		panels := findAll(doc, func(n *html.Node) bool { return attr(n, "data-testid") == "explain" })
+		require.Len(t, panels, 1, path)
+		items := findAll(panels[0], func(n *html.Node) bool { return n.Data == "li" })
+		require.Len(t, items, 1, path)
+		require.Equal(t, "retry_backoff", attr(items[0], "data-reason"))
+		text := textOf(items[0])
+		require.Contains(t, text, "Attempt 1 of 4 failed; retry 2 runs at")
+		require.Contains(t, text, evil, "the error is shown as text")
+		heads := findAll(panels[0], func(n *html.Node) bool { return n.Data == "h2" })
+		require.Equal(t, "Why it is scheduled", textOf(heads[0]))
+	}
+}
+
+func textOf(n *html.Node) string {
+	var sb strings.Builder
+	var walk func(*html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.TextNode {
+			sb.WriteString(n.Data)
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(n)
+	return strings.TrimSpace(sb.String())
+}

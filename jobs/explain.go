@@ -1,0 +1,290 @@
+package jobs
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ExplainFacts is what the database says about a job and its surroundings
+// at one moment: the input of Explain. The store gathers it; nothing in it
+// is guessed.
+type ExplainFacts struct {
+	Job *Job
+	// Now is the database clock when the facts were read.
+	Now time.Time
+	// Upstream are the jobs it depends on, with their states.
+	Upstream []DependencyRef
+	// Ahead counts the queued jobs before it in its queue's claim order;
+	// AheadCapped says the count stopped at its cap.
+	Ahead       int
+	AheadCapped bool
+	// Workers are the worker processes alive now.
+	Workers []WorkerInfo
+	// CancelledBy is the job whose failure cancelled this one, if any.
+	CancelledBy *DependencyRef
+	// Cancel is the operator's cancel action on the audit trail, if any.
+	Cancel *AuditEntry
+	// MaxInterruptions is how many lost leases send a job to the DLQ.
+	MaxInterruptions int
+	// KnownType says whether this Flint has a handler for the job's type.
+	KnownType bool
+}
+
+// Reason is one plain-words answer to "why is this job where it is?",
+// with the numbers it rests on.
+type Reason struct {
+	// Code names the reason for programs: waiting_for_run_at, retry_backoff,
+	// due, blocked, queue_position, no_live_worker, no_worker_for_queue,
+	// unknown_type, running, lease_expired, cancel_requested, interrupted,
+	// completed, dead_letter, cancelled_by_dependency,
+	// cancelled_by_operator, cancelled, in_bin.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// At is the moment the reason is about (the run time, the lease
+	// expiry, the finish), when there is one.
+	At *time.Time `json:"at,omitempty"`
+	// Jobs are the other jobs it names (dependencies, the failed
+	// upstream job).
+	Jobs []uuid.UUID `json:"jobs,omitempty"`
+	// Approximate marks figures that move while one reads them (a
+	// position in a queue).
+	Approximate bool `json:"approximate,omitempty"`
+}
+
+// Explanation answers "why is this job where it is?".
+type Explanation struct {
+	JobID   uuid.UUID `json:"job_id"`
+	Status  State     `json:"status"`
+	Summary string    `json:"summary"`
+	Reasons []Reason  `json:"reasons"`
+	// CheckedAt is the database clock when the facts were read.
+	CheckedAt time.Time `json:"checked_at"`
+}
+
+// Explain turns facts into reasons, most important first.
+func Explain(f ExplainFacts) Explanation {
+	j := f.Job
+	var rs []Reason
+	switch {
+	case j.DeletedAt != nil:
+		rs = append(rs, reasonAt("in_bin", *j.DeletedAt,
+			"In the bin since %s (it was %s); restore it to bring it back.", stamp(*j.DeletedAt), j.Status))
+	case j.Status == StateCompleted:
+		rs = append(rs, explainCompleted(j))
+	case j.Status == StateDeadLetter:
+		rs = append(rs, explainDeadLetter(f))
+	case j.Status == StateCancelled:
+		rs = append(rs, explainCancelled(f))
+	case j.Status == StateRunning:
+		rs = append(rs, explainRunning(f)...)
+	case j.Status == StateScheduled:
+		rs = append(rs, explainScheduled(f))
+	case j.Status == StateBlocked:
+		rs = append(rs, explainBlocked(f))
+	case j.Status == StateQueued:
+		rs = append(rs, explainQueued(f)...)
+	}
+	if j.Interruptions > 0 && j.DeletedAt == nil && !j.Status.Terminal() {
+		rs = append(rs, Reason{Code: "interrupted", Message: fmt.Sprintf(
+			"Its worker was lost %s (lease expired); after %d it goes to the dead-letter queue.",
+			times(j.Interruptions), f.MaxInterruptions)})
+	}
+	if !f.KnownType && j.DeletedAt == nil && !j.Status.Terminal() {
+		rs = append(rs, Reason{Code: "unknown_type", Message: fmt.Sprintf(
+			"This Flint has no handler for type %q: a worker that claims it fails it at once.", j.Type)})
+	}
+	e := Explanation{JobID: j.ID, Status: j.Status, Reasons: rs, CheckedAt: f.Now}
+	if len(rs) > 0 {
+		e.Summary = rs[0].Message
+	}
+	return e
+}
+
+func explainCompleted(j *Job) Reason {
+	at := j.UpdatedAt
+	if j.FinishedAt != nil {
+		at = *j.FinishedAt
+	}
+	return reasonAt("completed", at, "Completed at %s, on attempt %d of %d.", stamp(at), j.Attempt, j.MaxRetries+1)
+}
+
+func explainDeadLetter(f ExplainFacts) Reason {
+	j := f.Job
+	at := j.UpdatedAt
+	if j.FinishedAt != nil {
+		at = *j.FinishedAt
+	}
+	why := fmt.Sprintf("after %d of %d attempts", j.Attempt, j.MaxRetries+1)
+	switch {
+	case f.MaxInterruptions > 0 && j.Interruptions >= f.MaxInterruptions:
+		why = fmt.Sprintf("after its worker was lost %s", times(j.Interruptions))
+	case j.Attempt <= j.MaxRetries:
+		why = fmt.Sprintf("on attempt %d: the handler said no retry could succeed", j.Attempt)
+	}
+	msg := fmt.Sprintf("In the dead-letter queue since %s, %s.", stamp(at), why)
+	if j.LastError != nil && *j.LastError != "" {
+		msg += " Last error: " + clip(*j.LastError, 300)
+	}
+	return Reason{Code: "dead_letter", Message: msg, At: &at}
+}
+
+func explainCancelled(f ExplainFacts) Reason {
+	j := f.Job
+	at := j.UpdatedAt
+	if j.FinishedAt != nil {
+		at = *j.FinishedAt
+	}
+	switch {
+	case f.CancelledBy != nil:
+		return Reason{Code: "cancelled_by_dependency", At: &at, Jobs: []uuid.UUID{f.CancelledBy.ID}, Message: fmt.Sprintf(
+			"Cancelled at %s because job %s (%s), which it depends on, is %s and will not complete.",
+			stamp(at), ShortID(f.CancelledBy.ID), f.CancelledBy.Type, f.CancelledBy.Status)}
+	case f.Cancel != nil:
+		return Reason{Code: "cancelled_by_operator", At: &f.Cancel.At, Message: fmt.Sprintf(
+			"Cancelled by %s (%s) at %s.", f.Cancel.Actor, f.Cancel.Source, stamp(f.Cancel.At))}
+	default:
+		msg := fmt.Sprintf("Cancelled at %s", stamp(at))
+		if j.LastError != nil && *j.LastError != "" {
+			msg += " by its handler: " + clip(*j.LastError, 300)
+		}
+		return Reason{Code: "cancelled", Message: msg + ".", At: &at}
+	}
+}
+
+func explainRunning(f ExplainFacts) []Reason {
+	j := f.Job
+	worker := "an unknown worker"
+	if j.WorkerID != nil {
+		worker = "worker " + *j.WorkerID
+	}
+	started := j.UpdatedAt
+	if j.StartedAt != nil {
+		started = *j.StartedAt
+	}
+	rs := []Reason{reasonAt("running", started, "Running on %s since %s (attempt %d of %d).",
+		worker, stamp(started), j.Attempt, j.MaxRetries+1)}
+	if j.LeaseExpiresAt != nil {
+		exp := *j.LeaseExpiresAt
+		if exp.After(f.Now) {
+			rs[0].Message += fmt.Sprintf(" Its lease runs until %s (in %s) and is extended while the worker lives.",
+				stamp(exp), exp.Sub(f.Now).Round(time.Second))
+		} else {
+			rs = append(rs, reasonAt("lease_expired", exp,
+				"Its lease expired %s ago (at %s): the worker is gone or stuck, and the reaper will queue the job again.",
+				f.Now.Sub(exp).Round(time.Second), stamp(exp)))
+		}
+	}
+	if j.CancelRequested {
+		rs = append(rs, Reason{Code: "cancel_requested",
+			Message: "A cancel was requested: the worker stops the handler at its next heartbeat."})
+	}
+	return rs
+}
+
+func explainScheduled(f ExplainFacts) Reason {
+	j := f.Job
+	if !j.RunAt.After(f.Now) {
+		return reasonAt("due", j.RunAt, "Due since %s; the scheduler moves it to its queue within moments.", stamp(j.RunAt))
+	}
+	in := j.RunAt.Sub(f.Now).Round(time.Second)
+	if j.Attempt > 0 && j.LastError != nil {
+		return reasonAt("retry_backoff", j.RunAt, "Attempt %d of %d failed; retry %d runs at %s (in %s). Error: %s",
+			j.Attempt, j.MaxRetries+1, j.Attempt+1, stamp(j.RunAt), in, clip(*j.LastError, 300))
+	}
+	if j.ScheduleID != nil {
+		return reasonAt("waiting_for_run_at", j.RunAt, "The next occurrence of a recurring series; it runs at %s (in %s).",
+			stamp(j.RunAt), in)
+	}
+	return reasonAt("waiting_for_run_at", j.RunAt, "Waiting for its run time, %s (in %s).", stamp(j.RunAt), in)
+}
+
+func explainBlocked(f ExplainFacts) Reason {
+	var waiting []string
+	var ids []uuid.UUID
+	for _, d := range f.Upstream {
+		if d.Status == StateCompleted {
+			continue
+		}
+		waiting = append(waiting, fmt.Sprintf("%s (%s) is %s", ShortID(d.ID), d.Type, d.Status))
+		ids = append(ids, d.ID)
+	}
+	if len(waiting) == 0 {
+		return Reason{Code: "blocked", Message: "Blocked, but every dependency has completed: it is being released."}
+	}
+	return Reason{Code: "blocked", Jobs: ids, Message: fmt.Sprintf("Waiting for %d of %d dependencies: %s.",
+		len(waiting), len(f.Upstream), strings.Join(waiting, "; "))}
+}
+
+func explainQueued(f ExplainFacts) []Reason {
+	j := f.Job
+	var rs []Reason
+	switch {
+	case f.AheadCapped:
+		rs = append(rs, Reason{Code: "queue_position", Approximate: true, Message: fmt.Sprintf(
+			"Queued in %q behind more than %d jobs that come first in claim order (priority, then run time).", j.Queue, f.Ahead)})
+	case f.Ahead == 0:
+		rs = append(rs, Reason{Code: "queue_position", Approximate: true, Message: fmt.Sprintf(
+			"Queued in %q and next in claim order: the next free worker serving it takes it.", j.Queue)})
+	default:
+		rs = append(rs, Reason{Code: "queue_position", Approximate: true, Message: fmt.Sprintf(
+			"Queued in %q behind about %d %s that come first in claim order (priority, then run time).",
+			j.Queue, f.Ahead, plural(f.Ahead, "job", "jobs"))})
+	}
+	if len(f.Workers) == 0 {
+		rs = append([]Reason{{Code: "no_live_worker",
+			Message: "No worker process is alive: nothing claims jobs until one starts (flint worker or flint serve)."}}, rs...)
+		return rs
+	}
+	var queues []string
+	for _, w := range f.Workers {
+		if len(w.Queues) == 0 || slices.Contains(w.Queues, j.Queue) {
+			return rs
+		}
+		queues = append(queues, w.Queues...)
+	}
+	slices.Sort(queues)
+	queues = slices.Compact(queues)
+	rs = append([]Reason{{Code: "no_worker_for_queue", Message: fmt.Sprintf(
+		"No live worker serves queue %q (the %d alive serve only %s).", j.Queue, len(f.Workers), strings.Join(queues, ", "))}}, rs...)
+	return rs
+}
+
+func reasonAt(code string, at time.Time, format string, args ...any) Reason {
+	return Reason{Code: code, At: &at, Message: fmt.Sprintf(format, args...)}
+}
+
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 UTC") }
+
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// ShortID is the last eight hex digits of an id, as the dashboard shows it
+// (the first ones of a UUIDv7 are its timestamp, alike for jobs created
+// together).
+func ShortID(id uuid.UUID) string { s := id.String(); return s[len(s)-8:] }
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && s[cut]&0xC0 == 0x80 {
+		cut--
+	}
+	return s[:cut] + "…"
+}
