@@ -291,6 +291,8 @@ func resolveDependencies(ctx context.Context, q DBTX, params []jobs.EnqueueParam
 	return nil
 }
 
+const keyExistsSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE idempotency_key = $1)`
+
 // createSchedules creates the series of recurring jobs and sets each first
 // occurrence's run_at to the series' first firing time.
 func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, keys []*string,
@@ -302,13 +304,13 @@ func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, k
 			continue
 		}
 		if now.IsZero() {
-			if err := q.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+			if err := q.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 				return fmt.Errorf("enqueue: read clock: %w", err)
 			}
 		}
 		if keys[i] != nil {
 			var exists bool
-			if err := q.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE idempotency_key = $1)`, *keys[i]).Scan(&exists); err != nil {
+			if err := q.QueryRow(ctx, keyExistsSQL, *keys[i]).Scan(&exists); err != nil {
 				return fmt.Errorf("enqueue: %w", err)
 			}
 			if exists {
@@ -425,6 +427,9 @@ func copyable(params []jobs.EnqueueParams) bool {
 	return true
 }
 
+// notifyManySQL sends one notification per (channel, payload) pair.
+const notifyManySQL = `SELECT count(pg_notify(c, m)) FROM unnest($1::text[], $2::text[]) AS n(c, m)`
+
 // enqueueCopy writes a batch of plain jobs with COPY, about a third cheaper
 // for PostgreSQL than the insert statement (no unnest, no RETURNING). It
 // reads the transaction's clock first, so the jobs it returns carry the
@@ -437,7 +442,7 @@ func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([
 	rows := make([][]any, n)
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var now time.Time
-		if err := tx.QueryRow(ctx, `SELECT now()`).Scan(&now); err != nil {
+		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("enqueue: read clock: %w", err)
 		}
 		var queued []string
@@ -468,7 +473,7 @@ func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([
 		}
 		channels, notes := enqueueNotifications(queued, scheduled)
 		if len(notes) > 0 {
-			if _, err := tx.Exec(ctx, `SELECT count(pg_notify(c, m)) FROM unnest($1::text[], $2::text[]) AS n(c, m)`,
+			if _, err := tx.Exec(ctx, notifyManySQL,
 				channels, notes); err != nil {
 				return fmt.Errorf("enqueue: notify: %w", err)
 			}

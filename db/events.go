@@ -208,11 +208,13 @@ func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) 
 	return err
 }
 
+const notifyEventsSQL = `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`
+
 // sendPostgres sends events as NOTIFY payloads, all of a batch in one
 // statement (one transaction): a commit per payload would cost more than
 // the changes being announced.
 func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error {
-	_, err := b.pool.Exec(ctx, `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) AS p`, ChannelEvents, notifyPayloads(b.origin, events))
+	_, err := b.pool.Exec(ctx, notifyEventsSQL, ChannelEvents, notifyPayloads(b.origin, events))
 	return err
 }
 

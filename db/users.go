@@ -14,6 +14,10 @@ import (
 	"flint/jobs"
 )
 
+const insertUserSQL = `
+INSERT INTO users (id, email, password_hash, role) VALUES ($1, $2, $3, $4)
+ON CONFLICT (lower(email)) DO NOTHING`
+
 // EnsureUser creates the user with this email and password unless one
 // exists; it reports whether it created it.
 func (s *Store) EnsureUser(ctx context.Context, email, password, role string) (bool, error) {
@@ -30,19 +34,21 @@ func (s *Store) EnsureUser(ctx context.Context, email, password, role string) (b
 	if err != nil {
 		return false, err
 	}
-	tag, err := s.pool.Exec(ctx, `INSERT INTO users (id, email, password_hash, role) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (lower(email)) DO NOTHING`, id, email, hash, role)
+	tag, err := s.pool.Exec(ctx, insertUserSQL, id, email, hash, role)
 	if err != nil {
 		return false, fmt.Errorf("create user: %w", err)
 	}
 	return tag.RowsAffected() == 1, nil
 }
 
+const userByEmailSQL = `
+SELECT id, email, role, created_at, last_login_at, password_hash FROM users WHERE lower(email) = lower($1)`
+
 // Authenticate checks an email and password.
 func (s *Store) Authenticate(ctx context.Context, email, password string) (auth.User, error) {
 	var u auth.User
 	var hash string
-	err := s.pool.QueryRow(ctx, `SELECT id, email, role, created_at, last_login_at, password_hash FROM users WHERE lower(email) = lower($1)`,
+	err := s.pool.QueryRow(ctx, userByEmailSQL,
 		strings.TrimSpace(email)).Scan(&u.ID, &u.Email, &u.Role, &u.CreatedAt, &u.LastLoginAt, &hash)
 	if errors.Is(err, pgx.ErrNoRows) {
 		hash = "" // compared against a dummy: the same cost as a wrong password
@@ -55,6 +61,15 @@ func (s *Store) Authenticate(ctx context.Context, email, password string) (auth.
 	return u, nil
 }
 
+const (
+	insertSessionSQL = `
+INSERT INTO sessions (id, user_id, csrf_token, expires_at, ip, user_agent)
+VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5, $6)`
+	touchLoginSQL            = `UPDATE users SET last_login_at = now() WHERE id = $1`
+	deleteExpiredSessionsSQL = `DELETE FROM sessions WHERE expires_at < now()`
+	deleteSessionSQL         = `DELETE FROM sessions WHERE id = $1`
+)
+
 // CreateSession stores a new session for the user behind token, valid for
 // ttl, and records the login.
 func (s *Store) CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, userAgent string) error {
@@ -63,10 +78,10 @@ func (s *Store) CreateSession(ctx context.Context, userID uuid.UUID, token, csrf
 	}
 	userAgent = strings.ToValidUTF8(strings.ReplaceAll(userAgent, "\x00", ""), "")
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO sessions (id, user_id, csrf_token, expires_at, ip, user_agent) VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5, $6)`,
+	b.Queue(insertSessionSQL,
 		auth.HashToken(token), userID, csrf, ttl.Seconds(), ip, userAgent)
-	b.Queue(`UPDATE users SET last_login_at = now() WHERE id = $1`, userID)
-	b.Queue(`DELETE FROM sessions WHERE expires_at < now()`)
+	b.Queue(touchLoginSQL, userID)
+	b.Queue(deleteExpiredSessionsSQL)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("create session: %w", err)
 	}
@@ -104,7 +119,7 @@ func (s *Store) GetSession(ctx context.Context, token string) (auth.Session, err
 
 // DeleteSession ends the session behind token.
 func (s *Store) DeleteSession(ctx context.Context, token string) error {
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, auth.HashToken(token)); err != nil {
+	if _, err := s.pool.Exec(ctx, deleteSessionSQL, auth.HashToken(token)); err != nil {
 		return fmt.Errorf("delete session: %w", err)
 	}
 	return nil
