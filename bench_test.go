@@ -142,7 +142,8 @@ func benchDrain(b *testing.B, mode string) {
 		runCtx, cancel := context.WithCancel(ctx)
 		b.StartTimer()
 		start := time.Now()
-		go func() { _ = pool.Run(runCtx) }()
+		ran := make(chan struct{})
+		go func() { _ = pool.Run(runCtx); close(ran) }()
 		select {
 		case <-all:
 		case <-time.After(10 * time.Minute):
@@ -151,7 +152,7 @@ func benchDrain(b *testing.B, mode string) {
 		elapsed := time.Since(start)
 		b.StopTimer()
 		cancel()
-		<-pool.Done()
+		<-ran
 		var left int
 		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status <> 'completed'`).Scan(&left); err != nil || left != 0 {
 			b.Fatalf("%d jobs not completed (%v)", left, err)

@@ -117,8 +117,9 @@ func TestFanOutFanIn(t *testing.T) {
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
 	pool := workers.NewPool(workers.Config{WorkerID: "dag", Workers: 8, PollInterval: 20 * time.Millisecond}, store, reg, quietLogger())
 	runCtx, cancel := context.WithCancel(ctx)
-	go func() { _ = pool.Run(runCtx) }()
-	defer func() { cancel(); <-pool.Done() }()
+	ran := make(chan struct{})
+	go func() { _ = pool.Run(runCtx); close(ran) }()
+	defer func() { cancel(); <-ran }()
 	js := []*jobs.Job{{ID: sink}}
 	waitJobs(t, store, js, 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
 

@@ -73,10 +73,6 @@ type Job struct {
 // Timeout returns the handler's time limit, or 0 for none.
 func (j *Job) Timeout() time.Duration { return time.Duration(j.TimeoutSeconds) * time.Second }
 
-// RetriesLeft reports whether a failure of the current attempt would be
-// retried rather than sent to the DLQ.
-func (j *Job) RetriesLeft() bool { return j.Attempt <= j.MaxRetries }
-
 // Outcome is how one execution of a job ended.
 type Outcome string
 

@@ -72,18 +72,6 @@ func CanTransition(from, to State) bool {
 	return slices.Contains(transitions[from], to)
 }
 
-// Sources returns the states from which a job may move to `to`, in
-// lifecycle order.
-func Sources(to State) []State {
-	var out []State
-	for _, from := range States {
-		if CanTransition(from, to) {
-			out = append(out, from)
-		}
-	}
-	return out
-}
-
 // InitialStates are the states a job can be created in.
 var InitialStates = []State{StateQueued, StateScheduled, StateBlocked}
 

@@ -67,14 +67,6 @@ func TestOperatorActionsFollowTheStateMachine(t *testing.T) {
 	}
 }
 
-func TestSources(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, []jobs.State{jobs.StateQueued}, jobs.Sources(jobs.StateRunning))
-	require.Equal(t, []jobs.State{jobs.StateBlocked, jobs.StateScheduled, jobs.StateRunning, jobs.StateDeadLetter},
-		jobs.Sources(jobs.StateQueued))
-	require.Equal(t, []jobs.State{jobs.StateCancelled}, jobs.Sources(jobs.StateBlocked))
-}
-
 func TestStateValues(t *testing.T) {
 	t.Parallel()
 	// These strings are stored in the database and matched by its CHECK

@@ -33,7 +33,7 @@
 //     every field named like a secret, at any depth, and the strings as
 //     above. The result stays valid JSON.
 //
-// Scrub, ScrubJSON, ScrubAttr and IsSecretKey expose the same rules to other
+// Scrub, ScrubAttr and IsSecretKey expose the same rules to other
 // packages (emails, SSE, API responses). Text without a suspicious substring
 // costs a single scan and no regular expression.
 //
@@ -48,7 +48,8 @@
 //
 // # Live tail
 //
-// Logger.Tail broadcasts every scrubbed entry to subscribers without ever
-// blocking the logger: a subscriber whose buffer fills is dropped (its
-// channel closed). It keeps the last RingSize entries for Recent.
+// Logger.Tail keeps the last RingSize scrubbed entries, numbered as they are
+// recorded; the live log page polls it for those after the last it showed
+// (Tail.Since). Recording never blocks the logger on a reader: it copies
+// the line into the ring, and entries are parsed only when read.
 package logs

@@ -30,7 +30,6 @@ type Config struct {
 // stdout, the rotating JSON file and the live Tail.
 type Logger struct {
 	slog   *slog.Logger
-	level  *slog.LevelVar
 	tail   *Tail
 	file   string
 	rot    *lumberjack.Logger
@@ -41,13 +40,13 @@ type Logger struct {
 // New builds a Logger from cfg. It creates the log file's directory and
 // checks that the file can be opened for appending.
 func New(cfg Config) (*Logger, error) {
-	level := new(slog.LevelVar)
+	level := slog.LevelInfo
 	if cfg.Level != "" {
 		lv, err := parseLevel(cfg.Level)
 		if err != nil {
 			return nil, fmt.Errorf("log level %q: must be debug, info, warn or error", cfg.Level)
 		}
-		level.Set(lv)
+		level = lv
 	}
 	format := strings.ToLower(cfg.Format)
 	if format != "" && format != "json" && format != "text" {
@@ -61,7 +60,7 @@ func New(cfg Config) (*Logger, error) {
 		return nil, errors.New("log file: MaxSizeMB and MaxBackups must not be negative")
 	}
 
-	l := &Logger{level: level, tail: NewTail()}
+	l := &Logger{tail: NewTail()}
 	// jsonOut receives every record as one JSON line per Write.
 	jsonOut := &teeWriter{tail: l.tail}
 	if cfg.File != "" && cfg.File != "-" {
@@ -112,23 +111,12 @@ func (l *Logger) Tail() *Tail { return l.tail }
 // File returns the log file path, "" when logging to stdout only.
 func (l *Logger) File() string { return l.file }
 
-// SetLevel changes the minimum level at run time.
-func (l *Logger) SetLevel(level string) error {
-	lv, err := parseLevel(level)
-	if err != nil {
-		return fmt.Errorf("log level %q: must be debug, info, warn or error", level)
-	}
-	l.level.Set(lv)
-	return nil
-}
-
-// Close closes the log file and ends every tail subscription. Records
-// logged afterwards still reach stdout but no longer the file.
+// Close closes the log file. Records logged afterwards still reach stdout
+// and the tail but no longer the file.
 func (l *Logger) Close() error {
 	if l.closed.Swap(true) {
 		return nil
 	}
-	l.tail.close()
 	if l.fileW == nil {
 		return nil
 	}

@@ -405,7 +405,7 @@ func TestOversizedRecordIsShortenedInFileAndTail(t *testing.T) {
 	require.Equal(t, "big payload", es[0].Msg)
 	require.NotContains(t, es[0].Attrs, "blob")
 	require.Contains(t, es[0].Attrs, "truncated_bytes")
-	recent := lg.Tail().Recent(2)
+	recent, _, _ := lg.Tail().Since(0, nil, 2)
 	require.Len(t, recent, 2)
 	require.Equal(t, job, recent[0].JobID)
 	require.Less(t, len(recent[0].Raw), MaxLineBytes)

@@ -140,7 +140,9 @@ var (
 // and Basic credentials, and key=value / "key":"value" pairs whose key looks
 // secret. Text with nothing suspicious is returned unchanged without any
 // regexp work. A string holding a JSON object or array is scrubbed
-// structurally (see ScrubJSON).
+// structurally: the value of every object field (at any depth) whose name
+// looks secret is redacted, every string value is scrubbed as text, and the
+// result is valid JSON.
 func Scrub(s string) string {
 	if len(s) < 4 {
 		return s
@@ -276,23 +278,6 @@ func suspiciousWords(s string) (word, scheme bool) {
 
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
-}
-
-// ScrubJSON redacts, in a JSON document, the value of every object field
-// (at any depth) whose name looks secret, and scrubs every string value with
-// Scrub. The result is valid JSON; when nothing needed redacting the input
-// is returned as is (same bytes, same field order). Input that is not valid
-// JSON is scrubbed as text.
-func ScrubJSON(raw []byte) []byte {
-	if !json.Valid(raw) {
-		s := string(raw)
-		if out := Scrub(s); out != s {
-			return []byte(out)
-		}
-		return raw
-	}
-	out, _ := scrubJSON(raw)
-	return out
 }
 
 // scrubJSON expects valid JSON.

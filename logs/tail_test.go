@@ -11,55 +11,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestTailDropsSlowSubscriberWithoutBlocking(t *testing.T) {
-	t.Parallel()
-	lg, err := New(Config{Stdout: discard{}})
-	require.NoError(t, err)
-	tail := lg.Tail()
-
-	slow, cancelSlow := tail.Subscribe(nil, 2) // never read while logging
-	fast, cancelFast := tail.Subscribe(nil, 2000)
-
-	const n = 1000
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for i := 0; i < n; i++ {
-			lg.Slog().Info("tick", "n", i)
-		}
-	}()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("logging blocked on a slow tail subscriber")
-	}
-
-	// The slow one got its buffer's worth, then its channel was closed.
-	var got []int
-	for e := range slow {
-		got = append(got, seqOf(t, e))
-	}
-	require.Equal(t, []int{0, 1}, got)
-	require.Equal(t, 1, tail.Subscribers())
-	cancelSlow() // after being dropped: harmless
-
-	for i := 0; i < n; i++ {
-		e := <-fast
-		require.Equal(t, i, seqOf(t, e))
-		require.Equal(t, "tick", e.Msg)
-	}
-	cancelFast()
-}
-
-func TestTailFilterCancelRecentClose(t *testing.T) {
+// The ring keeps the newest RingSize entries, and Since's filter and limit
+// pick from them as the live page asks.
+func TestTailRingFilterAndLimit(t *testing.T) {
 	t.Parallel()
 	lg, err := New(Config{Stdout: discard{}})
 	require.NoError(t, err)
 	tail := lg.Tail()
 	job := uuid.NewString()
-
-	mine, cancelMine := tail.Subscribe(func(e Entry) bool { return e.JobID == job }, 10)
-	other, cancelOther := tail.Subscribe(nil, 1000)
 	for i := 0; i < 250; i++ {
 		args := []any{"n", i}
 		if i%50 == 0 {
@@ -67,56 +26,28 @@ func TestTailFilterCancelRecentClose(t *testing.T) {
 		}
 		lg.Slog().Info("m", args...)
 	}
-	for _, want := range []int{0, 50, 100, 150, 200} {
-		require.Equal(t, want, seqOf(t, <-mine))
-	}
-	select {
-	case e := <-mine:
-		t.Fatalf("unexpected entry %v", e)
-	default:
-	}
-	cancelMine()
-	cancelMine()
-	_, open := <-mine
-	require.False(t, open, "cancel closes the channel")
 
-	recent := tail.Recent(0)
-	require.Len(t, recent, RingSize)
-	require.Equal(t, 50, seqOf(t, recent[0]))
-	require.Equal(t, 249, seqOf(t, recent[RingSize-1]))
-	last := tail.Recent(3)
+	all, seq, missed := tail.Since(0, nil, 0)
+	require.EqualValues(t, 250, seq)
+	require.True(t, missed, "the first 50 left the ring")
+	require.Len(t, all, RingSize)
+	require.Equal(t, 50, seqOf(t, all[0]))
+	require.Equal(t, 249, seqOf(t, all[RingSize-1]))
+	last, _, _ := tail.Since(0, nil, 3)
 	require.Equal(t, []int{247, 248, 249}, []int{seqOf(t, last[0]), seqOf(t, last[1]), seqOf(t, last[2])})
-	jobs := tail.RecentMatching(10, func(e Entry) bool { return e.JobID == job })
-	require.Len(t, jobs, 4) // 100, 150, 200 and 50
-	require.Equal(t, 50, seqOf(t, jobs[0]))
+	mine, _, _ := tail.Since(0, func(e Entry) bool { return e.JobID == job }, 10)
+	require.Len(t, mine, 4) // 50, 100, 150 and 200; 0 has left the ring
+	require.Equal(t, 50, seqOf(t, mine[0]))
 
 	require.NoError(t, lg.Close())
-	n := 0
-	for range other {
-		n++
-	}
-	require.Equal(t, 250, n, "Close ends subscriptions after delivering what was buffered")
-	cancelOther()
-	after, _ := tail.Subscribe(nil, 1)
-	_, open = <-after
-	require.False(t, open, "subscribing to a closed tail yields a closed channel")
-}
-
-func TestTailPublishDirect(t *testing.T) {
-	t.Parallel()
-	tail := NewTail()
-	ch, cancel := tail.Subscribe(nil, 1)
-	defer cancel()
-	tail.Publish(Entry{Msg: "a"})
-	tail.Publish(Entry{Msg: "b"}) // buffer full: dropped
-	require.Equal(t, "a", (<-ch).Msg)
-	_, open := <-ch
-	require.False(t, open)
-	require.Equal(t, []Entry{{Msg: "a"}, {Msg: "b"}}, tail.Recent(5))
+	lg.Slog().Info("after close")
+	after, _, _ := tail.Since(seq, nil, 0)
+	require.Len(t, after, 1, "the tail outlives the file")
+	require.Equal(t, "after close", after[0].Msg)
 }
 
 // Many goroutines log (forcing rotations) while readers page through the
-// log and tail subscribers come and go; run with -race.
+// log and the live page polls the tail; run with -race.
 func TestConcurrentLoggingReadingTailing(t *testing.T) {
 	t.Parallel()
 	lg := newFileLogger(t, Config{MaxSizeMB: 1, MaxBackups: 3})
@@ -183,15 +114,9 @@ func TestConcurrentLoggingReadingTailing(t *testing.T) {
 				return
 			default:
 			}
-			ch, cancel := lg.Tail().Subscribe(nil, 4)
-			for i := 0; i < 3; i++ {
-				select {
-				case <-ch:
-				case <-time.After(10 * time.Millisecond):
-				}
-			}
-			cancel()
-			_ = lg.Tail().Recent(10)
+			_, seq, _ := lg.Tail().Since(0, nil, 10)
+			time.Sleep(time.Millisecond)
+			_, _, _ = lg.Tail().Since(seq, nil, 0)
 		}
 	}()
 

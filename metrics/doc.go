@@ -4,8 +4,8 @@
 // A Metrics is fed from three kinds of places:
 //
 //   - hot-path observations: ObserveEvents (every state change this process
-//     commits, best wired through Tee around the store's event sink),
-//     ObserveRun (one call per finished handler run) and ObservePickup;
+//     commits, best wired through Tee around the store's event sink) and
+//     ObserveRun (one call per finished handler run);
 //   - maintenance loops: ObserveReaped (the reaper's moves) and
 //     ObservePromoted (the promoter's count);
 //   - values read at scrape time from callbacks: jobs per state and queue
@@ -72,10 +72,6 @@
 //   - a job cancelled, binned or purged while still scheduled or blocked is
 //     never counted as enqueued (but is counted as finished{cancelled});
 //   - a delayed job is counted when it becomes due, not when it was created.
-//
-// For an exact count of created jobs, call ObserveEnqueued where jobs are
-// inserted; from its first call on, ObserveEvents stops inferring enqueues
-// so that the two never count the same job.
 //
 // flint_jobs_finished_total counts job-level transitions, not runs: a job
 // replayed from the DLQ that then succeeds counts dead_letter once and

@@ -76,10 +76,6 @@ type Metrics struct {
 	states *stateCollector
 	redis  *redisCollector
 
-	// explicitEnqueues is set by the first ObserveEnqueued call; from then
-	// on ObserveEvents no longer infers enqueues.
-	explicitEnqueues atomic.Bool
-
 	mu        sync.Mutex // guards the lazy registrations below
 	eventFns  atomic.Pointer[[2]func() uint64]
 	eventsReg bool
@@ -240,7 +236,6 @@ func (t tee) Publish(events []jobs.Event) {
 // documentation for the rules and their limits. Events with a zero time
 // (ready-queue re-scores after aging, not state changes) are ignored.
 func (m *Metrics) ObserveEvents(events []jobs.Event) {
-	inferEnqueues := !m.explicitEnqueues.Load()
 	// Consecutive events usually share type and queue: reuse the child.
 	var (
 		lastEnq    key2
@@ -259,7 +254,7 @@ func (m *Metrics) ObserveEvents(events []jobs.Event) {
 		finOutcome = ""
 		switch e.Status {
 		case jobs.StateQueued:
-			if inferEnqueues && e.Attempt == 0 {
+			if e.Attempt == 0 {
 				if k := (key2{e.Type, e.Queue}); lastEnqC == nil || k != lastEnq {
 					lastEnq, lastEnqC = k, m.enqueued.get(k)
 				}
@@ -293,19 +288,6 @@ func (m *Metrics) ObserveEvents(events []jobs.Event) {
 	}
 }
 
-// ObserveEnqueued counts created jobs exactly; pass only jobs actually
-// inserted (not the existing job an idempotency key returned). From its
-// first call on, ObserveEvents stops inferring enqueues from events, so
-// wire one or the other, not both.
-func (m *Metrics) ObserveEnqueued(js []*jobs.Job) {
-	m.explicitEnqueues.Store(true)
-	for _, j := range js {
-		if j != nil {
-			m.enqueued.get(key2{j.Type, j.Queue}).Inc()
-		}
-	}
-}
-
 // ObserveRun records one finished handler run: its type, how it ended
 // (succeeded, failed, cancelled or interrupted; anything else is recorded as
 // "other") and how long the handler ran.
@@ -317,14 +299,6 @@ func (m *Metrics) ObserveRun(jobType string, outcome jobs.Outcome, d time.Durati
 		o = "other"
 	}
 	m.duration.get(key2{jobType, o}).Observe(max(d, 0).Seconds())
-}
-
-// ObservePickup records the time from a job becoming due (its run_at) to
-// its claim. ObserveEvents already records it from claim events (running);
-// call this only for claims that do not reach ObserveEvents. Negative
-// durations (clock skew between the database and this host) count as 0.
-func (m *Metrics) ObservePickup(queue string, d time.Duration) {
-	m.pickup.get(queue).Observe(max(d, 0).Seconds())
 }
 
 // ObserveReaped counts the reaper's moves: each is an expired lease, counted
@@ -360,24 +334,6 @@ func (m *Metrics) ObservePromoted(n int) {
 // each known state without a count is reported as 0, so series do not
 // vanish when a state empties.
 func (m *Metrics) SetStateSource(src StateSource) { m.states.setSource(src) }
-
-// StatesFromStats adapts a jobs.Stats reader (such as the store's Stats) into
-// a StateSource.
-func StatesFromStats(stats func(context.Context) (*jobs.Stats, error)) StateSource {
-	return func(ctx context.Context) (map[[2]string]int64, error) {
-		st, err := stats(ctx)
-		if err != nil {
-			return nil, err
-		}
-		out := map[[2]string]int64{}
-		for queue, byState := range st.ByQueue {
-			for state, n := range byState {
-				out[[2]string{state, queue}] += n
-			}
-		}
-		return out, nil
-	}
-}
 
 // SetRedisState sets the callback read at scrape time for flint_redis_up:
 // "ok" is 1, "down" is 0, and "disabled" (or anything else, or no

@@ -121,7 +121,9 @@ func TestExposition(t *testing.T) {
 	}
 	m.ObserveRun("report", jobs.OutcomeInterrupted, 20*time.Minute) // beyond the last bucket
 	m.ObserveRun("report", "weird", time.Second)
-	m.ObservePickup("reports", -time.Second) // clock skew: counted as 0
+	// A claim stamped before its run_at (clock skew): counted as 0.
+	claimed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m.ObserveEvents([]jobs.Event{{Status: jobs.StateRunning, Type: "report", Queue: "reports", Attempt: 3, RunAt: claimed.Add(time.Second), At: claimed}})
 
 	reapedID := uuid.New()
 	ids = append(ids, reapedID)
@@ -337,18 +339,6 @@ func TestStateSourceErrorsDoNotBreakTheScrape(t *testing.T) {
 	require.Equal(t, 2.0, s["flint_metrics_source_errors_total"])
 }
 
-func TestStatesFromStats(t *testing.T) {
-	t.Parallel()
-	src := StatesFromStats(func(context.Context) (*jobs.Stats, error) {
-		return &jobs.Stats{ByQueue: map[string]map[string]int64{"default": {"queued": 4, "running": 1}, "mail": {"scheduled": 2}}}, nil
-	})
-	got, err := src(context.Background())
-	require.NoError(t, err)
-	require.Equal(t, map[[2]string]int64{{"queued", "default"}: 4, {"running", "default"}: 1, {"scheduled", "mail"}: 2}, got)
-	_, err = StatesFromStats(func(context.Context) (*jobs.Stats, error) { return nil, errors.New("boom") })(context.Background())
-	require.Error(t, err)
-}
-
 func TestRedisState(t *testing.T) {
 	t.Parallel()
 	m := New("dev")
@@ -393,15 +383,6 @@ func TestProtected(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, "an empty token disables the check")
 }
 
-func TestObserveEnqueuedTurnsInferenceOff(t *testing.T) {
-	t.Parallel()
-	m := New("dev")
-	m.ObserveEvents([]jobs.Event{{Status: jobs.StateQueued, Type: "t", Queue: "q", At: time.Now()}})
-	m.ObserveEnqueued([]*jobs.Job{{Type: "t", Queue: "q", Status: jobs.StateScheduled}, nil, {Type: "t", Queue: "q"}})
-	m.ObserveEvents([]jobs.Event{{Status: jobs.StateQueued, Type: "t", Queue: "q", At: time.Now()}})
-	require.Equal(t, 3.0, testutil.ToFloat64(m.enqueued.get(key2{"t", "q"})))
-}
-
 func TestCardinalityIsCapped(t *testing.T) {
 	t.Parallel()
 	m := New("dev")
@@ -420,7 +401,7 @@ func TestCardinalityIsCapped(t *testing.T) {
 	require.Equal(t, 4.0*500, testutil.ToFloat64(m.enqueued.get(key2{"t", "q" + strconv.Itoa(n-1)})))
 	require.Equal(t, 2.0, testutil.ToFloat64(m.enqueued.get(key2{"t", "q0"})))
 	// Invalid UTF-8 does not panic.
-	m.ObservePickup("bad\xff", time.Millisecond)
+	m.ObserveEvents([]jobs.Event{{Status: jobs.StateRunning, Type: "t", Queue: "bad\xff", RunAt: now, At: now.Add(time.Millisecond)}})
 	_, err := m.Registry().Gather()
 	require.NoError(t, err)
 }

@@ -60,11 +60,6 @@ const (
 	BenchMixed   = "mixed"
 )
 
-// BenchOps lists the operations in the order RunBench reports them.
-func BenchOps() []string {
-	return []string{BenchInsert, BenchPop, BenchRescore, BenchCancel, BenchMixed}
-}
-
 // RunBench measures every algorithm at every size on the same seeded
 // workload, one operation kind (phase) at a time:
 //
@@ -336,7 +331,8 @@ type benchPhase struct {
 	check func(ix Index) error // after the ops, optional
 }
 
-// phases returns the phases for one algorithm, in BenchOps order.
+// phases returns the phases for one algorithm, in the order of the Bench*
+// constants above.
 func (wl *workload) phases(alg string) []benchPhase {
 	newIx := func() Index {
 		ix, err := NewIndex(alg, benchStart)

@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"bytes"
-	"cmp"
 	"fmt"
 	"math"
 	"time"
@@ -34,8 +33,9 @@ type Index interface {
 	// Remove cancels the entry with this ID; false when absent.
 	Remove(id uuid.UUID) bool
 	// PopDue removes and returns up to max entries with RunAt <= now,
-	// ordered by (Priority, RunAt, CreatedAt, ID); see Less. The rest stay
-	// for the next call. It returns nil when nothing is due or max <= 0.
+	// in claim order: lower Priority, then earlier RunAt, then earlier
+	// CreatedAt, then the ID's bytes (see lessNode). The rest stay for the
+	// next call. It returns nil when nothing is due or max <= 0.
 	PopDue(now time.Time, max int) []Entry
 	// NextDue returns the earliest RunAt in the index (for sleeping until
 	// then). It may be conservative (earlier than the true earliest) but is
@@ -66,31 +66,6 @@ func NewIndex(strategy string, now time.Time) (Index, error) {
 		return newWheelIndex(now), nil
 	}
 	return nil, fmt.Errorf("unknown scheduling strategy %q (valid: %q, %q)", strategy, StrategyHeap, StrategyTimingWheel)
-}
-
-// Less reports whether a comes before b in claim order: lower Priority,
-// then earlier RunAt, then earlier CreatedAt, then the ID's bytes. Times are
-// compared as wall-clock instants (monotonic readings are ignored, so the
-// order is the same whatever clock produced them). A NaN priority sorts
-// before every number, as cmp.Compare has it, so the order stays total.
-func Less(a, b Entry) bool {
-	if c := cmp.Compare(a.Priority, b.Priority); c != 0 {
-		return c < 0
-	}
-	if c := compareInstant(a.RunAt, b.RunAt); c != 0 {
-		return c < 0
-	}
-	if c := compareInstant(a.CreatedAt, b.CreatedAt); c != 0 {
-		return c < 0
-	}
-	return bytes.Compare(a.ID[:], b.ID[:]) < 0
-}
-
-func compareInstant(a, b time.Time) int {
-	if c := cmp.Compare(a.Unix(), b.Unix()); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Nanosecond(), b.Nanosecond())
 }
 
 // node is an entry as the strategies store it: the sort key in a form that
@@ -148,7 +123,11 @@ func prioKey(f float64) uint64 {
 	return b | 1<<63
 }
 
-// lessNode is Less on nodes.
+// lessNode reports whether a comes before b in claim order: lower
+// Priority, then earlier RunAt, then earlier CreatedAt, then the ID's bytes.
+// Times compare as wall-clock instants (monotonic readings are ignored, so
+// the order is the same whatever clock produced them). A NaN priority sorts
+// before every number, as cmp.Compare has it, so the order stays total.
 func lessNode(a, b *node) bool {
 	if a.prio != b.prio {
 		return a.prio < b.prio

@@ -138,7 +138,6 @@ type Pool struct {
 	queues   map[string]bool  // nil means all
 	stopJobs context.CancelCauseFunc
 	jobsCtx  context.Context
-	done     chan struct{}
 	started  atomic.Bool
 	inFlight sync.WaitGroup // worker goroutines
 	// finMu guards sending on finishes against its closing: senders hold
@@ -178,7 +177,6 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		notify:   make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
-		done:     make(chan struct{}),
 	}
 	if len(cfg.Queues) > 0 {
 		p.queues = map[string]bool{}
@@ -227,9 +225,6 @@ func (p *Pool) Running() int {
 	return n
 }
 
-// Done is closed when Run has returned.
-func (p *Pool) Done() <-chan struct{} { return p.done }
-
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
@@ -244,7 +239,6 @@ func (p *Pool) Run(ctx context.Context) error {
 	if !p.started.CompareAndSwap(false, true) {
 		return errors.New("worker pool: Run called twice")
 	}
-	defer close(p.done)
 	p.logger.InfoContext(ctx, "worker pool started", "workers", p.cfg.Workers, "queues", p.cfg.Queues)
 
 	finisherDone := make(chan struct{})
