@@ -692,6 +692,12 @@ type DeleteJob200JSONResponseBody struct {
 	union json.RawMessage
 }
 
+// ReplayJobJSONBody defines parameters for ReplayJob.
+type ReplayJobJSONBody struct {
+	// Payload the JSON object the job runs with from now on
+	Payload map[string]interface{} `json:"payload"`
+}
+
 // ListLogsParams defines parameters for ListLogs.
 type ListLogsParams struct {
 	// Level minimum level: debug, info, warn, error
@@ -784,6 +790,9 @@ type EnqueueJobJSONRequestBody = EnqueueRequest
 
 // EnqueueJobsJSONRequestBody defines body for EnqueueJobs for application/json ContentType.
 type EnqueueJobsJSONRequestBody EnqueueJobsJSONBody
+
+// ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
+type ReplayJobJSONRequestBody ReplayJobJSONBody
 
 // UpdateSettingsJSONRequestBody defines body for UpdateSettings for application/json ContentType.
 type UpdateSettingsJSONRequestBody = Settings
@@ -1142,6 +1151,20 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ReplayJob Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJob(ctx context.Context, id openapi_types.UUID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RestoreJob Restore a job from the bin
 	//
@@ -1508,6 +1531,40 @@ func (c *Client) CancelJob(ctx context.Context, id openapi_types.UUID, reqEditor
 // Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewExplainJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *Client) ReplayJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ReplayJob Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *Client) ReplayJob(ctx context.Context, id openapi_types.UUID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewReplayJobRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2605,6 +2662,53 @@ func NewExplainJobRequest(server string, id openapi_types.UUID) (*http.Request, 
 	return req, nil
 }
 
+// NewReplayJobRequest calls the generic ReplayJob builder with application/json body
+func NewReplayJobRequest(server string, id openapi_types.UUID, body ReplayJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewReplayJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewReplayJobRequestWithBody constructs an http.Request for the ReplayJob method, with any body, and a specified content type
+func NewReplayJobRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/replay", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewRestoreJobRequest constructs an http.Request for the RestoreJob method
 func NewRestoreJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
 	var err error
@@ -3555,6 +3659,20 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
+
+	// ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error)
+
+	// ReplayJobWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+	ReplayJobWithResponse(ctx context.Context, id openapi_types.UUID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error)
 
 	// RestoreJobWithResponse Restore a job from the bin
 	//
@@ -4552,6 +4670,95 @@ func (r ExplainJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ExplainJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ReplayJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Job           Job                    `json:"job"`
+		PayloadBefore map[string]interface{} `json:"payload_before"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ReplayJobResponse) GetJSON200() *struct {
+	Job           Job                    `json:"job"`
+	PayloadBefore map[string]interface{} `json:"payload_before"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ReplayJobResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ReplayJobResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ReplayJobResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r ReplayJobResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ReplayJobResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ReplayJobResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r ReplayJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ReplayJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ReplayJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ReplayJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5948,6 +6155,32 @@ func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id ope
 	return ParseExplainJobResponse(rsp)
 }
 
+// ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *ClientWithResponses) ReplayJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error) {
+	rsp, err := c.ReplayJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayJobResponse(rsp)
+}
+
+// ReplayJobWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
+func (c *ClientWithResponses) ReplayJobWithResponse(ctx context.Context, id openapi_types.UUID, body ReplayJobJSONRequestBody, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error) {
+	rsp, err := c.ReplayJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseReplayJobResponse(rsp)
+}
+
 // RestoreJobWithResponse Restore a job from the bin
 //
 // Returns a wrapper object for the known response body format(s).
@@ -6869,6 +7102,77 @@ func ParseExplainJobResponse(rsp *http.Response) (*ExplainJobResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseReplayJobResponse parses an HTTP response from a ReplayJobWithResponse call
+func ParseReplayJobResponse(rsp *http.Response) (*ReplayJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ReplayJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Job           Job                    `json:"job"`
+			PayloadBefore map[string]interface{} `json:"payload_before"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 

@@ -350,6 +350,48 @@ func (s *server) getJob(c *fiber.Ctx) error {
 	return c.JSON(d)
 }
 
+// replayRequest is the body of POST /api/v1/jobs/{id}/replay.
+type replayRequest struct {
+	Payload json.RawMessage `json:"payload"`
+}
+
+// replayJob handles POST /api/v1/jobs/{id}/replay: a dead-letter job gets a
+// new payload and runs again; the audit trail keeps the old one.
+func (s *server) replayJob(c *fiber.Ctx) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	var req replayRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if p := bytes.TrimSpace(req.Payload); len(p) == 0 || string(p) == "null" {
+		return invalid("payload", "is required: the JSON object the job should run with")
+	}
+	j, old, err := s.editAndReplay(c, id, req.Payload)
+	if err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"job": j, "payload_before": old})
+}
+
+// editAndReplay validates payload for the job's type and replays the job
+// with it.
+func (s *server) editAndReplay(c *fiber.Ctx, id uuid.UUID, payload json.RawMessage) (*jobs.Job, json.RawMessage, error) {
+	ctx := c.UserContext()
+	cur, err := s.store.GetJob(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	clean, err := s.registry.CheckPayload(cur.Type, payload)
+	if err != nil {
+		return nil, nil, err
+	}
+	old, j, err := s.store.EditAndReplay(ctx, id, clean, auditActor(c))
+	return j, old, err
+}
+
 // explainJob handles GET /api/v1/jobs/{id}/explain: why the job is where
 // it is, from the database's facts.
 func (s *server) explainJob(c *fiber.Ctx) error {

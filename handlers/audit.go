@@ -26,16 +26,24 @@ func (s *server) audit(c *fiber.Ctx, action string, details any, ids ...uuid.UUI
 	if s.auditStore == nil {
 		return
 	}
-	e := jobs.AuditEntry{Action: action, IP: c.IP(), Source: "api", Actor: "api key"}
-	if u, ok := c.Locals(userKey).(auth.User); ok {
-		e.Source, e.Actor = "dashboard", u.Email
-	}
+	e := auditActor(c)
+	e.Action = action
 	if details != nil {
 		e.Details, _ = json.Marshal(details)
 	}
 	if err := s.auditStore.RecordAudit(c.UserContext(), e, ids...); err != nil {
 		s.logger.ErrorContext(c.UserContext(), "recording an audit entry failed", "component", "audit", "action", action, "error", err)
 	}
+}
+
+// auditActor is who acts in this request, for the audit trail: the
+// signed-in user on the dashboard, the API key otherwise.
+func auditActor(c *fiber.Ctx) jobs.AuditEntry {
+	e := jobs.AuditEntry{IP: c.IP(), Source: "api", Actor: "api key"}
+	if u, ok := c.Locals(userKey).(auth.User); ok {
+		e.Source, e.Actor = "dashboard", u.Email
+	}
+	return e
 }
 
 // auditQuery reads job_id, before and limit.

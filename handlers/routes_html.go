@@ -48,6 +48,8 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodPost, "/jobs/new", s.createJob)
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
 	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
+	priv(fiber.MethodGet, "/jobs/:id/edit", s.replayPage)
+	priv(fiber.MethodPost, "/jobs/:id/edit", s.replaySubmit)
 	for _, a := range jobActions {
 		priv(fiber.MethodPost, "/jobs/:id/"+string(a), s.jobActionHTML(a))
 	}

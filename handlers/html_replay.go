@@ -1,0 +1,110 @@
+// Edit and replay: a dead-letter job's payload edited, the change shown
+// as a diff, and the job replayed once the operator confirms.
+
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+	"flint/views"
+)
+
+const notInDLQ = "Only a job in the dead-letter queue can be edited and replayed; this one is %s."
+
+// replayPage shows the editor for a dead-letter job, or why there is none.
+func (s *server) replayPage(c *fiber.Ctx) error {
+	j, err := s.replayJobOf(c)
+	if j == nil {
+		return err
+	}
+	f := views.ReplayForm{Job: j, Payload: views.PrettyJSON(j.Payload)}
+	if !replayable(j) {
+		f.Refused, f.Error = true, replayRefusal(j)
+	}
+	return render(c, http.StatusOK, views.ReplayPage(s.chrome(c, "Edit and replay "+views.ShortID(j.ID), "dlq", false), f))
+}
+
+// replaySubmit handles the form's three steps: preview (validate, show the
+// diff), edit (back to the editor) and replay (validate again, replay).
+func (s *server) replaySubmit(c *fiber.Ctx) error {
+	j, err := s.replayJobOf(c)
+	if j == nil {
+		return err
+	}
+	f := views.ReplayForm{Job: j, Payload: c.FormValue("payload")}
+	if !replayable(j) {
+		f.Refused, f.Error = true, replayRefusal(j)
+		return render(c, http.StatusConflict, views.ReplayFormPartial(f))
+	}
+	step := c.FormValue("step")
+	if step == "edit" {
+		return render(c, http.StatusOK, views.ReplayFormPartial(f))
+	}
+	if strings.TrimSpace(f.Payload) == "" || strings.TrimSpace(f.Payload) == "null" {
+		f.Error = "The payload is empty: give the JSON object the job should run with, {} for none."
+		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
+	}
+	clean, err := s.registry.CheckPayload(j.Type, []byte(f.Payload))
+	var ve *jobs.ValidationError
+	if errors.As(err, &ve) {
+		f.Error = "The payload " + ve.Message + "."
+		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
+	}
+	if err != nil {
+		return err
+	}
+	switch step {
+	case "preview":
+		f.Preview = true
+		f.Diff = views.LineDiff(views.CanonicalJSON(j.Payload), views.CanonicalJSON(clean))
+		return render(c, http.StatusOK, views.ReplayFormPartial(f))
+	case "replay":
+		_, _, err := s.store.EditAndReplay(c.UserContext(), j.ID, clean, auditActor(c))
+		var te *jobs.TransitionError
+		if errors.As(err, &te) {
+			f.Refused, f.Error = true, err.Error()
+			return render(c, http.StatusConflict, views.ReplayFormPartial(f))
+		}
+		if err != nil {
+			return err
+		}
+		toast(c, "Replayed with the edited payload", toastOK)
+		return redirectHX(c, "/jobs/"+j.ID.String())
+	default:
+		f.Error = `Choose "Show the changes" first.`
+		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
+	}
+}
+
+// replayJobOf reads the job named in the path; a nil job means the
+// response (404) has been written or err says what failed.
+func (s *server) replayJobOf(c *fiber.Ctx) (*jobs.Job, error) {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return nil, s.notFound(c)
+	}
+	j, err := s.store.GetJob(c.UserContext(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, s.notFound(c)
+	}
+	return j, err
+}
+
+func replayable(j *jobs.Job) bool {
+	return j.DeletedAt == nil && slices.Contains(jobs.ReplayFrom, j.Status)
+}
+
+func replayRefusal(j *jobs.Job) string {
+	if j.DeletedAt != nil {
+		return "This job is in the bin; restore it first."
+	}
+	return fmt.Sprintf(notInDLQ, j.Status)
+}
