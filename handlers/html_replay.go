@@ -34,6 +34,9 @@ func (s *server) replayPage(c *fiber.Ctx) error {
 
 // replaySubmit handles the form's three steps: preview (validate, show the
 // diff), edit (back to the editor) and replay (validate again, replay).
+// What cannot be done comes back in the form with status 422, which the
+// dashboard's htmx swaps in (the API answers 409 for a job outside the
+// DLQ).
 func (s *server) replaySubmit(c *fiber.Ctx) error {
 	j, err := s.replayJobOf(c)
 	if j == nil {
@@ -42,7 +45,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 	f := views.ReplayForm{Job: j, Payload: c.FormValue("payload")}
 	if !replayable(j) {
 		f.Refused, f.Error = true, replayRefusal(j)
-		return render(c, http.StatusConflict, views.ReplayFormPartial(f))
+		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
 	}
 	step := c.FormValue("step")
 	if step == "edit" {
@@ -55,7 +58,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 	clean, err := s.registry.CheckPayload(j.Type, []byte(f.Payload))
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
-		f.Error = "The payload " + ve.Message + "."
+		f.Error = "Payload: " + ve.Message + "."
 		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
 	}
 	if err != nil {
@@ -71,7 +74,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 		var te *jobs.TransitionError
 		if errors.As(err, &te) {
 			f.Refused, f.Error = true, err.Error()
-			return render(c, http.StatusConflict, views.ReplayFormPartial(f))
+			return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
 		}
 		if err != nil {
 			return err

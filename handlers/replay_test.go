@@ -129,7 +129,7 @@ func TestReplayInTheDashboard(t *testing.T) {
 
 	// Once out of the DLQ, the form refuses.
 	p = b.hx(t, http.MethodPost, base+"/edit", url.Values{"step": {"replay"}, "payload": {`{}`}}, "replay-form")
-	require.Equal(t, http.StatusConflict, p.status)
+	require.Equal(t, http.StatusUnprocessableEntity, p.status)
 	require.Contains(t, p.body, "Only a job in the dead-letter queue can be edited and replayed")
 }
 

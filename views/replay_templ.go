@@ -100,7 +100,7 @@ func ReplayPage(c Chrome, f ReplayForm) templ.Component {
 }
 
 // ReplayFormPartial is the editor, then the diff to confirm; errors come
-// back in it with status 422 (bad JSON) or 409 (not in the DLQ).
+// back in it with status 422.
 func ReplayFormPartial(f ReplayForm) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context

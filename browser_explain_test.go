@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+)
+
+// explainShape is the job page's "why" panel as the browser shows it.
+type explainShape struct {
+	Panels  int      `json:"panels"`
+	Heading string   `json:"heading"`
+	Codes   []string `json:"codes"`
+	Links   []string `json:"links"`
+}
+
+const explainReport = `(() => {
+	const p = document.querySelectorAll('#job-live [data-testid="explain"]');
+	const first = p[0];
+	return {
+		panels: p.length,
+		heading: first ? first.querySelector('h2').textContent.trim() : '',
+		codes: first ? [...first.querySelectorAll('li[data-reason]')].map(li => li.dataset.reason) : [],
+		links: first ? [...first.querySelectorAll('li a')].map(a => a.getAttribute('href')) : [],
+	};
+})()`
+
+// TestJobPageExplainsLive opens the page of a job blocked on another one,
+// sees why, and watches the reason change without a reload when the job it
+// waits for is cancelled. FLINT_SCREENSHOTS=dir saves the page at 1400 and
+// 375 px.
+func TestJobPageExplainsLive(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	later := time.Now().Add(time.Hour)
+	parent, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", RunAt: &later})
+	require.NoError(t, err)
+	child, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "report.build", DependsOn: []uuid.UUID{parent[0].Job.ID}})
+	require.NoError(t, err)
+	pid, cid := parent[0].Job.ID, child[0].Job.ID
+
+	within(t, ctx, 20*time.Second, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(rig.base+"/jobs/"+cid.String()),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="explain"]`)))
+	waitLive(t, ctx, 10*time.Second)
+	s := eval[explainShape](t, ctx, explainReport)
+	require.Equal(t, 1, s.Panels)
+	require.Equal(t, "Why it is blocked", s.Heading)
+	require.Equal(t, []string{"blocked", "unknown_type"}, s.Codes, "report.build has no handler here")
+	require.Equal(t, []string{"/jobs/" + pid.String()}, s.Links)
+	shoot(t, ctx, "explain-blocked")
+
+	_, err = rig.store.CancelJob(bg, pid)
+	require.NoError(t, err)
+	waitJS(t, ctx, `[...document.querySelectorAll('#job-live [data-testid="explain"] li[data-reason]')].map(li => li.dataset.reason).join() === 'cancelled_by_dependency'`, 15*time.Second)
+	s = eval[explainShape](t, ctx, explainReport)
+	require.Equal(t, 1, s.Panels, "the live swap replaced the panel rather than adding one")
+	require.Equal(t, "Why it is cancelled", s.Heading)
+	require.Equal(t, []string{"/jobs/" + pid.String()}, s.Links)
+	require.LessOrEqual(t, eval[int](t, ctx, `document.documentElement.scrollWidth`), 1400)
+	shoot(t, ctx, "explain-cancelled")
+}
+
+// shoot saves the page at 1400 and 375 px wide when FLINT_SCREENSHOTS names
+// a directory, and checks that it does not scroll sideways at either.
+func shoot(t *testing.T, ctx context.Context, name string) {
+	t.Helper()
+	dir := os.Getenv("FLINT_SCREENSHOTS")
+	for _, w := range []int64{1400, 375} {
+		within(t, ctx, 10*time.Second, chromedp.EmulateViewport(w, 900))
+		require.LessOrEqual(t, eval[int](t, ctx, `document.documentElement.scrollWidth`), int(w), "%s at %d px scrolls sideways", name, w)
+		if dir == "" {
+			continue
+		}
+		c, cancel := context.WithTimeout(ctx, 20*time.Second)
+		png, err := chromedp.Run(c, chromedp.FullScreenshot(100))
+		cancel()
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name+"-"+strconv.Itoa(int(w))+".png"), png, 0o644))
+	}
+	within(t, ctx, 10*time.Second, chromedp.EmulateViewport(1400, 900))
+}
+
+// TestEditAndReplayInABrowser edits a dead-letter job's payload from its
+// page, previews the change and replays it.
+func TestEditAndReplayInABrowser(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	zero := 0
+	res, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "fail", MaxRetries: &zero,
+		Payload: []byte(`{"message":"disk full"}`)})
+	require.NoError(t, err)
+	id := res[0].Job.ID
+	waitStatus(t, rig.store, id, jobs.StateDeadLetter)
+
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs/"+id.String()),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="action-edit-replay"]`)),
+		chromedp.Click(chromedp.CSS(`[data-testid="action-edit-replay"]`)))
+	within(t, ctx, 20*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="replay-payload"]`)),
+		chromedp.SetValue(chromedp.CSS(`[data-testid="replay-payload"]`), `{"message": "disk almost full"}`))
+	within(t, ctx, 20*time.Second,
+		chromedp.Click(chromedp.CSS(`[data-testid="replay-preview"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`pre[data-testid="replay-diff"]`)))
+	diff := eval[[]string](t, ctx, `[...document.querySelectorAll('[data-testid="replay-diff"] span:not(.diff-same)')].map(s => s.textContent.trim())`)
+	require.Equal(t, []string{`-   "message": "disk full"`, `+   "message": "disk almost full"`}, diff)
+	shoot(t, ctx, "replay-diff")
+	require.Equal(t, jobs.StateDeadLetter, mustGet(t, rig, id).Status, "a preview changes nothing")
+
+	within(t, ctx, 20*time.Second,
+		chromedp.Click(chromedp.CSS(`[data-testid="replay-confirm"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="explain"]`)),
+	)
+	require.Equal(t, "/jobs/"+id.String(), eval[string](t, ctx, `location.pathname`))
+	j := mustGet(t, rig, id)
+	require.JSONEq(t, `{"message": "disk almost full"}`, string(j.Payload))
+	require.NotEqual(t, jobs.StateDeadLetter, j.Status)
+}
+
+func mustGet(t *testing.T, rig *dashboardRig, id uuid.UUID) *jobs.Job {
+	t.Helper()
+	j, err := rig.store.GetJob(context.Background(), id)
+	require.NoError(t, err)
+	return j
+}
