@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -191,13 +190,5 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 // replaces invalid UTF-8 and drops NUL bytes, none of which PostgreSQL text
 // can hold.
 func truncate(s string, n int) string {
-	s = strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut] + "… (truncated)"
-	}
-	return s
+	return jobs.TruncateBytes(strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD"), n, "… (truncated)")
 }

@@ -7,7 +7,6 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -221,17 +220,4 @@ func hasNUL(raw []byte) bool {
 			return true
 		}
 	}
-}
-
-// CleanText reports whether s is valid UTF-8 without control characters.
-func CleanText(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
 }

@@ -127,7 +127,7 @@ func explainDeadLetter(f ExplainFacts) Reason {
 	}
 	msg := fmt.Sprintf("In the dead-letter queue since %s, %s.", stamp(at), why)
 	if j.LastError != nil && *j.LastError != "" {
-		msg += " Last error: " + clip(*j.LastError, 300)
+		msg += " Last error: " + TruncateBytes(*j.LastError, 300, "…")
 	}
 	return Reason{Code: "dead_letter", Message: msg, At: &at}
 }
@@ -149,7 +149,7 @@ func explainCancelled(f ExplainFacts) Reason {
 	default:
 		msg := fmt.Sprintf("Cancelled at %s", stamp(at))
 		if j.LastError != nil && *j.LastError != "" {
-			msg += " by its handler: " + clip(*j.LastError, 300)
+			msg += " by its handler: " + TruncateBytes(*j.LastError, 300, "…")
 		}
 		return Reason{Code: "cancelled", Message: msg + ".", At: &at}
 	}
@@ -193,7 +193,7 @@ func explainScheduled(f ExplainFacts) Reason {
 	in := j.RunAt.Sub(f.Now).Round(time.Second)
 	if j.Attempt > 0 && j.LastError != nil {
 		return reasonAt("retry_backoff", j.RunAt, "Attempt %d of %d failed; retry %d runs at %s (in %s). Error: %s",
-			j.Attempt, j.MaxRetries+1, j.Attempt+1, stamp(j.RunAt), in, clip(*j.LastError, 300))
+			j.Attempt, j.MaxRetries+1, j.Attempt+1, stamp(j.RunAt), in, TruncateBytes(*j.LastError, 300, "…"))
 	}
 	if j.ScheduleID != nil {
 		return reasonAt("waiting_for_run_at", j.RunAt, "The next occurrence of a recurring series; it runs at %s (in %s).",
@@ -277,14 +277,3 @@ func plural(n int, one, many string) string {
 // (the first ones of a UUIDv7 are its timestamp, alike for jobs created
 // together).
 func ShortID(id uuid.UUID) string { s := id.String(); return s[len(s)-8:] }
-
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	cut := n
-	for cut > 0 && s[cut]&0xC0 == 0x80 {
-		cut--
-	}
-	return s[:cut] + "…"
-}

@@ -183,10 +183,8 @@ func checkHeader(name, value string) error {
 	if len(value) > httpMaxHeaderValueLen {
 		return fmt.Errorf(`"headers": value of %s must be at most %d bytes`, name, httpMaxHeaderValueLen)
 	}
-	for i := 0; i < len(value); i++ {
-		if c := value[i]; c < 0x20 && c != '\t' || c == 0x7f {
-			return fmt.Errorf(`"headers": value of %s must not contain CR, LF, NUL or other control characters`, name)
-		}
+	if HasControl(value) {
+		return fmt.Errorf(`"headers": value of %s must not contain CR, LF, NUL or other control characters`, name)
 	}
 	return nil
 }

@@ -162,18 +162,6 @@ func validateBody(field, s string) error {
 	return nil
 }
 
-// HasControl reports whether s holds a C0 control character other than
-// tab, or DEL. CR, LF and NUL are among them: none belongs in a header, an
-// address or a URL.
-func HasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; (c < 0x20 && c != '\t') || c == 0x7f {
-			return true
-		}
-	}
-	return false
-}
-
 // sendEmailPayload is {"to": "a@b.c" | ["a@b.c", ...], "subject": "...",
 // "text": "...", "html": "..."}.
 type sendEmailPayload struct {

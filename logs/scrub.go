@@ -160,7 +160,7 @@ func Scrub(s string) string {
 		return s
 	}
 	if hasURL {
-		s = urlUserinfoRE.ReplaceAllString(s, "${1}${2}:"+Redacted+"@")
+		s = scrubUserinfo(s)
 	}
 	if hasSep && hasWord {
 		s = replaceKV(s)
@@ -170,6 +170,20 @@ func Scrub(s string) string {
 		s = replaceBasic(s)
 	}
 	return s
+}
+
+// ScrubUserinfo redacts the password in the user info of every URL in s,
+// keeping the user name as url.URL.Redacted does:
+// scheme://user:[REDACTED]@host. Scrub does this among the rest.
+func ScrubUserinfo(s string) string {
+	if !strings.Contains(s, "://") || strings.IndexByte(s, '@') < 0 {
+		return s
+	}
+	return scrubUserinfo(s)
+}
+
+func scrubUserinfo(s string) string {
+	return urlUserinfoRE.ReplaceAllString(s, "${1}${2}:"+Redacted+"@")
 }
 
 // looksBase64Credential keeps "basic configuration" while catching

@@ -94,6 +94,19 @@ func TestScrub(t *testing.T) {
 	}
 }
 
+func TestScrubUserinfo(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"dial smtp://bob:pw@mail:25 failed":           "dial smtp://bob:" + Redacted + "@mail:25 failed",
+		"smtp://bob:p@ss@mail and redis://:r@cache/0": "smtp://bob:" + Redacted + "@mail and redis://:" + Redacted + "@cache/0",
+		`parse "smtp://u:pw@h/%zz": invalid escape`:   `parse "smtp://u:` + Redacted + `@h/%zz": invalid escape`,
+		"postgres://postgres@db/app":                  "postgres://postgres@db/app", // no password
+		"mail bob@example.com":                        "mail bob@example.com",
+	} {
+		require.Equal(t, want, ScrubUserinfo(in), in)
+	}
+}
+
 func TestScrubJSON(t *testing.T) {
 	t.Parallel()
 	in := []byte(`{"to":"a@b.c","smtp":{"host":"mail","password":"mailpw"},"items":[{"token":"t1"},{"v":"x"}],` +

@@ -9,7 +9,6 @@ import (
 	"net"
 	netmail "net/mail"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +17,7 @@ import (
 	mail "github.com/wneessen/go-mail"
 
 	"flint/jobs"
+	"flint/logs"
 )
 
 // Defaults for SMTPConfig.
@@ -65,7 +65,7 @@ var _ jobs.Mailer = (*SMTPMailer)(nil)
 func NewSMTPMailer(cfg SMTPConfig) (*SMTPMailer, error) {
 	m := &SMTPMailer{timeout: cfg.Timeout}
 	if err := m.parseURL(cfg.URL); err != nil {
-		return nil, fmt.Errorf("SMTP URL: %s", scrubUserinfo(err.Error()))
+		return nil, fmt.Errorf("SMTP URL: %s", logs.ScrubUserinfo(err.Error()))
 	}
 	from := cfg.From
 	if from == "" {
@@ -364,7 +364,7 @@ func (m *SMTPMailer) fail(ctx context.Context, what string, err error) error {
 }
 
 // scrub removes the password from s, in plain and URL-escaped form, and
-// any user info written in a URL.
+// the password of any user info written in a URL.
 func (m *SMTPMailer) scrub(s string) string {
 	if m.password != "" {
 		for _, p := range []string{m.password, url.QueryEscape(m.password), url.PathEscape(m.password), url.UserPassword("", m.password).String()[1:]} {
@@ -373,14 +373,7 @@ func (m *SMTPMailer) scrub(s string) string {
 			}
 		}
 	}
-	return scrubUserinfo(s)
-}
-
-var userinfoPattern = regexp.MustCompile(`(?i)([a-z][a-z0-9+.-]*://)[^/?#\s@]*@`)
-
-// scrubUserinfo masks the user info of every URL in s.
-func scrubUserinfo(s string) string {
-	return userinfoPattern.ReplaceAllString(s, "${1}xxxxx@")
+	return logs.ScrubUserinfo(s)
 }
 
 // deliveryError is what SMTPMailer.Send returns. It keeps only scrubbed
