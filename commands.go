@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"flint/handlers"
+	"flint/jobs"
 	"flint/scheduler"
 )
 
@@ -45,24 +45,14 @@ func healthcheck(addr string) int {
 	return 0
 }
 
-// runBenchmark adapts the scheduler benchmark to the HTTP layer.
-func runBenchmark(ctx context.Context, n int, algorithm string) ([]handlers.BenchResult, error) {
+// runBenchmark runs the scheduler benchmark for the HTTP layer, which names
+// both strategies "both".
+func runBenchmark(ctx context.Context, n int, algorithm string) ([]jobs.BenchResult, error) {
 	var algs []string // none: both
 	if algorithm != "both" {
 		algs = []string{algorithm}
 	}
-	results, err := scheduler.RunBench(ctx, scheduler.BenchConfig{N: n, Algorithms: algs})
-	if err != nil {
-		return nil, err
-	}
-	var out []handlers.BenchResult
-	for _, r := range results {
-		for _, op := range r.Ops {
-			out = append(out, handlers.BenchResult{Algorithm: r.Algorithm, Size: r.Size, Op: op.Op,
-				NsPerOp: op.NsPerOp, AllocsPerOp: op.AllocsPerOp, BytesPerOp: op.BytesPerOp})
-		}
-	}
-	return out, nil
+	return scheduler.RunBench(ctx, scheduler.BenchConfig{N: n, Algorithms: algs})
 }
 
 // benchCommand is `flint bench --n 10000 [--algorithm heap|timing_wheel|both]

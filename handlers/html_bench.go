@@ -38,10 +38,7 @@ func (s *server) runBenchmarkHTML(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	b.Ran, b.Elapsed = true, time.Since(start)
-	for _, r := range res {
-		b.Results = append(b.Results, views.BenchRow(r))
-	}
+	b.Ran, b.Elapsed, b.Results = true, time.Since(start), res
 	return render(c, http.StatusOK, views.BenchmarkPartial(b))
 }
 

@@ -74,8 +74,8 @@ func dashSetup(t *testing.T) *dashBundle {
 		APIKey: apiKey, Dashboard: store, Wake: woken.wake, Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 		Audit:   store,
 		MailURL: "http://localhost:8025",
-		Benchmark: func(ctx context.Context, n int, alg string) ([]handlers.BenchResult, error) {
-			return []handlers.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
+		Benchmark: func(ctx context.Context, n int, alg string) ([]jobs.BenchResult, error) {
+			return []jobs.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
 		},
 	}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	b := &dashBundle{app: app, store: store, ctx: ctx, cookies: map[string]string{}, woken: woken}

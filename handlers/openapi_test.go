@@ -34,7 +34,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: b.store, Audit: b.store, Logs: nopLogs{},
 		Metrics:   http.NotFoundHandler(),
-		Benchmark: func(context.Context, int, string) ([]handlers.BenchResult, error) { return nil, nil },
+		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}, b.store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 

@@ -8,22 +8,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
+	"flint/jobs"
 	"flint/static"
 )
 
 // BenchmarkFunc runs the scheduler benchmark with n entries for the named
 // algorithm ("heap", "timing_wheel" or "both").
-type BenchmarkFunc func(ctx context.Context, n int, algorithm string) ([]BenchResult, error)
-
-// BenchResult is one measured operation of the benchmark.
-type BenchResult struct {
-	Algorithm   string  `json:"algorithm"`
-	Size        int     `json:"size"`
-	Op          string  `json:"op"`
-	NsPerOp     float64 `json:"ns_per_op"`
-	AllocsPerOp float64 `json:"allocs_per_op"`
-	BytesPerOp  float64 `json:"bytes_per_op"`
-}
+type BenchmarkFunc func(ctx context.Context, n int, algorithm string) ([]jobs.BenchResult, error)
 
 // routesHTML registers the dashboard: every page, partial and action in one
 // list. All of it needs a session; state changes need the CSRF token.
@@ -48,6 +39,7 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodPost, "/jobs/new", s.createJob)
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
 	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
+	priv(fiber.MethodGet, "/jobs/:id/log", s.jobLogCard)
 	priv(fiber.MethodGet, "/jobs/:id/edit", s.replayPage)
 	priv(fiber.MethodPost, "/jobs/:id/edit", s.replaySubmit)
 	for _, a := range jobActions {

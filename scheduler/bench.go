@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"flint/jobs"
 )
 
 // BenchConfig configures RunBench.
@@ -26,26 +28,6 @@ type BenchConfig struct {
 	// Seed makes the workload reproducible; the same seed gives the same
 	// entries and operations to every algorithm.
 	Seed int64
-}
-
-// OpResult is the cost of one kind of operation.
-type OpResult struct {
-	Op          string
-	NsPerOp     float64
-	AllocsPerOp float64
-	BytesPerOp  float64
-	Ops         int // operations in one run of the phase
-}
-
-// BenchResult is one algorithm at one size.
-type BenchResult struct {
-	Algorithm string
-	Size      int
-	Ops       []OpResult
-	// TotalMS is the time one run of every phase takes, in milliseconds:
-	// the sum of NsPerOp × Ops (building the indexes the phases start from
-	// is not included).
-	TotalMS float64
 }
 
 // MaxBenchN is the largest index size RunBench accepts.
@@ -85,17 +67,18 @@ const (
 // the figures are averages over those runs. ns/op is wall time;
 // allocations and bytes are the process-wide runtime.MemStats deltas over
 // the runs (each after a GC), so they are only clean in an otherwise idle
-// process. ctx is checked between phases and between runs of a phase; on
+// process. There is one result per size, algorithm and operation, in that
+// order. ctx is checked between phases and between runs of a phase; on
 // cancellation RunBench returns what it finished and the context's error.
 // Memory: the workload (about 1.6×N entries and the scripted operations),
 // the index and garbage from rebuilding it; the process peaked at 1.9 GB
 // resident at N = 2M.
-func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
+func RunBench(ctx context.Context, cfg BenchConfig) ([]jobs.BenchResult, error) {
 	algs, sizes, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
-	var out []BenchResult
+	var out []jobs.BenchResult
 	for _, size := range sizes {
 		if err := ctx.Err(); err != nil {
 			return out, err
@@ -105,7 +88,6 @@ func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 			return out, err
 		}
 		for _, alg := range algs {
-			res := BenchResult{Algorithm: alg, Size: size}
 			for _, p := range wl.phases(alg) {
 				if err := ctx.Err(); err != nil {
 					return out, err
@@ -114,10 +96,9 @@ func RunBench(ctx context.Context, cfg BenchConfig) ([]BenchResult, error) {
 				if err != nil {
 					return out, fmt.Errorf("%s %s n=%d: %w", alg, p.name, size, err)
 				}
-				res.Ops = append(res.Ops, r)
-				res.TotalMS += r.NsPerOp * float64(r.Ops) / 1e6
+				r.Algorithm, r.Size = alg, size
+				out = append(out, r)
 			}
-			out = append(out, res)
 		}
 	}
 	return out, nil
@@ -158,14 +139,12 @@ func (cfg BenchConfig) validate() ([]string, []int, error) {
 }
 
 // FormatBenchTable renders results as a plain-text table.
-func FormatBenchTable(results []BenchResult) string {
+func FormatBenchTable(results []jobs.BenchResult) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "algorithm\tsize\top\tns/op\tallocs/op\tB/op\t")
 	for _, r := range results {
-		for _, o := range r.Ops {
-			fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.3f\t%.1f\t\n", r.Algorithm, r.Size, o.Op, o.NsPerOp, o.AllocsPerOp, o.BytesPerOp)
-		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.1f\t%.3f\t%.1f\t\n", r.Algorithm, r.Size, r.Op, r.NsPerOp, r.AllocsPerOp, r.BytesPerOp)
 	}
 	_ = tw.Flush() // into a strings.Builder, which cannot fail
 	return b.String()
@@ -454,8 +433,8 @@ const (
 )
 
 // measure runs the phase and reports its cost per operation, averaged over
-// every run.
-func (p benchPhase) measure(ctx context.Context) (OpResult, error) {
+// every run (the caller fills in the algorithm and size).
+func (p benchPhase) measure(ctx context.Context) (jobs.BenchResult, error) {
 	var (
 		elapsed       time.Duration
 		allocs, bytes uint64
@@ -463,7 +442,7 @@ func (p benchPhase) measure(ctx context.Context) (OpResult, error) {
 	)
 	for runs == 0 || (elapsed < benchMinTime && runs < benchMaxRuns) {
 		if err := ctx.Err(); err != nil {
-			return OpResult{}, err
+			return jobs.BenchResult{}, err
 		}
 		ix := p.setup()
 		runtime.GC()
@@ -479,17 +458,16 @@ func (p benchPhase) measure(ctx context.Context) (OpResult, error) {
 		bytes += after.TotalAlloc - before.TotalAlloc
 		if p.check != nil {
 			if err := p.check(ix); err != nil {
-				return OpResult{}, err
+				return jobs.BenchResult{}, err
 			}
 		}
 		runs++
 	}
 	ops := float64(runs * p.ops)
-	return OpResult{
+	return jobs.BenchResult{
 		Op:          p.name,
 		NsPerOp:     float64(elapsed.Nanoseconds()) / ops,
 		AllocsPerOp: float64(allocs) / ops,
 		BytesPerOp:  float64(bytes) / ops,
-		Ops:         p.ops,
 	}, nil
 }

@@ -93,7 +93,7 @@ func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
 }
 
 // BenchChart draws ns/op per operation for each algorithm side by side.
-func BenchChart(rows []BenchRow, size int) BarChart {
+func BenchChart(rows []jobs.BenchResult, size int) BarChart {
 	ops := []string{"insert", "pop", "rescore", "cancel", "mixed"}
 	val := map[string]map[string]float64{}
 	var peak float64

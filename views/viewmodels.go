@@ -74,7 +74,12 @@ type JobDetail struct {
 	Audit        []jobs.AuditEntry
 	// Explain says why the job is where it is.
 	Explain *jobs.Explanation
+	// Log is the start of the job's log (at most JobLogShown lines).
+	Log []jobs.LogEntry
 }
+
+// JobLogShown is how many log lines the job page shows.
+const JobLogShown = 500
 
 // CreateForm is the Create job form, with values and errors by field.
 type CreateForm struct {
@@ -108,19 +113,9 @@ type BenchmarkPage struct {
 	N         string
 	Algorithm string
 	Error     string
-	Results   []BenchRow
+	Results   []jobs.BenchResult
 	Ran       bool
 	Elapsed   time.Duration
-}
-
-// BenchRow is one measured operation.
-type BenchRow struct {
-	Algorithm   string
-	Size        int
-	Op          string
-	NsPerOp     float64
-	AllocsPerOp float64
-	BytesPerOp  float64
 }
 
 // filterVals carries a list's filters with its bulk actions, so the table
