@@ -44,7 +44,11 @@ import (
 //   - topics: "stats" (jobs moved; at most once a second), "workers",
 //     "audit", "settings", "logs": what a page without job rows refreshes on.
 //
-// An "event: ping" every sseHeartbeat lets the leader notice a dead stream.
+// The stream starts with an "event: ping" and has one every sseHeartbeat
+// (its heartbeat), which lets the leader notice a dead stream.
+
+// livePing is the dashboard stream's first message and its heartbeat.
+const livePing = "event: ping\ndata: {}\n\n"
 
 const (
 	liveWindow    = 250 * time.Millisecond // coalescing window of updates
@@ -238,10 +242,10 @@ func (s *server) pollTopics(ctx context.Context) {
 
 // dashboardEvents handles GET /events, the browser's one live stream.
 func (s *server) dashboardEvents(c *fiber.Ctx) error {
-	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
+	return s.openEventStream(c, livePing, func(ctx context.Context, st *eventStream) {
 		s.live.streams.Add(1)
 		defer s.live.streams.Add(-1)
-		s.streamDashboard(ctx, w)
+		s.streamDashboard(ctx, st)
 	})
 }
 
@@ -277,17 +281,14 @@ func (f *liveFold) take(u *liveUpdate) {
 // streamDashboard writes updates until the client goes or the server shuts
 // down. A busy system sends thousands of events a second; a browser gets at
 // most four updates a second, each bounded in size.
-func (s *server) streamDashboard(ctx context.Context, w *bufio.Writer) {
+func (s *server) streamDashboard(ctx context.Context, st *eventStream) {
 	fold := &liveFold{signal: make(chan struct{}, 1)}
 	sub := s.broker.subscribeSink(eventFilter{}, fold.add)
 	defer s.broker.unsubscribe(sub)
 	_, seen, topicsMoved := s.live.since(nil)
-	fmt.Fprint(w, "event: ping\ndata: {}\n\n")
-	if w.Flush() != nil {
+	if !st.send(func(w *bufio.Writer) { _, _ = w.WriteString(livePing) }) {
 		return
 	}
-	beat := time.NewTicker(sseHeartbeat)
-	defer beat.Stop()
 	var (
 		u         liveUpdate
 		flush     <-chan time.Time
@@ -304,13 +305,11 @@ func (s *server) streamDashboard(ctx context.Context, w *bufio.Writer) {
 			return
 		case <-fold.signal:
 			arm(liveWindow)
-			continue
 		case <-topicsMoved:
 			var moved []string
 			moved, seen, topicsMoved = s.live.since(seen)
 			u.addTopics(moved...)
 			arm(liveWindow)
-			continue
 		case <-flush:
 			flush = nil
 			fold.take(&u)
@@ -327,13 +326,10 @@ func (s *server) streamDashboard(ctx context.Context, w *bufio.Writer) {
 				continue
 			}
 			data, _ := json.Marshal(&u)
-			fmt.Fprintf(w, "event: update\ndata: %s\n\n", data)
+			if !st.send(func(w *bufio.Writer) { fmt.Fprintf(w, "event: update\ndata: %s\n\n", data) }) {
+				return
+			}
 			u = liveUpdate{stats: u.stats}
-		case <-beat.C:
-			fmt.Fprint(w, "event: ping\ndata: {}\n\n")
-		}
-		if w.Flush() != nil {
-			return
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -14,9 +15,9 @@ import (
 	"flint/jobs"
 )
 
-// sseHeartbeat is how often an idle stream gets a comment line, so proxies
-// keep it open and dead clients are noticed.
-var sseHeartbeat = 15 * time.Second
+// sseHeartbeat is how often every event stream gets its heartbeat, so that
+// proxies keep an idle stream open and a client that went is noticed.
+const sseHeartbeat = 15 * time.Second
 
 // sseEvents handles GET /api/v1/sse/events: a Server-Sent Events stream of
 // job events {"job_id","status","type","queue","attempt","at"}, filtered by
@@ -31,16 +32,17 @@ func (s *server) sseEvents(c *fiber.Ctx) error {
 	}
 	lastID := c.Get("Last-Event-ID", c.Query("last_event_id"))
 	sub, replay, resync := s.broker.subscribe(f, lastID)
-	return s.openEventStream(c, func(ctx context.Context, w *bufio.Writer) {
+	return s.openEventStream(c, ": keep-alive\n\n", func(ctx context.Context, st *eventStream) {
 		defer s.broker.unsubscribe(sub)
-		streamEvents(ctx, w, s.broker, sub, replay, resync)
+		streamEvents(ctx, st, s.broker, sub, replay, resync)
 	})
 }
 
 // openEventStream answers c with a Server-Sent Events stream that write
 // produces, under the server's base context (cancelled at shutdown). The
-// headers keep proxies from caching or buffering it, and the stream starts
-// with the reconnect delay browsers should use.
+// headers keep proxies from caching or buffering it, the stream starts with
+// the reconnect delay browsers should use, and beat (a comment, or an event
+// the client watches for) is sent every sseHeartbeat while it lasts.
 //
 // The connection is not kept for another request ("Connection: close"): a
 // browser that stops a stream whose connection could be reused first
@@ -49,7 +51,7 @@ func (s *server) sseEvents(c *fiber.Ctx) error {
 // a client sends nothing once the stream is open, a read on the connection
 // returns only when the client goes: it ends the stream at once, instead of
 // at the next failed write.
-func (s *server) openEventStream(c *fiber.Ctx, write func(ctx context.Context, w *bufio.Writer)) error {
+func (s *server) openEventStream(c *fiber.Ctx, beat string, write func(ctx context.Context, st *eventStream)) error {
 	c.Set(fiber.HeaderContentType, "text/event-stream")
 	c.Set(fiber.HeaderCacheControl, "no-store")
 	c.Set("X-Accel-Buffering", "no")
@@ -68,49 +70,82 @@ func (s *server) openEventStream(c *fiber.Ctx, write func(ctx context.Context, w
 			}()
 		}
 		fmt.Fprint(w, "retry: 2000\n\n")
-		write(ctx, w)
+		st := &eventStream{w: w}
+		var beating sync.WaitGroup
+		beating.Go(func() { st.heartbeat(ctx, cancel, sseHeartbeat, beat) })
+		write(ctx, st)
+		cancel()
+		beating.Wait() // nothing may write to w once this function returns
 	})
 	return nil
 }
 
-// streamEvents writes the stream until the client goes, the broker drops
-// it, or the server shuts down.
-func streamEvents(ctx context.Context, w *bufio.Writer, b *Broker, sub *subscriber, replay []brokerEvent, resync bool) {
-	if resync {
-		fmt.Fprintf(w, "id: %s\nevent: resync\ndata: {\"reason\":\"events since your last id are not available; reload from the API\"}\n\n", b.id(b.currentSeq()))
-	}
-	for _, e := range replay {
-		writeEvent(w, b, e)
-	}
-	if w.Flush() != nil {
-		return
-	}
-	beat := time.NewTicker(sseHeartbeat)
-	defer beat.Stop()
+// eventStream is an open event stream. Its writer is shared with the
+// heartbeat, so every write goes through send.
+type eventStream struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+// send writes one or more whole messages with write and flushes them. It
+// returns false when the flush fails: the client has gone.
+func (st *eventStream) send(write func(w *bufio.Writer)) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	write(st.w)
+	return st.w.Flush() == nil
+}
+
+// heartbeat sends beat every interval until ctx is done. A failed send
+// ends the stream (stop) rather than waiting for its next message.
+func (st *eventStream) heartbeat(ctx context.Context, stop context.CancelFunc, every time.Duration, beat string) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
+		case <-tick.C:
+			if !st.send(func(w *bufio.Writer) { _, _ = w.WriteString(beat) }) {
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// streamEvents writes the stream until the client goes, the broker drops
+// it, or the server shuts down.
+func streamEvents(ctx context.Context, st *eventStream, b *Broker, sub *subscriber, replay []brokerEvent, resync bool) {
+	ok := st.send(func(w *bufio.Writer) {
+		if resync {
+			fmt.Fprintf(w, "id: %s\nevent: resync\ndata: {\"reason\":\"events since your last id are not available; reload from the API\"}\n\n", b.id(b.currentSeq()))
+		}
+		for _, e := range replay {
+			writeEvent(w, b, e)
+		}
+	})
+	for ok {
+		select {
+		case <-ctx.Done():
+			return
 		case <-sub.gone:
-			fmt.Fprint(w, "event: dropped\ndata: {\"reason\":\"this client fell behind; reconnect\"}\n\n")
-			_ = w.Flush()
+			st.send(func(w *bufio.Writer) {
+				fmt.Fprint(w, "event: dropped\ndata: {\"reason\":\"this client fell behind; reconnect\"}\n\n")
+			})
 			return
 		case e := <-sub.ch:
-			writeEvent(w, b, e)
-		drain:
-			for {
-				select {
-				case e := <-sub.ch:
-					writeEvent(w, b, e)
-				default:
-					break drain
+			ok = st.send(func(w *bufio.Writer) {
+				writeEvent(w, b, e)
+				for {
+					select {
+					case e := <-sub.ch:
+						writeEvent(w, b, e)
+					default:
+						return
+					}
 				}
-			}
-		case <-beat.C:
-			fmt.Fprint(w, ": keep-alive\n\n")
-		}
-		if w.Flush() != nil {
-			return
+			})
 		}
 	}
 }
