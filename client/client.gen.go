@@ -237,6 +237,48 @@ func (e JobDetailStatus) Valid() bool {
 	}
 }
 
+// Defines values for JobLogEntryLevel.
+const (
+	JobLogEntryLevelDebug JobLogEntryLevel = "debug"
+	JobLogEntryLevelError JobLogEntryLevel = "error"
+	JobLogEntryLevelInfo  JobLogEntryLevel = "info"
+	JobLogEntryLevelWarn  JobLogEntryLevel = "warn"
+)
+
+// Valid indicates whether the value is a known member of the JobLogEntryLevel enum.
+func (e JobLogEntryLevel) Valid() bool {
+	switch e {
+	case JobLogEntryLevelDebug:
+		return true
+	case JobLogEntryLevelError:
+		return true
+	case JobLogEntryLevelInfo:
+		return true
+	case JobLogEntryLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobLogEntrySource.
+const (
+	Flint   JobLogEntrySource = "flint"
+	Handler JobLogEntrySource = "handler"
+)
+
+// Valid indicates whether the value is a known member of the JobLogEntrySource enum.
+func (e JobLogEntrySource) Valid() bool {
+	switch e {
+	case Flint:
+		return true
+	case Handler:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SettingsSchedulerStrategy.
 const (
 	SettingsSchedulerStrategyHeap        SettingsSchedulerStrategy = "heap"
@@ -470,17 +512,21 @@ type Job struct {
 	MaxRetries        *int                    `json:"max_retries,omitempty"`
 	Payload           *map[string]interface{} `json:"payload,omitempty"`
 	Priority          *int                    `json:"priority,omitempty"`
-	Queue             *string                 `json:"queue,omitempty"`
-	Result            interface{}             `json:"result,omitempty"`
-	RunAt             *time.Time              `json:"run_at,omitempty"`
-	ScheduleId        *openapi_types.UUID     `json:"schedule_id,omitempty"`
-	ScheduledFor      *time.Time              `json:"scheduled_for,omitempty"`
-	StartedAt         *time.Time              `json:"started_at,omitempty"`
-	Status            *JobStatus              `json:"status,omitempty"`
-	TimeoutSeconds    *int                    `json:"timeout_seconds,omitempty"`
-	Type              *string                 `json:"type,omitempty"`
-	UpdatedAt         *time.Time              `json:"updated_at,omitempty"`
-	WorkerId          *string                 `json:"worker_id,omitempty"`
+
+	// Progress what the handler last reported in this attempt
+	Progress        *int                `json:"progress,omitempty"`
+	ProgressMessage *string             `json:"progress_message,omitempty"`
+	Queue           *string             `json:"queue,omitempty"`
+	Result          interface{}         `json:"result,omitempty"`
+	RunAt           *time.Time          `json:"run_at,omitempty"`
+	ScheduleId      *openapi_types.UUID `json:"schedule_id,omitempty"`
+	ScheduledFor    *time.Time          `json:"scheduled_for,omitempty"`
+	StartedAt       *time.Time          `json:"started_at,omitempty"`
+	Status          *JobStatus          `json:"status,omitempty"`
+	TimeoutSeconds  *int                `json:"timeout_seconds,omitempty"`
+	Type            *string             `json:"type,omitempty"`
+	UpdatedAt       *time.Time          `json:"updated_at,omitempty"`
+	WorkerId        *string             `json:"worker_id,omitempty"`
 }
 
 // JobStatus defines model for Job.Status.
@@ -510,21 +556,45 @@ type JobDetail struct {
 	MaxRetries        *int                    `json:"max_retries,omitempty"`
 	Payload           *map[string]interface{} `json:"payload,omitempty"`
 	Priority          *int                    `json:"priority,omitempty"`
-	Queue             *string                 `json:"queue,omitempty"`
-	Result            interface{}             `json:"result,omitempty"`
-	RunAt             *time.Time              `json:"run_at,omitempty"`
-	ScheduleId        *openapi_types.UUID     `json:"schedule_id,omitempty"`
-	ScheduledFor      *time.Time              `json:"scheduled_for,omitempty"`
-	StartedAt         *time.Time              `json:"started_at,omitempty"`
-	Status            *JobDetailStatus        `json:"status,omitempty"`
-	TimeoutSeconds    *int                    `json:"timeout_seconds,omitempty"`
-	Type              *string                 `json:"type,omitempty"`
-	UpdatedAt         *time.Time              `json:"updated_at,omitempty"`
-	WorkerId          *string                 `json:"worker_id,omitempty"`
+
+	// Progress what the handler last reported in this attempt
+	Progress        *int                `json:"progress,omitempty"`
+	ProgressMessage *string             `json:"progress_message,omitempty"`
+	Queue           *string             `json:"queue,omitempty"`
+	Result          interface{}         `json:"result,omitempty"`
+	RunAt           *time.Time          `json:"run_at,omitempty"`
+	ScheduleId      *openapi_types.UUID `json:"schedule_id,omitempty"`
+	ScheduledFor    *time.Time          `json:"scheduled_for,omitempty"`
+	StartedAt       *time.Time          `json:"started_at,omitempty"`
+	Status          *JobDetailStatus    `json:"status,omitempty"`
+	TimeoutSeconds  *int                `json:"timeout_seconds,omitempty"`
+	Type            *string             `json:"type,omitempty"`
+	UpdatedAt       *time.Time          `json:"updated_at,omitempty"`
+	WorkerId        *string             `json:"worker_id,omitempty"`
 }
 
 // JobDetailStatus defines model for JobDetail.Status.
 type JobDetailStatus string
+
+// JobLogEntry defines model for JobLogEntry.
+type JobLogEntry struct {
+	At      time.Time               `json:"at"`
+	Attempt int                     `json:"attempt"`
+	Attrs   *map[string]interface{} `json:"attrs,omitempty"`
+	JobId   openapi_types.UUID      `json:"job_id"`
+	Level   JobLogEntryLevel        `json:"level"`
+	Message string                  `json:"message"`
+
+	// Seq 0 for lifecycle lines
+	Seq    int64             `json:"seq"`
+	Source JobLogEntrySource `json:"source"`
+}
+
+// JobLogEntryLevel defines model for JobLogEntry.Level.
+type JobLogEntryLevel string
+
+// JobLogEntrySource defines model for JobLogEntry.Source.
+type JobLogEntrySource string
 
 // JobPage defines model for JobPage.
 type JobPage struct {
@@ -690,6 +760,15 @@ type DeleteJob200JSONResponseBody1 struct {
 // DeleteJob200JSONResponseBody defines parameters for DeleteJob.
 type DeleteJob200JSONResponseBody struct {
 	union json.RawMessage
+}
+
+// GetJobLogsParams defines parameters for GetJobLogs.
+type GetJobLogsParams struct {
+	// After next_after of the previous page; 0 or absent for the first
+	After *int `form:"after,omitempty" json:"after,omitempty"`
+
+	// Limit handler lines per page (default 500)
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ReplayJobJSONBody defines parameters for ReplayJob.
@@ -1152,6 +1231,11 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	//
+	// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
+	GetJobLogs(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 	//
 	// Takes any type of body and a specified content type.
@@ -1531,6 +1615,21 @@ func (c *Client) CancelJob(ctx context.Context, id openapi_types.UUID, reqEditor
 // Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewExplainJobRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+//
+// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
+func (c *Client) GetJobLogs(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetJobLogsRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -2662,6 +2761,79 @@ func NewExplainJobRequest(server string, id openapi_types.UUID) (*http.Request, 
 	return req, nil
 }
 
+// NewGetJobLogsRequest constructs an http.Request for the GetJobLogs method
+func NewGetJobLogsRequest(server string, id openapi_types.UUID, params *GetJobLogsParams) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.After != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "after", *params.After, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewReplayJobRequest calls the generic ReplayJob builder with application/json body
 func NewReplayJobRequest(server string, id openapi_types.UUID, body ReplayJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -3659,6 +3831,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
+
+	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
+	GetJobLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*GetJobLogsResponse, error)
 
 	// ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 	//
@@ -4670,6 +4849,81 @@ func (r ExplainJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ExplainJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetJobLogsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Entries   []JobLogEntry `json:"entries"`
+		NextAfter int64         `json:"next_after"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetJobLogsResponse) GetJSON200() *struct {
+	Entries   []JobLogEntry `json:"entries"`
+	NextAfter int64         `json:"next_after"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetJobLogsResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetJobLogsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetJobLogsResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetJobLogsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r GetJobLogsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetJobLogsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetJobLogsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetJobLogsResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -5699,34 +5953,38 @@ type EnqueueWorkflowResponse struct {
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
 		Jobs *[]struct {
-			Attempt           *int                                          `json:"attempt,omitempty"`
-			CancelRequested   *bool                                         `json:"cancel_requested,omitempty"`
-			CancelledBy       *openapi_types.UUID                           `json:"cancelled_by,omitempty"`
-			CreatedAt         *time.Time                                    `json:"created_at,omitempty"`
-			DeletedAt         *time.Time                                    `json:"deleted_at,omitempty"`
-			EffectivePriority *float32                                      `json:"effective_priority,omitempty"`
-			Executions        *int                                          `json:"executions,omitempty"`
-			FinishedAt        *time.Time                                    `json:"finished_at,omitempty"`
-			Id                *openapi_types.UUID                           `json:"id,omitempty"`
-			IdempotencyKey    *string                                       `json:"idempotency_key,omitempty"`
-			Interruptions     *int                                          `json:"interruptions,omitempty"`
-			Key               *string                                       `json:"key,omitempty"`
-			LastError         *string                                       `json:"last_error,omitempty"`
-			LeaseExpiresAt    *time.Time                                    `json:"lease_expires_at,omitempty"`
-			MaxRetries        *int                                          `json:"max_retries,omitempty"`
-			Payload           *map[string]interface{}                       `json:"payload,omitempty"`
-			Priority          *int                                          `json:"priority,omitempty"`
-			Queue             *string                                       `json:"queue,omitempty"`
-			Result            interface{}                                   `json:"result,omitempty"`
-			RunAt             *time.Time                                    `json:"run_at,omitempty"`
-			ScheduleId        *openapi_types.UUID                           `json:"schedule_id,omitempty"`
-			ScheduledFor      *time.Time                                    `json:"scheduled_for,omitempty"`
-			StartedAt         *time.Time                                    `json:"started_at,omitempty"`
-			Status            *EnqueueWorkflow201JSONResponseBodyJobsStatus `json:"status,omitempty"`
-			TimeoutSeconds    *int                                          `json:"timeout_seconds,omitempty"`
-			Type              *string                                       `json:"type,omitempty"`
-			UpdatedAt         *time.Time                                    `json:"updated_at,omitempty"`
-			WorkerId          *string                                       `json:"worker_id,omitempty"`
+			Attempt           *int                    `json:"attempt,omitempty"`
+			CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
+			CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+			CreatedAt         *time.Time              `json:"created_at,omitempty"`
+			DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
+			EffectivePriority *float32                `json:"effective_priority,omitempty"`
+			Executions        *int                    `json:"executions,omitempty"`
+			FinishedAt        *time.Time              `json:"finished_at,omitempty"`
+			Id                *openapi_types.UUID     `json:"id,omitempty"`
+			IdempotencyKey    *string                 `json:"idempotency_key,omitempty"`
+			Interruptions     *int                    `json:"interruptions,omitempty"`
+			Key               *string                 `json:"key,omitempty"`
+			LastError         *string                 `json:"last_error,omitempty"`
+			LeaseExpiresAt    *time.Time              `json:"lease_expires_at,omitempty"`
+			MaxRetries        *int                    `json:"max_retries,omitempty"`
+			Payload           *map[string]interface{} `json:"payload,omitempty"`
+			Priority          *int                    `json:"priority,omitempty"`
+
+			// Progress what the handler last reported in this attempt
+			Progress        *int                                          `json:"progress,omitempty"`
+			ProgressMessage *string                                       `json:"progress_message,omitempty"`
+			Queue           *string                                       `json:"queue,omitempty"`
+			Result          interface{}                                   `json:"result,omitempty"`
+			RunAt           *time.Time                                    `json:"run_at,omitempty"`
+			ScheduleId      *openapi_types.UUID                           `json:"schedule_id,omitempty"`
+			ScheduledFor    *time.Time                                    `json:"scheduled_for,omitempty"`
+			StartedAt       *time.Time                                    `json:"started_at,omitempty"`
+			Status          *EnqueueWorkflow201JSONResponseBodyJobsStatus `json:"status,omitempty"`
+			TimeoutSeconds  *int                                          `json:"timeout_seconds,omitempty"`
+			Type            *string                                       `json:"type,omitempty"`
+			UpdatedAt       *time.Time                                    `json:"updated_at,omitempty"`
+			WorkerId        *string                                       `json:"worker_id,omitempty"`
 		} `json:"jobs,omitempty"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
@@ -5742,34 +6000,38 @@ type EnqueueWorkflowResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r EnqueueWorkflowResponse) GetJSON201() *struct {
 	Jobs *[]struct {
-		Attempt           *int                                          `json:"attempt,omitempty"`
-		CancelRequested   *bool                                         `json:"cancel_requested,omitempty"`
-		CancelledBy       *openapi_types.UUID                           `json:"cancelled_by,omitempty"`
-		CreatedAt         *time.Time                                    `json:"created_at,omitempty"`
-		DeletedAt         *time.Time                                    `json:"deleted_at,omitempty"`
-		EffectivePriority *float32                                      `json:"effective_priority,omitempty"`
-		Executions        *int                                          `json:"executions,omitempty"`
-		FinishedAt        *time.Time                                    `json:"finished_at,omitempty"`
-		Id                *openapi_types.UUID                           `json:"id,omitempty"`
-		IdempotencyKey    *string                                       `json:"idempotency_key,omitempty"`
-		Interruptions     *int                                          `json:"interruptions,omitempty"`
-		Key               *string                                       `json:"key,omitempty"`
-		LastError         *string                                       `json:"last_error,omitempty"`
-		LeaseExpiresAt    *time.Time                                    `json:"lease_expires_at,omitempty"`
-		MaxRetries        *int                                          `json:"max_retries,omitempty"`
-		Payload           *map[string]interface{}                       `json:"payload,omitempty"`
-		Priority          *int                                          `json:"priority,omitempty"`
-		Queue             *string                                       `json:"queue,omitempty"`
-		Result            interface{}                                   `json:"result,omitempty"`
-		RunAt             *time.Time                                    `json:"run_at,omitempty"`
-		ScheduleId        *openapi_types.UUID                           `json:"schedule_id,omitempty"`
-		ScheduledFor      *time.Time                                    `json:"scheduled_for,omitempty"`
-		StartedAt         *time.Time                                    `json:"started_at,omitempty"`
-		Status            *EnqueueWorkflow201JSONResponseBodyJobsStatus `json:"status,omitempty"`
-		TimeoutSeconds    *int                                          `json:"timeout_seconds,omitempty"`
-		Type              *string                                       `json:"type,omitempty"`
-		UpdatedAt         *time.Time                                    `json:"updated_at,omitempty"`
-		WorkerId          *string                                       `json:"worker_id,omitempty"`
+		Attempt           *int                    `json:"attempt,omitempty"`
+		CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
+		CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+		CreatedAt         *time.Time              `json:"created_at,omitempty"`
+		DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
+		EffectivePriority *float32                `json:"effective_priority,omitempty"`
+		Executions        *int                    `json:"executions,omitempty"`
+		FinishedAt        *time.Time              `json:"finished_at,omitempty"`
+		Id                *openapi_types.UUID     `json:"id,omitempty"`
+		IdempotencyKey    *string                 `json:"idempotency_key,omitempty"`
+		Interruptions     *int                    `json:"interruptions,omitempty"`
+		Key               *string                 `json:"key,omitempty"`
+		LastError         *string                 `json:"last_error,omitempty"`
+		LeaseExpiresAt    *time.Time              `json:"lease_expires_at,omitempty"`
+		MaxRetries        *int                    `json:"max_retries,omitempty"`
+		Payload           *map[string]interface{} `json:"payload,omitempty"`
+		Priority          *int                    `json:"priority,omitempty"`
+
+		// Progress what the handler last reported in this attempt
+		Progress        *int                                          `json:"progress,omitempty"`
+		ProgressMessage *string                                       `json:"progress_message,omitempty"`
+		Queue           *string                                       `json:"queue,omitempty"`
+		Result          interface{}                                   `json:"result,omitempty"`
+		RunAt           *time.Time                                    `json:"run_at,omitempty"`
+		ScheduleId      *openapi_types.UUID                           `json:"schedule_id,omitempty"`
+		ScheduledFor    *time.Time                                    `json:"scheduled_for,omitempty"`
+		StartedAt       *time.Time                                    `json:"started_at,omitempty"`
+		Status          *EnqueueWorkflow201JSONResponseBodyJobsStatus `json:"status,omitempty"`
+		TimeoutSeconds  *int                                          `json:"timeout_seconds,omitempty"`
+		Type            *string                                       `json:"type,omitempty"`
+		UpdatedAt       *time.Time                                    `json:"updated_at,omitempty"`
+		WorkerId        *string                                       `json:"worker_id,omitempty"`
 	} `json:"jobs,omitempty"`
 } {
 	return r.JSON201
@@ -6153,6 +6415,19 @@ func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id ope
 		return nil, err
 	}
 	return ParseExplainJobResponse(rsp)
+}
+
+// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
+func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*GetJobLogsResponse, error) {
+	rsp, err := c.GetJobLogs(ctx, id, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetJobLogsResponse(rsp)
 }
 
 // ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
@@ -7108,6 +7383,63 @@ func ParseExplainJobResponse(rsp *http.Response) (*ExplainJobResponse, error) {
 	return response, nil
 }
 
+// ParseGetJobLogsResponse parses an HTTP response from a GetJobLogsWithResponse call
+func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetJobLogsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Entries   []JobLogEntry `json:"entries"`
+			NextAfter int64         `json:"next_after"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseReplayJobResponse parses an HTTP response from a ReplayJobWithResponse call
 func ParseReplayJobResponse(rsp *http.Response) (*ReplayJobResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7874,34 +8206,38 @@ func ParseEnqueueWorkflowResponse(rsp *http.Response) (*EnqueueWorkflowResponse,
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
 			Jobs *[]struct {
-				Attempt           *int                                          `json:"attempt,omitempty"`
-				CancelRequested   *bool                                         `json:"cancel_requested,omitempty"`
-				CancelledBy       *openapi_types.UUID                           `json:"cancelled_by,omitempty"`
-				CreatedAt         *time.Time                                    `json:"created_at,omitempty"`
-				DeletedAt         *time.Time                                    `json:"deleted_at,omitempty"`
-				EffectivePriority *float32                                      `json:"effective_priority,omitempty"`
-				Executions        *int                                          `json:"executions,omitempty"`
-				FinishedAt        *time.Time                                    `json:"finished_at,omitempty"`
-				Id                *openapi_types.UUID                           `json:"id,omitempty"`
-				IdempotencyKey    *string                                       `json:"idempotency_key,omitempty"`
-				Interruptions     *int                                          `json:"interruptions,omitempty"`
-				Key               *string                                       `json:"key,omitempty"`
-				LastError         *string                                       `json:"last_error,omitempty"`
-				LeaseExpiresAt    *time.Time                                    `json:"lease_expires_at,omitempty"`
-				MaxRetries        *int                                          `json:"max_retries,omitempty"`
-				Payload           *map[string]interface{}                       `json:"payload,omitempty"`
-				Priority          *int                                          `json:"priority,omitempty"`
-				Queue             *string                                       `json:"queue,omitempty"`
-				Result            interface{}                                   `json:"result,omitempty"`
-				RunAt             *time.Time                                    `json:"run_at,omitempty"`
-				ScheduleId        *openapi_types.UUID                           `json:"schedule_id,omitempty"`
-				ScheduledFor      *time.Time                                    `json:"scheduled_for,omitempty"`
-				StartedAt         *time.Time                                    `json:"started_at,omitempty"`
-				Status            *EnqueueWorkflow201JSONResponseBodyJobsStatus `json:"status,omitempty"`
-				TimeoutSeconds    *int                                          `json:"timeout_seconds,omitempty"`
-				Type              *string                                       `json:"type,omitempty"`
-				UpdatedAt         *time.Time                                    `json:"updated_at,omitempty"`
-				WorkerId          *string                                       `json:"worker_id,omitempty"`
+				Attempt           *int                    `json:"attempt,omitempty"`
+				CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
+				CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+				CreatedAt         *time.Time              `json:"created_at,omitempty"`
+				DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
+				EffectivePriority *float32                `json:"effective_priority,omitempty"`
+				Executions        *int                    `json:"executions,omitempty"`
+				FinishedAt        *time.Time              `json:"finished_at,omitempty"`
+				Id                *openapi_types.UUID     `json:"id,omitempty"`
+				IdempotencyKey    *string                 `json:"idempotency_key,omitempty"`
+				Interruptions     *int                    `json:"interruptions,omitempty"`
+				Key               *string                 `json:"key,omitempty"`
+				LastError         *string                 `json:"last_error,omitempty"`
+				LeaseExpiresAt    *time.Time              `json:"lease_expires_at,omitempty"`
+				MaxRetries        *int                    `json:"max_retries,omitempty"`
+				Payload           *map[string]interface{} `json:"payload,omitempty"`
+				Priority          *int                    `json:"priority,omitempty"`
+
+				// Progress what the handler last reported in this attempt
+				Progress        *int                                          `json:"progress,omitempty"`
+				ProgressMessage *string                                       `json:"progress_message,omitempty"`
+				Queue           *string                                       `json:"queue,omitempty"`
+				Result          interface{}                                   `json:"result,omitempty"`
+				RunAt           *time.Time                                    `json:"run_at,omitempty"`
+				ScheduleId      *openapi_types.UUID                           `json:"schedule_id,omitempty"`
+				ScheduledFor    *time.Time                                    `json:"scheduled_for,omitempty"`
+				StartedAt       *time.Time                                    `json:"started_at,omitempty"`
+				Status          *EnqueueWorkflow201JSONResponseBodyJobsStatus `json:"status,omitempty"`
+				TimeoutSeconds  *int                                          `json:"timeout_seconds,omitempty"`
+				Type            *string                                       `json:"type,omitempty"`
+				UpdatedAt       *time.Time                                    `json:"updated_at,omitempty"`
+				WorkerId        *string                                       `json:"worker_id,omitempty"`
 			} `json:"jobs,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

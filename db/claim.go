@@ -24,7 +24,9 @@ UPDATE jobs j SET
 	lease_expires_at = now() + $3 * interval '1 millisecond',
 	worker_id = $1,
 	started_at = now(),
-	updated_at = now()
+	updated_at = now(),
+	progress = NULL,
+	progress_message = NULL
 FROM next
 WHERE j.id = next.next_id
 RETURNING ` + jobColumns
@@ -104,43 +106,67 @@ func sortClaimed(claimed []*jobs.Job) {
 // and not returned, which tells the worker to stop that job. Only a
 // running job holds a token, so the token match is the running guard; see
 // finishSQL for why nothing else may be.
+//
+// Progress reported since the last heartbeat rides along (has_progress
+// says which rows carry it), so it costs no statement of its own.
 const extendLeasesSQL = `
-UPDATE jobs j SET lease_expires_at = now() + $3 * interval '1 millisecond'
-FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
+UPDATE jobs j SET
+	lease_expires_at = now() + $3 * interval '1 millisecond',
+	progress = CASE WHEN l.has_progress THEN l.progress ELSE j.progress END,
+	progress_message = CASE WHEN l.has_progress THEN nullif(l.message, '') ELSE j.progress_message END
+FROM unnest($1::uuid[], $2::uuid[], $4::boolean[], $5::smallint[], $6::text[]) AS l(id, token, has_progress, progress, message)
 WHERE j.id = l.id AND j.lease_token = l.token
-RETURNING j.id, j.cancel_requested`
+RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, j.progress, j.progress_message`
 
 // ExtendLeases extends every lease in leases by ttl from now on the database
 // clock. Leases missing from the result were lost.
-func (s *Store) ExtendLeases(ctx context.Context, leases []jobs.Lease, ttl time.Duration) ([]jobs.LeaseStatus, error) {
-	if len(leases) == 0 {
+// Progress written is announced as an event, so the job page and the jobs
+// list show it live.
+func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+	if len(beats) == 0 {
 		return nil, nil
 	}
-	ids, tokens := splitLeases(leases)
-	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond))
+	n := len(beats)
+	ids, tokens := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	has, pcts, msgs := make([]bool, n), make([]int16, n), make([]string, n)
+	for i, b := range beats {
+		ids[i], tokens[i] = b.JobID, b.Token
+		if b.Progress != nil {
+			has[i], pcts[i], msgs[i] = true, int16(b.Progress.Percent), truncate(b.Progress.Message, jobs.MaxProgressMessage)
+		}
+	}
+	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond),
+		has, pcts, msgs)
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	defer rows.Close()
-	out := make([]jobs.LeaseStatus, 0, len(leases))
+	out := make([]jobs.LeaseStatus, 0, n)
+	var progressed []jobs.Event
+	now := time.Now()
 	for rows.Next() {
 		var st jobs.LeaseStatus
-		if err := rows.Scan(&st.JobID, &st.CancelRequested); err != nil {
+		var wrote bool
+		var ev jobs.Event
+		var pct *int16
+		if err := rows.Scan(&st.JobID, &st.CancelRequested, &wrote, &ev.Type, &ev.Queue, &ev.Attempt, &pct, &ev.ProgressMessage); err != nil {
 			return nil, fmt.Errorf("extend leases: %w", err)
 		}
 		out = append(out, st)
+		if wrote {
+			ev.JobID, ev.Status, ev.At = st.JobID, jobs.StateRunning, now
+			if pct != nil {
+				p := int(*pct)
+				ev.Progress = &p
+			}
+			progressed = append(progressed, ev)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
-	return out, nil
-}
-
-func splitLeases(leases []jobs.Lease) ([]uuid.UUID, []uuid.UUID) {
-	ids := make([]uuid.UUID, len(leases))
-	tokens := make([]uuid.UUID, len(leases))
-	for i, l := range leases {
-		ids[i], tokens[i] = l.JobID, l.Token
+	if len(progressed) > 0 && s.events != nil {
+		s.events.Publish(progressed)
 	}
-	return ids, tokens
+	return out, nil
 }

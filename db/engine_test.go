@@ -91,7 +91,7 @@ func TestFencing(t *testing.T) {
 	require.NotEqual(t, *stale.LeaseToken, *fresh.LeaseToken)
 
 	// The stale worker tries everything.
-	st, err := b.store.ExtendLeases(b.ctx, []jobs.Lease{staleLease}, time.Hour)
+	st, err := b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: staleLease}}, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, st, "stale lease must not be extended")
 	for _, outcome := range []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled, jobs.OutcomeInterrupted} {
@@ -107,7 +107,7 @@ func TestFencing(t *testing.T) {
 	require.Equal(t, 1, got.Attempt, "the interrupted attempt was refunded")
 
 	// The fresh worker's lease still works, in a batch mixed with the stale one.
-	st, err = b.store.ExtendLeases(b.ctx, []jobs.Lease{staleLease, jobs.LeaseOf(fresh)}, time.Hour)
+	st, err = b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: staleLease}, {Lease: jobs.LeaseOf(fresh)}}, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, st, 1)
 	require.Equal(t, j.ID, st[0].JobID)
@@ -229,7 +229,7 @@ func TestCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateRunning, got.Status)
 	require.True(t, got.CancelRequested)
-	st, err := b.store.ExtendLeases(b.ctx, []jobs.Lease{jobs.LeaseOf(c)}, time.Minute)
+	st, err := b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: jobs.LeaseOf(c)}}, time.Minute)
 	require.NoError(t, err)
 	require.True(t, st[0].CancelRequested, "the heartbeat tells the worker")
 	// A failure after a cancel request ends cancelled, not retried.

@@ -17,7 +17,7 @@ import (
 const jobColumns = `id, type, queue, payload, priority, effective_priority, status, attempt, max_retries,
 	interruptions, executions, run_at, timeout_seconds, idempotency_key, cancel_requested, last_error,
 	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
-	schedule_id, scheduled_for, cancelled_by`
+	schedule_id, scheduled_for, cancelled_by, progress, progress_message`
 
 // jobRow is a jobs row as stored. It is scanned by position only (its
 // fields follow jobColumns), wherever a statement returns jobs rows.
@@ -50,6 +50,8 @@ type jobRow struct {
 	ScheduleID        *uuid.UUID
 	ScheduledFor      *time.Time
 	CancelledBy       *uuid.UUID
+	Progress          *int16
+	ProgressMessage   *string
 }
 
 // toJob converts a row to the domain type.
@@ -85,6 +87,11 @@ func (r *jobRow) toJob() *jobs.Job {
 	if r.TimeoutSeconds != nil {
 		j.TimeoutSeconds = int(*r.TimeoutSeconds)
 	}
+	if r.Progress != nil {
+		p := int(*r.Progress)
+		j.Progress = &p
+	}
+	j.ProgressMessage = r.ProgressMessage
 	if len(r.Result) > 0 {
 		j.Result = json.RawMessage(r.Result)
 	}

@@ -25,6 +25,9 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 		return d, err
 	}
 	d.Explain = &e
+	if d.Log, err = s.jobLogShown(ctx, jd.Job, jd.Executions); err != nil {
+		return d, err
+	}
 	if s.auditStore != nil {
 		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})
 	}
@@ -44,6 +47,42 @@ func (s *server) jobPage(c *fiber.Ctx) error {
 		return err
 	}
 	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", true), d))
+}
+
+// jobLogCard re-renders the job page's log card; a running job's card
+// asks for it every two seconds.
+func (s *server) jobLogCard(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return s.notFound(c)
+	}
+	ctx := c.UserContext()
+	j, err := s.store.GetJob(ctx, id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return s.notFound(c)
+	}
+	if err != nil {
+		return err
+	}
+	execs, err := s.store.ListExecutions(ctx, j)
+	if err != nil {
+		return err
+	}
+	lines, err := s.jobLogShown(ctx, j, execs)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobLog(j, lines))
+}
+
+// jobLogShown is the start of a job's log as the job page shows it.
+func (s *server) jobLogShown(ctx context.Context, j *jobs.Job, execs []jobs.Execution) ([]jobs.LogEntry, error) {
+	stored, err := s.store.JobLogs(ctx, j.ID, 0, views.JobLogShown)
+	if err != nil {
+		return nil, err
+	}
+	lines := jobs.MergeLog(jobs.LifecycleLines(j, execs), stored)
+	return lines[:min(len(lines), views.JobLogShown)], nil
 }
 
 func (s *server) jobLive(c *fiber.Ctx) error {

@@ -41,7 +41,7 @@ var allowedTags = map[string]bool{}
 func init() {
 	for _, t := range strings.Fields(`html head meta title link script body header div a span nav form input button
 		main label select option textarea h1 h2 p table thead tbody tr th td time pre dl dt dd ol li section svg defs
-		marker path rect text line g title datalist br strong code i ul small`) {
+		marker path rect text line g title datalist br strong code i ul small progress`) {
 		allowedTags[t] = true
 	}
 }

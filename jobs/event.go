@@ -16,6 +16,10 @@ type Event struct {
 	Queue   string    `json:"queue"`
 	Attempt int       `json:"attempt"`
 	At      time.Time `json:"at"`
+	// Progress and ProgressMessage are a running job's latest progress,
+	// on the events its heartbeat announces.
+	Progress        *int    `json:"progress,omitempty"`
+	ProgressMessage *string `json:"progress_message,omitempty"`
 	// EffectivePriority and RunAt let the Redis ready queue score queued
 	// jobs; they are not part of the published JSON.
 	EffectivePriority float64   `json:"-"`

@@ -324,15 +324,21 @@ func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 		req.Header.Set("User-Agent", h.userAgent)
 	}
 
+	log := Logger(ctx)
+	log.Info("sending "+shown, "timeout", r.timeout.String(), "body_bytes", len(r.body))
 	start := time.Now()
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, h.requestError(ctx, reqCtx, r, shown, err)
+		err = h.requestError(ctx, reqCtx, r, shown, err)
+		log.Warn("request failed", "error", err.Error(), "duration_ms", time.Since(start).Milliseconds())
+		return nil, err
 	}
 	defer resp.Body.Close()
 
 	head, n, limited, readErr := readCapped(resp.Body, h.maxBody, httpSnippetLen)
 	elapsed := time.Since(start)
+	log.Info(fmt.Sprintf("%s answered %d", shown, resp.StatusCode), "status", resp.StatusCode, "bytes", n,
+		"duration_ms", elapsed.Milliseconds())
 	if readErr != nil && resp.StatusCode/100 == 2 {
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("http_request: %s: %w", shown, context.Cause(ctx))

@@ -63,11 +63,15 @@ type Job struct {
 	// CancelledBy is the dependency whose permanent failure or cancellation
 	// cancelled this job; replaying that dependency re-arms this job.
 	CancelledBy *uuid.UUID `json:"cancelled_by,omitempty"`
-	CreatedAt   time.Time  `json:"created_at"`
-	UpdatedAt   time.Time  `json:"updated_at"`
-	StartedAt   *time.Time `json:"started_at,omitempty"`
-	FinishedAt  *time.Time `json:"finished_at,omitempty"`
-	DeletedAt   *time.Time `json:"deleted_at,omitempty"`
+	// Progress (0-100) and ProgressMessage are what the handler last
+	// reported in this attempt (jobs.ReportProgress).
+	Progress        *int       `json:"progress,omitempty"`
+	ProgressMessage *string    `json:"progress_message,omitempty"`
+	CreatedAt       time.Time  `json:"created_at"`
+	UpdatedAt       time.Time  `json:"updated_at"`
+	StartedAt       *time.Time `json:"started_at,omitempty"`
+	FinishedAt      *time.Time `json:"finished_at,omitempty"`
+	DeletedAt       *time.Time `json:"deleted_at,omitempty"`
 }
 
 // Timeout returns the handler's time limit, or 0 for none.

@@ -32,6 +32,14 @@ func (e *Event) AppendJSON(b []byte) []byte {
 	b = strconv.AppendInt(b, int64(e.Attempt), 10)
 	b = append(b, `,"at":`...)
 	b = appendTime(b, e.At)
+	if e.Progress != nil {
+		b = append(b, `,"progress":`...)
+		b = strconv.AppendInt(b, int64(*e.Progress), 10)
+	}
+	if e.ProgressMessage != nil {
+		b = append(b, `,"progress_message":`...)
+		b = appendString(b, *e.ProgressMessage)
+	}
 	return append(b, '}')
 }
 
@@ -92,6 +100,14 @@ func (j *Job) AppendJSON(b []byte) []byte {
 	if j.CancelledBy != nil {
 		b = append(b, `,"cancelled_by":`...)
 		b = appendUUID(b, *j.CancelledBy)
+	}
+	if j.Progress != nil {
+		b = append(b, `,"progress":`...)
+		b = strconv.AppendInt(b, int64(*j.Progress), 10)
+	}
+	if j.ProgressMessage != nil {
+		b = append(b, `,"progress_message":`...)
+		b = appendString(b, *j.ProgressMessage)
 	}
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, j.CreatedAt)

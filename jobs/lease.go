@@ -35,6 +35,19 @@ func LeaseOf(j *Job) Lease {
 }
 
 // LeaseStatus is what a heartbeat learned about a lease it extended.
+// Heartbeat is a lease to extend, with the progress its handler reported
+// since the last heartbeat (nil: none).
+type Heartbeat struct {
+	Lease
+	Progress *Progress
+}
+
+// Progress is what a handler reported with ReportProgress.
+type Progress struct {
+	Percent int
+	Message string
+}
+
 type LeaseStatus struct {
 	JobID           uuid.UUID
 	CancelRequested bool

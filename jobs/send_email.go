@@ -257,11 +257,16 @@ func (h sendEmailHandler) Work(ctx context.Context, job *Job) (any, error) {
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("bad payload: %v", err))
 	}
+	log := Logger(ctx)
+	log.Info(fmt.Sprintf("sending %q to %d recipient(s)", e.Subject, len(to)), "to", strings.Join(to, ", "))
 	if err := h.mailer.Send(ctx, e); err != nil {
 		if errors.Is(err, ErrPermanentDelivery) {
+			log.Error("the mail server refused the message for good", "error", err.Error())
 			return nil, Permanent(err)
 		}
+		log.Warn("delivery failed; it will be retried", "error", err.Error())
 		return nil, err
 	}
+	log.Info("the mail server accepted the message")
 	return map[string]any{"to": to, "accepted": true}, nil
 }

@@ -31,7 +31,8 @@ var (
 // Store is what the pool needs from storage; *db.Store implements it.
 type Store interface {
 	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
-	ExtendLeases(ctx context.Context, leases []jobs.Lease, ttl time.Duration) ([]jobs.LeaseStatus, error)
+	ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error)
+	InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error
 	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
 }
 
@@ -144,6 +145,10 @@ type Pool struct {
 	// it for reading, Run closes the channel holding it for writing.
 	finMu     sync.RWMutex
 	finClosed bool
+	// jobLogs stores what handlers log through jobs.Logger; progressDirty
+	// says a handler reported progress that the next heartbeat carries.
+	jobLogs       *jobLogWriter
+	progressDirty atomic.Bool
 }
 
 // execution is one claimed job, from its claim (it may wait in work for a
@@ -162,6 +167,44 @@ type execution struct {
 	// finisher has written the outcome, so a slow write cannot let the
 	// lease lapse and the finished job run again.
 	settled atomic.Bool
+	// progress is the latest progress not yet written; logLines counts the
+	// lines its handler logged (capped at jobs.MaxJobLogLines).
+	progress atomic.Pointer[jobs.Progress]
+	logLines atomic.Int64
+	// logger is made when the handler first asks for it.
+	loggerOnce sync.Once
+	logger     *slog.Logger
+}
+
+// jobLoggerSource is the jobs.LoggerSource in an execution's handler
+// context.
+type jobLoggerSource struct {
+	p  *Pool
+	ex *execution
+}
+
+func (s jobLoggerSource) JobLogger() *slog.Logger {
+	ex := s.ex
+	ex.loggerOnce.Do(func() {
+		ex.logger = slog.New(&jobLogHandler{w: s.p.jobLogs, ex: ex,
+			next: s.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()})
+	})
+	return ex.logger
+}
+
+// reportTo is the jobs.ProgressReporter in the execution's handler
+// context: the latest report waits for the next heartbeat, which the pool
+// brings forward to within a second.
+func (ex *execution) reportTo(p *Pool) jobs.ProgressReporter { return progressReporter{p, ex} }
+
+type progressReporter struct {
+	p  *Pool
+	ex *execution
+}
+
+func (r progressReporter) ReportProgress(percent int, message string) {
+	r.ex.progress.Store(&jobs.Progress{Percent: percent, Message: message})
+	r.p.progressDirty.Store(true)
 }
 
 // NewPool returns a pool; call Run to start it.
@@ -177,6 +220,7 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		notify:   make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
+		jobLogs:  newJobLogWriter(store, logger.With("component", "job_logs", "worker_id", cfg.WorkerID)),
 	}
 	if len(cfg.Queues) > 0 {
 		p.queues = map[string]bool{}
@@ -251,6 +295,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		p.inFlight.Add(1)
 		go p.worker()
 	}
+	logsDone := make(chan struct{})
+	go func() {
+		defer close(logsDone)
+		p.jobLogs.run()
+	}()
 	beatCtx, stopBeats := context.WithCancel(context.WithoutCancel(ctx))
 	beatsDone := make(chan struct{})
 	go func() {
@@ -294,6 +343,8 @@ func (p *Pool) Run(ctx context.Context) error {
 	stopBeats()
 	<-beatsDone
 	p.stopJobs(ErrShutdown)
+	p.jobLogs.close()
+	<-logsDone
 	p.logger.InfoContext(ctx, "worker pool stopped", "drain", time.Since(drainStart).Round(time.Millisecond))
 	return nil
 }
@@ -417,6 +468,8 @@ func (p *Pool) execute(ex *execution) {
 		ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrTimeout)
 		defer stop()
 	}
+	ctx = jobs.WithProgress(ctx, ex.reportTo(p))
+	ctx = jobs.WithLogger(ctx, jobLoggerSource{p, ex})
 	ex.started.Store(true)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
@@ -544,16 +597,24 @@ func containsNULEscape(b []byte) bool {
 	return false
 }
 
-// heartbeats renews the leases of running jobs until ctx is done.
+// heartbeats renews the leases of running jobs until ctx is done, and
+// brings the next heartbeat forward when a handler reported progress, at
+// most once a second.
 func (p *Pool) heartbeats(ctx context.Context) {
 	t := time.NewTicker(p.cfg.HeartbeatInterval)
 	defer t.Stop()
+	progress := time.NewTicker(time.Second)
+	defer progress.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		case <-p.beatNow:
+		case <-progress.C:
+			if !p.progressDirty.Swap(false) {
+				continue
+			}
 		}
 		p.beat(ctx)
 	}
@@ -563,7 +624,7 @@ func (p *Pool) heartbeats(ctx context.Context) {
 // learns: cancel requests cancel the handler, lost leases stop it.
 func (p *Pool) beat(ctx context.Context) {
 	now := time.Now()
-	var leases []jobs.Lease
+	var beats []jobs.Heartbeat
 	byID := map[uuid.UUID]*execution{}
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
@@ -571,19 +632,24 @@ func (p *Pool) beat(ctx context.Context) {
 			// The handler ignores its context: stop vouching for it.
 			return true
 		}
-		leases = append(leases, ex.lease)
+		beats = append(beats, jobs.Heartbeat{Lease: ex.lease, Progress: ex.progress.Swap(nil)})
 		byID[ex.lease.JobID] = ex
 		return true
 	})
-	if len(leases) == 0 {
+	if len(beats) == 0 {
 		return
 	}
 	bctx, cancel := context.WithTimeout(ctx, p.cfg.HeartbeatInterval)
 	defer cancel()
-	statuses, err := p.store.ExtendLeases(bctx, leases, p.cfg.LeaseTTL)
+	statuses, err := p.store.ExtendLeases(bctx, beats, p.cfg.LeaseTTL)
 	if err != nil {
 		if ctx.Err() == nil {
-			p.logger.WarnContext(ctx, "heartbeat failed", "error", err, "jobs", len(leases))
+			p.logger.WarnContext(ctx, "heartbeat failed", "error", err, "jobs", len(beats))
+		}
+		for _, b := range beats { // carried by the next heartbeat, unless newer
+			if b.Progress != nil {
+				byID[b.JobID].progress.CompareAndSwap(nil, b.Progress)
+			}
 		}
 		return
 	}

@@ -1,0 +1,77 @@
+package handlers
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"flint/jobs"
+)
+
+// Job log pages: at most maxJobLogPage stored lines per response.
+const (
+	defaultJobLogPage = 500
+	maxJobLogPage     = 5000
+)
+
+// jobLogPage is a job's log: Flint's lifecycle lines (on the first page)
+// merged in time order with the lines its handler logged after a sequence
+// number.
+type jobLogPage struct {
+	Entries []jobs.LogEntry `json:"entries"`
+	// NextAfter is the after= of the next page; it equals the request's
+	// when no stored line is newer.
+	NextAfter int64 `json:"next_after"`
+}
+
+// jobLogs handles GET /api/v1/jobs/{id}/logs?after=&limit=.
+func (s *server) jobLogs(c *fiber.Ctx) error {
+	id, err := jobID(c)
+	if err != nil {
+		return err
+	}
+	after, limit := int64(0), defaultJobLogPage
+	if v := c.Query("after"); v != "" {
+		if after, err = strconv.ParseInt(v, 10, 64); err != nil || after < 0 {
+			return invalid("after", "must be the next_after of a previous page (a whole number ≥ 0)")
+		}
+	}
+	if v := c.Query("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > maxJobLogPage {
+			return invalid("limit", "must be between 1 and "+strconv.Itoa(maxJobLogPage))
+		}
+	}
+	page, err := s.loadJobLog(c.UserContext(), id, after, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(page)
+}
+
+// loadJobLog reads one page of a job's log.
+func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limit int) (jobLogPage, error) {
+	j, err := s.store.GetJob(ctx, id)
+	if err != nil {
+		return jobLogPage{}, err
+	}
+	stored, err := s.store.JobLogs(ctx, id, after, limit)
+	if err != nil {
+		return jobLogPage{}, err
+	}
+	page := jobLogPage{NextAfter: after}
+	if len(stored) > 0 {
+		page.NextAfter = stored[len(stored)-1].Seq
+	}
+	var lifecycle []jobs.LogEntry
+	if after == 0 {
+		execs, err := s.store.ListExecutions(ctx, j)
+		if err != nil {
+			return jobLogPage{}, err
+		}
+		lifecycle = jobs.LifecycleLines(j, execs)
+	}
+	page.Entries = jobs.MergeLog(lifecycle, stored)
+	return page, nil
+}

@@ -1,0 +1,90 @@
+package jobs
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Log sources.
+const (
+	LogFromHandler = "handler"
+	LogFromFlint   = "flint"
+)
+
+// LifecycleLines are Flint's own lines in a job's log — claimed, and how
+// each attempt ended (succeeded, failed and retried, timed out,
+// interrupted, cancelled) — derived from its runs (execs, in order, the
+// running one included) rather than stored, so the hot path writes
+// nothing for them.
+func LifecycleLines(j *Job, execs []Execution) []LogEntry {
+	var out []LogEntry
+	line := func(at time.Time, attempt int, level, format string, args ...any) {
+		out = append(out, LogEntry{JobID: j.ID, Attempt: attempt, At: at, Level: level, Source: LogFromFlint,
+			Message: fmt.Sprintf(format, args...)})
+	}
+	for i, e := range execs {
+		line(e.StartedAt, e.Attempt, "info", "Claimed by worker %s (attempt %d of %d).", e.WorkerID, e.Attempt, j.MaxRetries+1)
+		if e.FinishedAt == nil || e.Outcome == OutcomeRunning {
+			continue
+		}
+		at, last := *e.FinishedAt, i == len(execs)-1
+		took := at.Sub(e.StartedAt).Round(time.Millisecond)
+		reason := ""
+		if e.Error != nil {
+			reason = Truncate(FirstLine(*e.Error), 300)
+		}
+		switch e.Outcome {
+		case OutcomeSucceeded:
+			line(at, e.Attempt, "info", "Succeeded in %s.", took)
+		case OutcomeCancelled:
+			line(at, e.Attempt, "warn", "Cancelled after %s: %s", took, reason)
+		case OutcomeInterrupted:
+			line(at, e.Attempt, "warn", "Interrupted after %s (%s); the job was queued again.", took, reason)
+		case OutcomeFailed:
+			what := "Failed"
+			if strings.HasPrefix(reason, "timed out") {
+				what = "Timed out"
+			}
+			switch {
+			case !last:
+				line(at, e.Attempt, "error", "%s after %s: %s. Retried.", what, took, reason)
+			case j.Status == StateScheduled:
+				line(at, e.Attempt, "error", "%s after %s: %s. Retry at %s.", what, took, reason, j.RunAt.UTC().Format(time.RFC3339))
+			case j.Status == StateDeadLetter:
+				line(at, e.Attempt, "error", "%s after %s: %s. Moved to the dead-letter queue.", what, took, reason)
+			default:
+				line(at, e.Attempt, "error", "%s after %s: %s.", what, took, reason)
+			}
+		}
+	}
+	return out
+}
+
+// MergeLog puts lifecycle lines and stored handler lines in time order;
+// at the same instant a lifecycle line comes first, stored lines keep
+// their order.
+func MergeLog(lifecycle, stored []LogEntry) []LogEntry {
+	out := make([]LogEntry, 0, len(lifecycle)+len(stored))
+	out = append(out, lifecycle...)
+	for _, l := range stored {
+		l.Source = cmp.Or(l.Source, LogFromHandler)
+		out = append(out, l)
+	}
+	slices.SortStableFunc(out, func(a, b LogEntry) int {
+		if c := a.At.Compare(b.At); c != 0 {
+			return c
+		}
+		return cmp.Compare(sourceRank(a.Source), sourceRank(b.Source))
+	})
+	return out
+}
+
+func sourceRank(s string) int {
+	if s == LogFromFlint {
+		return 0
+	}
+	return 1
+}

@@ -1,0 +1,91 @@
+package workers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"flint/jobs"
+	"flint/workers"
+)
+
+// A handler's progress reaches the database while it runs, through the
+// heartbeat, and what it logs is stored with the job and attempt,
+// scrubbed, capped per attempt, and merged with Flint's lifecycle lines.
+func TestHandlerProgressAndLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	release := make(chan struct{})
+	var once sync.Once
+	b.registry.Register("reporter", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		log := jobs.Logger(ctx)
+		log.Info("connecting to postgres://app:hunter2@db.internal/app", "token", "s3cret-value", "rows", 42)
+		log.With("step", "copy").WithGroup("batch").Warn("slow batch", "n", 7)
+		jobs.ReportProgress(ctx, 40, "copied 400 of 1000 rows")
+		<-release
+		for i := range jobs.MaxJobLogLines + 5 {
+			log.Info(fmt.Sprintf("line %d", i))
+		}
+		jobs.ReportProgress(ctx, 150, "done") // clamped
+		return nil, nil
+	}))
+	j := b.enqueue(t, "reporter", `{}`)
+	b.start(t, workers.Config{Workers: 2, HeartbeatInterval: time.Hour, LeaseTTL: time.Hour})
+	t.Cleanup(func() { once.Do(func() { close(release) }) }) // runs before the pool's stop
+
+	// Progress arrives within about a second although the heartbeat
+	// interval is an hour: a report brings the heartbeat forward.
+	require.Eventually(t, func() bool {
+		got, err := b.store.GetJob(b.ctx, j.ID)
+		require.NoError(t, err)
+		return got.Progress != nil && *got.Progress == 40
+	}, 10*time.Second, 50*time.Millisecond)
+	got, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateRunning, got.Status)
+	require.Equal(t, "copied 400 of 1000 rows", *got.ProgressMessage)
+
+	require.Eventually(t, func() bool {
+		lines, err := b.store.JobLogs(b.ctx, j.ID, 0, 10)
+		require.NoError(t, err)
+		return len(lines) == 2
+	}, 10*time.Second, 50*time.Millisecond, "lines are written while the job runs")
+	lines, err := b.store.JobLogs(b.ctx, j.ID, 0, 10)
+	require.NoError(t, err)
+	require.Equal(t, "info", lines[0].Level)
+	require.NotContains(t, lines[0].Message, "hunter2", "scrubbed like the log file")
+	require.Equal(t, "[redacted]", lines[0].Attrs["token"])
+	require.EqualValues(t, 42, lines[0].Attrs["rows"])
+	require.Equal(t, 1, lines[0].Attempt)
+	require.Equal(t, "warn", lines[1].Level)
+	require.Equal(t, "copy", lines[1].Attrs["step"])
+	require.EqualValues(t, 7, lines[1].Attrs["batch.n"])
+
+	once.Do(func() { close(release) })
+	b.waitFor(t, j.ID, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+	var all []jobs.LogEntry
+	require.Eventually(t, func() bool {
+		all, err = b.store.JobLogs(b.ctx, j.ID, 0, 5000)
+		require.NoError(t, err)
+		return len(all) == jobs.MaxJobLogLines+1
+	}, 10*time.Second, 50*time.Millisecond, "capped at the limit plus one line that says so")
+	require.Contains(t, all[len(all)-1].Message, fmt.Sprintf("more than %d lines", jobs.MaxJobLogLines))
+	require.Equal(t, "line 997", all[len(all)-2].Message)
+
+	// The page a reader gets: lifecycle lines from the runs, in order.
+	done, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	execs, err := b.store.ListExecutions(b.ctx, done)
+	require.NoError(t, err)
+	merged := jobs.MergeLog(jobs.LifecycleLines(done, execs), all)
+	require.Equal(t, jobs.LogFromFlint, merged[0].Source)
+	require.True(t, strings.HasPrefix(merged[0].Message, "Claimed by worker "), merged[0].Message)
+	last := merged[len(merged)-1]
+	require.Equal(t, jobs.LogFromFlint, last.Source)
+	require.True(t, strings.HasPrefix(last.Message, "Succeeded in "), last.Message)
+}
