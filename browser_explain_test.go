@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -136,4 +137,42 @@ func mustGet(t *testing.T, rig *dashboardRig, id uuid.UUID) *jobs.Job {
 	j, err := rig.store.GetJob(context.Background(), id)
 	require.NoError(t, err)
 	return j
+}
+
+// TestJobPageFollowsProgressAndLog watches a running job's page: its
+// progress bar and its log fill in without a reload while the handler
+// works, and the page settles on the finished job.
+func TestJobPageFollowsProgressAndLog(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	rig.registry.Register("report.slow", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		jobs.Logger(ctx).Info("loading the ledger", "rows", 1200)
+		jobs.ReportProgress(ctx, 30, "phase 1 of 3")
+		<-release
+		jobs.Logger(ctx).Info("ledger written")
+		return nil, nil
+	}))
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	res, err := rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "report.slow"})
+	require.NoError(t, err)
+	id := res[0].Job.ID
+
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs/"+id.String()),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="job-log"]`)))
+	waitLive(t, ctx, 10*time.Second)
+	waitJS(t, ctx, `(() => { const p = document.querySelector('#job-live [data-testid="progress"]'); return !!p && p.textContent.includes('30%') && p.textContent.includes('phase 1 of 3') })()`, 15*time.Second)
+	waitJS(t, ctx, `[...document.querySelectorAll('[data-testid="job-log"] li[data-source="handler"]')].some(li => li.textContent.includes('loading the ledger') && li.textContent.includes('rows=1200'))`, 15*time.Second)
+	require.Equal(t, 1, eval[int](t, ctx, `document.querySelectorAll('[data-testid="job-log"]').length`))
+	shoot(t, ctx, "job-running")
+
+	once.Do(func() { close(release) })
+	waitJS(t, ctx, `(() => { const items = [...document.querySelectorAll('[data-testid="job-log"] li')]; return items.length > 0 && items[items.length-1].textContent.includes('Succeeded in') })()`, 20*time.Second)
+	require.Zero(t, eval[int](t, ctx, `document.querySelectorAll('#job-live [data-testid="progress"]').length`), "no progress bar once finished")
+	require.Equal(t, "", eval[string](t, ctx, `document.querySelector('[data-testid="job-log"]').getAttribute('hx-get') || ''`), "the finished job's log stops polling")
+	require.Equal(t, []string{"flint", "handler", "handler", "flint"},
+		eval[[]string](t, ctx, `[...document.querySelectorAll('[data-testid="job-log"] li')].map(li => li.dataset.source)`))
 }
