@@ -23,8 +23,8 @@ import (
 // must not say which.
 var ErrBadLogin = errors.New("wrong email or password")
 
-// Roles. Only admin exists so far: the bootstrap account from the
-// environment.
+// RoleAdmin is the role of the bootstrap account from the environment, so
+// far the only role there is.
 const RoleAdmin = "admin"
 
 // User is a dashboard user.

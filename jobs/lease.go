@@ -34,7 +34,6 @@ func LeaseOf(j *Job) Lease {
 	return l
 }
 
-// LeaseStatus is what a heartbeat learned about a lease it extended.
 // Heartbeat is a lease to extend, with the progress its handler reported
 // since the last heartbeat (nil: none).
 type Heartbeat struct {
@@ -48,6 +47,7 @@ type Progress struct {
 	Message string
 }
 
+// LeaseStatus is what a heartbeat learned about a lease it extended.
 type LeaseStatus struct {
 	JobID           uuid.UUID
 	CancelRequested bool
