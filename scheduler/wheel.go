@@ -59,6 +59,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"flint/internal/minheap"
 )
 
 const (
@@ -160,12 +162,12 @@ func (w *wheelIndex) PopDue(now time.Time, max int) []Entry {
 	for len(w.due) > 0 && len(out) < max {
 		r := w.due[0]
 		var n node
-		if n, r = nodePop(r); len(r) == 0 {
+		if n, r = minheap.Pop(r, lessNode); len(r) == 0 {
 			w.popRun()
 			w.putSlice(r)
 		} else {
 			w.due[0] = r
-			w.downDue(0)
+			minheap.Down(w.due, 0, runLess)
 		}
 		w.nodes--
 		rec, ok := w.recs[n.id]
@@ -270,7 +272,7 @@ func (w *wheelIndex) migrate() {
 			w.putSlice(s)
 			continue
 		}
-		nodeHeapify(s)
+		minheap.Init(s, lessNode)
 		floor := instant{sec: sec}
 		if sec < w.cur {
 			w.pushRun(s, floor)
@@ -318,8 +320,8 @@ func (w *wheelIndex) splitCurrent() {
 			}
 		}
 	}
-	nodeHeapify(keep)
-	nodeHeapify(due)
+	minheap.Init(keep, lessNode)
+	minheap.Init(due, lessNode)
 	w.slots[i] = keep
 	w.slotMin[i] = keepFloor
 	if len(keep) == 0 {
@@ -369,8 +371,7 @@ func (w *wheelIndex) slotInsert(i int, n node) {
 	if r := n.run(); r.before(w.slotMin[i]) {
 		w.slotMin[i] = r
 	}
-	s = nodePush(s, n)
-	w.slots[i] = s
+	w.slots[i] = minheap.Push(s, n, lessNode)
 }
 
 // --- overflow buckets ---
@@ -392,52 +393,21 @@ func (w *wheelIndex) overflowAdd(sec int64, n node) {
 	w.bucketList[bi] = append(w.bucketList[bi], n)
 }
 
+func secLess(a, b *int64) bool { return *a < *b }
+
 func (w *wheelIndex) pushBucketKey(sec int64) {
-	w.bucketKeys = append(w.bucketKeys, sec)
-	s := w.bucketKeys
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if s[p] <= sec {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	s[i] = sec
+	w.bucketKeys = minheap.Push(w.bucketKeys, sec, secLess)
 }
 
 func (w *wheelIndex) popBucketKey() int64 {
-	s := w.bucketKeys
-	top := s[0]
-	last := len(s) - 1
-	x := s[last]
-	s = s[:last]
+	sec, s := minheap.Pop(w.bucketKeys, secLess)
 	w.bucketKeys = s
-	i := 0
-	for {
-		c := 2*i + 1
-		if c >= len(s) {
-			break
-		}
-		if r := c + 1; r < len(s) && s[r] < s[c] {
-			c = r
-		}
-		if x <= s[c] {
-			break
-		}
-		s[i] = s[c]
-		i = c
-	}
-	if last > 0 {
-		s[i] = x
-	}
-	return top
+	return sec
 }
 
 // --- due runs: a min-heap of node heaps, by their top node ---
 
-func runLess(a, b []node) bool { return lessNode(&a[0], &b[0]) }
+func runLess(a, b *[]node) bool { return lessNode(&(*a)[0], &(*b)[0]) }
 
 // pushRun adds a run (a node heap) whose earliest RunAt is at least floor;
 // an empty one is recycled.
@@ -449,48 +419,13 @@ func (w *wheelIndex) pushRun(r []node, floor instant) {
 	if floor.before(w.dueFloor) {
 		w.dueFloor = floor
 	}
-	w.due = append(w.due, r)
-	s := w.due
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !runLess(r, s[p]) {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	s[i] = r
+	w.due = minheap.Push(w.due, r, runLess)
 }
 
+// popRun drops the top run, which the caller has emptied or taken.
 func (w *wheelIndex) popRun() {
-	last := len(w.due) - 1
-	w.due[0] = w.due[last]
-	w.due[last] = nil
-	w.due = w.due[:last]
-	if last > 0 {
-		w.downDue(0)
-	}
-}
-
-func (w *wheelIndex) downDue(i int) {
-	s := w.due
-	r := s[i]
-	for {
-		c := 2*i + 1
-		if c >= len(s) {
-			break
-		}
-		if rc := c + 1; rc < len(s) && runLess(s[rc], s[c]) {
-			c = rc
-		}
-		if !runLess(s[c], r) {
-			break
-		}
-		s[i] = s[c]
-		i = c
-	}
-	s[i] = r
+	_, w.due = minheap.Pop(w.due, runLess)
+	clear(w.due[len(w.due) : len(w.due)+1]) // keep no reference to it
 }
 
 // --- slice reuse ---
@@ -545,7 +480,7 @@ func (w *wheelIndex) maybeCompact() {
 		for word := w.occupied[wi]; word != 0; word &= word - 1 {
 			i := wi*64 + bits.TrailingZeros64(word)
 			s := w.filterLive(w.slots[i])
-			nodeHeapify(s)
+			minheap.Init(s, lessNode)
 			w.slots[i] = s
 			if len(s) == 0 {
 				w.occupied[wi] &^= 1 << (i % 64)
@@ -562,7 +497,7 @@ func (w *wheelIndex) maybeCompact() {
 	w.dueFloor = never
 	for _, r := range w.due {
 		r = w.filterLive(r)
-		nodeHeapify(r)
+		minheap.Init(r, lessNode)
 		if len(r) == 0 {
 			w.putSlice(r)
 			continue
@@ -577,85 +512,6 @@ func (w *wheelIndex) maybeCompact() {
 	}
 	clear(w.due[len(runs):])
 	w.due = runs
-	for i := len(w.due)/2 - 1; i >= 0; i-- {
-		w.downDue(i)
-	}
+	minheap.Init(w.due, runLess)
 	w.nodes = total
-}
-
-// --- node heaps by the claim key: slots and due runs ---
-
-func nodePush(s []node, n node) []node {
-	s = append(s, n)
-	i := len(s) - 1
-	for i > 0 {
-		p := (i - 1) / 2
-		if !lessNode(&n, &s[p]) {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	s[i] = n
-	return s
-}
-
-// nodePop removes the most urgent node; s must not be empty. Bottom-up:
-// the hole left at the root goes down to a leaf along the more urgent
-// children, and the last node is sifted up from there (it usually belongs
-// near the bottom), which saves about half the comparisons.
-func nodePop(s []node) (node, []node) {
-	top := s[0]
-	last := len(s) - 1
-	x := s[last]
-	s = s[:last]
-	i := 0
-	for {
-		c := 2*i + 1
-		if c >= last {
-			break
-		}
-		if r := c + 1; r < last && lessNode(&s[r], &s[c]) {
-			c = r
-		}
-		s[i] = s[c]
-		i = c
-	}
-	for i > 0 {
-		p := (i - 1) / 2
-		if !lessNode(&x, &s[p]) {
-			break
-		}
-		s[i] = s[p]
-		i = p
-	}
-	if last > 0 {
-		s[i] = x
-	}
-	return top, s
-}
-
-func nodeDown(s []node, i int) {
-	n := s[i]
-	for {
-		c := 2*i + 1
-		if c >= len(s) {
-			break
-		}
-		if r := c + 1; r < len(s) && lessNode(&s[r], &s[c]) {
-			c = r
-		}
-		if !lessNode(&s[c], &n) {
-			break
-		}
-		s[i] = s[c]
-		i = c
-	}
-	s[i] = n
-}
-
-func nodeHeapify(s []node) {
-	for i := len(s)/2 - 1; i >= 0; i-- {
-		nodeDown(s, i)
-	}
 }
