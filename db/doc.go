@@ -23,10 +23,11 @@
 //
 // All SQL lives here, as named constants next to the method that runs them.
 // Every statement that moves a job guards its from-state with the sets
-// declared by the jobs package (jobs.Sources), and every write a worker makes
-// for a running job also guards its lease token, so a worker whose lease
-// expired and was taken over cannot complete, fail or extend the job. Time
-// decisions (due, expired) are made on the database clock.
+// declared by the jobs package (jobs.CancelFrom, jobs.RetryFrom, …), and
+// every write a worker makes for a running job also guards its lease
+// token, so a worker whose lease expired and was taken over cannot
+// complete, fail or extend the job. Time decisions (due, expired) are made
+// on the database clock.
 //
 // db imports jobs and never handlers, workers or scheduler.
 package db
