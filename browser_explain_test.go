@@ -172,6 +172,15 @@ func TestJobPageFollowsProgressAndLog(t *testing.T) {
 	require.Equal(t, 1, eval[int](t, ctx, `document.querySelectorAll('[data-testid="job-log"]').length`))
 	shoot(t, ctx, "job-running")
 
+	// The jobs list shows the bar on the running job's row.
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?status=running"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="progress"]`)))
+	require.Equal(t, "30", eval[string](t, ctx, `document.querySelector('tr [data-testid="progress"] progress').getAttribute('value')`))
+	shoot(t, ctx, "jobs-running")
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs/"+id.String()),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="job-log"]`)))
+	waitLive(t, ctx, 10*time.Second)
+
 	once.Do(func() { close(release) })
 	waitJS(t, ctx, `(() => { const items = [...document.querySelectorAll('[data-testid="job-log"] li')]; return items.length > 0 && items[items.length-1].textContent.includes('Succeeded in') })()`, 20*time.Second)
 	require.Zero(t, eval[int](t, ctx, `document.querySelectorAll('#job-live [data-testid="progress"]').length`), "no progress bar once finished")
