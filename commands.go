@@ -1,17 +1,22 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"os/signal"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
+	"flint/db"
 	"flint/jobs"
 	"flint/scheduler"
 )
@@ -59,6 +64,9 @@ func runBenchmark(ctx context.Context, n int, algorithm string) ([]jobs.BenchRes
 // [--sizes 10000,100000,1000000]`: the scheduler benchmark on this machine,
 // printed as a table.
 func benchCommand(args []string) int {
+	if len(args) > 0 && args[0] == "history" {
+		return historyCommand(args[1:])
+	}
 	fs := flag.NewFlagSet("flint bench", flag.ContinueOnError)
 	n := fs.Int("n", 10000, "entries in the index")
 	alg := fs.String("algorithm", "both", "heap, timing_wheel or both")
@@ -98,6 +106,55 @@ func benchCommand(args []string) int {
 		return 2
 	}
 	fmt.Print(scheduler.FormatBenchTable(results))
+	return 0
+}
+
+// historyCommand is `flint bench history --jobs N [--days 30]`: N finished
+// jobs written into the database at DATABASE_URL (migrated first), for
+// measuring Flint with a realistic history. It prints its rate as it goes.
+func historyCommand(args []string) int {
+	fs := flag.NewFlagSet("flint bench history", flag.ContinueOnError)
+	n := fs.Int("jobs", 0, "finished jobs to write (required)")
+	days := fs.Int("days", 30, "spread them over the last this many days")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		fmt.Fprintf(os.Stderr, "flint bench history: unexpected argument %q; it takes only the flags -jobs and -days\n", fs.Arg(0))
+		return 2
+	case *n < 1:
+		fmt.Fprintln(os.Stderr, "flint bench history: -jobs: give how many finished jobs to write, e.g. -jobs 1000000")
+		return 2
+	case *days < 1 || *days > 3650:
+		fmt.Fprintln(os.Stderr, "flint bench history: -days: must be between 1 and 3650")
+		return 2
+	}
+	url := cmp.Or(os.Getenv("DATABASE_URL"), defaultDatabaseURL)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := db.Migrate(ctx, url, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		fmt.Fprintln(os.Stderr, "flint bench history:", err)
+		return 1
+	}
+	store, err := db.Open(ctx, db.Config{URL: url})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint bench history:", err)
+		return 1
+	}
+	defer store.Close()
+	start := time.Now()
+	err = store.SeedHistory(ctx, db.History{Jobs: *n, Days: *days}, func(done int) {
+		el := time.Since(start)
+		fmt.Printf("%d of %d finished jobs written in %s (%.0f jobs/s)\n", done, *n, el.Round(time.Millisecond), float64(done)/el.Seconds())
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint bench history:", err)
+		return 1
+	}
 	return 0
 }
 

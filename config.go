@@ -64,6 +64,9 @@ type Config struct {
 // Production reports whether FLINT_ENV=production.
 func (c *Config) Production() bool { return c.Env == "production" }
 
+// defaultDatabaseURL is the database of a developer's machine (make run).
+const defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/flint?sslmode=disable"
+
 // loadConfig reads the environment, then the flags in args (which override
 // it), and validates the result, reporting every problem at once.
 func loadConfig(cmd string, args []string, getenv func(string) string) (*Config, error) {
@@ -134,7 +137,7 @@ func (r *configReader) dur(name string, def time.Duration) time.Duration {
 func readEnv(r *configReader) *Config {
 	return &Config{
 		Env:               r.str("FLINT_ENV", "development"),
-		DatabaseURL:       r.str("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/flint?sslmode=disable"),
+		DatabaseURL:       r.str("DATABASE_URL", defaultDatabaseURL),
 		RedisURL:          r.str("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		RedisPrefix:       r.str("FLINT_REDIS_PREFIX", "flint:"),
 		ReadyQueue:        r.str("FLINT_READY_QUEUE", "postgres"),

@@ -34,7 +34,8 @@ Commands:
   scheduler   the scheduling and maintenance loops only (promoter, reaper,
               recurring series, aging, retention, DLQ alerts)
   migrate     apply database migrations and exit
-  bench       run the scheduler benchmark (heap vs timing wheel)
+  bench       run the scheduler benchmark (heap vs timing wheel);
+              "bench history -jobs N" fills DATABASE_URL with N finished jobs
   healthcheck probe this machine's flint on FLINT_ADDR (for container health checks)
   version     print the version
 
