@@ -2,7 +2,9 @@ package db
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -36,10 +38,44 @@ func (s *Store) CappedCounts(ctx context.Context, states []jobs.State, limit int
 	}
 	var out []jobs.StateCount
 	for _, r := range rows {
-		out = append(out, jobs.StateCount{State: jobs.State(r.State), Count: r.N, Capped: r.N >= limit})
+		sc := jobs.StateCount{State: jobs.State(r.State), Count: r.N, Capped: r.N >= limit}
+		if sc.Capped {
+			est, err := s.estimateState(ctx, sc.State)
+			if err != nil {
+				return nil, fmt.Errorf("count jobs: %w", err)
+			}
+			sc.Estimate = max(est, sc.Count)
+		}
+		out = append(out, sc)
 	}
 	return out, nil
 }
+
+// estimateState is the planner's estimate of the live jobs in a state: the
+// row count of a plan, from the column statistics ANALYZE (and autovacuum)
+// keep, so it costs no scan and drifts only between analyses. The state is
+// one of jobs.States, never caller text.
+func (s *Store) estimateState(ctx context.Context, st jobs.State) (int64, error) {
+	if !slices.Contains(jobs.States, st) {
+		return 0, fmt.Errorf("estimate: unknown state %q", st)
+	}
+	var plan []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
+		} `json:"Plan"`
+	}
+	var raw []byte
+	if err := s.pool.QueryRow(ctx, fmt.Sprintf(estimateStateSQL, st)).Scan(&raw); err != nil {
+		return 0, err
+	}
+	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) == 0 {
+		return 0, fmt.Errorf("estimate: unreadable plan: %v", err)
+	}
+	return int64(plan[0].Plan.Rows), nil
+}
+
+// estimateStateSQL asks for the plan of a count's scan; %s is a state name.
+const estimateStateSQL = `EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs WHERE status = '%s' AND deleted_at IS NULL`
 
 const recentFailuresSQL = `
 SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, '') AS error, e.finished_at, e.outcome, j.status

@@ -55,3 +55,26 @@ func TestSeedHistory(t *testing.T) {
 	require.Len(t, ex, 1)
 	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
 }
+
+// Past the dashboard's cap a count becomes PostgreSQL's estimate, close to
+// the truth once statistics are current; below it, counts stay exact.
+func TestCappedCountsEstimateAboveTheCap(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 60_000}, nil)) // 54,000 completed, 3,000 DLQ
+	counts, err := b.store.CappedCounts(b.ctx, []jobs.State{jobs.StateCompleted, jobs.StateDeadLetter, jobs.StateQueued}, 10_000)
+	require.NoError(t, err)
+	byState := map[jobs.State]jobs.StateCount{}
+	for _, c := range counts {
+		byState[c.State] = c
+	}
+	done := byState[jobs.StateCompleted]
+	require.True(t, done.Capped)
+	require.EqualValues(t, 10_000, done.Count)
+	require.InEpsilon(t, 54_000, done.Estimate, 0.1, "estimate %d", done.Estimate)
+	dlq := byState[jobs.StateDeadLetter]
+	require.False(t, dlq.Capped)
+	require.EqualValues(t, 3_000, dlq.Count)
+	require.Zero(t, dlq.Estimate, "an exact count needs no estimate")
+	require.EqualValues(t, 0, byState[jobs.StateQueued].Count)
+}

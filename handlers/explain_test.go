@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
+	"flint/db"
 	"flint/jobs"
 )
 
@@ -91,4 +92,38 @@ func textOf(n *html.Node) string {
 	}
 	walk(n)
 	return strings.TrimSpace(sb.String())
+}
+
+// Above the overview's cap a state's tile shows PostgreSQL's estimate,
+// labelled as one; below it, the exact count.
+func TestOverviewLabelsEstimates(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 110_000}, nil)) // 99,000 completed … plus
+	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 20_000}, nil))  // … 18,000 more: 117,000
+	p := b.request(t, http.MethodGet, "/", nil)
+	require.Equal(t, http.StatusOK, p.status)
+	doc, err := html.Parse(strings.NewReader(p.body))
+	require.NoError(t, err)
+	tile := func(state string) *html.Node {
+		n := findAll(doc, func(n *html.Node) bool { return attr(n, "data-testid") == "count-"+state })
+		require.Len(t, n, 1, state)
+		return n[0]
+	}
+	done := textOf(tile("completed"))
+	require.Contains(t, done, "≈")
+	require.Contains(t, done, "estimate")
+	require.Len(t, findAll(tile("completed"), func(n *html.Node) bool { _, ok := attrOK(n, "data-estimate"); return ok }), 1)
+	dlq := textOf(tile("dead_letter"))
+	require.Contains(t, dlq, "6,500")
+	require.NotContains(t, dlq, "estimate")
+}
+
+func attrOK(n *html.Node, key string) (string, bool) {
+	for _, a := range n.Attr {
+		if a.Key == key {
+			return a.Val, true
+		}
+	}
+	return "", false
 }

@@ -65,6 +65,10 @@ type StateCount struct {
 	State  State
 	Count  int64
 	Capped bool
+	// Estimate, when Capped, is PostgreSQL's estimate of the whole count
+	// from its statistics (zero when it has none): shown as an estimate,
+	// never as a count.
+	Estimate int64
 }
 
 // Failure is a recent run that did not succeed.
