@@ -391,6 +391,11 @@ type scrubHandler struct {
 
 func newScrubHandler(next slog.Handler) *scrubHandler { return &scrubHandler{next: next} }
 
+// Scrubbing wraps next so that every record it handles is scrubbed first,
+// by the rules of the log file: for records that go somewhere other than
+// this package's outputs (a job's own log).
+func Scrubbing(next slog.Handler) slog.Handler { return newScrubHandler(next) }
+
 func (h *scrubHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.next.Enabled(ctx, l)
 }

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"flint/jobs"
-	"flint/logs"
 )
 
 // jobLogBatch is the most lines one insert writes; jobLogLinger is how long
@@ -90,9 +89,9 @@ func (w *jobLogWriter) run() {
 	}
 }
 
-// jobLogHandler is the slog handler behind jobs.Logger: each record goes to
-// the job's own log (scrubbed, capped per attempt) and to the process log
-// with the job's id.
+// jobLogHandler is the slog handler behind jobs.Logger, behind the log
+// file's scrubbing (logs.Scrubbing): each record goes to the job's own log
+// (capped per attempt) and to the process log with the job's id.
 type jobLogHandler struct {
 	w    *jobLogWriter
 	ex   *execution
@@ -121,7 +120,7 @@ func (h *jobLogHandler) Handle(ctx context.Context, r slog.Record) error {
 				attrs = nil
 			}
 			h.w.add(jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: levelName(r.Level),
-				Message: logs.Scrub(r.Message), Attrs: attrs})
+				Message: r.Message, Attrs: attrs})
 		case n == jobs.MaxJobLogLines+1:
 			h.w.add(jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: "warn",
 				Message: fmt.Sprintf("this attempt logged more than %d lines; later ones are not kept here", jobs.MaxJobLogLines)})
@@ -148,43 +147,35 @@ func (h *jobLogHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h *jobLogHandler) WithGroup(name string) slog.Handler {
 	c := *h
-	if c.group != "" {
-		name = c.group + "." + name
-	}
 	c.group = name
+	if h.group != "" {
+		c.group = h.group + "." + name
+	}
 	c.next = h.next.WithGroup(name)
 	return &c
 }
 
-// putAttr stores an attribute as the job log keeps it: flattened to
-// "group.key", secrets redacted, strings scrubbed as the log file scrubs
-// them.
+// putAttr stores an attribute as the job log keeps it, flattened to
+// "group.key" (the scrubbing handler in front has redacted it already).
 func putAttr(m map[string]any, group string, a slog.Attr) {
 	a.Value = a.Value.Resolve()
 	key := a.Key
 	if group != "" {
 		key = group + "." + key
 	}
-	if a.Value.Kind() == slog.KindGroup {
+	switch a.Value.Kind() {
+	case slog.KindGroup:
 		for _, g := range a.Value.Group() {
 			putAttr(m, key, g)
 		}
-		return
-	}
-	if key == "" {
-		return
-	}
-	if logs.IsSecretKey(a.Key) {
-		m[key] = "[redacted]"
-		return
-	}
-	switch a.Value.Kind() {
-	case slog.KindString:
-		m[key] = logs.Scrub(a.Value.String())
 	case slog.KindInt64, slog.KindUint64, slog.KindFloat64, slog.KindBool:
-		m[key] = a.Value.Any()
+		if key != "" {
+			m[key] = a.Value.Any()
+		}
 	default:
-		m[key] = logs.Scrub(fmt.Sprint(a.Value.Any()))
+		if key != "" {
+			m[key] = a.Value.String()
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"flint/jobs"
+	"flint/logs"
 	"flint/workers"
 )
 
@@ -59,7 +60,7 @@ func TestHandlerProgressAndLog(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "info", lines[0].Level)
 	require.NotContains(t, lines[0].Message, "hunter2", "scrubbed like the log file")
-	require.Equal(t, "[redacted]", lines[0].Attrs["token"])
+	require.Equal(t, logs.Redacted, lines[0].Attrs["token"])
 	require.EqualValues(t, 42, lines[0].Attrs["rows"])
 	require.Equal(t, 1, lines[0].Attempt)
 	require.Equal(t, "warn", lines[1].Level)
@@ -88,4 +89,32 @@ func TestHandlerProgressAndLog(t *testing.T) {
 	last := merged[len(merged)-1]
 	require.Equal(t, jobs.LogFromFlint, last.Source)
 	require.True(t, strings.HasPrefix(last.Message, "Succeeded in "), last.Message)
+}
+
+// Groups nest as "outer.inner.key", and the log file's scrubbing rules
+// apply whole: a group named like a secret is redacted, a secret inside
+// JSON text is too.
+func TestJobLogGroupsAndSecrets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.registry.Register("grouped", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		log := jobs.Logger(ctx)
+		log.WithGroup("outer").WithGroup("inner").Info("nested", "k", 1)
+		log.WithGroup("auth").Info("signed in", "user", "bob")
+		log.Info("calling", "body", `{"client_secret":"abc123","n":1}`)
+		return nil, nil
+	}))
+	j := b.enqueue(t, "grouped", `{}`)
+	b.start(t, workers.Config{Workers: 1})
+	var lines []jobs.LogEntry
+	require.Eventually(t, func() bool {
+		var err error
+		lines, err = b.store.JobLogs(b.ctx, j.ID, 0, 10)
+		require.NoError(t, err)
+		return len(lines) == 3
+	}, 20*time.Second, 50*time.Millisecond)
+	require.EqualValues(t, 1, lines[0].Attrs["outer.inner.k"], "%v", lines[0].Attrs)
+	require.Equal(t, logs.Redacted, lines[1].Attrs["auth.user"], "%v", lines[1].Attrs)
+	require.NotContains(t, lines[2].Attrs["body"], "abc123")
+	require.Contains(t, lines[2].Attrs["body"], `"n":1`)
 }

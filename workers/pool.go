@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"flint/jobs"
+	"flint/logs"
 )
 
 // Causes with which the pool cancels a handler's context. Handlers see them
@@ -186,8 +187,8 @@ type jobLoggerSource struct {
 func (s jobLoggerSource) JobLogger() *slog.Logger {
 	ex := s.ex
 	ex.loggerOnce.Do(func() {
-		ex.logger = slog.New(&jobLogHandler{w: s.p.jobLogs, ex: ex,
-			next: s.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()})
+		ex.logger = slog.New(logs.Scrubbing(&jobLogHandler{w: s.p.jobLogs, ex: ex,
+			next: s.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()}))
 	})
 	return ex.logger
 }
