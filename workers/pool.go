@@ -177,35 +177,27 @@ type execution struct {
 	logger     *slog.Logger
 }
 
-// jobLoggerSource is the jobs.LoggerSource in an execution's handler
-// context.
-type jobLoggerSource struct {
+// handlerContext is what an execution's handler reaches through its
+// context: jobs.ReportProgress (the latest report waits for the next
+// heartbeat, which the pool brings forward to within a second) and
+// jobs.Logger (made when the handler first asks for it).
+type handlerContext struct {
 	p  *Pool
 	ex *execution
 }
 
-func (s jobLoggerSource) JobLogger() *slog.Logger {
-	ex := s.ex
+func (h handlerContext) ReportProgress(percent int, message string) {
+	h.ex.progress.Store(&jobs.Progress{Percent: percent, Message: message})
+	h.p.progressDirty.Store(true)
+}
+
+func (h handlerContext) JobLogger() *slog.Logger {
+	ex := h.ex
 	ex.loggerOnce.Do(func() {
-		ex.logger = slog.New(logs.Scrubbing(&jobLogHandler{w: s.p.jobLogs, ex: ex,
-			next: s.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()}))
+		ex.logger = slog.New(logs.Scrubbing(&jobLogHandler{w: h.p.jobLogs, ex: ex,
+			next: h.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()}))
 	})
 	return ex.logger
-}
-
-// reportTo is the jobs.ProgressReporter in the execution's handler
-// context: the latest report waits for the next heartbeat, which the pool
-// brings forward to within a second.
-func (ex *execution) reportTo(p *Pool) jobs.ProgressReporter { return progressReporter{p, ex} }
-
-type progressReporter struct {
-	p  *Pool
-	ex *execution
-}
-
-func (r progressReporter) ReportProgress(percent int, message string) {
-	r.ex.progress.Store(&jobs.Progress{Percent: percent, Message: message})
-	r.p.progressDirty.Store(true)
 }
 
 // NewPool returns a pool; call Run to start it.
@@ -469,8 +461,8 @@ func (p *Pool) execute(ex *execution) {
 		ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrTimeout)
 		defer stop()
 	}
-	ctx = jobs.WithProgress(ctx, ex.reportTo(p))
-	ctx = jobs.WithLogger(ctx, jobLoggerSource{p, ex})
+	hc := handlerContext{p, ex}
+	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
 	ex.started.Store(true)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
