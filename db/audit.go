@@ -69,10 +69,14 @@ func (s *Store) ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditE
 	}
 	out := make([]jobs.AuditEntry, len(rows))
 	for i, r := range rows {
-		out[i] = jobs.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Source: r.Source, IP: r.IP,
-			Action: r.Action, JobID: r.JobID, Details: r.Details}
+		out[i] = r.entry()
 	}
 	return out, nil
+}
+
+func (r auditRow) entry() jobs.AuditEntry {
+	return jobs.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Source: r.Source, IP: r.IP,
+		Action: r.Action, JobID: r.JobID, Details: r.Details}
 }
 
 const pruneAuditSQL = `

@@ -44,6 +44,14 @@ func (s *Store) ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFac
 	if err != nil {
 		return jobs.ExplainFacts{}, err
 	}
+	return s.ExplainFactsFor(ctx, j)
+}
+
+// ExplainFactsFor is ExplainFacts for a job the caller has just read (the
+// job page has), so that it is not read twice.
+func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error) {
+	id := j.ID
+	var err error
 	f := jobs.ExplainFacts{Job: j, MaxInterruptions: s.maxInterruptions}
 	if f.Now, err = s.DatabaseNow(ctx); err != nil {
 		return f, fmt.Errorf("explain: %w", err)
@@ -79,9 +87,8 @@ func (s *Store) ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFac
 			return f, fmt.Errorf("explain: read the audit trail: %w", err)
 		}
 		if len(rows) > 0 {
-			r := rows[0]
-			f.Cancel = &jobs.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Source: r.Source, IP: r.IP,
-				Action: r.Action, JobID: r.JobID, Details: r.Details}
+			e := rows[0].entry()
+			f.Cancel = &e
 		}
 	}
 	return f, nil

@@ -56,7 +56,19 @@ func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limi
 	if err != nil {
 		return jobLogPage{}, err
 	}
-	stored, err := s.store.JobLogs(ctx, id, after, limit)
+	var execs []jobs.Execution
+	if after == 0 {
+		if execs, err = s.store.ListExecutions(ctx, j); err != nil {
+			return jobLogPage{}, err
+		}
+	}
+	return s.jobLog(ctx, j, execs, after, limit)
+}
+
+// jobLog merges the lifecycle lines of j's runs execs (nil on later
+// pages) with up to limit lines its handler logged after seq after.
+func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution, after int64, limit int) (jobLogPage, error) {
+	stored, err := s.store.JobLogs(ctx, j.ID, after, limit)
 	if err != nil {
 		return jobLogPage{}, err
 	}
@@ -64,14 +76,6 @@ func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limi
 	if len(stored) > 0 {
 		page.NextAfter = stored[len(stored)-1].Seq
 	}
-	var lifecycle []jobs.LogEntry
-	if after == 0 {
-		execs, err := s.store.ListExecutions(ctx, j)
-		if err != nil {
-			return jobLogPage{}, err
-		}
-		lifecycle = jobs.LifecycleLines(j, execs)
-	}
-	page.Entries = jobs.MergeLog(lifecycle, stored)
+	page.Entries = jobs.MergeLog(jobs.LifecycleLines(j, execs), stored)
 	return page, nil
 }

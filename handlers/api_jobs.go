@@ -399,21 +399,17 @@ func (s *server) explainJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	e, err := s.explain(c.UserContext(), id)
+	f, err := s.store.ExplainFacts(c.UserContext(), id)
 	if err != nil {
 		return err
 	}
-	return c.JSON(e)
+	return c.JSON(s.explain(f))
 }
 
-// explain reads the facts about a job and explains them.
-func (s *server) explain(ctx context.Context, id uuid.UUID) (jobs.Explanation, error) {
-	f, err := s.store.ExplainFacts(ctx, id)
-	if err != nil {
-		return jobs.Explanation{}, err
-	}
+// explain explains the facts about a job.
+func (s *server) explain(f jobs.ExplainFacts) jobs.Explanation {
 	_, f.KnownType = s.registry.Lookup(f.Job.Type)
-	return jobs.Explain(f), nil
+	return jobs.Explain(f)
 }
 
 // loadJob reads a job with its runs and dependencies, for the API and the

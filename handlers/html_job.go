@@ -20,10 +20,11 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 		return views.JobDetail{}, err
 	}
 	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions, Dependencies: jd.Dependencies}
-	e, err := s.explain(ctx, id)
+	f, err := s.store.ExplainFactsFor(ctx, jd.Job)
 	if err != nil {
 		return d, err
 	}
+	e := s.explain(f)
 	d.Explain = &e
 	if d.Log, err = s.jobLogShown(ctx, jd.Job, jd.Executions); err != nil {
 		return d, err
@@ -49,21 +50,28 @@ func (s *server) jobPage(c *fiber.Ctx) error {
 	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", true), d))
 }
 
+// jobFromPath reads the job named in the path; a nil job means the
+// response (404) has been written or err says what failed.
+func (s *server) jobFromPath(c *fiber.Ctx) (*jobs.Job, error) {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return nil, s.notFound(c)
+	}
+	j, err := s.store.GetJob(c.UserContext(), id)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return nil, s.notFound(c)
+	}
+	return j, err
+}
+
 // jobLogCard re-renders the job page's log card; a running job's card
 // asks for it every two seconds.
 func (s *server) jobLogCard(c *fiber.Ctx) error {
-	id, err := uuid.Parse(c.Params("id"))
-	if err != nil {
-		return s.notFound(c)
-	}
-	ctx := c.UserContext()
-	j, err := s.store.GetJob(ctx, id)
-	if errors.Is(err, jobs.ErrNotFound) {
-		return s.notFound(c)
-	}
-	if err != nil {
+	j, err := s.jobFromPath(c)
+	if j == nil {
 		return err
 	}
+	ctx := c.UserContext()
 	execs, err := s.store.ListExecutions(ctx, j)
 	if err != nil {
 		return err
@@ -77,12 +85,11 @@ func (s *server) jobLogCard(c *fiber.Ctx) error {
 
 // jobLogShown is the start of a job's log as the job page shows it.
 func (s *server) jobLogShown(ctx context.Context, j *jobs.Job, execs []jobs.Execution) ([]jobs.LogEntry, error) {
-	stored, err := s.store.JobLogs(ctx, j.ID, 0, views.JobLogShown)
+	page, err := s.jobLog(ctx, j, execs, 0, views.JobLogShown)
 	if err != nil {
 		return nil, err
 	}
-	lines := jobs.MergeLog(jobs.LifecycleLines(j, execs), stored)
-	return lines[:min(len(lines), views.JobLogShown)], nil
+	return page.Entries[:min(len(page.Entries), views.JobLogShown)], nil
 }
 
 func (s *server) jobLive(c *fiber.Ctx) error {

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/google/uuid"
 
 	"flint/jobs"
 	"flint/views"
@@ -21,7 +20,7 @@ const notInDLQ = "Only a job in the dead-letter queue can be edited and replayed
 
 // replayPage shows the editor for a dead-letter job, or why there is none.
 func (s *server) replayPage(c *fiber.Ctx) error {
-	j, err := s.replayJobOf(c)
+	j, err := s.jobFromPath(c)
 	if j == nil {
 		return err
 	}
@@ -38,7 +37,7 @@ func (s *server) replayPage(c *fiber.Ctx) error {
 // dashboard's htmx swaps in (the API answers 409 for a job outside the
 // DLQ).
 func (s *server) replaySubmit(c *fiber.Ctx) error {
-	j, err := s.replayJobOf(c)
+	j, err := s.jobFromPath(c)
 	if j == nil {
 		return err
 	}
@@ -85,20 +84,6 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 		f.Error = `Choose "Show the changes" first.`
 		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
 	}
-}
-
-// replayJobOf reads the job named in the path; a nil job means the
-// response (404) has been written or err says what failed.
-func (s *server) replayJobOf(c *fiber.Ctx) (*jobs.Job, error) {
-	id, err := uuid.Parse(c.Params("id"))
-	if err != nil {
-		return nil, s.notFound(c)
-	}
-	j, err := s.store.GetJob(c.UserContext(), id)
-	if errors.Is(err, jobs.ErrNotFound) {
-		return nil, s.notFound(c)
-	}
-	return j, err
 }
 
 func replayable(j *jobs.Job) bool {

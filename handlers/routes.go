@@ -34,6 +34,7 @@ type Store interface {
 	Stats(ctx context.Context) (*jobs.Stats, error)
 	Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error)
 	ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error)
+	ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error)
 	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
 	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
 	GetSettings(ctx context.Context) (jobs.Settings, error)
