@@ -2,11 +2,58 @@ package jobs
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/google/uuid"
 )
+
+// LogEntry is one line of a job's own log: what its handler logged through
+// Logger, or a lifecycle line of Flint's.
+type LogEntry struct {
+	JobID   uuid.UUID      `json:"job_id"`
+	Seq     int64          `json:"seq"`
+	Attempt int            `json:"attempt"`
+	At      time.Time      `json:"at"`
+	Level   string         `json:"level"`
+	Message string         `json:"message"`
+	Attrs   map[string]any `json:"attrs,omitempty"`
+	// Source is "handler" for what the job's handler logged, "flint" for
+	// the lifecycle lines Flint derives from its runs (Seq 0).
+	Source string `json:"source"`
+}
+
+// MaxJobLogLines caps what one attempt of a job stores in its log; later
+// lines are counted and dropped, and one line says how many.
+const MaxJobLogLines = 1000
+
+type loggerKey struct{}
+
+// LoggerSource makes a running job's logger when its handler first asks
+// for it, so that handlers that do not log cost nothing.
+type LoggerSource interface {
+	JobLogger() *slog.Logger
+}
+
+// WithLogger returns ctx carrying the source of the job's logger.
+func WithLogger(ctx context.Context, src LoggerSource) context.Context {
+	return context.WithValue(ctx, loggerKey{}, src)
+}
+
+// Logger returns the running job's logger: what a handler logs through it
+// is stored with the job and attempt (shown on the job page, returned by
+// GET /api/v1/jobs/{id}/logs) and goes to the process log too. Outside a
+// worker it returns slog.Default().
+func Logger(ctx context.Context) *slog.Logger {
+	if src, ok := ctx.Value(loggerKey{}).(LoggerSource); ok {
+		return src.JobLogger()
+	}
+	return slog.Default()
+}
 
 // Log sources.
 const (
