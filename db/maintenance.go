@@ -56,9 +56,9 @@ recorded AS (
 	FROM moved
 ),
 counted AS (
-	INSERT INTO job_throughput (bucket, outcome, shard, n)
-	SELECT date_trunc('minute', now()), 'interrupted', pg_backend_pid() % 16, count(*) FROM moved HAVING count(*) > 0
-	ON CONFLICT (bucket, outcome, shard) DO UPDATE SET n = job_throughput.n + excluded.n
+	INSERT INTO job_throughput (bucket, outcome, type, queue, shard, n)
+	SELECT date_trunc('minute', now()), 'interrupted', type, queue, pg_backend_pid() % 16, count(*) FROM moved GROUP BY type, queue
+	ON CONFLICT (bucket, outcome, type, queue, shard) DO UPDATE SET n = job_throughput.n + excluded.n
 ),
 notified AS (
 	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
