@@ -23,17 +23,18 @@ import (
 // must not say which.
 var ErrBadLogin = errors.New("wrong email or password")
 
-// RoleAdmin is the role of the bootstrap account from the environment, so
-// far the only role there is.
-const RoleAdmin = "admin"
+// ErrDisabled means the password was right but the account is disabled.
+var ErrDisabled = errors.New("this account is disabled; ask an admin to enable it")
 
 // User is a dashboard user.
 type User struct {
 	ID          uuid.UUID
 	Email       string
-	Role        string
+	Role        Role
 	CreatedAt   time.Time
 	LastLoginAt *time.Time
+	// DisabledAt is set while the user may not sign in.
+	DisabledAt *time.Time
 }
 
 // Session is a signed-in browser.

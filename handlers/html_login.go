@@ -53,6 +53,9 @@ func (s *server) login(c *fiber.Ctx) error {
 		s.logger.WarnContext(c.UserContext(), "failed sign-in", "component", "auth", "ip", ip)
 		return render(c, http.StatusUnauthorized, views.LoginPage(cookieTok, email, next, "Wrong email or password."))
 	}
+	if errors.Is(err, auth.ErrDisabled) {
+		return render(c, http.StatusForbidden, views.LoginPage(cookieTok, email, next, "This account is disabled. Ask an admin to enable it."))
+	}
 	if err != nil {
 		return err
 	}
