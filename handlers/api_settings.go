@@ -66,8 +66,8 @@ func settingsDiff(st jobs.Settings, changed []string) map[string]json.RawMessage
 	return out
 }
 
-// actor names who made a request, for the record: the API key's holder,
-// with the client address.
+// actor names who made a request, for the record: the API key's name
+// (key:<name>), with the client address.
 func actor(c *fiber.Ctx) string {
-	return "api-key@" + c.IP()
+	return actorName(c) + "@" + c.IP()
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/auth"
 	"flint/jobs"
 	"flint/views"
 )
@@ -37,11 +36,12 @@ func (s *server) audit(c *fiber.Ctx, action string, details any, ids ...uuid.UUI
 }
 
 // auditActor is who acts in this request, for the audit trail: the
-// signed-in user on the dashboard, the API key otherwise.
+// signed-in person's email on the dashboard, key:<name> for an API key
+// (key:FLINT_API_KEY for the bootstrap key).
 func auditActor(c *fiber.Ctx) jobs.AuditEntry {
-	e := jobs.AuditEntry{IP: c.IP(), Source: "api", Actor: "api key"}
-	if u, ok := c.Locals(userKey).(auth.User); ok {
-		e.Source, e.Actor = "dashboard", u.Email
+	e := jobs.AuditEntry{IP: c.IP(), Source: "api", Actor: "unknown"}
+	if p, ok := principalOf(c); ok {
+		e.Source, e.Actor = p.source, p.actor
 	}
 	return e
 }

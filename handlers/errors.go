@@ -17,6 +17,8 @@ type apiError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	Field   string `json:"field,omitempty"`
+	// Scope is, on a 403, the scope the request needed and lacked.
+	Scope string `json:"scope,omitempty"`
 }
 
 func (e *apiError) Error() string { return e.Message }

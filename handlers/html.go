@@ -28,7 +28,7 @@ const countCap = 100_000
 func (s *server) chrome(c *fiber.Ctx, title, nav string, live bool) views.Chrome {
 	u, _ := c.Locals(userKey).(auth.User)
 	csrf, _ := c.Locals(csrfKey).(string)
-	return views.Chrome{Title: title, Nav: nav, User: u.Email, CSRF: csrf, MailURL: s.mailURL, Now: s.clock.Now(), Live: live}
+	return views.Chrome{Title: title, Nav: nav, User: u.Email, Role: string(u.Role), CSRF: csrf, MailURL: s.mailURL, Now: s.clock.Now(), Live: live}
 }
 
 // dashActor names the signed-in user for records of what they changed.

@@ -86,11 +86,14 @@ type Config struct {
 	Benchmark BenchmarkFunc
 	// Metrics serves /metrics (outside the API key; it has its own token).
 	Metrics http.Handler
-	// Logs reads this process's log file and live tail; nil disables the
-	// log API and page.
+	// Logs reads the log entries every Flint process stored; nil disables
+	// the log API and page.
 	Logs LogSource
 	// Audit records operator actions; nil records nothing.
 	Audit AuditStore
+	// Access stores people and API keys; nil means the bootstrap key
+	// (APIKey) is the only key, and no Users or Keys pages.
+	Access AccessStore
 }
 
 // server carries the dependencies of every route.
@@ -114,6 +117,8 @@ type server struct {
 	logs       LogSource
 	auditStore AuditStore
 	live       *liveTopics
+	access     AccessStore
+	keyUse     *keyUsage
 }
 
 // New builds the Fiber app with every route.
@@ -150,6 +155,10 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		s.redis = func() string { return "disabled" }
 	}
 	s.dash, s.mailURL, s.bench, s.logs, s.auditStore = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs, cfg.Audit
+	s.access, s.keyUse = cfg.Access, newKeyUsage()
+	if s.access != nil {
+		go s.recordKeyUse(base)
+	}
 	if cfg.Dashboard != nil {
 		go s.watchTopics(base)
 	}
@@ -192,7 +201,8 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		app.Use("/static", staticFiles())
 	}
 
-	api := app.Group("/api/v1", apiKeyAuth(cfg.APIKey))
+	// Every API route needs a key, and the scope accessTable names for it.
+	api := guarded{Router: app.Group("/api/v1", s.authenticateKey(cfg.APIKey)), check: s.authorize}
 	api.Post("/jobs", s.enqueue)
 	api.Post("/jobs/batch", s.enqueueBatch)
 	api.Post("/workflows", s.enqueueWorkflow)
@@ -227,6 +237,12 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Get("/settings", s.getSettings)
 	api.Patch("/settings", s.patchSettings)
 	api.Get("/settings/changes", s.listSettingsChanges)
+	if s.access != nil {
+		api.Get("/keys", s.listKeys)
+		api.Post("/keys", s.createKey)
+		api.Delete("/keys/:id", s.revokeKey)
+		api.Post("/keys/:id/rotate", s.rotateKey)
+	}
 	if cfg.Dashboard != nil {
 		s.sessions = newSessionManager(cfg.Session, cfg.Dashboard)
 		s.routesHTML(app, cfg.Session.Secure)

@@ -17,14 +17,15 @@ import (
 type BenchmarkFunc func(ctx context.Context, n int, algorithm string) ([]jobs.BenchResult, error)
 
 // routesHTML registers the dashboard: every page, partial and action in one
-// list. All of it needs a session; state changes need the CSRF token.
+// list. All of it needs a session; state changes need the CSRF token; each
+// route needs the role that accessTable (access.go) names.
 func (s *server) routesHTML(app *fiber.App, secure bool) {
 	app.Use("/static", staticFiles())
 
 	sec := securityHeaders(secure)
 	pub := func(method, path string, h fiber.Handler) { app.Add(method, path, sec, h) }
 	priv := func(method, path string, h fiber.Handler) {
-		app.Add(method, path, sec, s.sessions.requireLogin, csrfProtect, h)
+		app.Add(method, path, sec, s.sessions.requireLogin, csrfProtect, s.authorize, h)
 	}
 	pub(fiber.MethodGet, "/login", s.loginPage)
 	pub(fiber.MethodPost, "/login", s.login)
@@ -62,6 +63,19 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	priv(fiber.MethodGet, "/events", s.dashboardEvents)
 	if s.auditStore != nil {
 		priv(fiber.MethodGet, "/audit", s.auditPage)
+	}
+	if s.access != nil {
+		priv(fiber.MethodGet, "/account", s.accountPage)
+		priv(fiber.MethodPost, "/account/password", s.changePassword)
+		priv(fiber.MethodGet, "/users", s.usersPage)
+		priv(fiber.MethodPost, "/users", s.addUser)
+		for _, a := range userActions {
+			priv(fiber.MethodPost, "/users/:id/"+string(a), s.userAction(a))
+		}
+		priv(fiber.MethodGet, "/keys", s.keysPage)
+		priv(fiber.MethodPost, "/keys", s.createKeyHTML)
+		priv(fiber.MethodPost, "/keys/:id/revoke", s.revokeKeyHTML)
+		priv(fiber.MethodPost, "/keys/:id/rotate", s.rotateKeyHTML)
 	}
 	if s.logs != nil {
 		priv(fiber.MethodGet, "/logs", s.logsPage)

@@ -13,6 +13,8 @@ type Chrome struct {
 	// Nav names the current section, for aria-current.
 	Nav  string
 	User string
+	// Role is the signed-in person's role, shown beside Sign out.
+	Role string
 	CSRF string
 	// MailURL is the mail catcher's web UI ("" hides the link).
 	MailURL string
