@@ -347,6 +347,7 @@ func (p *process) startHTTP() error {
 		Metrics:    p.mx.Protected(cfg.MetricsToken),
 		Logs:       p.lg,
 		Audit:      p.store,
+		Access:     p.store,
 	}, p.store, p.registry, p.logger)
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
