@@ -31,7 +31,14 @@ CREATE UNIQUE INDEX api_keys_name_idx ON api_keys (lower(name));
 CREATE UNIQUE INDEX api_keys_hash_idx ON api_keys (hash);
 CREATE INDEX api_keys_prev_hash_idx ON api_keys (prev_hash) WHERE prev_hash IS NOT NULL;
 
+-- The audit trail also records changes made with the flint users command.
+ALTER TABLE audit_log DROP CONSTRAINT audit_log_source_check;
+ALTER TABLE audit_log ADD CONSTRAINT audit_log_source_check CHECK (source IN ('api', 'dashboard', 'cli'));
+
 -- migrate:down
+UPDATE audit_log SET source = 'api' WHERE source = 'cli';
+ALTER TABLE audit_log DROP CONSTRAINT audit_log_source_check;
+ALTER TABLE audit_log ADD CONSTRAINT audit_log_source_check CHECK (source IN ('api', 'dashboard'));
 DROP TABLE api_keys;
 UPDATE users SET role = 'viewer' WHERE role = 'operator';
 ALTER TABLE users DROP CONSTRAINT users_role_check, DROP COLUMN disabled_at;

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"flint/auth"
+	"flint/db"
+	"flint/jobs"
+)
+
+const usersUsage = `Usage: flint users <command> [flags]
+
+Manage the people who sign in to the dashboard, in the database at
+DATABASE_URL (migrated first).
+
+Commands:
+  add             --email E --role viewer|operator|admin [--password P]
+                  adds a person; without --password one is generated and printed
+  list            every person with their role and state
+  disable         --email E: no more sign-ins; their open sessions end at once
+  enable          --email E: may sign in again
+  reset-password  --email E [--password P]: sets a new password (generated and
+                  printed without --password) and ends their sessions; for an
+                  admin who is locked out
+`
+
+// usersCommand is `flint users …`; it returns the exit code.
+func usersCommand(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stdout, usersUsage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	sub, args := args[0], args[1:]
+	fs := flag.NewFlagSet("flint users "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	email := fs.String("email", "", "the person's email")
+	role := fs.String("role", "", "viewer, operator or admin")
+	password := fs.String("password", "", "the password (8 to 72 characters); generated when empty")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "flint users %s: unexpected argument %q\n", sub, fs.Arg(0))
+		return 2
+	}
+	needEmail := func() bool {
+		if *email == "" {
+			fmt.Fprintf(stderr, "flint users %s: --email: give the person's email\n", sub)
+			return false
+		}
+		return true
+	}
+	switch sub {
+	case "add":
+		if !needEmail() {
+			return 2
+		}
+		if !auth.Role(*role).Valid() {
+			fmt.Fprintf(stderr, "flint users add: --role: use viewer, operator or admin\n")
+			return 2
+		}
+	case "disable", "enable", "reset-password":
+		if !needEmail() {
+			return 2
+		}
+	case "list":
+	default:
+		fmt.Fprintf(stderr, "flint users: unknown command %q\n\n%s", sub, usersUsage)
+		return 2
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	store, err := openForCommand(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "flint users:", err)
+		return 1
+	}
+	defer store.Close()
+	if err := runUsers(ctx, store, sub, *email, auth.Role(*role), *password, stdout); err != nil {
+		var ve *jobs.ValidationError
+		fmt.Fprintf(stderr, "flint users %s: %s\n", sub, strings.TrimSuffix(err.Error(), ": "+jobs.ErrNotFound.Error()))
+		if errors.As(err, &ve) || errors.Is(err, jobs.ErrNotFound) {
+			return 2
+		}
+		return 1
+	}
+	return 0
+}
+
+// openForCommand migrates and opens the database at DATABASE_URL.
+func openForCommand(ctx context.Context) (*db.Store, error) {
+	url := cmp.Or(os.Getenv("DATABASE_URL"), defaultDatabaseURL)
+	if err := db.Migrate(ctx, url, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		return nil, err
+	}
+	return db.Open(ctx, db.Config{URL: url})
+}
+
+// runUsers carries out one users command against store.
+func runUsers(ctx context.Context, store *db.Store, sub, email string, role auth.Role, password string, out io.Writer) error {
+	generated := password == ""
+	if generated {
+		password = auth.NewPassword()
+	}
+	switch sub {
+	case "add":
+		u, err := store.AddUser(ctx, email, password, role)
+		if err != nil {
+			return err
+		}
+		if err := recordCLI(ctx, store, "user_add", map[string]any{"email": u.Email, "role": u.Role}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "added %s as %s\n", u.Email, u.Role)
+	case "list":
+		users, err := store.ListUsers(ctx)
+		if err != nil {
+			return err
+		}
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "EMAIL\tROLE\tSTATE\tLAST SIGN-IN")
+		for _, u := range users {
+			state, last := "active", "never"
+			if u.DisabledAt != nil {
+				state = "disabled"
+			}
+			if u.LastLoginAt != nil {
+				last = u.LastLoginAt.UTC().Format("2006-01-02 15:04 UTC")
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Email, u.Role, state, last)
+		}
+		return tw.Flush()
+	case "disable", "enable", "reset-password":
+		u, err := store.UserByEmail(ctx, email)
+		if err != nil {
+			return err
+		}
+		switch sub {
+		case "disable":
+			u, err = store.DisableUser(ctx, u.ID)
+		case "enable":
+			u, err = store.EnableUser(ctx, u.ID)
+		default:
+			u, err = store.SetPassword(ctx, u.ID, password, "")
+		}
+		if err != nil {
+			return err
+		}
+		action := map[string]string{"disable": "user_disable", "enable": "user_enable", "reset-password": "password_reset"}[sub]
+		if err := recordCLI(ctx, store, action, map[string]any{"email": u.Email}); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s: %s\n", map[string]string{"disable": "disabled (sessions ended)", "enable": "enabled", "reset-password": "password set (sessions ended)"}[sub], u.Email)
+	}
+	if generated && (sub == "add" || sub == "reset-password") {
+		fmt.Fprintf(out, "password (shown once): %s\n", password)
+	}
+	return nil
+}
+
+// recordCLI puts a change made from a shell on the audit trail, naming the
+// operating-system user who ran it.
+func recordCLI(ctx context.Context, store *db.Store, action string, details map[string]any) error {
+	who := cmp.Or(os.Getenv("USER"), os.Getenv("LOGNAME"), "unknown")
+	b, _ := json.Marshal(details)
+	return store.RecordAudit(ctx, jobs.AuditEntry{Actor: "cli:" + who, Source: "cli", Action: action, Details: b})
+}
