@@ -36,6 +36,8 @@ Commands:
   migrate     apply database migrations and exit
   bench       run the scheduler benchmark (heap vs timing wheel);
               "bench history -jobs N" fills DATABASE_URL with N finished jobs
+  users       add, list, disable and enable dashboard users; reset a password
+              ("flint users help" for the details)
   healthcheck probe this machine's flint on FLINT_ADDR (for container health checks)
   version     print the version
 
@@ -61,6 +63,8 @@ func main() {
 		os.Exit(healthcheck(os.Getenv("FLINT_ADDR")))
 	case "bench":
 		os.Exit(benchCommand(args))
+	case "users":
+		os.Exit(usersCommand(args, os.Stdout, os.Stderr))
 	case "help", "-h", "--help":
 		fmt.Print(usage)
 		return
