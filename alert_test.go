@@ -133,7 +133,7 @@ func TestDLQAlertEndToEnd(t *testing.T) {
 	defer cancel()
 	for range 3 {
 		a := scheduler.NewAlerter(scheduler.AlerterConfig{Interval: 50 * time.Millisecond, PublicURL: "https://flint.example.test"},
-			store, mailer, settings, quietLogger())
+			store, notifier(t, mailer, settings), settings, quietLogger())
 		go func() { _ = a.Run(ctx) }()
 	}
 	require.Eventually(t, func() bool { return len(mailbox(t, api, to)) >= 1 }, 20*time.Second, 100*time.Millisecond)
@@ -182,7 +182,7 @@ func TestDLQAlertSurvivesSMTPOutage(t *testing.T) {
 	down, err := workers.NewSMTPMailer(workers.SMTPConfig{URL: "smtp://127.0.0.1:1/?starttls=none", Timeout: time.Second})
 	require.NoError(t, err)
 
-	a := scheduler.NewAlerter(scheduler.AlerterConfig{}, store, down, settings, quietLogger())
+	a := scheduler.NewAlerter(scheduler.AlerterConfig{}, store, notifier(t, down, settings), settings, quietLogger())
 	ctx := context.Background()
 	start := time.Now()
 	runAlerterOnce(t, a)
@@ -204,13 +204,22 @@ func TestDLQAlertSurvivesSMTPOutage(t *testing.T) {
 	// The retry is due (time passes), and the server is back.
 	_, err = store.Pool().Exec(ctx, `UPDATE alert_outbox SET next_attempt_at = now()`)
 	require.NoError(t, err)
-	up := scheduler.NewAlerter(scheduler.AlerterConfig{}, store, mailer, settings, quietLogger())
+	up := scheduler.NewAlerter(scheduler.AlerterConfig{}, store, notifier(t, mailer, settings), settings, quietLogger())
 	runAlerterOnce(t, up)
 	require.Eventually(t, func() bool { return len(mailbox(t, api, to)) == 1 }, 10*time.Second, 100*time.Millisecond)
 	out, err = store.AlertOutbox(ctx, 5)
 	require.NoError(t, err)
 	require.NotNil(t, out[0].SentAt)
 	require.Equal(t, 2, out[0].Attempts)
+}
+
+// notifier delivers through mailer, and to webhooks on this machine.
+func notifier(t *testing.T, mailer jobs.Mailer, settings *jobs.SettingsHolder) *scheduler.Notifier {
+	t.Helper()
+	n, err := scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: "https://flint.example.test", HTTPAllow: []string{"127.0.0.1"}},
+		mailer, settings)
+	require.NoError(t, err)
+	return n
 }
 
 // runAlerterOnce runs an alerter for one pass.

@@ -60,6 +60,7 @@ type process struct {
 	rds      *db.Redis // nil in PostgreSQL-only mode
 	registry *jobs.Registry
 	mailer   jobs.Mailer
+	notifier *scheduler.Notifier // renders and sends alert notifications
 	settings *jobs.SettingsHolder
 	mx       *metrics.Metrics
 	bus      *db.EventBus
@@ -97,7 +98,7 @@ func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) error {
 	p.startEvents()
 	p.startSettings()
 	if r.scheduler {
-		p.alerter = scheduler.NewAlerter(scheduler.AlerterConfig{PublicURL: cfg.PublicURL}, p.store, p.mailer, p.settings, p.logger)
+		p.alerter = scheduler.NewAlerter(scheduler.AlerterConfig{PublicURL: cfg.PublicURL}, p.store, p.notifier, p.settings, p.logger)
 	}
 	if r.workers {
 		p.startWorkers()
@@ -147,6 +148,10 @@ func (p *process) open() error {
 	p.mailer = mailer
 	jobs.RegisterBuiltins(p.registry, jobs.BuiltinDeps{Mailer: mailer, HTTP: jobs.HTTPConfig{Allow: p.cfg.HTTPAllow}})
 	p.settings = &jobs.SettingsHolder{}
+	if p.notifier, err = scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: p.cfg.PublicURL, HTTPAllow: p.cfg.HTTPAllow},
+		mailer, p.settings); err != nil {
+		return err
+	}
 	if st, err := p.store.GetSettings(p.ctx); err != nil {
 		p.logger.Warn("reading settings failed; using defaults until the next reload", "error", err)
 	} else {

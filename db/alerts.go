@@ -101,17 +101,10 @@ func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.
 	return queued, nil
 }
 
-// OutboxEmail is an alert waiting to be sent.
-type OutboxEmail struct {
-	ID       int64
-	Email    jobs.Email
-	Attempts int
-}
-
 // nextAlertSQL locks the next outbox email due to be sent, skipping those
 // another sender holds.
 const nextAlertSQL = `
-SELECT id, recipients, subject, text_body, html_body, attempts FROM alert_outbox
+SELECT id, channel, recipients, subject, text_body, html_body, webhook_url, webhook_secret, attempts FROM alert_outbox
 WHERE sent_at IS NULL AND failed_at IS NULL AND next_attempt_at <= now()
 ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED`
 
@@ -124,17 +117,18 @@ UPDATE alert_outbox SET attempts = $2::integer, last_error = $3,
 
 const alertSentSQL = `UPDATE alert_outbox SET sent_at = now(), attempts = attempts + 1, last_error = NULL WHERE id = $1`
 
-// SendDueAlerts hands each due outbox email to send, one at a time with its
+// SendDueAlerts hands each due outbox notification (email or webhook) to send, one at a time with its
 // row locked (SKIP LOCKED, so several senders share the work), and records
 // the result: sent, retried later with backoff, or given up after
 // maxAttempts.
-func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Email) error) (sent int, err error) {
+func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Notification) error) (sent int, err error) {
 	for {
 		var done bool
 		err := s.withTx(ctx, func(tx pgx.Tx) error {
-			var o OutboxEmail
-			err := tx.QueryRow(ctx, nextAlertSQL).
-				Scan(&o.ID, &o.Email.To, &o.Email.Subject, &o.Email.Text, &o.Email.HTML, &o.Attempts)
+			var n jobs.Notification
+			var attempts int
+			err := tx.QueryRow(ctx, nextAlertSQL).Scan(&n.ID, &n.Channel, &n.Email.To, &n.Email.Subject, &n.Email.Text,
+				&n.Email.HTML, &n.WebhookURL, &n.WebhookSecret, &attempts)
 			if errors.Is(err, pgx.ErrNoRows) {
 				done = true
 				return nil
@@ -142,15 +136,15 @@ func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(co
 			if err != nil {
 				return err
 			}
-			if serr := send(ctx, o.Email); serr != nil {
-				attempts := o.Attempts + 1
+			if serr := send(ctx, n); serr != nil {
+				attempts++
 				backoff := time.Duration(min(attempts*attempts, 60)) * time.Minute / 2
 				_, err = tx.Exec(ctx, alertFailedSQL,
-					o.ID, attempts, truncate(serr.Error(), 2000), float64(backoff.Milliseconds()), maxAttempts)
+					n.ID, attempts, truncate(serr.Error(), 2000), float64(backoff.Milliseconds()), maxAttempts)
 				done = true // try the rest later
 				return err
 			}
-			_, err = tx.Exec(ctx, alertSentSQL, o.ID)
+			_, err = tx.Exec(ctx, alertSentSQL, n.ID)
 			sent++
 			return err
 		})
@@ -161,14 +155,18 @@ func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(co
 }
 
 const alertOutboxSQL = `
-SELECT id, created_at, recipients, subject, attempts, sent_at, failed_at, coalesce(last_error, '') AS last_error
+SELECT id, created_at, channel, alert_id, recipients, webhook_url, subject, attempts, sent_at, failed_at,
+       coalesce(last_error, '') AS last_error
 FROM alert_outbox ORDER BY id DESC LIMIT $1`
 
 // alertRow is an alert_outbox row as the listing shows it.
 type alertRow struct {
 	ID         int64      `db:"id"`
 	CreatedAt  time.Time  `db:"created_at"`
+	Channel    string     `db:"channel"`
+	AlertID    *int64     `db:"alert_id"`
 	Recipients textArray  `db:"recipients"`
+	WebhookURL string     `db:"webhook_url"`
 	Subject    string     `db:"subject"`
 	Attempts   int        `db:"attempts"`
 	SentAt     *time.Time `db:"sent_at"`
@@ -176,7 +174,8 @@ type alertRow struct {
 	LastError  string     `db:"last_error"`
 }
 
-// AlertOutbox lists the latest alerts (for tests and the dashboard).
+// AlertOutbox lists the latest notifications, newest first: what went out,
+// what waits for a retry and what was given up.
 func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error) {
 	var rows []alertRow
 	if err := s.sqlx.SelectContext(ctx, &rows, alertOutboxSQL, limit); err != nil {
@@ -184,7 +183,8 @@ func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord,
 	}
 	var out []jobs.AlertRecord
 	for _, r := range rows {
-		out = append(out, jobs.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Recipients: r.Recipients, Subject: r.Subject,
+		out = append(out, jobs.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Channel: r.Channel, AlertID: r.AlertID,
+			Recipients: r.Recipients, WebhookURL: r.WebhookURL, Subject: r.Subject,
 			Attempts: r.Attempts, SentAt: r.SentAt, FailedAt: r.FailedAt, LastError: r.LastError})
 	}
 	return out, nil

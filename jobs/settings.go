@@ -3,7 +3,6 @@ package jobs
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"net/mail"
 	"sort"
 	"strings"
@@ -109,14 +108,8 @@ func (s *Settings) Validate() error {
 	if s.DLQThreshold < 1 || s.DLQThreshold > 1_000_000 {
 		return Invalid("dlq_threshold", "must be between 1 and 1000000")
 	}
-	if len(s.AlertEmails) > 50 {
-		return Invalid("alert_emails", "may hold at most 50 addresses")
-	}
-	for i, e := range s.AlertEmails {
-		a, err := mail.ParseAddress(e)
-		if err != nil || a.Name != "" || !CleanText(e) || len(e) > 254 {
-			return Invalid(fmt.Sprintf("alert_emails[%d]", i), "%q is not a plain email address", e)
-		}
+	if err := validateEmails("alert_emails", s.AlertEmails); err != nil {
+		return err
 	}
 	if s.AlertCooldownSeconds < 0 || s.AlertCooldownSeconds > 7*24*3600 {
 		return Invalid("alert_cooldown_seconds", "must be between 0 and 604800")
@@ -235,4 +228,10 @@ type SettingChange struct {
 	NewValue  json.RawMessage `json:"new_value"`
 	ChangedBy string          `json:"changed_by"`
 	ChangedAt time.Time       `json:"changed_at"`
+}
+
+// PlainEmail reports whether e is a bare email address (no display name).
+func PlainEmail(e string) bool {
+	a, err := mail.ParseAddress(e)
+	return err == nil && a.Name == "" && CleanText(e) && len(e) <= 254
 }

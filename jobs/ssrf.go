@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strconv"
@@ -527,4 +528,45 @@ func checkURLSyntax(u *url.URL) error {
 		}
 	}
 	return nil
+}
+
+// GuardedClient makes HTTP requests behind the same SSRF guard as the
+// http_request job (the FLINT_HTTP_ALLOW list, checked at dial time), for
+// other outgoing requests whose address an operator typed, like alert
+// webhooks. It follows no redirects and uses no proxy.
+type GuardedClient struct {
+	guard  *ssrfGuard
+	client *http.Client
+}
+
+// NewGuardedClient returns a client with the given allow list (entries as
+// ParseHTTPAllow returns them) and per-request timeout.
+func NewGuardedClient(allow []string, timeout time.Duration) (*GuardedClient, error) {
+	guard, err := newSSRFGuard(allow)
+	if err != nil {
+		return nil, err
+	}
+	transport := &http.Transport{
+		Proxy:                  nil,
+		DialContext:            guard.dialContext,
+		ForceAttemptHTTP2:      true,
+		MaxIdleConns:           10,
+		IdleConnTimeout:        90 * time.Second,
+		TLSHandshakeTimeout:    10 * time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+	return &GuardedClient{guard: guard, client: &http.Client{
+		Transport:     transport,
+		Timeout:       timeout,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}}, nil
+}
+
+// Do sends req once its URL passes the guard's checks; the dial checks the
+// address it resolves to.
+func (c *GuardedClient) Do(req *http.Request) (*http.Response, error) {
+	if err := c.guard.checkURL(req.URL); err != nil {
+		return nil, err
+	}
+	return c.client.Do(req)
 }

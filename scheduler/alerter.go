@@ -18,13 +18,17 @@ import (
 // AlerterStore is what the alerter needs; *db.Store implements it.
 type AlerterStore interface {
 	ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.Duration, build func(jobs.DLQSnapshot) (jobs.Email, error)) (bool, error)
-	SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Email) error) (int, error)
+	SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Notification) error) (int, error)
+	EvaluateAlertRules(ctx context.Context, interval time.Duration, render func(jobs.AlertNotice) ([]jobs.Notification, error)) (bool, int, error)
 }
 
 // AlerterConfig configures an Alerter.
 type AlerterConfig struct {
 	// Interval between checks; zero means 5 s. Kick checks at once.
 	Interval time.Duration
+	// RuleInterval is how often the alert rules are evaluated across the
+	// cluster; zero means 30 s.
+	RuleInterval time.Duration
 	// PublicURL is the dashboard's address for the link in the email;
 	// zero means http://localhost:8080.
 	PublicURL string
@@ -39,22 +43,26 @@ type AlerterConfig struct {
 // alert_cooldown_seconds across every process (the database decides), the
 // email first written to an outbox and then delivered with retries, so an
 // SMTP outage delays alerts but never loses them and never slows jobs.
+// It also evaluates the alert rules once per RuleInterval for the whole
+// cluster and delivers their notifications (email or webhook) through the
+// same outbox.
 type Alerter struct {
 	cfg      AlerterConfig
 	store    AlerterStore
-	mailer   jobs.Mailer
+	notifier *Notifier
 	settings *jobs.SettingsHolder
 	logger   *slog.Logger
 	kick     chan struct{}
 }
 
 // NewAlerter returns an alerter.
-func NewAlerter(cfg AlerterConfig, store AlerterStore, mailer jobs.Mailer, settings *jobs.SettingsHolder, logger *slog.Logger) *Alerter {
+func NewAlerter(cfg AlerterConfig, store AlerterStore, notifier *Notifier, settings *jobs.SettingsHolder, logger *slog.Logger) *Alerter {
 	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
 	cfg.PublicURL = strings.TrimRight(cmp.Or(cfg.PublicURL, "http://localhost:8080"), "/")
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 10)
 	cfg.SendTimeout = cmp.Or(cfg.SendTimeout, 30*time.Second)
-	return &Alerter{cfg: cfg, store: store, mailer: mailer, settings: settings,
+	cfg.RuleInterval = cmp.Or(cfg.RuleInterval, 30*time.Second)
+	return &Alerter{cfg: cfg, store: store, notifier: notifier, settings: settings,
 		logger: logger.With("component", "alerter"), kick: make(chan struct{}, 1)}
 }
 
@@ -85,17 +93,24 @@ func (a *Alerter) runOnce(ctx context.Context) (int, bool, error) {
 			a.logger.InfoContext(ctx, "DLQ alert queued", "recipients", len(st.AlertEmails))
 		}
 	}
-	sent, err := a.store.SendDueAlerts(ctx, a.cfg.MaxAttempts, func(ctx context.Context, e jobs.Email) error {
+	evaluated, queued, err := a.store.EvaluateAlertRules(ctx, a.cfg.RuleInterval, a.notifier.Render)
+	if err != nil {
+		return 0, false, err
+	}
+	if evaluated && queued > 0 {
+		a.logger.InfoContext(ctx, "alert notifications queued", "count", queued)
+	}
+	sent, err := a.store.SendDueAlerts(ctx, a.cfg.MaxAttempts, func(ctx context.Context, m jobs.Notification) error {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.SendTimeout)
 		defer cancel()
-		err := a.mailer.Send(sctx, e)
+		err := a.notifier.Send(sctx, m)
 		if err != nil {
-			a.logger.WarnContext(ctx, "sending a DLQ alert failed; it will be retried", "error", err)
+			a.logger.WarnContext(ctx, "sending an alert failed; it will be retried", "channel", m.Channel, "error", err)
 		}
 		return err
 	})
 	if sent > 0 {
-		a.logger.InfoContext(ctx, "DLQ alert sent", "count", sent)
+		a.logger.InfoContext(ctx, "alerts sent", "count", sent)
 	}
 	return sent, false, err
 }

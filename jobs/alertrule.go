@@ -1,0 +1,426 @@
+package jobs
+
+import (
+	"fmt"
+	"math"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// AlertKind is the condition an alert rule watches.
+type AlertKind string
+
+// The alert rule kinds.
+const (
+	// AlertFailureRate: the share of a type's finished runs that failed
+	// over a window is above a threshold (0 to 1), once the window holds at
+	// least MinRuns runs.
+	AlertFailureRate AlertKind = "failure_rate"
+	// AlertQueueLatency: the oldest job waiting in a queue has waited
+	// longer than a threshold in seconds.
+	AlertQueueLatency AlertKind = "queue_latency"
+	// AlertCronOverdue: a recurring series' next occurrence is overdue by
+	// more than a grace period (the scheduler did not release it).
+	AlertCronOverdue AlertKind = "cron_overdue"
+	// AlertNoWorker: jobs have waited in a queue longer than a grace
+	// period and no live worker serves that queue.
+	AlertNoWorker AlertKind = "no_worker"
+)
+
+// AlertKinds lists the kinds in the order the dashboard offers them.
+var AlertKinds = []AlertKind{AlertFailureRate, AlertQueueLatency, AlertCronOverdue, AlertNoWorker}
+
+// Title is the kind in words.
+func (k AlertKind) Title() string {
+	switch k {
+	case AlertFailureRate:
+		return "Failure rate of a type"
+	case AlertQueueLatency:
+		return "Oldest waiting job in a queue"
+	case AlertCronOverdue:
+		return "Recurring series overdue"
+	case AlertNoWorker:
+		return "Waiting jobs with no live worker"
+	}
+	return string(k)
+}
+
+// AlertRule is a condition evaluated once per interval for the whole
+// cluster, and where to send what it finds.
+type AlertRule struct {
+	ID   int64     `json:"id"`
+	Name string    `json:"name"`
+	Kind AlertKind `json:"kind"`
+	// Type limits a failure_rate rule to one job type; empty watches each
+	// type separately.
+	Type string `json:"type"`
+	// Queue limits a queue_latency or no_worker rule to one queue; empty
+	// watches each queue separately.
+	Queue string `json:"queue"`
+	// Series limits a cron_overdue rule to one recurring series; nil
+	// watches every series.
+	Series *uuid.UUID `json:"series"`
+	// Threshold is the failure rate (0 to 1) of failure_rate or the age in
+	// seconds of queue_latency above which the rule fires.
+	Threshold float64 `json:"threshold"`
+	// WindowSeconds is failure_rate's window; counts are kept per minute,
+	// so it is rounded up to whole minutes.
+	WindowSeconds int `json:"window_seconds"`
+	// MinRuns is how many finished runs failure_rate needs in its window
+	// before a rate means anything.
+	MinRuns int `json:"min_runs"`
+	// GraceSeconds is how late cron_overdue and no_worker let things be.
+	GraceSeconds int `json:"grace_seconds"`
+	// CooldownSeconds is the least time between two notifications of an
+	// alert that keeps firing.
+	CooldownSeconds int `json:"cooldown_seconds"`
+	// Emails receive the rule's notifications; empty with no webhook means
+	// the alert_emails setting.
+	Emails []string `json:"emails"`
+	// WebhookURL receives a JSON POST (Slack-compatible) signed with
+	// WebhookSecret; empty means no webhook.
+	WebhookURL string `json:"webhook_url"`
+	// WebhookSecret signs webhook bodies. It is never returned by reads;
+	// the response that creates or changes it shows it once.
+	WebhookSecret string    `json:"-"`
+	Enabled       bool      `json:"enabled"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+// Alert rule limits.
+const (
+	maxAlertWindow   = 24 * 3600
+	maxAlertGrace    = 7 * 24 * 3600
+	maxAlertCooldown = 7 * 24 * 3600
+	maxAlertLatency  = 30 * 24 * 3600
+	maxAlertEmails   = 50
+	maxRuleName      = 200
+)
+
+// NewAlertRule is a rule with the defaults a new one starts from.
+func NewAlertRule(kind AlertKind) AlertRule {
+	r := AlertRule{Kind: kind, WindowSeconds: 300, MinRuns: 10, GraceSeconds: 300, CooldownSeconds: 3600, Enabled: true}
+	switch kind {
+	case AlertFailureRate:
+		r.Threshold = 0.2
+	case AlertQueueLatency:
+		r.Threshold = 300
+	}
+	return r
+}
+
+// Validate checks the rule, naming the first bad field.
+func (r *AlertRule) Validate() error {
+	r.Name = strings.TrimSpace(r.Name)
+	if r.Name == "" {
+		return Invalid("name", "is required: say what the rule watches, like \"emails failing\"")
+	}
+	if len(r.Name) > maxRuleName || !CleanText(r.Name) {
+		return Invalid("name", "must be at most %d characters of plain text", maxRuleName)
+	}
+	switch r.Kind {
+	case AlertFailureRate:
+		if !(r.Threshold > 0 && r.Threshold < 1) {
+			return Invalid("threshold", "is a failure rate: more than 0 and less than 1 (0.2 means 20%%)")
+		}
+		if r.WindowSeconds < 60 || r.WindowSeconds > maxAlertWindow {
+			return Invalid("window_seconds", "must be between 60 and %d", maxAlertWindow)
+		}
+		if r.MinRuns < 1 || r.MinRuns > 1_000_000 {
+			return Invalid("min_runs", "must be between 1 and 1000000")
+		}
+	case AlertQueueLatency:
+		if !(r.Threshold >= 1 && r.Threshold <= maxAlertLatency) || r.Threshold != math.Trunc(r.Threshold) {
+			return Invalid("threshold", "is the age in seconds of the oldest waiting job: a whole number between 1 and %d", maxAlertLatency)
+		}
+	case AlertCronOverdue, AlertNoWorker:
+		if r.GraceSeconds < 0 || r.GraceSeconds > maxAlertGrace {
+			return Invalid("grace_seconds", "must be between 0 and %d", maxAlertGrace)
+		}
+	default:
+		return Invalid("kind", "must be one of failure_rate, queue_latency, cron_overdue, no_worker")
+	}
+	if r.Type != "" && (r.Kind != AlertFailureRate) {
+		return Invalid("type", "applies to failure_rate rules only")
+	}
+	if r.Queue != "" && r.Kind != AlertQueueLatency && r.Kind != AlertNoWorker {
+		return Invalid("queue", "applies to queue_latency and no_worker rules only")
+	}
+	if r.Series != nil && r.Kind != AlertCronOverdue {
+		return Invalid("series", "applies to cron_overdue rules only")
+	}
+	if len(r.Type) > 200 || !CleanText(r.Type) {
+		return Invalid("type", "must be at most 200 characters of plain text")
+	}
+	if len(r.Queue) > 200 || !CleanText(r.Queue) {
+		return Invalid("queue", "must be at most 200 characters of plain text")
+	}
+	if r.CooldownSeconds < 60 || r.CooldownSeconds > maxAlertCooldown {
+		return Invalid("cooldown_seconds", "must be between 60 and %d", maxAlertCooldown)
+	}
+	if r.Emails == nil {
+		r.Emails = []string{}
+	}
+	if err := validateEmails("emails", r.Emails); err != nil {
+		return err
+	}
+	if r.WebhookURL != "" {
+		if err := ValidateWebhookURL(r.WebhookURL); err != nil {
+			return Invalid("webhook_url", "%s", err.Error())
+		}
+		if len(r.WebhookSecret) < 16 || len(r.WebhookSecret) > 200 || !CleanText(r.WebhookSecret) {
+			return Invalid("webhook_secret", "must be 16 to 200 characters of plain text (omit it and Flint makes one)")
+		}
+	}
+	return nil
+}
+
+// ValidateWebhookURL checks a webhook address before it is stored: an
+// absolute http or https URL without user info. Where it may connect is
+// decided at delivery by the same SSRF guard as the http_request job.
+func ValidateWebhookURL(raw string) error {
+	if len(raw) > 2000 || !CleanText(raw) {
+		return fmt.Errorf("must be a URL of at most 2000 characters")
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("is not a URL: %v", err)
+	}
+	if err := checkURLSyntax(u); err != nil {
+		return err
+	}
+	return nil
+}
+
+// validateEmails checks a list of plain email addresses.
+func validateEmails(field string, list []string) error {
+	if len(list) > maxAlertEmails {
+		return Invalid(field, "may hold at most %d addresses", maxAlertEmails)
+	}
+	for i, e := range list {
+		if !PlainEmail(e) {
+			return Invalid(fmt.Sprintf("%s[%d]", field, i), "%q is not a plain email address", e)
+		}
+	}
+	return nil
+}
+
+// Describe is the rule's condition in words, for lists and notifications.
+func (r *AlertRule) Describe() string {
+	switch r.Kind {
+	case AlertFailureRate:
+		what := "any type"
+		if r.Type != "" {
+			what = r.Type
+		}
+		return fmt.Sprintf("more than %s of %s runs fail within %s (at least %d runs)",
+			Percent(r.Threshold), what, Seconds(r.WindowSeconds), r.MinRuns)
+	case AlertQueueLatency:
+		what := "any queue"
+		if r.Queue != "" {
+			what = "queue " + r.Queue
+		}
+		return fmt.Sprintf("a job in %s has waited more than %s", what, Seconds(int(r.Threshold)))
+	case AlertCronOverdue:
+		what := "any recurring series"
+		if r.Series != nil {
+			what = "series " + r.Series.String()
+		}
+		return fmt.Sprintf("%s is more than %s overdue", what, Seconds(r.GraceSeconds))
+	case AlertNoWorker:
+		what := "any queue"
+		if r.Queue != "" {
+			what = "queue " + r.Queue
+		}
+		return fmt.Sprintf("jobs in %s wait more than %s with no live worker serving it", what, Seconds(r.GraceSeconds))
+	}
+	return string(r.Kind)
+}
+
+// Percent shows a rate as a percentage.
+func Percent(rate float64) string {
+	s := fmt.Sprintf("%.1f", rate*100)
+	return strings.TrimSuffix(s, ".0") + "%"
+}
+
+// Seconds shows a duration given in seconds the way people say it.
+func Seconds(n int) string {
+	switch {
+	case n%86400 == 0 && n >= 86400:
+		return unitCount(n/86400, "day")
+	case n%3600 == 0 && n >= 3600:
+		return unitCount(n/3600, "hour")
+	case n%60 == 0 && n >= 60:
+		return unitCount(n/60, "minute")
+	}
+	return unitCount(n, "second")
+}
+
+func unitCount(n int, unit string) string {
+	return fmt.Sprintf("%d %s", n, plural(n, unit, unit+"s"))
+}
+
+// Alert is what a rule found: open while its condition holds, resolved
+// once it stops.
+type Alert struct {
+	ID             int64      `json:"id"`
+	RuleID         int64      `json:"rule_id"`
+	RuleName       string     `json:"rule_name"`
+	Kind           AlertKind  `json:"kind"`
+	Subject        string     `json:"subject"`
+	Value          float64    `json:"value"`
+	Message        string     `json:"message"`
+	FiredAt        time.Time  `json:"fired_at"`
+	LastNotifiedAt time.Time  `json:"last_notified_at"`
+	Notifications  int        `json:"notifications"`
+	ResolvedAt     *time.Time `json:"resolved_at"`
+}
+
+// Firing reports whether the alert's condition still holds.
+func (a *Alert) Firing() bool { return a.ResolvedAt == nil }
+
+// AlertQuery selects alerts for a listing, newest first.
+type AlertQuery struct {
+	// Status is "firing", "resolved" or empty for both.
+	Status string
+	RuleID int64
+	Before int64 // an alert id: older ones only
+	Limit  int
+}
+
+// AlertFinding is one subject for which a rule's condition holds now.
+type AlertFinding struct {
+	Subject string
+	Value   float64
+	Message string
+}
+
+// AlertFacts is what the rules are evaluated against, read from the
+// database in one pass.
+type AlertFacts struct {
+	Now time.Time
+	// Failures holds, per rule id of a failure_rate rule, the runs per
+	// type in that rule's window.
+	Failures map[int64][]TypeRuns
+	// Waiting is, per queue with waiting (queued) jobs, how many and since
+	// when the oldest has been due.
+	Waiting []QueueWaiting
+	// Overdue are the unpaused series whose next occurrence is past due.
+	Overdue []OverdueSeries
+	// ServedQueues are the queues live workers take from; AllQueues is
+	// true when some live worker takes from every queue.
+	ServedQueues map[string]bool
+	AllQueues    bool
+}
+
+// TypeRuns is a type's finished runs in a window.
+type TypeRuns struct {
+	Type   string
+	Runs   int64 // succeeded + failed
+	Failed int64
+}
+
+// QueueWaiting summarises the jobs waiting in one queue.
+type QueueWaiting struct {
+	Queue  string
+	Count  int64
+	Oldest time.Time // the earliest run_at among them
+}
+
+// OverdueSeries is a recurring series whose next occurrence has not been
+// released on time.
+type OverdueSeries struct {
+	ID      uuid.UUID
+	Type    string
+	Due     time.Time
+	Summary string // its rule: a cron expression or an interval
+}
+
+// Evaluate returns the subjects for which the rule's condition holds.
+func (r *AlertRule) Evaluate(f *AlertFacts) []AlertFinding {
+	var out []AlertFinding
+	switch r.Kind {
+	case AlertFailureRate:
+		for _, t := range f.Failures[r.ID] {
+			if t.Runs < int64(r.MinRuns) || t.Runs == 0 {
+				continue
+			}
+			rate := float64(t.Failed) / float64(t.Runs)
+			if rate > r.Threshold {
+				out = append(out, AlertFinding{Subject: t.Type, Value: rate, Message: fmt.Sprintf(
+					"%s: %d of %d runs failed (%s) in the last %s; the threshold is %s",
+					t.Type, t.Failed, t.Runs, Percent(rate), Seconds(r.windowMinutes()*60), Percent(r.Threshold))})
+			}
+		}
+	case AlertQueueLatency:
+		for _, q := range f.Waiting {
+			if r.Queue != "" && q.Queue != r.Queue {
+				continue
+			}
+			age := f.Now.Sub(q.Oldest).Seconds()
+			if age > r.Threshold {
+				out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
+					"queue %s: the oldest of %d waiting jobs has waited %s; the threshold is %s",
+					q.Queue, q.Count, Seconds(int(age)), Seconds(int(r.Threshold)))})
+			}
+		}
+	case AlertCronOverdue:
+		for _, s := range f.Overdue {
+			if r.Series != nil && s.ID != *r.Series {
+				continue
+			}
+			late := f.Now.Sub(s.Due).Seconds()
+			if late > float64(r.GraceSeconds) {
+				out = append(out, AlertFinding{Subject: s.ID.String(), Value: math.Floor(late), Message: fmt.Sprintf(
+					"recurring %s (%s, series %s) was due at %s and is %s overdue; is a scheduler running?",
+					s.Type, s.Summary, s.ID, s.Due.UTC().Format("2006-01-02 15:04:05 UTC"), Seconds(int(late)))})
+			}
+		}
+	case AlertNoWorker:
+		if f.AllQueues {
+			return nil
+		}
+		for _, q := range f.Waiting {
+			if (r.Queue != "" && q.Queue != r.Queue) || f.ServedQueues[q.Queue] {
+				continue
+			}
+			age := f.Now.Sub(q.Oldest).Seconds()
+			if age > float64(r.GraceSeconds) {
+				out = append(out, AlertFinding{Subject: q.Queue, Value: float64(q.Count), Message: fmt.Sprintf(
+					"queue %s: %d jobs are waiting (the oldest for %s) and no live worker serves this queue",
+					q.Queue, q.Count, Seconds(int(age)))})
+			}
+		}
+	}
+	return out
+}
+
+// windowMinutes is the failure window in whole minutes (counts are kept
+// per minute), rounded up.
+func (r *AlertRule) windowMinutes() int { return (r.WindowSeconds + 59) / 60 }
+
+// WindowMinutes is the failure window in whole minutes.
+func (r *AlertRule) WindowMinutes() int { return r.windowMinutes() }
+
+// AlertEvent is what a notification reports: an alert that fired, fires
+// still, resolved, or a test.
+type AlertEvent string
+
+// The notification events.
+const (
+	AlertFiring   AlertEvent = "firing"
+	AlertRepeat   AlertEvent = "repeat"
+	AlertResolved AlertEvent = "resolved"
+	AlertTest     AlertEvent = "test"
+)
+
+// AlertNotice is one notification to render for a rule's channels.
+type AlertNotice struct {
+	Event AlertEvent
+	Rule  AlertRule
+	Alert Alert
+}

@@ -1,0 +1,268 @@
+package scheduler
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	htmltemplate "html/template"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	texttemplate "text/template"
+	"time"
+
+	"flint/jobs"
+)
+
+// NotifierConfig configures a Notifier.
+type NotifierConfig struct {
+	// PublicURL is the dashboard's address for links; zero means
+	// http://localhost:8080.
+	PublicURL string
+	// HTTPAllow opens destinations the SSRF guard refuses, as for the
+	// http_request job (FLINT_HTTP_ALLOW).
+	HTTPAllow []string
+	// Timeout bounds one webhook delivery; zero means 10 s.
+	Timeout time.Duration
+}
+
+// Notifier renders alert notifications for a rule's channels and delivers
+// them: email through the mailer, webhooks as a signed JSON POST through
+// the same SSRF guard as the http_request job.
+type Notifier struct {
+	cfg      NotifierConfig
+	mailer   jobs.Mailer
+	client   *jobs.GuardedClient
+	settings *jobs.SettingsHolder
+	now      func() time.Time
+}
+
+// NewNotifier returns a notifier.
+func NewNotifier(cfg NotifierConfig, mailer jobs.Mailer, settings *jobs.SettingsHolder) (*Notifier, error) {
+	cfg.PublicURL = strings.TrimRight(cmp.Or(cfg.PublicURL, "http://localhost:8080"), "/")
+	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
+	client, err := jobs.NewGuardedClient(cfg.HTTPAllow, cfg.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &Notifier{cfg: cfg, mailer: mailer, client: client, settings: settings, now: time.Now}, nil
+}
+
+// WebhookSignatureHeader carries a webhook body's signature:
+// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>".
+// A receiver recomputes it and refuses old timestamps to stop replays.
+const WebhookSignatureHeader = "X-Flint-Signature"
+
+// SignWebhook returns the signature header value for body sent at t.
+func SignWebhook(secret string, t time.Time, body []byte) string {
+	ts := strconv.FormatInt(t.Unix(), 10)
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts))
+	mac.Write([]byte{'.'})
+	mac.Write(body)
+	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+}
+
+// recipients are the addresses a rule's email goes to: its own, or the
+// alert_emails setting when it names none and has no webhook either.
+func (n *Notifier) recipients(r jobs.AlertRule) []string {
+	if len(r.Emails) > 0 {
+		return r.Emails
+	}
+	if r.WebhookURL == "" && n.settings != nil {
+		return n.settings.Get().AlertEmails
+	}
+	return nil
+}
+
+// Render returns the notice's messages, one per channel of its rule (none
+// when the rule has nowhere to send).
+func (n *Notifier) Render(notice jobs.AlertNotice) ([]jobs.Notification, error) {
+	v := n.view(notice)
+	var out []jobs.Notification
+	if to := n.recipients(notice.Rule); len(to) > 0 {
+		var text, html bytes.Buffer
+		if err := noticeText.Execute(&text, v); err != nil {
+			return nil, err
+		}
+		if err := noticeHTML.Execute(&html, v); err != nil {
+			return nil, err
+		}
+		out = append(out, jobs.Notification{Channel: jobs.ChannelEmail,
+			Email: jobs.Email{To: to, Subject: v.Headline, Text: text.String(), HTML: html.String()}})
+	}
+	if notice.Rule.WebhookURL != "" {
+		body, err := json.Marshal(webhookBody(v))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs.Notification{Channel: jobs.ChannelWebhook, WebhookURL: notice.Rule.WebhookURL,
+			WebhookSecret: notice.Rule.WebhookSecret, Email: jobs.Email{Subject: v.Headline, Text: string(body)}})
+	}
+	return out, nil
+}
+
+// Send delivers one notification.
+func (n *Notifier) Send(ctx context.Context, m jobs.Notification) error {
+	switch m.Channel {
+	case jobs.ChannelWebhook:
+		return n.postWebhook(ctx, m)
+	case jobs.ChannelEmail, "":
+		return n.mailer.Send(ctx, m.Email)
+	}
+	return fmt.Errorf("unknown channel %q", m.Channel)
+}
+
+func (n *Notifier) postWebhook(ctx context.Context, m jobs.Notification) error {
+	body := []byte(m.Email.Text)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.WebhookURL, bytes.NewReader(body))
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Flint-Alerts/1")
+	req.Header.Set(WebhookSignatureHeader, SignWebhook(m.WebhookSecret, n.now(), body))
+	if m.ID != 0 {
+		req.Header.Set("X-Flint-Delivery", strconv.FormatInt(m.ID, 10))
+	}
+	resp, err := n.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("webhook answered %s: %s", resp.Status, jobs.Truncate(jobs.FirstLine(string(snippet)), 200))
+	}
+	return nil
+}
+
+// SendTest sends a test notification for the rule to each of its channels
+// now, bypassing the outbox, and reports how each went.
+func (n *Notifier) SendTest(ctx context.Context, r jobs.AlertRule) []jobs.AlertDelivery {
+	now := n.now()
+	msgs, err := n.Render(jobs.AlertNotice{Event: jobs.AlertTest, Rule: r, Alert: jobs.Alert{
+		RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: "test", FiredAt: now, LastNotifiedAt: now, Notifications: 1,
+		Message: "a test of this rule's channels; when it fires it will say: " + r.Describe()}})
+	if err != nil {
+		return []jobs.AlertDelivery{{Channel: "all", Error: err.Error()}}
+	}
+	out := make([]jobs.AlertDelivery, 0, len(msgs))
+	for _, m := range msgs {
+		d := jobs.AlertDelivery{Channel: m.Channel, Target: strings.Join(m.Email.To, ", ")}
+		if m.Channel == jobs.ChannelWebhook {
+			d.Target = m.WebhookURL
+		}
+		sctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout+5*time.Second)
+		if err := n.Send(sctx, m); err != nil {
+			d.Error = err.Error()
+		} else {
+			d.OK = true
+		}
+		cancel()
+		out = append(out, d)
+	}
+	return out
+}
+
+// noticeView is what the templates show.
+type noticeView struct {
+	Event    jobs.AlertEvent
+	Headline string
+	Rule     jobs.AlertRule
+	Alert    jobs.Alert
+	Cond     string
+	FiredAt  string
+	Resolved string
+	Link     string
+}
+
+func (n *Notifier) view(notice jobs.AlertNotice) noticeView {
+	a, r := notice.Alert, notice.Rule
+	v := noticeView{Event: notice.Event, Rule: r, Alert: a, Cond: r.Describe(),
+		FiredAt: a.FiredAt.UTC().Format("2006-01-02 15:04:05 UTC"), Link: n.cfg.PublicURL + "/alerts"}
+	if a.ResolvedAt != nil {
+		v.Resolved = a.ResolvedAt.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	what := r.Name
+	if a.Subject != "" && a.Subject != "test" {
+		what += " (" + a.Subject + ")"
+	}
+	switch notice.Event {
+	case jobs.AlertFiring:
+		v.Headline = "Flint alert firing: " + what
+	case jobs.AlertRepeat:
+		v.Headline = "Flint alert still firing: " + what
+	case jobs.AlertResolved:
+		v.Headline = "Flint alert resolved: " + what
+	default:
+		v.Headline = "Flint test alert: " + what
+	}
+	return v
+}
+
+// slackEscape escapes what Slack's message text treats as markup.
+var slackEscape = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// webhookPayload is the webhook body: "text" is what a Slack (or
+// Mattermost, or Rocket.Chat) incoming webhook shows; "flint" carries the
+// same facts for programs.
+type webhookPayload struct {
+	Text  string        `json:"text"`
+	Flint webhookDetail `json:"flint"`
+}
+
+type webhookDetail struct {
+	Event      jobs.AlertEvent `json:"event"`
+	AlertID    int64           `json:"alert_id,omitempty"`
+	RuleID     int64           `json:"rule_id"`
+	RuleName   string          `json:"rule_name"`
+	Kind       jobs.AlertKind  `json:"kind"`
+	Condition  string          `json:"condition"`
+	Subject    string          `json:"subject"`
+	Value      float64         `json:"value"`
+	Message    string          `json:"message"`
+	FiredAt    time.Time       `json:"fired_at"`
+	ResolvedAt *time.Time      `json:"resolved_at"`
+	URL        string          `json:"url"`
+}
+
+func webhookBody(v noticeView) webhookPayload {
+	icon := map[jobs.AlertEvent]string{jobs.AlertFiring: ":red_circle:", jobs.AlertRepeat: ":red_circle:",
+		jobs.AlertResolved: ":large_green_circle:", jobs.AlertTest: ":white_circle:"}[v.Event]
+	text := fmt.Sprintf("%s *%s*\n%s\n<%s|Open the Alerts page>", icon, slackEscape.Replace(v.Headline),
+		slackEscape.Replace(v.Alert.Message), v.Link)
+	return webhookPayload{Text: text, Flint: webhookDetail{Event: v.Event, AlertID: v.Alert.ID, RuleID: v.Rule.ID,
+		RuleName: v.Rule.Name, Kind: v.Rule.Kind, Condition: v.Cond, Subject: v.Alert.Subject, Value: v.Alert.Value,
+		Message: v.Alert.Message, FiredAt: v.Alert.FiredAt.UTC(), ResolvedAt: v.Alert.ResolvedAt, URL: v.Link}}
+}
+
+var noticeText = texttemplate.Must(texttemplate.New("text").Parse(`{{.Headline}}
+
+{{.Alert.Message}}
+
+Rule:      {{.Rule.Name}}: {{.Cond}}
+Fired:     {{.FiredAt}}{{if .Resolved}}
+Resolved:  {{.Resolved}}{{end}}
+
+Alerts: {{.Link}}
+`))
+
+var noticeHTML = htmltemplate.Must(htmltemplate.New("html").Parse(`<!DOCTYPE html>
+<html><body style="font-family: system-ui, sans-serif; color: #1d2330;">
+<h2 style="margin: 0 0 8px;">{{.Headline}}</h2>
+<p>{{.Alert.Message}}</p>
+<table cellpadding="4" cellspacing="0" style="font-size: 13px;">
+<tr><th align="left">Rule</th><td>{{.Rule.Name}}: {{.Cond}}</td></tr>
+<tr><th align="left">Fired</th><td>{{.FiredAt}}</td></tr>
+{{if .Resolved}}<tr><th align="left">Resolved</th><td>{{.Resolved}}</td></tr>{{end}}
+</table>
+<p><a href="{{.Link}}">Open the Alerts page</a></p>
+</body></html>
+`))
