@@ -35,10 +35,13 @@ RETURNING ` + jobColumns
 // statement. SKIP LOCKED lets concurrent claimers pass over each other's rows
 // instead of waiting, and the MATERIALIZED CTE makes PostgreSQL lock exactly
 // the rows it selected.
+//
+// It serves only when no queue is paused or limited ($4 is the version of
+// the queue settings that said so: see versionGuard).
 const claimSQL = `
 WITH next AS MATERIALIZED (
 	SELECT id AS next_id FROM jobs
-	WHERE status = 'queued' AND deleted_at IS NULL
+	WHERE status = 'queued' AND deleted_at IS NULL` + versionGuard + `
 	ORDER BY effective_priority, run_at, created_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
@@ -50,13 +53,14 @@ WITH next AS MATERIALIZED (
 // only walk the all-queues index and filter, which at a million rows costs
 // tens of milliseconds when the wanted queue is not at the front. Rows
 // locked but not kept are released when the statement's transaction ends.
+// It serves only queues that are neither paused nor limited.
 const claimQueuesSQL = `
 WITH next AS MATERIALIZED (
 	SELECT c.id AS next_id
 	FROM unnest($4::text[]) AS q(name)
 	CROSS JOIN LATERAL (
 		SELECT id, effective_priority, run_at, created_at FROM jobs
-		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name` + versionGuard5 + `
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
@@ -67,19 +71,32 @@ WITH next AS MATERIALIZED (
 
 // ClaimJobs leases up to p.Limit queued jobs for p.WorkerID and returns them
 // in claim order (effective_priority, run_at, created_at, id).
+//
+// When none of the queues it serves is paused or limited (the queue
+// settings this process loaded say so), the claim is the plain statement.
+// Otherwise it goes through claimFlow, which enforces the limits in the
+// database (see claimFlowSQL) and returns its jobs with the flow-controlled
+// ones in rotation order.
 func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+	if p.Held != nil {
+		*p.Held = jobs.FlowHold{}
+	}
 	if p.Limit <= 0 {
 		return nil, nil
 	}
 	ttl := float64(p.LeaseTTL) / float64(time.Millisecond)
-	var (
-		claimed []*jobs.Job
-		err     error
-	)
-	if len(p.Queues) == 0 {
-		claimed, err = collectJobs(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl))
-	} else {
-		claimed, err = collectJobs(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues))
+	st, err := s.flowFor(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	var claimed []*jobs.Job
+	switch constrained := st.constrainedFor(p.Queues); {
+	case len(constrained) > 0:
+		claimed, err = s.claimFlow(ctx, p, st, constrained, ttl)
+	case len(p.Queues) == 0:
+		claimed, err = collectJobs(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl, st.version))
+	default:
+		claimed, err = collectJobs(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues, st.version))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)

@@ -34,19 +34,20 @@ WITH input AS (
 	SELECT t.id, t.type, t.queue, t.payload::jsonb AS payload, t.priority, t.max_retries,
 	       coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond') AS run_at,
 	       nullif(t.timeout_seconds, 0) AS timeout_seconds, t.idempotency_key, t.blocked,
-	       t.schedule_id, t.scheduled_for, t.ord
+	       t.schedule_id, t.scheduled_for, t.concurrency_key, t.ord
 	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::integer[],
 	            $7::timestamptz[], $8::float8[], $9::integer[], $10::text[], $11::boolean[],
-	            $12::uuid[], $13::timestamptz[])
+	            $12::uuid[], $13::timestamptz[], $14::text[])
 	     WITH ORDINALITY AS t(id, type, queue, payload, priority, max_retries, run_at, delay_ms,
-	                          timeout_seconds, idempotency_key, blocked, schedule_id, scheduled_for, ord)
+	                          timeout_seconds, idempotency_key, blocked, schedule_id, scheduled_for,
+	                          concurrency_key, ord)
 ),
 inserted AS (
 	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
-	                  run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for)
+	                  run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key)
 	SELECT id, type, queue, payload, priority, priority,
 	       CASE WHEN blocked THEN 'blocked' WHEN run_at > now() THEN 'scheduled' ELSE 'queued' END,
-	       max_retries, run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for
+	       max_retries, run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -74,8 +75,8 @@ INSERT INTO job_dependencies (job_id, depends_on_id) SELECT * FROM unnest($1::uu
 
 const insertScheduleSQL = `
 INSERT INTO job_schedules (id, type, queue, payload, priority, max_retries, timeout_seconds,
-                           interval_seconds, cron, timezone, next_run_at)
-VALUES ($1, $2, $3, $4::jsonb, $5, $6, nullif($7, 0), nullif($8, 0), nullif($9, ''), $10, $11)`
+                           interval_seconds, cron, timezone, next_run_at, concurrency_key)
+VALUES ($1, $2, $3, $4::jsonb, $5, $6, nullif($7, 0), nullif($8, 0), nullif($9, ''), $10, $11, nullif($12, ''))`
 
 // Enqueue inserts jobs in one transaction, in order. Each params entry must
 // already have passed jobs.EnqueueParams.Validate.
@@ -142,6 +143,7 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 		delays    = make([]float64, n)
 		timeouts  = make([]int32, n)
 		keys      = make([]*string, n)
+		ckeys     = make([]*string, n)
 		blocked   = make([]bool, n)
 		schedules = make([]*uuid.UUID, n)
 		fireAts   = make([]*time.Time, n)
@@ -173,6 +175,10 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 			keys[i] = &k
 			wantKeys = append(wantKeys, k)
 		}
+		if p.ConcurrencyKey != "" {
+			ck := p.ConcurrencyKey
+			ckeys[i] = &ck
+		}
 	}
 	if err := resolveDependencies(ctx, q, params, ids, blocked); err != nil {
 		return nil, err
@@ -182,7 +188,7 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 	}
 
 	args := []any{uuidArray(ids), types, queues, payloads, prios, retries,
-		runAts, delays, timeouts, keys, blocked, nullableUUIDArray(schedules), fireAts}
+		runAts, delays, timeouts, keys, blocked, nullableUUIDArray(schedules), fireAts, ckeys}
 	var inserted []*jobs.Job
 	var err error
 	if needsTx(params) {
@@ -340,7 +346,7 @@ func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, k
 		}
 		if _, err := q.Exec(ctx, insertScheduleSQL, id, p.Type, cmp.Or(p.Queue, jobs.DefaultQueue),
 			cmp.Or(string(p.Payload), "{}"), cmp.Or(p.Priority, jobs.DefaultPriority), retries, p.TimeoutSeconds,
-			p.IntervalSeconds, p.Cron, tz, first); err != nil {
+			p.IntervalSeconds, p.Cron, tz, first, p.ConcurrencyKey); err != nil {
 			return fmt.Errorf("enqueue: create recurring series: %w", err)
 		}
 		runAts[i], delays[i], schedules[i], fireAts[i] = &first, 0, &id, &first
@@ -409,7 +415,7 @@ const copyMin = 64
 // copyColumns are the columns a COPY batch sets; every other column takes
 // its default, which for a new plain job is what the insert statement sets.
 var copyColumns = []string{"id", "type", "queue", "payload", "priority", "effective_priority", "status",
-	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at"}
+	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at", "concurrency_key"}
 
 // copyable reports whether params can be written with COPY: a large batch
 // of plain jobs, none of which needs the insert statement's ON CONFLICT (an
@@ -459,7 +465,7 @@ func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([
 				timeout = &t
 			}
 			rows[i] = []any{[16]byte(j.ID), j.Type, j.Queue, string(j.Payload), int16(j.Priority), j.EffectivePriority,
-				string(j.Status), int32(j.MaxRetries), j.RunAt, timeout, now, now}
+				string(j.Status), int32(j.MaxRetries), j.RunAt, timeout, now, now, j.ConcurrencyKey}
 			out[i] = jobs.Enqueued{Job: j, Inserted: true}
 			if j.Status == jobs.StateQueued && !seen[j.Queue] {
 				seen[j.Queue] = true
@@ -515,7 +521,13 @@ func newPlainJob(p *jobs.EnqueueParams, now time.Time) (*jobs.Job, error) {
 	if len(payload) == 0 {
 		payload = json.RawMessage(`{}`)
 	}
+	var ckey *string
+	if p.ConcurrencyKey != "" {
+		k := p.ConcurrencyKey
+		ckey = &k
+	}
 	return &jobs.Job{
+		ConcurrencyKey:    ckey,
 		ID:                id,
 		Type:              p.Type,
 		Queue:             cmp.Or(p.Queue, jobs.DefaultQueue),

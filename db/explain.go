@@ -72,6 +72,9 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 		if f.Workers, err = s.ListWorkers(ctx, liveWorkerTTL); err != nil {
 			return f, fmt.Errorf("explain: %w", err)
 		}
+		if f.Queue, err = s.queueFacts(ctx, j); err != nil {
+			return f, fmt.Errorf("explain: %w", err)
+		}
 	case jobs.StateCancelled:
 		if j.CancelledBy != nil {
 			up, err := s.GetJob(ctx, *j.CancelledBy)

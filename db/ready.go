@@ -72,24 +72,15 @@ func (r *Redis) ReadyLen(ctx context.Context) (int64, error) {
 	return r.client.ZCard(ctx, r.readyKey()).Result()
 }
 
-// claimIDsSQL is claimSQL for candidate ids from the ready queue: the same
-// guards (queued, not binned), the same lease.
-const claimIDsSQL = `
-WITH next AS MATERIALIZED (
-	SELECT id AS next_id FROM jobs
-	WHERE id = ANY($4::uuid[]) AND status = 'queued' AND deleted_at IS NULL
-	ORDER BY effective_priority, run_at, created_at, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)` + claimUpdate
-
-// ClaimJobsByID claims those of ids that are still queued.
+// ClaimJobsByID claims those of ids that are still queued, outside paused
+// and limited queues (claimIDsFlowSQL): the same guards as the ordinary
+// claim, the same lease.
 func (s *Store) ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	ttl := float64(p.LeaseTTL) / float64(time.Millisecond)
-	claimed, err := collectJobs(s.pool.Query(ctx, claimIDsSQL, p.WorkerID, len(ids), ttl, uuidArray(ids)))
+	claimed, err := s.claimByIDFlow(ctx, p, ids, ttl)
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}

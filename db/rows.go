@@ -17,7 +17,7 @@ import (
 const jobColumns = `id, type, queue, payload, priority, effective_priority, status, attempt, max_retries,
 	interruptions, executions, run_at, timeout_seconds, idempotency_key, cancel_requested, last_error,
 	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
-	schedule_id, scheduled_for, cancelled_by, progress, progress_message`
+	schedule_id, scheduled_for, cancelled_by, progress, progress_message, concurrency_key`
 
 // jobRow is a jobs row as stored. It is scanned by position only (its
 // fields follow jobColumns), wherever a statement returns jobs rows.
@@ -52,6 +52,7 @@ type jobRow struct {
 	CancelledBy       *uuid.UUID
 	Progress          *int16
 	ProgressMessage   *string
+	ConcurrencyKey    *string
 }
 
 // toJob converts a row to the domain type.
@@ -83,6 +84,7 @@ func (r *jobRow) toJob() *jobs.Job {
 		ScheduleID:        r.ScheduleID,
 		ScheduledFor:      r.ScheduledFor,
 		CancelledBy:       r.CancelledBy,
+		ConcurrencyKey:    r.ConcurrencyKey,
 	}
 	if r.TimeoutSeconds != nil {
 		j.TimeoutSeconds = int(*r.TimeoutSeconds)

@@ -96,10 +96,10 @@ const insertOccurrenceSQL = `
 WITH target AS (SELECT coalesce($3::timestamptz, now()) AS at),
 inserted AS (
 	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
-	                  run_at, timeout_seconds, schedule_id, scheduled_for)
+	                  run_at, timeout_seconds, schedule_id, scheduled_for, concurrency_key)
 	SELECT $2, s.type, s.queue, s.payload, s.priority, s.priority,
 	       CASE WHEN target.at > now() THEN 'scheduled' ELSE 'queued' END,
-	       s.max_retries, target.at, s.timeout_seconds, s.id, target.at
+	       s.max_retries, target.at, s.timeout_seconds, s.id, target.at, s.concurrency_key
 	FROM job_schedules s, target WHERE s.id = $1
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at

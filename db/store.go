@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -63,6 +64,7 @@ type Store struct {
 	maxInterruptions int
 	events           jobs.EventSink
 	redis            *Redis
+	flow             atomic.Pointer[flowState] // queue settings as last loaded (db/queues.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to

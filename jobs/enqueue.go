@@ -18,6 +18,7 @@ const (
 	MaxTypeLen           = 100
 	MaxQueueLen          = 64
 	MaxIdempotencyKeyLen = 255
+	MaxConcurrencyKeyLen = 255
 	MaxRetriesLimit      = 100
 	MaxTimeoutSeconds    = 7 * 24 * 3600
 	MaxDelay             = 10 * 365 * 24 * time.Hour
@@ -58,6 +59,9 @@ type EnqueueParams struct {
 	// IdempotencyKey, when set, makes enqueue return the existing job with
 	// that key instead of creating a second one.
 	IdempotencyKey string
+	// ConcurrencyKey, when set, groups the job with others of its queue
+	// (a tenant, a customer) for the queue's per-key limit and fairness.
+	ConcurrencyKey string
 	// ID, when set, is the new job's id (workflows assign ids up front so
 	// that jobs of one submission can depend on each other); zero means a
 	// fresh UUIDv7.
@@ -138,6 +142,11 @@ func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
 	if p.IdempotencyKey != "" {
 		if len(p.IdempotencyKey) > MaxIdempotencyKeyLen || !CleanText(p.IdempotencyKey) {
 			return Invalid("idempotency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxIdempotencyKeyLen)
+		}
+	}
+	if p.ConcurrencyKey != "" {
+		if len(p.ConcurrencyKey) > MaxConcurrencyKeyLen || !CleanText(p.ConcurrencyKey) {
+			return Invalid("concurrency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxConcurrencyKeyLen)
 		}
 	}
 	return p.validateGraphAndRecurrence()

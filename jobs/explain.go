@@ -32,6 +32,9 @@ type ExplainFacts struct {
 	MaxInterruptions int
 	// KnownType says whether this Flint has a handler for the job's type.
 	KnownType bool
+	// Queue describes the flow control of a queued job's queue; nil when
+	// the queue is neither paused nor limited.
+	Queue *QueueFacts
 }
 
 // Reason is one plain-words answer to "why is this job where it is?",
@@ -39,6 +42,7 @@ type ExplainFacts struct {
 type Reason struct {
 	// Code names the reason for programs: waiting_for_run_at, retry_backoff,
 	// due, blocked, queue_position, no_live_worker, no_worker_for_queue,
+	// queue_paused, concurrency_limit, rate_limit, key_limit,
 	// unknown_type, running, lease_expired, cancel_requested, interrupted,
 	// completed, dead_letter, cancelled_by_dependency,
 	// cancelled_by_operator, cancelled, in_bin.
@@ -234,6 +238,9 @@ func explainQueued(f ExplainFacts) []Reason {
 			"Queued in %q behind about %d %s that come first in claim order (priority, then run time).",
 			j.Queue, f.Ahead, plural(f.Ahead, "job", "jobs"))})
 	}
+	if flow := explainFlow(f); len(flow) > 0 {
+		rs = append(flow, rs...)
+	}
 	if len(f.Workers) == 0 {
 		rs = append([]Reason{{Code: "no_live_worker",
 			Message: "No worker process is alive: nothing claims jobs until one starts (flint worker or flint serve)."}}, rs...)
@@ -250,6 +257,44 @@ func explainQueued(f ExplainFacts) []Reason {
 	queues = slices.Compact(queues)
 	rs = append([]Reason{{Code: "no_worker_for_queue", Message: fmt.Sprintf(
 		"No live worker serves queue %q (the %d alive serve only %s).", j.Queue, len(f.Workers), strings.Join(queues, ", "))}}, rs...)
+	return rs
+}
+
+// explainFlow says which of its queue's flow control holds a queued job
+// back: a pause, the queue's concurrency, its rate limit, its key's limit.
+func explainFlow(f ExplainFacts) []Reason {
+	q := f.Queue
+	if q == nil {
+		return nil
+	}
+	j, st := f.Job, q.Settings
+	var rs []Reason
+	if st.Paused {
+		at := st.UpdatedAt
+		rs = append(rs, Reason{Code: "queue_paused", At: &at, Message: fmt.Sprintf(
+			"Queue %q is paused (by %s at %s): no process claims from it until it is resumed.", j.Queue, st.UpdatedBy, stamp(at))})
+	}
+	if st.Concurrency != nil && q.Running >= *st.Concurrency {
+		rs = append(rs, Reason{Code: "concurrency_limit", Message: fmt.Sprintf(
+			"Queue %q is at its concurrency limit: %d of %d jobs running. The next slot opens when one of them ends (or, if its worker died, when the reaper returns it).",
+			j.Queue, q.Running, *st.Concurrency)})
+	}
+	if st.RateLimit != nil && q.Tokens < 1 {
+		r := Reason{Code: "rate_limit", Message: fmt.Sprintf(
+			"Queue %q is at its rate limit of %s: the next start is allowed", j.Queue, st.RateLimit)}
+		if q.NextTokenAt != nil {
+			r.At = q.NextTokenAt
+			r.Message += fmt.Sprintf(" at %s (in %s).", stamp(*q.NextTokenAt), q.NextTokenAt.Sub(f.Now).Round(time.Millisecond))
+		} else {
+			r.Message += " in moments."
+		}
+		rs = append(rs, r)
+	}
+	if st.PerKeyConcurrency != nil && j.ConcurrencyKey != nil && q.KeyRunning >= *st.PerKeyConcurrency {
+		rs = append(rs, Reason{Code: "key_limit", Message: fmt.Sprintf(
+			"Its concurrency key %q has %d of %d jobs running in queue %q; it runs when one of them ends.",
+			TruncateBytes(*j.ConcurrencyKey, 80, "…"), q.KeyRunning, *st.PerKeyConcurrency, j.Queue)})
+	}
 	return rs
 }
 

@@ -44,10 +44,13 @@ type Job struct {
 	Interruptions int `json:"interruptions"`
 	// Executions counts every run that was started, interrupted ones too;
 	// it numbers the rows of job_executions.
-	Executions      int             `json:"executions"`
-	RunAt           time.Time       `json:"run_at"`
-	TimeoutSeconds  int             `json:"timeout_seconds,omitempty"`
-	IdempotencyKey  *string         `json:"idempotency_key,omitempty"`
+	Executions     int       `json:"executions"`
+	RunAt          time.Time `json:"run_at"`
+	TimeoutSeconds int       `json:"timeout_seconds,omitempty"`
+	IdempotencyKey *string   `json:"idempotency_key,omitempty"`
+	// ConcurrencyKey groups jobs of a queue (a tenant, a customer) for the
+	// queue's per-key limit and the rotation across keys.
+	ConcurrencyKey  *string         `json:"concurrency_key,omitempty"`
 	CancelRequested bool            `json:"cancel_requested"`
 	LastError       *string         `json:"last_error,omitempty"`
 	Result          json.RawMessage `json:"result,omitempty"`

@@ -77,6 +77,10 @@ func (j *Job) AppendJSON(b []byte) []byte {
 		b = append(b, `,"idempotency_key":`...)
 		b = appendString(b, *j.IdempotencyKey)
 	}
+	if j.ConcurrencyKey != nil {
+		b = append(b, `,"concurrency_key":`...)
+		b = appendString(b, *j.ConcurrencyKey)
+	}
 	b = append(b, `,"cancel_requested":`...)
 	b = strconv.AppendBool(b, j.CancelRequested)
 	if j.LastError != nil {

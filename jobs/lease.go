@@ -15,6 +15,19 @@ type ClaimParams struct {
 	Limit int
 	// LeaseTTL is how long the lease lasts before a heartbeat must extend it.
 	LeaseTTL time.Duration
+	// Held, when set, is filled in by the claim with what flow control
+	// held back, so the pool knows when claiming again can succeed.
+	Held *FlowHold
+}
+
+// FlowHold is what a claim learned about the limited queues it served.
+type FlowHold struct {
+	// Waiting says a limited queue still has queued jobs: a slot that
+	// opens (a job of it ends) may let another start.
+	Waiting bool
+	// RetryAfter, when positive, is when the rate limit of a queue with
+	// waiting jobs next allows a start.
+	RetryAfter time.Duration
 }
 
 // Lease identifies one attempt of one job: the fencing token a worker holds.
