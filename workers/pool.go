@@ -150,6 +150,15 @@ type Pool struct {
 	// says a handler reported progress that the next heartbeat carries.
 	jobLogs       *jobLogWriter
 	progressDirty atomic.Bool
+	// flowWaiting says the last claim left jobs waiting in a limited
+	// queue: each batch of outcomes written (slots opened) claims again.
+	flowWaiting atomic.Bool
+}
+
+// pausedQueues is implemented by stores that know which queues are paused
+// (*db.Store): the pool ignores wake-ups for them.
+type pausedQueues interface {
+	QueuePaused(queue string) bool
 }
 
 // execution is one claimed job, from its claim (it may wait in work for a
@@ -233,6 +242,9 @@ func (p *Pool) Config() Config { return p.cfg }
 func (p *Pool) Wake(queue string) {
 	if queue != "" && p.queues != nil && !p.queues[queue] {
 		return
+	}
+	if pq, ok := p.store.(pausedQueues); ok && queue != "" && pq.QueuePaused(queue) {
+		return // enqueues into a paused queue must not make every pool claim
 	}
 	signal(p.notify)
 }
@@ -349,10 +361,11 @@ func (p *Pool) produce(ctx context.Context) {
 	defer poll.Stop()
 	more := true // work may be waiting: start with a claim
 	failures := 0
+	var retry <-chan time.Time // a rate limit allows the next start
 	for ctx.Err() == nil {
 		if free := int(p.free.Load()); more && free > 0 {
 			limit := min(free, p.cfg.FetchLimit)
-			claimed, err := p.claim(ctx, limit)
+			claimed, held, err := p.claim(ctx, limit)
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -369,6 +382,10 @@ func (p *Pool) produce(ctx context.Context) {
 			}
 			failures = 0
 			more = len(claimed) == limit
+			p.flowWaiting.Store(held.Waiting)
+			if held.RetryAfter > 0 {
+				retry = time.After(max(held.RetryAfter, 5*time.Millisecond))
+			}
 			for _, j := range claimed {
 				ex := &execution{job: j, lease: jobs.LeaseOf(j)}
 				ex.ctx, ex.cancel = context.WithCancelCause(p.jobsCtx)
@@ -385,6 +402,8 @@ func (p *Pool) produce(ctx context.Context) {
 			more = true
 		case <-poll.C:
 			more = true
+		case <-retry:
+			more, retry = true, nil
 		case <-p.freed:
 			// An idle worker claims again only if the last claim came back
 			// full; otherwise a notification or the poll says when.
@@ -396,32 +415,35 @@ func (p *Pool) produce(ctx context.Context) {
 // there is one, then the ordinary claim for the rest. Shutdown does not
 // cut a claim short: one cancelled after the database committed it would
 // strand its jobs until their leases ran out and count them as crashed.
-func (p *Pool) claim(ctx context.Context, limit int) ([]*jobs.Job, error) {
+//
+// held says what flow control held back: whether a limited queue still has
+// jobs waiting, and when its rate limit next allows a start.
+func (p *Pool) claim(ctx context.Context, limit int) (claimed []*jobs.Job, held jobs.FlowHold, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
 	defer cancel()
 	params := jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Limit: limit, LeaseTTL: p.cfg.LeaseTTL}
-	var claimed []*jobs.Job
 	if fp := p.cfg.FastPath; fp != nil && len(p.cfg.Queues) == 0 && fp.Healthy() {
 		if ids, err := fp.ReadyCandidates(ctx, limit); err == nil && len(ids) > 0 {
 			got, err := fp.ClaimJobsByID(ctx, params, ids)
 			if err != nil {
-				return nil, err
+				return nil, held, err
 			}
 			claimed = got
 		}
 	}
 	if len(claimed) < limit {
 		params.Limit = limit - len(claimed)
+		params.Held = &held
 		more, err := p.store.ClaimJobs(ctx, params)
 		if err != nil {
 			if len(claimed) > 0 {
-				return claimed, nil
+				return claimed, held, nil
 			}
-			return nil, err
+			return nil, held, err
 		}
 		claimed = append(claimed, more...)
 	}
-	return claimed, nil
+	return claimed, held, nil
 }
 
 // worker runs claimed jobs until the work channel closes.
@@ -734,6 +756,9 @@ func (p *Pool) flush(batch []jobs.Finish) {
 			return
 		}
 		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+	}
+	if p.flowWaiting.Load() {
+		signal(p.notify) // slots of a limited queue opened: claim again
 	}
 	report := moved[:0:0]
 	for _, m := range moved {
