@@ -204,6 +204,25 @@ func (s *Store) ListAlerts(ctx context.Context, q jobs.AlertQuery) ([]jobs.Alert
 	return out, nil
 }
 
+const alertsMarkSQL = `
+SELECT concat_ws(':', (SELECT coalesce(max(id), 0) FROM alerts),
+	(SELECT count(*) FROM alerts WHERE resolved_at IS NULL),
+	(SELECT coalesce(max(last_notified_at)::text, '') FROM alerts WHERE resolved_at IS NULL),
+	(SELECT coalesce(max(id), 0) FROM alert_outbox),
+	(SELECT count(*) FROM alert_outbox WHERE sent_at IS NULL AND failed_at IS NULL),
+	(SELECT coalesce(max(updated_at)::text, '') || count(*) FROM alert_rules))`
+
+// AlertsMark is a fingerprint of what the Alerts page shows: it changes
+// when an alert fires, repeats or resolves, a notification is queued or
+// leaves the outbox, or a rule changes.
+func (s *Store) AlertsMark(ctx context.Context) (string, error) {
+	var mark string
+	if err := s.pool.QueryRow(ctx, alertsMarkSQL).Scan(&mark); err != nil {
+		return "", fmt.Errorf("alerts mark: %w", err)
+	}
+	return mark, nil
+}
+
 // Evaluation.
 
 const rulesTurnSQL = `
@@ -257,7 +276,7 @@ const resolveAlertSQL = `UPDATE alerts SET resolved_at = $2 WHERE id = $1`
 
 const queueNotificationSQL = `
 INSERT INTO alert_outbox (channel, recipients, subject, text_body, html_body, webhook_url, webhook_secret, alert_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+VALUES ($1, coalesce($2::text[], '{}'), $3, $4, $5, $6, $7, $8)`
 
 // openAlert is the part of an open alert the evaluation needs.
 type openAlert struct {

@@ -229,6 +229,11 @@ func (s *server) pollTopics(ctx context.Context) {
 		}
 		s.live.set("settings", print)
 	}
+	if s.alerts != nil {
+		if mark, err := s.alerts.AlertsMark(ctx); err == nil {
+			s.live.set("alerts", mark)
+		}
+	}
 	if s.auditStore != nil {
 		if es, err := s.auditStore.ListAudit(ctx, jobs.AuditQuery{Limit: 1}); err == nil {
 			print := ""

@@ -91,6 +91,12 @@ type Config struct {
 	Logs LogSource
 	// Audit records operator actions; nil records nothing.
 	Audit AuditStore
+	// Alerts keeps alert rules and their history; nil disables the alert
+	// API and page.
+	Alerts AlertStore
+	// AlertTest sends a rule's test notification; nil means the rule's
+	// "send test" answers that this process cannot send.
+	AlertTest AlertTester
 	// Access stores people and API keys; nil means the bootstrap key
 	// (APIKey) is the only key, and no Users or Keys pages.
 	Access AccessStore
@@ -116,6 +122,8 @@ type server struct {
 	bench      BenchmarkFunc
 	logs       LogSource
 	auditStore AuditStore
+	alerts     AlertStore
+	alertTest  AlertTester
 	live       *liveTopics
 	access     AccessStore
 	keyUse     *keyUsage
@@ -156,6 +164,12 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	}
 	s.dash, s.mailURL, s.bench, s.logs, s.auditStore = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs, cfg.Audit
 	s.access, s.keyUse = cfg.Access, newKeyUsage()
+	s.alerts, s.alertTest = cfg.Alerts, cfg.AlertTest
+	if s.alertTest == nil {
+		s.alertTest = func(context.Context, jobs.AlertRule) []jobs.AlertDelivery {
+			return []jobs.AlertDelivery{{Channel: "all", Error: "this Flint process has no mailer or webhook client configured"}}
+		}
+	}
 	if s.access != nil {
 		go s.recordKeyUse(base)
 	}
@@ -237,6 +251,16 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Get("/settings", s.getSettings)
 	api.Patch("/settings", s.patchSettings)
 	api.Get("/settings/changes", s.listSettingsChanges)
+	if s.alerts != nil {
+		api.Get("/alerts", s.listAlerts)
+		api.Get("/alerts/deliveries", s.listAlertDeliveries)
+		api.Get("/alerts/rules", s.listAlertRules)
+		api.Post("/alerts/rules", s.createAlertRule)
+		api.Get("/alerts/rules/:id", s.getAlertRule)
+		api.Patch("/alerts/rules/:id", s.patchAlertRule)
+		api.Delete("/alerts/rules/:id", s.deleteAlertRule)
+		api.Post("/alerts/rules/:id/test", s.testAlertRule)
+	}
 	if s.access != nil {
 		api.Get("/keys", s.listKeys)
 		api.Post("/keys", s.createKey)

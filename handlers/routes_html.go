@@ -64,6 +64,15 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	if s.auditStore != nil {
 		priv(fiber.MethodGet, "/audit", s.auditPage)
 	}
+	if s.alerts != nil {
+		priv(fiber.MethodGet, "/alerts", s.alertsPage)
+		priv(fiber.MethodGet, "/alerts/rules/new", s.newRulePage)
+		priv(fiber.MethodPost, "/alerts/rules", s.createRuleHTML)
+		priv(fiber.MethodGet, "/alerts/rules/:id", s.editRulePage)
+		priv(fiber.MethodPost, "/alerts/rules/:id", s.saveRuleHTML)
+		priv(fiber.MethodPost, "/alerts/rules/:id/delete", s.deleteRuleHTML)
+		priv(fiber.MethodPost, "/alerts/rules/:id/test", s.testRuleHTML)
+	}
 	if s.access != nil {
 		priv(fiber.MethodGet, "/account", s.accountPage)
 		priv(fiber.MethodPost, "/account/password", s.changePassword)

@@ -114,6 +114,9 @@ func (n *Notifier) Send(ctx context.Context, m jobs.Notification) error {
 	case jobs.ChannelWebhook:
 		return n.postWebhook(ctx, m)
 	case jobs.ChannelEmail, "":
+		if n.mailer == nil {
+			return fmt.Errorf("email: this process has no mailer configured")
+		}
 		return n.mailer.Send(ctx, m.Email)
 	}
 	return fmt.Errorf("unknown channel %q", m.Channel)

@@ -1,0 +1,119 @@
+package views
+
+import (
+	"net/url"
+	"strconv"
+
+	"flint/jobs"
+)
+
+// AlertsPage is the Alerts page: what fires now, the rules, the history
+// and how the notifications went out.
+type AlertsPage struct {
+	Firing     []jobs.Alert
+	Rules      []jobs.AlertRule
+	History    []jobs.Alert
+	Deliveries []jobs.AlertRecord
+	Now        string // the page's render time, for "as of"
+}
+
+// RuleForm is the form that creates or edits an alert rule. Values hold
+// what the form shows, in its units (minutes, percent).
+type RuleForm struct {
+	ID     int64 // 0 for a new rule
+	Kind   jobs.AlertKind
+	Values map[string]string
+	Errors map[string]string
+	// Series offers the recurring series for cron_overdue rules.
+	Series []*jobs.Schedule
+	// Message is an error about the whole form.
+	Message string
+}
+
+// RuleSaved is shown once a rule is saved; Secret is a webhook secret the
+// save created or changed, shown this once.
+type RuleSaved struct {
+	Rule   jobs.AlertRule
+	Secret string
+	New    bool
+}
+
+// RuleTest is how a rule's test notification went, per channel.
+type RuleTest struct {
+	RuleID     int64
+	Deliveries []jobs.AlertDelivery
+	Message    string
+}
+
+func ruleHref(id int64) string { return "/alerts/rules/" + strconv.FormatInt(id, 10) }
+
+func newRuleHref(kind jobs.AlertKind) string { return "/alerts/rules/new?kind=" + url.QueryEscape(string(kind)) }
+
+// ruleChannels says where a rule's notifications go.
+func ruleChannels(r jobs.AlertRule) string {
+	out := ""
+	for i, e := range r.Emails {
+		if i > 0 {
+			out += ", "
+		}
+		out += e
+	}
+	if r.WebhookURL != "" {
+		if u, err := url.Parse(r.WebhookURL); err == nil {
+			if out != "" {
+				out += "; "
+			}
+			out += "webhook " + u.Host
+		}
+	}
+	if out == "" {
+		return "alert_emails setting"
+	}
+	return out
+}
+
+// deliveryTarget is where one outbox row went.
+func deliveryTarget(r jobs.AlertRecord) string {
+	if r.Channel == jobs.ChannelWebhook {
+		if u, err := url.Parse(r.WebhookURL); err == nil {
+			return u.Host
+		}
+		return r.WebhookURL
+	}
+	out := ""
+	for i, e := range r.Recipients {
+		if i > 0 {
+			out += ", "
+		}
+		out += e
+	}
+	return out
+}
+
+// deliveryState is an outbox row's state in a word, and its badge class.
+func deliveryState(r jobs.AlertRecord) (string, string) {
+	switch {
+	case r.SentAt != nil:
+		return "sent", "st-completed"
+	case r.FailedAt != nil:
+		return "gave up", "st-dead_letter"
+	case r.Attempts > 0:
+		return "retrying", "st-scheduled"
+	}
+	return "pending", "st-queued"
+}
+
+// kindFields are the form fields each kind uses, beyond the common ones.
+func kindFields(k jobs.AlertKind) map[string]bool {
+	switch k {
+	case jobs.AlertFailureRate:
+		return map[string]bool{"type": true, "threshold_percent": true, "window_minutes": true, "min_runs": true}
+	case jobs.AlertQueueLatency:
+		return map[string]bool{"queue": true, "threshold_minutes": true}
+	case jobs.AlertCronOverdue:
+		return map[string]bool{"series": true, "grace_minutes": true}
+	case jobs.AlertNoWorker:
+		return map[string]bool{"queue": true, "grace_minutes": true}
+	}
+	return nil
+}
