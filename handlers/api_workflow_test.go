@@ -142,6 +142,6 @@ func TestSettingsAPI(t *testing.T) {
 	changes := b.do(t, http.MethodGet, "/api/v1/settings/changes", "", "").json(t)["changes"].([]any)
 	require.Len(t, changes, 3)
 	c := changes[0].(map[string]any)
-	require.Contains(t, c["changed_by"], "api-key@")
+	require.Contains(t, c["changed_by"], "key:FLINT_API_KEY@")
 	require.NotNil(t, c["new_value"])
 }

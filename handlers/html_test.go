@@ -531,7 +531,7 @@ func TestAuditTrail(t *testing.T) {
 		require.NotEmpty(t, e.IP)
 		require.False(t, e.At.IsZero())
 	}
-	require.Equal(t, "api key", got["cancel/api"].Actor)
+	require.Equal(t, "key:FLINT_API_KEY", got["cancel/api"].Actor)
 	require.Equal(t, adminEmail, got["cancel/dashboard"].Actor)
 	require.Equal(t, c.ID, *got["cancel/dashboard"].JobID)
 	require.NotNil(t, got["series_run_now/dashboard"].JobID, "the occurrence it made is recorded, as from the API")
