@@ -364,6 +364,8 @@ func (p *process) startHTTP() error {
 		Metrics:    p.mx.Protected(cfg.MetricsToken),
 		Logs:       p.lg,
 		Audit:      p.store,
+		Alerts:     p.store,
+		AlertTest:  p.notifier.SendTest,
 		Access:     p.store,
 	}, p.store, p.registry, p.logger)
 	ln, err := net.Listen("tcp", cfg.Addr)

@@ -47,7 +47,9 @@ type RuleTest struct {
 
 func ruleHref(id int64) string { return "/alerts/rules/" + strconv.FormatInt(id, 10) }
 
-func newRuleHref(kind jobs.AlertKind) string { return "/alerts/rules/new?kind=" + url.QueryEscape(string(kind)) }
+func newRuleHref(kind jobs.AlertKind) string {
+	return "/alerts/rules/new?kind=" + url.QueryEscape(string(kind))
+}
 
 // ruleChannels says where a rule's notifications go.
 func ruleChannels(r jobs.AlertRule) string {
