@@ -65,6 +65,7 @@ type enqueueRequest struct {
 	Timezone        *string         `json:"timezone"`
 	DependsOn       []string        `json:"depends_on"`
 	IdempotencyKey  *string         `json:"idempotency_key"`
+	ConcurrencyKey  *string         `json:"concurrency_key"`
 	// Key names the job within a workflow submission.
 	Key *string `json:"key"`
 }
@@ -105,6 +106,12 @@ func (r *enqueueRequest) params(reg *jobs.Registry, now time.Time, prefix string
 			return p, invalid(join(prefix, "idempotency_key"), "must not be empty (omit it instead)")
 		}
 		p.IdempotencyKey = *r.IdempotencyKey
+	}
+	if r.ConcurrencyKey != nil {
+		if *r.ConcurrencyKey == "" {
+			return p, invalid(join(prefix, "concurrency_key"), "must not be empty (omit it instead)")
+		}
+		p.ConcurrencyKey = *r.ConcurrencyKey
 	}
 	if r.IntervalSeconds != nil {
 		if *r.IntervalSeconds < 1 || *r.IntervalSeconds > jobs.MaxIntervalSeconds {

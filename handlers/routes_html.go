@@ -56,6 +56,10 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 		priv(fiber.MethodPost, "/recurring/:id/"+string(a), s.recurringActionHTML(a))
 	}
 	priv(fiber.MethodGet, "/workers", s.workersPage)
+	priv(fiber.MethodGet, "/queues", s.queuesPage)
+	priv(fiber.MethodPost, "/queues/:name/pause", s.queuePauseHTML(true))
+	priv(fiber.MethodPost, "/queues/:name/resume", s.queuePauseHTML(false))
+	priv(fiber.MethodPost, "/queues/:name/limits", s.queueLimitsHTML)
 	priv(fiber.MethodGet, "/settings", s.settingsPage)
 	priv(fiber.MethodPost, "/settings", s.saveSettings)
 	priv(fiber.MethodGet, "/benchmark", s.benchmarkPage)
