@@ -32,7 +32,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	b := dashSetup(t)
 	_ = b
 	app := handlers.New(handlers.Config{
-		APIKey: apiKey, Dashboard: b.store, Audit: b.store, Logs: nopLogs{}, Alerts: b.store,
+		APIKey: apiKey, Dashboard: b.store, Audit: b.store, Logs: nopLogs{}, Access: b.store, Alerts: b.store,
 		Metrics:   http.NotFoundHandler(),
 		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
