@@ -1,8 +1,10 @@
-// Package auth holds what Flint knows about the people who sign in to the
-// dashboard: users, sessions, the password policy and how passwords and
-// session tokens are stored. It has no storage of its own; db keeps users
-// and sessions in PostgreSQL through the functions here, and handlers
-// checks them on every request.
+// Package auth holds what Flint knows about who may do what: the people
+// who sign in to the dashboard (users, sessions, roles, the password
+// policy), the services that call the API (API keys and their scopes), the
+// scopes themselves and what implies what (Grants), and how passwords,
+// session tokens and key secrets are stored. It has no storage of its own;
+// db keeps users, sessions and keys in PostgreSQL through the functions
+// here, and handlers checks them on every request against its access table.
 //
 // auth imports jobs (for its validation error type) and no adapter.
 package auth
