@@ -79,7 +79,7 @@ func startDashboard(t *testing.T) *dashboardRig {
 	require.NoError(t, err)
 	t.Cleanup(func() { lg.Close() })
 	app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: ctx, Broker: broker, Dashboard: store,
-		Audit: store, Logs: lg, Access: store,
+		Audit: store, Logs: lg, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}, Wake: pool.Wake},
 		store, reg, logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

@@ -349,7 +349,7 @@ func (s *server) testRuleHTML(c *fiber.Ctx) error {
 	if err != nil {
 		return ruleNotFound(err)
 	}
-	t := views.RuleTest{RuleID: id, Deliveries: s.alertTest(c.UserContext(), r)}
+	t := views.RuleTest{RuleID: id, RuleName: r.Name, Deliveries: s.alertTest(c.UserContext(), r)}
 	if len(t.Deliveries) == 0 {
 		t.Message = errNowhereToSend.Message
 	}

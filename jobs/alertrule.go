@@ -364,8 +364,8 @@ func (r *AlertRule) Evaluate(f *AlertFacts) []AlertFinding {
 			age := f.Now.Sub(q.Oldest).Seconds()
 			if age > r.Threshold {
 				out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
-					"queue %s: the oldest of %d waiting jobs has waited %s; the threshold is %s",
-					q.Queue, q.Count, Seconds(int(age)), Seconds(int(r.Threshold)))})
+					"queue %s: the oldest of %s has waited %s; the threshold is %s",
+					q.Queue, unitCount(int(q.Count), "waiting job"), Seconds(int(age)), Seconds(int(r.Threshold)))})
 			}
 		}
 	case AlertCronOverdue:
@@ -391,8 +391,8 @@ func (r *AlertRule) Evaluate(f *AlertFacts) []AlertFinding {
 			age := f.Now.Sub(q.Oldest).Seconds()
 			if age > float64(r.GraceSeconds) {
 				out = append(out, AlertFinding{Subject: q.Queue, Value: float64(q.Count), Message: fmt.Sprintf(
-					"queue %s: %d jobs are waiting (the oldest for %s) and no live worker serves this queue",
-					q.Queue, q.Count, Seconds(int(age)))})
+					"queue %s: %s waiting (the oldest for %s) and no live worker serves this queue",
+					q.Queue, plural(int(q.Count), "1 job is", fmt.Sprintf("%d jobs are", q.Count)), Seconds(int(age)))})
 			}
 		}
 	}

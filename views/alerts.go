@@ -41,6 +41,7 @@ type RuleSaved struct {
 // RuleTest is how a rule's test notification went, per channel.
 type RuleTest struct {
 	RuleID     int64
+	RuleName   string
 	Deliveries []jobs.AlertDelivery
 	Message    string
 }
