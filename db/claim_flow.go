@@ -88,7 +88,7 @@ plain AS (
 ),
 cq0 AS MATERIALIZED (
 	SELECT s.name, s.per_key_concurrency AS per_key, s.key_cursor, s.rate_limit,
-	       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 10.0),
+	       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 5.0),
 	            s.tokens + greatest(0, extract(epoch FROM now() - s.tokens_at)) * s.rate_limit / s.rate_period_seconds) END AS tokens,
 	       CASE WHEN s.concurrency IS NOT NULL THEN s.concurrency - (
 	            SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name) END AS free

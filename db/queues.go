@@ -168,7 +168,7 @@ const upsertQueueSQL = `
 WITH up AS (
 	INSERT INTO queues (name, paused, concurrency, rate_limit, rate_period_seconds, per_key_concurrency,
 	                    tokens, tokens_at, updated_at, updated_by)
-	VALUES ($1, $2, $3, $4, $5, $6, greatest(1, coalesce($4, 0) / 10.0), now(), now(), $7)
+	VALUES ($1, $2, $3, $4, $5, $6, greatest(1, coalesce($4, 0) / 5.0), now(), now(), $7)
 	ON CONFLICT (name) DO UPDATE SET
 		paused = excluded.paused, concurrency = excluded.concurrency,
 		rate_limit = excluded.rate_limit, rate_period_seconds = excluded.rate_period_seconds,
@@ -358,7 +358,7 @@ func (s *Store) queueInfos(ctx context.Context, only *string) ([]jobs.QueueInfo,
 const queueFactsSQL = `
 SELECT ` + queueColumns + `,
        (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name),
-       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 10.0),
+       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 5.0),
             s.tokens + greatest(0, extract(epoch FROM now() - s.tokens_at)) * s.rate_limit / s.rate_period_seconds) END,
        (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name AND r.concurrency_key = $2),
        now()

@@ -90,9 +90,9 @@ func TestClaimHonoursPauseAndConcurrency(t *testing.T) {
 func TestClaimRateLimitChargesStartedJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	// 10 per 100 s: a burst of 1 token, the next after 10 s.
+	// 5 per 100 s: a burst of 1 token, the next after 20 s.
 	b.setQueue(t, "r", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q.RateLimit = &jobs.RateLimit{Limit: 10, PeriodSeconds: 100}
+		q.RateLimit = &jobs.RateLimit{Limit: 5, PeriodSeconds: 100}
 		return q
 	})
 	var held jobs.FlowHold
@@ -103,11 +103,11 @@ func TestClaimRateLimitChargesStartedJobs(t *testing.T) {
 	b.enqueueN(t, 3, jobs.EnqueueParams{Queue: "r"})
 	require.Len(t, b.claimQ(t, 10, &held, "r"), 1, "the burst is one token")
 	require.True(t, held.Waiting)
-	require.Greater(t, held.RetryAfter, 9*time.Second)
-	require.LessOrEqual(t, held.RetryAfter, 10*time.Second)
+	require.Greater(t, held.RetryAfter, 19*time.Second)
+	require.LessOrEqual(t, held.RetryAfter, 20*time.Second)
 	require.Empty(t, b.claimQ(t, 10, nil, "r"))
 
-	// 1000 per second: a burst of 100; 30 jobs take 30 tokens.
+	// 1000 per second: a burst of 200; 30 jobs take 30 tokens.
 	b.setQueue(t, "r2", func(q jobs.QueueSettings) jobs.QueueSettings {
 		q.RateLimit = &jobs.RateLimit{Limit: 1000, PeriodSeconds: 1}
 		return q
@@ -115,10 +115,10 @@ func TestClaimRateLimitChargesStartedJobs(t *testing.T) {
 	b.enqueueN(t, 30, jobs.EnqueueParams{Queue: "r2"})
 	require.Len(t, b.claimQ(t, 100, &held, "r2"), 30)
 	require.False(t, held.Waiting)
-	b.enqueueN(t, 200, jobs.EnqueueParams{Queue: "r2"})
-	got := b.claimQ(t, 200, nil, "r2")
-	require.GreaterOrEqual(t, len(got), 70, "what the first claim left, plus what accrued")
-	require.LessOrEqual(t, len(got), 100, "never more than the burst")
+	b.enqueueN(t, 300, jobs.EnqueueParams{Queue: "r2"})
+	got := b.claimQ(t, 300, nil, "r2")
+	require.GreaterOrEqual(t, len(got), 170, "what the first claim left, plus what accrued")
+	require.LessOrEqual(t, len(got), 200, "never more than the burst")
 }
 
 // TestClaimRotatesAcrossKeys: with per_key_concurrency, a claim takes the

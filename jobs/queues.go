@@ -30,11 +30,12 @@ func (r RateLimit) Interval() time.Duration {
 	return time.Duration(float64(r.PeriodSeconds) * float64(time.Second) / float64(r.Limit))
 }
 
-// Burst is how many tokens the bucket holds at most: a tenth of the period's
-// worth, at least one. Any window of one period therefore sees at most
-// Limit plus Burst starts, and a queue idle for a while starts with a small
-// burst rather than a whole period's worth.
-func (r RateLimit) Burst() float64 { return max(1, float64(r.Limit)/10) }
+// Burst is how many tokens the bucket holds at most: a fifth of the
+// period's worth, at least one. Any window of one period therefore sees at
+// most Limit plus Burst starts, and a queue idle for a while starts with a
+// small burst rather than a whole period's worth; in exchange, a claim
+// that comes up to a fifth of a period late loses no tokens.
+func (r RateLimit) Burst() float64 { return max(1, float64(r.Limit)/5) }
 
 // String is the limit as people write it: "20/s", "100 per 60 s".
 func (r RateLimit) String() string {
