@@ -28,17 +28,45 @@ type stateCountRow struct {
 	N     int64  `db:"n"`
 }
 
-// CappedCounts counts live jobs per state, each up to limit: one short index
-// range scan per state, never a scan of the whole table. A count equal to
-// limit means "at least".
+// finishedStateCountsSQL reads the exact counts of finished jobs per state
+// that triggers keep in job_counts.
+const finishedStateCountsSQL = `
+SELECT s AS state, coalesce((SELECT sum(n) FROM job_counts WHERE status = s AND NOT in_bin), 0)::bigint AS n
+FROM unnest($1::text[]) AS s`
+
+// CappedCounts counts jobs per state. Finished states (completed,
+// dead_letter, cancelled) are exact, from job_counts; the others are
+// counted up to limit with one short index range scan per state, never a
+// scan of the whole table, and a count that reaches limit comes with the
+// planner's estimate (Capped).
 func (s *Store) CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error) {
-	var rows []stateCountRow
-	if err := s.sqlx.SelectContext(ctx, &rows, cappedCountsSQL, limit, stateStrings(states)); err != nil {
+	var live, finished []jobs.State
+	for _, st := range states {
+		if st.Terminal() {
+			finished = append(finished, st)
+		} else {
+			live = append(live, st)
+		}
+	}
+	var liveRows, finishedRows []stateCountRow
+	if err := s.sqlx.SelectContext(ctx, &liveRows, cappedCountsSQL, limit, stateStrings(live)); err != nil {
 		return nil, fmt.Errorf("count jobs: %w", err)
 	}
+	if err := s.sqlx.SelectContext(ctx, &finishedRows, finishedStateCountsSQL, stateStrings(finished)); err != nil {
+		return nil, fmt.Errorf("count jobs: %w", err)
+	}
+	byState := map[string]stateCountRow{}
+	for _, r := range append(liveRows, finishedRows...) {
+		byState[r.State] = r
+	}
 	var out []jobs.StateCount
-	for _, r := range rows {
-		sc := jobs.StateCount{State: jobs.State(r.State), Count: r.N, Capped: r.N >= limit}
+	for _, st := range states {
+		r := byState[string(st)]
+		if st.Terminal() {
+			out = append(out, jobs.StateCount{State: st, Count: r.N})
+			continue
+		}
+		sc := jobs.StateCount{State: st, Count: r.N, Capped: r.N >= limit}
 		if sc.Capped {
 			est, err := s.estimateState(ctx, sc.State)
 			if err != nil {

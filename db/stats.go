@@ -7,8 +7,25 @@ import (
 	"flint/jobs"
 )
 
-const statsByQueueTypeSQL = `
-SELECT queue, type, status, count(*) AS n FROM jobs WHERE deleted_at IS NULL GROUP BY queue, type, status`
+// liveCountsSQL counts the live jobs (waiting, blocked, scheduled or
+// running) per queue, type and state, through the status and lease
+// indexes; finishedCountsSQL reads the finished jobs' counts, which
+// triggers keep in job_counts as rows change (see its migration), so no
+// statement here scans the finished jobs however many there are.
+const liveCountsSQL = `
+SELECT queue, type, status, count(*) AS n FROM jobs
+WHERE status IN ('blocked', 'scheduled', 'queued') AND status <> 'running' AND deleted_at IS NULL
+GROUP BY queue, type, status
+UNION ALL
+SELECT queue, type, status, count(*) FROM jobs WHERE status = 'running' AND deleted_at IS NULL
+GROUP BY queue, type, status`
+
+const finishedCountsSQL = `
+SELECT queue, type, status, sum(n)::bigint AS n FROM job_counts WHERE NOT in_bin
+GROUP BY queue, type, status HAVING sum(n) <> 0`
+
+const statsByQueueTypeSQL = liveCountsSQL + `
+UNION ALL` + finishedCountsSQL
 
 // queueTypeCountRow counts the live jobs of one queue, type and state.
 type queueTypeCountRow struct {
@@ -18,11 +35,12 @@ type queueTypeCountRow struct {
 	N      int64  `db:"n"`
 }
 
-const binCountSQL = `SELECT count(*) FROM jobs WHERE deleted_at IS NOT NULL`
+const binCountSQL = `SELECT coalesce(sum(n), 0)::bigint FROM job_counts WHERE in_bin`
 
 // Stats counts jobs per state, queue and type, and reads the last hour of
-// throughput. The counts scan the live rows once; callers that poll it should
-// cache the result for a second or two.
+// throughput. The counts read the live jobs through their indexes and the
+// finished ones from job_counts; callers that poll it should still cache
+// the result for a second or two.
 func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
 	st := &jobs.Stats{
 		ByStatus: map[string]int64{},
@@ -54,7 +72,7 @@ func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
 	return st, nil
 }
 
-const stateQueueCountsSQL = `SELECT status, queue, count(*) AS n FROM jobs WHERE deleted_at IS NULL GROUP BY status, queue`
+const stateQueueCountsSQL = `SELECT status, queue, sum(n)::bigint AS n FROM (` + statsByQueueTypeSQL + `) c GROUP BY status, queue`
 
 // stateQueueCountRow counts the live jobs of one state and queue.
 type stateQueueCountRow struct {
