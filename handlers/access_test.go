@@ -417,6 +417,11 @@ func TestKeyLifecycle(t *testing.T) {
 		require.Equal(t, field, res.json(t)["error"].(map[string]any)["field"], body)
 	}
 
+	require.Equal(t, http.StatusBadRequest, apiCall(t, r.app, apiKey, "POST", "/api/v1/keys", `{"name":`).status)
+	require.Equal(t, http.StatusUnprocessableEntity, apiCall(t, r.app, apiKey, "POST", "/api/v1/keys", `{"name":"z","scopes":["read"],"ttl":1}`).status)
+	res = apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/not-a-uuid", "")
+	require.Equal(t, http.StatusBadRequest, res.status)
+	require.Equal(t, "id", res.json(t)["error"].(map[string]any)["field"])
 	require.Equal(t, http.StatusOK, apiCall(t, r.app, secret, "GET", "/api/v1/jobs", "").status)
 	list := apiCall(t, r.app, apiKey, "GET", "/api/v1/keys", "")
 	require.Equal(t, http.StatusOK, list.status)
