@@ -94,9 +94,9 @@ func textOf(n *html.Node) string {
 	return strings.TrimSpace(sb.String())
 }
 
-// Above the overview's cap a state's tile shows PostgreSQL's estimate,
-// labelled as one; below it, the exact count.
-func TestOverviewLabelsEstimates(t *testing.T) {
+// Finished states are exact on the overview past its 100,000 cap (their
+// counts are kept as jobs change), with no estimate label.
+func TestOverviewCountsFinishedExactly(t *testing.T) {
 	t.Parallel()
 	b := dashSetup(t)
 	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 110_000}, nil)) // 99,000 completed … plus
@@ -111,9 +111,10 @@ func TestOverviewLabelsEstimates(t *testing.T) {
 		return n[0]
 	}
 	done := textOf(tile("completed"))
-	require.Contains(t, done, "≈")
-	require.Contains(t, done, "estimate")
-	require.Len(t, findAll(tile("completed"), func(n *html.Node) bool { _, ok := attrOK(n, "data-estimate"); return ok }), 1)
+	require.Contains(t, done, "117,000")
+	require.NotContains(t, done, "≈")
+	require.NotContains(t, done, "estimate")
+	require.Empty(t, findAll(tile("completed"), func(n *html.Node) bool { _, ok := attrOK(n, "data-estimate"); return ok }))
 	dlq := textOf(tile("dead_letter"))
 	require.Contains(t, dlq, "6,500")
 	require.NotContains(t, dlq, "estimate")
