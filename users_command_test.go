@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"flint/auth"
+	"flint/db/dbtest"
+	"flint/jobs"
+)
+
+// TestUsersCommand: add prints a generated password that signs in; disable
+// ends the person's sessions; reset-password gives a locked-out admin a new
+// password and ends their sessions; every change is on the audit trail.
+func TestUsersCommand(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	run := func(sub, email string, role auth.Role, password string) (string, error) {
+		var out bytes.Buffer
+		err := runUsers(ctx, store, sub, email, role, password, &out)
+		return out.String(), err
+	}
+
+	out, err := run("add", "ana@example.com", auth.RoleAdmin, "")
+	require.NoError(t, err)
+	require.Contains(t, out, "added ana@example.com as admin")
+	_, generated, ok := strings.Cut(strings.TrimSpace(out), "password (shown once): ")
+	require.True(t, ok, out)
+	_, err = store.Authenticate(ctx, "ana@example.com", generated)
+	require.NoError(t, err, "the printed password signs in")
+
+	_, err = run("add", "bo@example.com", auth.RoleViewer, "bo-password-1")
+	require.NoError(t, err)
+	_, err = run("add", "BO@example.com", auth.RoleViewer, "bo-password-1")
+	require.ErrorContains(t, err, "exists")
+
+	bo, err := store.Authenticate(ctx, "bo@example.com", "bo-password-1")
+	require.NoError(t, err)
+	require.NoError(t, store.CreateSession(ctx, bo.ID, "bo-token", "csrf", time.Hour, "", ""))
+	out, err = run("disable", "bo@example.com", "", "")
+	require.NoError(t, err)
+	require.Contains(t, out, "disabled")
+	_, err = store.GetSession(ctx, "bo-token")
+	require.ErrorIs(t, err, jobs.ErrNotFound, "disabling ends the session")
+	_, err = store.Authenticate(ctx, "bo@example.com", "bo-password-1")
+	require.ErrorIs(t, err, auth.ErrDisabled)
+
+	out, err = run("list", "", "", "")
+	require.NoError(t, err)
+	require.Regexp(t, `ana@example.com\s+admin\s+active`, out)
+	require.Regexp(t, `bo@example.com\s+viewer\s+disabled`, out)
+
+	// The only admin cannot be disabled.
+	_, err = run("disable", "ana@example.com", "", "")
+	require.ErrorContains(t, err, "last enabled admin")
+
+	ana, err := store.UserByEmail(ctx, "ana@example.com")
+	require.NoError(t, err)
+	require.NoError(t, store.CreateSession(ctx, ana.ID, "ana-token", "csrf", time.Hour, "", ""))
+	out, err = run("reset-password", "ana@example.com", "", "")
+	require.NoError(t, err)
+	_, fresh, ok := strings.Cut(strings.TrimSpace(out), "password (shown once): ")
+	require.True(t, ok, out)
+	_, err = store.Authenticate(ctx, "ana@example.com", fresh)
+	require.NoError(t, err)
+	_, err = store.Authenticate(ctx, "ana@example.com", generated)
+	require.ErrorIs(t, err, auth.ErrBadLogin)
+	_, err = store.GetSession(ctx, "ana-token")
+	require.ErrorIs(t, err, jobs.ErrNotFound)
+
+	_, err = run("disable", "nobody@example.com", "", "")
+	require.ErrorIs(t, err, jobs.ErrNotFound)
+
+	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 50})
+	require.NoError(t, err)
+	var actions []string
+	for _, e := range entries {
+		require.Equal(t, "cli", e.Source)
+		require.True(t, strings.HasPrefix(e.Actor, "cli:"), e.Actor)
+		actions = append(actions, e.Action)
+	}
+	require.ElementsMatch(t, []string{"user_add", "user_add", "user_disable", "password_reset"}, actions)
+}
