@@ -53,7 +53,8 @@ type Store interface {
 
 // Config configures the HTTP server.
 type Config struct {
-	// APIKey guards /api/v1. Required.
+	// APIKey is the bootstrap key (FLINT_API_KEY): it opens /api/v1 with
+	// every scope. Services get keys of their own through Access. Required.
 	APIKey string
 	// BaseContext is the parent of every request context; nil means
 	// context.Background().
