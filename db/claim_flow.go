@@ -47,7 +47,7 @@ const queuedKeyed = `status = 'queued' AND deleted_at IS NULL AND concurrency_ke
 //     per claim, however many keys exist); each key offers its next jobs
 //     in claim order up to what its limit leaves, and candidates are taken
 //     round by round: the first job of every key, then the second... Jobs
-//     without a key are one more group, found among the first 4 × cap + 32
+//     without a key are one more group, found among the first 2 × cap + 16
 //     jobs of the queue's claim order (jobs_claim_key_idx leaves them out,
 //     so that jobs without a key cost nothing more to enqueue anywhere):
 //     in a fair queue, a job without a key waits its turn in plain claim
@@ -146,6 +146,7 @@ keyscan(queue, key, n, wrapped, cursor, budget) AS (
 krun AS (
 	SELECT r.queue, r.concurrency_key AS key, count(*) AS n FROM jobs r
 	WHERE r.status = 'running' AND r.concurrency_key IS NOT NULL AND r.queue IN (SELECT name FROM fq)
+	  AND EXISTS (SELECT 1 FROM keyscan) -- no keys waiting: nothing to count
 	GROUP BY r.queue, r.concurrency_key
 ),
 keyed AS (
@@ -165,11 +166,12 @@ keyless AS (
 	SELECT c.id, fq.name AS queue, c.effective_priority, c.run_at, c.created_at, NULL::text AS key, 0 AS pos
 	FROM fq CROSS JOIN LATERAL (
 		SELECT id, effective_priority, run_at, created_at FROM jobs
-		WHERE status = 'queued' AND deleted_at IS NULL AND concurrency_key IS NULL AND id IN (
+		WHERE id = ANY (ARRAY(
 			SELECT id FROM jobs
 			WHERE status = 'queued' AND deleted_at IS NULL AND queue = fq.name
 			ORDER BY effective_priority, run_at, created_at, id
-			LIMIT 4 * fq.cap + 32)
+			LIMIT 2 * fq.cap + 16))
+		  AND concurrency_key IS NULL AND status = 'queued' AND deleted_at IS NULL
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT fq.cap
 		FOR UPDATE SKIP LOCKED
@@ -209,6 +211,13 @@ charged AS (
 ),
 next AS (SELECT next_id FROM pick)` + claimUpdate
 
+// claimFlowLockSQL takes the locks of the limited queues (lockQueueSQL)
+// and turns JIT compilation off for the transaction: the planner's
+// estimate for the recursive scans of claimFlowSQL passes jit_above_cost,
+// and compiling the statement took a hundred times longer than running it.
+const claimFlowLockSQL = `SELECT set_config('jit', 'off', true),
+	count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
+
 // flowHoldSQL runs after the claim, in the same transaction: the limited
 // queues it served that still have queued jobs, with their buckets, so
 // the pool knows whether and when to claim again.
@@ -231,10 +240,11 @@ func (s *Store) claimFlow(ctx context.Context, p jobs.ClaimParams, st *flowState
 	if len(p.Queues) > 0 {
 		queues = p.Queues
 	}
-	b := &pgx.Batch{}
-	if len(limited) > 0 {
-		b.Queue(lockQueueSQL, limited)
+	if limited == nil {
+		limited = []string{}
 	}
+	b := &pgx.Batch{}
+	b.Queue(claimFlowLockSQL, limited)
 	var claimed []*jobs.Job
 	b.Queue(claimFlowSQL, p.WorkerID, p.Limit, ttl, st.version, queues, constrained).Query(func(rows pgx.Rows) error {
 		var err error

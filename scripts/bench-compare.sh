@@ -19,7 +19,9 @@
 #   IDLE_SAMPLES=100    pickup latency at idle, one job at a time
 #   ONLY=""             a regexp: run only the steps whose names match
 #                       (river-drain, river-insert, river-latency, river-idle,
-#                       drain-worker-defaults-redis, ..., batch-nokeys,
+#                       drain-worker-defaults-redis, ...,
+#                       drain-worker-defaults-noredis-limits,
+#                       drain-worker-1000-noredis-limits, batch-nokeys,
 #                       batch-keys, latency, idle)
 #   OUT=.flint/bench-compare-<time>.txt   where every step's output goes
 set -euo pipefail
@@ -75,6 +77,10 @@ step drain-worker-1000-redis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n
 step drain-worker-1000-noredis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n "$DRAIN_N" -redis "" -label worker-1000-noredis
 step drain-serve-defaults-redis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "$REDIS" -label serve-defaults-redis
 step drain-serve-defaults-noredis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "" -label serve-defaults-noredis
+# Flow control's cost: the same drains with limits on the queue that never
+# bind (the table compares each with its run without limits).
+step drain-worker-defaults-noredis-limits "${FB[@]}" -mode=drain -cmd worker -limits -n "$DRAIN_N" -redis "" -label worker-defaults-noredis-limits
+step drain-worker-1000-noredis-limits "${FB[@]}" -mode=drain -cmd worker -workers 1000 -limits -n "$DRAIN_N" -redis "" -label worker-1000-noredis-limits
 
 step river-insert "$BIN/riverbench" -mode=insert -unique -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"
 step batch-nokeys "${FB[@]}" -mode=batch -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label nokeys
