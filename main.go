@@ -36,7 +36,8 @@ Commands:
   migrate     apply database migrations and exit
   bench       run the scheduler benchmark (heap vs timing wheel);
               "bench history -jobs N" fills DATABASE_URL with N finished jobs
-  users       add, list, disable and enable dashboard users; reset a password
+  users       add, list, disable, enable and remove dashboard users, set roles,
+              reset a password
               ("flint users help" for the details)
   healthcheck probe this machine's flint on FLINT_ADDR (for container health checks)
   version     print the version

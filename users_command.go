@@ -32,6 +32,8 @@ Commands:
   list            every person with their role and state
   disable         --email E: no more sign-ins; their open sessions end at once
   enable          --email E: may sign in again
+  set-role        --email E --role viewer|operator|admin: applies on their next request
+  remove          --email E: deletes the person (the audit trail keeps their email)
   reset-password  --email E [--password P]: sets a new password (generated and
                   printed without --password) and ends their sessions; for an
                   admin who is locked out
@@ -78,7 +80,15 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "flint users add: --role: use viewer, operator or admin\n")
 			return 2
 		}
-	case "disable", "enable", "reset-password":
+	case "set-role":
+		if !needEmail() {
+			return 2
+		}
+		if !auth.Role(*role).Valid() {
+			fmt.Fprintf(stderr, "flint users set-role: --role: use viewer, operator or admin\n")
+			return 2
+		}
+	case "disable", "enable", "reset-password", "remove":
 		if !needEmail() {
 			return 2
 		}
@@ -152,27 +162,36 @@ func runUsers(ctx context.Context, store *db.Store, sub, email string, role auth
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", u.Email, u.Role, state, last)
 		}
 		return tw.Flush()
-	case "disable", "enable", "reset-password":
+	case "disable", "enable", "reset-password", "set-role", "remove":
 		u, err := store.UserByEmail(ctx, email)
 		if err != nil {
 			return err
 		}
+		details := map[string]any{"email": u.Email}
 		switch sub {
 		case "disable":
 			u, err = store.DisableUser(ctx, u.ID)
 		case "enable":
 			u, err = store.EnableUser(ctx, u.ID)
+		case "set-role":
+			u, err = store.SetUserRole(ctx, u.ID, role)
+			details["role"] = role
+		case "remove":
+			u, err = store.RemoveUser(ctx, u.ID)
 		default:
 			u, err = store.SetPassword(ctx, u.ID, password, "")
 		}
 		if err != nil {
 			return err
 		}
-		action := map[string]string{"disable": "user_disable", "enable": "user_enable", "reset-password": "password_reset"}[sub]
-		if err := recordCLI(ctx, store, action, map[string]any{"email": u.Email}); err != nil {
+		action := map[string]string{"disable": "user_disable", "enable": "user_enable", "reset-password": "password_reset",
+			"set-role": "user_role", "remove": "user_remove"}[sub]
+		if err := recordCLI(ctx, store, action, details); err != nil {
 			return err
 		}
-		fmt.Fprintf(out, "%s: %s\n", map[string]string{"disable": "disabled (sessions ended)", "enable": "enabled", "reset-password": "password set (sessions ended)"}[sub], u.Email)
+		done := map[string]string{"disable": "disabled (sessions ended)", "enable": "enabled", "reset-password": "password set (sessions ended)",
+			"set-role": "role is now " + string(u.Role), "remove": "removed"}[sub]
+		fmt.Fprintf(out, "%s: %s\n", done, u.Email)
 	}
 	if generated && (sub == "add" || sub == "reset-password") {
 		fmt.Fprintf(out, "password (shown once): %s\n", password)

@@ -78,6 +78,19 @@ func TestUsersCommand(t *testing.T) {
 	_, err = run("disable", "nobody@example.com", "", "")
 	require.ErrorIs(t, err, jobs.ErrNotFound)
 
+	// Roles from the shell; the last admin stays an admin.
+	_, err = run("set-role", "ana@example.com", auth.RoleViewer, "")
+	require.ErrorContains(t, err, "last enabled admin")
+	_, err = run("enable", "bo@example.com", "", "")
+	require.NoError(t, err)
+	out, err = run("set-role", "bo@example.com", auth.RoleAdmin, "")
+	require.NoError(t, err)
+	require.Contains(t, out, "role is now admin")
+	_, err = run("remove", "ana@example.com", "", "")
+	require.NoError(t, err)
+	_, err = store.UserByEmail(ctx, "ana@example.com")
+	require.ErrorIs(t, err, jobs.ErrNotFound)
+
 	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 50})
 	require.NoError(t, err)
 	var actions []string
@@ -86,5 +99,5 @@ func TestUsersCommand(t *testing.T) {
 		require.True(t, strings.HasPrefix(e.Actor, "cli:"), e.Actor)
 		actions = append(actions, e.Action)
 	}
-	require.ElementsMatch(t, []string{"user_add", "user_add", "user_disable", "password_reset"}, actions)
+	require.ElementsMatch(t, []string{"user_add", "user_add", "user_disable", "password_reset", "user_enable", "user_role", "user_remove"}, actions)
 }

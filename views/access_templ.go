@@ -488,7 +488,7 @@ func UsersPanel(v UsersView) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</tbody></table></div></div><p class=\"muted small\">From a shell: <code>flint users add --email E --role R</code>, <code>flint users list</code>, <code>flint users disable --email E</code>, <code>flint users reset-password --email E</code> (for a locked-out admin).</p></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "</tbody></table></div></div><p class=\"muted small\">From a shell: <code>flint users add --email E --role R</code>, <code>flint users list</code>, <code>flint users disable --email E</code>, <code>flint users set-role --email E --role R</code>, <code>flint users reset-password --email E</code> (for a locked-out admin).</p></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
