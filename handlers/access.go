@@ -29,7 +29,9 @@ import (
 //
 // Adding a route: add its line below in the same commit. GETs that only
 // read need needRead (viewer); operational actions needOperate (operator);
-// settings-like changes, people, keys and purging needAdmin.
+// settings-like changes, people, keys and purging needAdmin. An API route's
+// operation in openapi.json says the same scope in "x-flint-scope" and
+// documents a 403 (TestOpenAPINamesEachScope).
 
 // rule is what a route needs: a scope, raised to another when a form or
 // query field (field) has one of the values in raise (bulk purge, DELETE

@@ -617,3 +617,36 @@ func TestAuditNamesPersonOrKey(t *testing.T) {
 	require.NotEmpty(t, changes)
 	require.True(t, strings.HasPrefix(changes[0].ChangedBy, "key:svc-admin@"), changes[0].ChangedBy)
 }
+
+// TestOpenAPINamesEachScope: every guarded operation in openapi.json says
+// the scope the access table gives it and documents the 403.
+func TestOpenAPINamesEachScope(t *testing.T) {
+	t.Parallel()
+	var doc struct {
+		Paths map[string]map[string]json.RawMessage `json:"paths"`
+	}
+	require.NoError(t, json.Unmarshal(handlers.OpenAPI(), &doc))
+	param := regexp.MustCompile(`\{(\w+)\}`)
+	checked := 0
+	for path, item := range doc.Paths {
+		for method, raw := range item {
+			var op struct {
+				Scope     string                     `json:"x-flint-scope"`
+				Responses map[string]json.RawMessage `json:"responses"`
+			}
+			if json.Unmarshal(raw, &op) != nil || op.Responses == nil {
+				continue // parameters and the like
+			}
+			route := param.ReplaceAllString(path, ":$1")
+			need, _, _, ok := handlers.AccessNeed(strings.ToUpper(method), route)
+			if !ok {
+				require.True(t, handlers.IsPublicRoute(strings.ToUpper(method), route), "%s %s is neither public nor in the access table", method, path)
+				continue
+			}
+			require.Equal(t, string(need), op.Scope, "x-flint-scope of %s %s", method, path)
+			require.Contains(t, op.Responses, "403", "%s %s documents its 403", method, path)
+			checked++
+		}
+	}
+	require.Greater(t, checked, 30)
+}
