@@ -71,6 +71,8 @@ func TestTeamAccessInABrowser(t *testing.T) {
 	require.Zero(t, count(t, ctx, `[data-testid="replay-all"]`))
 	require.Zero(t, count(t, ctx, `button[name="action"]`), "no retry, replay or delete in the bulk bar")
 	require.Equal(t, 1, count(t, ctx, `[data-testid="read-only"]`))
+	require.Zero(t, count(t, ctx, `input[name="ids"], [data-select-all], [data-selected-count]`), "nothing to select")
+	shoot(t, ctx, "dlq-viewer")
 
 	visit(t, ctx, rig.base+"/jobs/"+dead.String(), `#job-live`)
 	require.Zero(t, count(t, ctx, `[data-testid^="action-"]`), "no retry, edit, cancel or delete on the job page")
