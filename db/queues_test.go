@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"flint/jobs"
@@ -220,4 +221,25 @@ func TestExplainFlowControl(t *testing.T) {
 	require.Contains(t, codes(b.explain(t, k.ID)), "key_limit")
 	require.NotContains(t, codes(b.explain(t, other.ID)), "key_limit")
 	require.NotContains(t, codes(b.explain(t, other.ID)), "queue_paused")
+}
+
+// TestClaimByIDLeavesConstrainedQueues: the Redis fast path's claim by id
+// takes no job of a paused or limited queue (the ordinary claim, which
+// enforces the limits, takes those), and takes the others.
+func TestClaimByIDLeavesConstrainedQueues(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.setQueue(t, "p", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	b.setQueue(t, "c", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = intp(5); return q })
+	p := b.enqueue(t, jobs.EnqueueParams{Queue: "p"})
+	c := b.enqueue(t, jobs.EnqueueParams{Queue: "c"})
+	f := b.enqueue(t, jobs.EnqueueParams{Queue: "f"})
+	got, err := b.store.ClaimJobsByID(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 3, LeaseTTL: time.Minute},
+		[]uuid.UUID{p.ID, c.ID, f.ID})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	require.Equal(t, f.ID, got[0].ID)
+	rest := b.claimQ(t, 10, nil)
+	require.Len(t, rest, 1, "the limited queue's job, by the ordinary claim")
+	require.Equal(t, c.ID, rest[0].ID)
 }
