@@ -20,6 +20,7 @@ import (
 	"flint/db/dbtest"
 	"flint/jobs"
 	"flint/scheduler"
+	"flint/workers"
 )
 
 // hookReceiver is a real HTTP endpoint standing in for Slack: it answers
@@ -41,7 +42,7 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.got = append(h.got, hookRequest{body: body, sig: r.Header.Get(scheduler.WebhookSignatureHeader),
+	h.got = append(h.got, hookRequest{body: body, sig: r.Header.Get(workers.WebhookSignatureHeader),
 		delivery: r.Header.Get("X-Flint-Delivery"), ctype: r.Header.Get("Content-Type")})
 	w.WriteHeader(h.status)
 	_, _ = io.WriteString(w, "ok")
@@ -78,7 +79,7 @@ func verify(t *testing.T, secret string, r hookRequest) slackMessage {
 	require.Len(t, parts, 2, r.sig)
 	ts, err := strconv.ParseInt(strings.TrimPrefix(parts[0], "t="), 10, 64)
 	require.NoError(t, err)
-	require.Equal(t, r.sig, scheduler.SignWebhook(secret, time.Unix(ts, 0), r.body))
+	require.Equal(t, r.sig, workers.SignWebhook(secret, time.Unix(ts, 0), r.body))
 	require.Equal(t, "application/json", r.ctype)
 	var m slackMessage
 	require.NoError(t, json.Unmarshal(r.body, &m))
@@ -178,8 +179,9 @@ func TestAlertWebhookSSRFGuard(t *testing.T) {
 	hook := &hookReceiver{status: http.StatusOK}
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
-	n, err := scheduler.NewNotifier(scheduler.NotifierConfig{}, nil, nil)
+	sender, err := workers.NewAlertSender(nil, nil, 5*time.Second)
 	require.NoError(t, err)
+	n := scheduler.NewNotifier(scheduler.NotifierConfig{}, sender, nil)
 	rule := jobs.NewAlertRule(jobs.AlertNoWorker)
 	rule.Name, rule.WebhookURL, rule.WebhookSecret = "guarded", srv.URL, "0123456789abcdef"
 	res := n.SendTest(context.Background(), rule)

@@ -216,10 +216,9 @@ func TestDLQAlertSurvivesSMTPOutage(t *testing.T) {
 // notifier delivers through mailer, and to webhooks on this machine.
 func notifier(t *testing.T, mailer jobs.Mailer, settings *jobs.SettingsHolder) *scheduler.Notifier {
 	t.Helper()
-	n, err := scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: "https://flint.example.test", HTTPAllow: []string{"127.0.0.1"}},
-		mailer, settings)
+	sender, err := workers.NewAlertSender(mailer, []string{"127.0.0.1"}, 5*time.Second)
 	require.NoError(t, err)
-	return n
+	return scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: "https://flint.example.test"}, sender, settings)
 }
 
 // runAlerterOnce runs an alerter for one pass.

@@ -105,11 +105,19 @@ func TestAlertsInABrowser(t *testing.T) {
 	require.Equal(t, "test", verify(t, secret, hook.requests()[0]).Flint.Event)
 
 	// The queue has waited with no worker for it: the rule fires, and the
-	// page shows the alert and its delivery without a reload.
-	_, err = rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "imports"})
+	// page shows the alert and its delivery without a reload. (The queue is
+	// paused so that this rig's own pool, which serves every queue but is
+	// not in the worker registry, leaves the job waiting.)
+	_, err = rig.store.UpdateQueue(bg, "imports", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	require.NoError(t, err)
+	waiting, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "imports"})
 	require.NoError(t, err)
 	_, err = rig.store.Pool().Exec(bg, `UPDATE jobs SET run_at = now() - interval '10 minutes' WHERE queue = 'imports'`)
 	require.NoError(t, err)
+	time.Sleep(500 * time.Millisecond)
+	j, err := rig.store.GetJob(bg, waiting[0].Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, j.Status, "the paused queue's job waits")
 	n := notifier(t, nil, nil)
 	ok, queued, err := rig.store.EvaluateAlertRules(bg, time.Minute, n.Render)
 	require.NoError(t, err)

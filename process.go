@@ -148,10 +148,11 @@ func (p *process) open() error {
 	p.mailer = mailer
 	jobs.RegisterBuiltins(p.registry, jobs.BuiltinDeps{Mailer: mailer, HTTP: jobs.HTTPConfig{Allow: p.cfg.HTTPAllow}})
 	p.settings = &jobs.SettingsHolder{}
-	if p.notifier, err = scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: p.cfg.PublicURL, HTTPAllow: p.cfg.HTTPAllow},
-		mailer, p.settings); err != nil {
+	sender, err := workers.NewAlertSender(mailer, p.cfg.HTTPAllow, 0)
+	if err != nil {
 		return err
 	}
+	p.notifier = scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: p.cfg.PublicURL}, sender, p.settings)
 	if st, err := p.store.GetSettings(p.ctx); err != nil {
 		p.logger.Warn("reading settings failed; using defaults until the next reload", "error", err)
 	} else {

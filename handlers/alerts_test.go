@@ -19,6 +19,7 @@ import (
 	"flint/handlers"
 	"flint/jobs"
 	"flint/scheduler"
+	"flint/workers"
 )
 
 // receiver is a webhook endpoint on this machine that keeps what it got.
@@ -34,7 +35,7 @@ func (rc *receiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	rc.bodies = append(rc.bodies, body)
-	rc.sigs = append(rc.sigs, r.Header.Get(scheduler.WebhookSignatureHeader))
+	rc.sigs = append(rc.sigs, r.Header.Get(workers.WebhookSignatureHeader))
 	w.WriteHeader(rc.status)
 }
 
@@ -47,8 +48,9 @@ func setupAlerts(t *testing.T) (*testBundle, *receiver, string) {
 	rc := &receiver{status: http.StatusOK}
 	srv := httptest.NewServer(rc)
 	t.Cleanup(srv.Close)
-	n, err := scheduler.NewNotifier(scheduler.NotifierConfig{HTTPAllow: []string{"127.0.0.1"}, Timeout: 5 * time.Second}, nil, nil)
+	sender, err := workers.NewAlertSender(nil, []string{"127.0.0.1"}, 5*time.Second)
 	require.NoError(t, err)
+	n := scheduler.NewNotifier(scheduler.NotifierConfig{}, sender, nil)
 	app := handlers.New(handlers.Config{APIKey: apiKey, Alerts: store, Audit: store, AlertTest: n.SendTest}, store, reg, logger)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
@@ -119,8 +121,8 @@ func TestAlertRulesAPI(t *testing.T) {
 	ts, err := strconv.ParseInt(strings.TrimPrefix(strings.Split(sig, ",")[0], "t="), 10, 64)
 	require.NoError(t, err, sig)
 	require.WithinDuration(t, time.Now(), time.Unix(ts, 0), time.Minute)
-	require.Equal(t, sig, scheduler.SignWebhook(secret, time.Unix(ts, 0), body), "the signature is HMAC-SHA256 of t.body with the secret")
-	require.NotEqual(t, sig, scheduler.SignWebhook("another secret", time.Unix(ts, 0), body))
+	require.Equal(t, sig, workers.SignWebhook(secret, time.Unix(ts, 0), body), "the signature is HMAC-SHA256 of t.body with the secret")
+	require.NotEqual(t, sig, workers.SignWebhook("another secret", time.Unix(ts, 0), body))
 	var payload map[string]any
 	require.NoError(t, json.Unmarshal(body, &payload))
 	require.Contains(t, payload["text"], "Flint test alert: reports failing")

@@ -4,15 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
-	"io"
-	"net/http"
-	"strconv"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -25,48 +19,30 @@ type NotifierConfig struct {
 	// PublicURL is the dashboard's address for links; zero means
 	// http://localhost:8080.
 	PublicURL string
-	// HTTPAllow opens destinations the SSRF guard refuses, as for the
-	// http_request job (FLINT_HTTP_ALLOW).
-	HTTPAllow []string
-	// Timeout bounds one webhook delivery; zero means 10 s.
-	Timeout time.Duration
+	// TestTimeout bounds a test delivery to one channel; zero means 15 s.
+	TestTimeout time.Duration
 }
 
-// Notifier renders alert notifications for a rule's channels and delivers
-// them: email through the mailer, webhooks as a signed JSON POST through
-// the same SSRF guard as the http_request job.
+// Sender delivers one notification (workers.AlertSender: email through the
+// mailer, webhooks over HTTP).
+type Sender interface {
+	Send(ctx context.Context, m jobs.Notification) error
+}
+
+// Notifier renders alert notifications for a rule's channels and hands
+// them to its sender.
 type Notifier struct {
 	cfg      NotifierConfig
-	mailer   jobs.Mailer
-	client   *jobs.GuardedClient
+	sender   Sender
 	settings *jobs.SettingsHolder
-	now      func() time.Time
 }
 
-// NewNotifier returns a notifier.
-func NewNotifier(cfg NotifierConfig, mailer jobs.Mailer, settings *jobs.SettingsHolder) (*Notifier, error) {
+// NewNotifier returns a notifier; settings (may be nil) supply the
+// alert_emails a rule without channels of its own sends to.
+func NewNotifier(cfg NotifierConfig, sender Sender, settings *jobs.SettingsHolder) *Notifier {
 	cfg.PublicURL = strings.TrimRight(cmp.Or(cfg.PublicURL, "http://localhost:8080"), "/")
-	cfg.Timeout = cmp.Or(cfg.Timeout, 10*time.Second)
-	client, err := jobs.NewGuardedClient(cfg.HTTPAllow, cfg.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	return &Notifier{cfg: cfg, mailer: mailer, client: client, settings: settings, now: time.Now}, nil
-}
-
-// WebhookSignatureHeader carries a webhook body's signature:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>".
-// A receiver recomputes it and refuses old timestamps to stop replays.
-const WebhookSignatureHeader = "X-Flint-Signature"
-
-// SignWebhook returns the signature header value for body sent at t.
-func SignWebhook(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
+	cfg.TestTimeout = cmp.Or(cfg.TestTimeout, 15*time.Second)
+	return &Notifier{cfg: cfg, sender: sender, settings: settings}
 }
 
 // recipients are the addresses a rule's email goes to: its own, or the
@@ -108,48 +84,13 @@ func (n *Notifier) Render(notice jobs.AlertNotice) ([]jobs.Notification, error) 
 	return out, nil
 }
 
-// Send delivers one notification.
-func (n *Notifier) Send(ctx context.Context, m jobs.Notification) error {
-	switch m.Channel {
-	case jobs.ChannelWebhook:
-		return n.postWebhook(ctx, m)
-	case jobs.ChannelEmail, "":
-		if n.mailer == nil {
-			return fmt.Errorf("email: this process has no mailer configured")
-		}
-		return n.mailer.Send(ctx, m.Email)
-	}
-	return fmt.Errorf("unknown channel %q", m.Channel)
-}
-
-func (n *Notifier) postWebhook(ctx context.Context, m jobs.Notification) error {
-	body := []byte(m.Email.Text)
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.WebhookURL, bytes.NewReader(body))
-	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", "Flint-Alerts/1")
-	req.Header.Set(WebhookSignatureHeader, SignWebhook(m.WebhookSecret, n.now(), body))
-	if m.ID != 0 {
-		req.Header.Set("X-Flint-Delivery", strconv.FormatInt(m.ID, 10))
-	}
-	resp, err := n.client.Do(req)
-	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
-	}
-	defer resp.Body.Close()
-	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook answered %s: %s", resp.Status, jobs.Truncate(jobs.FirstLine(string(snippet)), 200))
-	}
-	return nil
-}
+// Send delivers one notification through the sender.
+func (n *Notifier) Send(ctx context.Context, m jobs.Notification) error { return n.sender.Send(ctx, m) }
 
 // SendTest sends a test notification for the rule to each of its channels
 // now, bypassing the outbox, and reports how each went.
 func (n *Notifier) SendTest(ctx context.Context, r jobs.AlertRule) []jobs.AlertDelivery {
-	now := n.now()
+	now := time.Now()
 	msgs, err := n.Render(jobs.AlertNotice{Event: jobs.AlertTest, Rule: r, Alert: jobs.Alert{
 		RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: "test", FiredAt: now, LastNotifiedAt: now, Notifications: 1,
 		Message: "a test of this rule's channels; when it fires it will say: " + r.Describe()}})
@@ -162,7 +103,7 @@ func (n *Notifier) SendTest(ctx context.Context, r jobs.AlertRule) []jobs.AlertD
 		if m.Channel == jobs.ChannelWebhook {
 			d.Target = m.WebhookURL
 		}
-		sctx, cancel := context.WithTimeout(ctx, n.cfg.Timeout+5*time.Second)
+		sctx, cancel := context.WithTimeout(ctx, n.cfg.TestTimeout)
 		if err := n.Send(sctx, m); err != nil {
 			d.Error = err.Error()
 		} else {
