@@ -18,6 +18,165 @@ import (
 	openapi_types "github.com/oapi-codegen/runtime/types"
 )
 
+// Defines values for APIKeyScopes.
+const (
+	APIKeyScopesAdmin   APIKeyScopes = "admin"
+	APIKeyScopesEnqueue APIKeyScopes = "enqueue"
+	APIKeyScopesOperate APIKeyScopes = "operate"
+	APIKeyScopesRead    APIKeyScopes = "read"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyScopes enum.
+func (e APIKeyScopes) Valid() bool {
+	switch e {
+	case APIKeyScopesAdmin:
+		return true
+	case APIKeyScopesEnqueue:
+		return true
+	case APIKeyScopesOperate:
+		return true
+	case APIKeyScopesRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for APIKeyWithSecretScopes.
+const (
+	APIKeyWithSecretScopesAdmin   APIKeyWithSecretScopes = "admin"
+	APIKeyWithSecretScopesEnqueue APIKeyWithSecretScopes = "enqueue"
+	APIKeyWithSecretScopesOperate APIKeyWithSecretScopes = "operate"
+	APIKeyWithSecretScopesRead    APIKeyWithSecretScopes = "read"
+)
+
+// Valid indicates whether the value is a known member of the APIKeyWithSecretScopes enum.
+func (e APIKeyWithSecretScopes) Valid() bool {
+	switch e {
+	case APIKeyWithSecretScopesAdmin:
+		return true
+	case APIKeyWithSecretScopesEnqueue:
+		return true
+	case APIKeyWithSecretScopesOperate:
+		return true
+	case APIKeyWithSecretScopesRead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AlertKind.
+const (
+	AlertKindCronOverdue  AlertKind = "cron_overdue"
+	AlertKindFailureRate  AlertKind = "failure_rate"
+	AlertKindNoWorker     AlertKind = "no_worker"
+	AlertKindQueueLatency AlertKind = "queue_latency"
+)
+
+// Valid indicates whether the value is a known member of the AlertKind enum.
+func (e AlertKind) Valid() bool {
+	switch e {
+	case AlertKindCronOverdue:
+		return true
+	case AlertKindFailureRate:
+		return true
+	case AlertKindNoWorker:
+		return true
+	case AlertKindQueueLatency:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AlertDeliveryChannel.
+const (
+	Email   AlertDeliveryChannel = "email"
+	Webhook AlertDeliveryChannel = "webhook"
+)
+
+// Valid indicates whether the value is a known member of the AlertDeliveryChannel enum.
+func (e AlertDeliveryChannel) Valid() bool {
+	switch e {
+	case Email:
+		return true
+	case Webhook:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AlertDeliveryStatus.
+const (
+	AlertDeliveryStatusFailed  AlertDeliveryStatus = "failed"
+	AlertDeliveryStatusPending AlertDeliveryStatus = "pending"
+	AlertDeliveryStatusSent    AlertDeliveryStatus = "sent"
+)
+
+// Valid indicates whether the value is a known member of the AlertDeliveryStatus enum.
+func (e AlertDeliveryStatus) Valid() bool {
+	switch e {
+	case AlertDeliveryStatusFailed:
+		return true
+	case AlertDeliveryStatusPending:
+		return true
+	case AlertDeliveryStatusSent:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AlertRuleKind.
+const (
+	AlertRuleKindCronOverdue  AlertRuleKind = "cron_overdue"
+	AlertRuleKindFailureRate  AlertRuleKind = "failure_rate"
+	AlertRuleKindNoWorker     AlertRuleKind = "no_worker"
+	AlertRuleKindQueueLatency AlertRuleKind = "queue_latency"
+)
+
+// Valid indicates whether the value is a known member of the AlertRuleKind enum.
+func (e AlertRuleKind) Valid() bool {
+	switch e {
+	case AlertRuleKindCronOverdue:
+		return true
+	case AlertRuleKindFailureRate:
+		return true
+	case AlertRuleKindNoWorker:
+		return true
+	case AlertRuleKindQueueLatency:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AlertRuleInputKind.
+const (
+	AlertRuleInputKindCronOverdue  AlertRuleInputKind = "cron_overdue"
+	AlertRuleInputKindFailureRate  AlertRuleInputKind = "failure_rate"
+	AlertRuleInputKindNoWorker     AlertRuleInputKind = "no_worker"
+	AlertRuleInputKindQueueLatency AlertRuleInputKind = "queue_latency"
+)
+
+// Valid indicates whether the value is a known member of the AlertRuleInputKind enum.
+func (e AlertRuleInputKind) Valid() bool {
+	switch e {
+	case AlertRuleInputKindCronOverdue:
+		return true
+	case AlertRuleInputKindFailureRate:
+		return true
+	case AlertRuleInputKindNoWorker:
+		return true
+	case AlertRuleInputKindQueueLatency:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AuditEntrySource.
 const (
 	Api       AuditEntrySource = "api"
@@ -72,6 +231,30 @@ func (e EnqueueRequestPriority1) Valid() bool {
 	case EnqueueRequestPriority1Low:
 		return true
 	case EnqueueRequestPriority1Medium:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ErrorErrorScope.
+const (
+	ErrorErrorScopeAdmin   ErrorErrorScope = "admin"
+	ErrorErrorScopeEnqueue ErrorErrorScope = "enqueue"
+	ErrorErrorScopeOperate ErrorErrorScope = "operate"
+	ErrorErrorScopeRead    ErrorErrorScope = "read"
+)
+
+// Valid indicates whether the value is a known member of the ErrorErrorScope enum.
+func (e ErrorErrorScope) Valid() bool {
+	switch e {
+	case ErrorErrorScopeAdmin:
+		return true
+	case ErrorErrorScopeEnqueue:
+		return true
+	case ErrorErrorScopeOperate:
+		return true
+	case ErrorErrorScopeRead:
 		return true
 	default:
 		return false
@@ -297,6 +480,24 @@ func (e SettingsSchedulerStrategy) Valid() bool {
 	}
 }
 
+// Defines values for ListAlertsParamsStatus.
+const (
+	Firing   ListAlertsParamsStatus = "firing"
+	Resolved ListAlertsParamsStatus = "resolved"
+)
+
+// Valid indicates whether the value is a known member of the ListAlertsParamsStatus enum.
+func (e ListAlertsParamsStatus) Valid() bool {
+	switch e {
+	case Firing:
+		return true
+	case Resolved:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for RunBenchmarkJSONBodyAlgorithm.
 const (
 	RunBenchmarkJSONBodyAlgorithmBoth        RunBenchmarkJSONBodyAlgorithm = "both"
@@ -312,6 +513,30 @@ func (e RunBenchmarkJSONBodyAlgorithm) Valid() bool {
 	case RunBenchmarkJSONBodyAlgorithmHeap:
 		return true
 	case RunBenchmarkJSONBodyAlgorithmTimingWheel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateKeyJSONBodyScopes.
+const (
+	CreateKeyJSONBodyScopesAdmin   CreateKeyJSONBodyScopes = "admin"
+	CreateKeyJSONBodyScopesEnqueue CreateKeyJSONBodyScopes = "enqueue"
+	CreateKeyJSONBodyScopesOperate CreateKeyJSONBodyScopes = "operate"
+	CreateKeyJSONBodyScopesRead    CreateKeyJSONBodyScopes = "read"
+)
+
+// Valid indicates whether the value is a known member of the CreateKeyJSONBodyScopes enum.
+func (e CreateKeyJSONBodyScopes) Valid() bool {
+	switch e {
+	case CreateKeyJSONBodyScopesAdmin:
+		return true
+	case CreateKeyJSONBodyScopesEnqueue:
+		return true
+	case CreateKeyJSONBodyScopesOperate:
+		return true
+	case CreateKeyJSONBodyScopesRead:
 		return true
 	default:
 		return false
@@ -393,6 +618,207 @@ func (e EnqueueWorkflow201JSONResponseBodyJobsStatus) Valid() bool {
 	}
 }
 
+// APIKey defines model for APIKey.
+type APIKey struct {
+	CreatedAt time.Time          `json:"created_at"`
+	CreatedBy string             `json:"created_by"`
+	Id        openapi_types.UUID `json:"id"`
+
+	// LastUsedAt written at most about once a minute
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+
+	// Name the calling service; audit entries name the key key:<name>
+	Name string `json:"name"`
+
+	// Prefix the secret's first characters, to tell keys apart
+	Prefix string `json:"prefix"`
+
+	// PreviousExpiresAt when the secret replaced by the last rotation stops working; null when none works
+	PreviousExpiresAt *time.Time     `json:"previous_expires_at,omitempty"`
+	RevokedAt         *time.Time     `json:"revoked_at,omitempty"`
+	RotatedAt         *time.Time     `json:"rotated_at,omitempty"`
+	Scopes            []APIKeyScopes `json:"scopes"`
+}
+
+// APIKeyScopes defines model for APIKey.Scopes.
+type APIKeyScopes string
+
+// APIKeyWithSecret defines model for APIKeyWithSecret.
+type APIKeyWithSecret struct {
+	CreatedAt time.Time          `json:"created_at"`
+	CreatedBy string             `json:"created_by"`
+	Id        openapi_types.UUID `json:"id"`
+
+	// LastUsedAt written at most about once a minute
+	LastUsedAt *time.Time `json:"last_used_at,omitempty"`
+
+	// Name the calling service; audit entries name the key key:<name>
+	Name string `json:"name"`
+
+	// Prefix the secret's first characters, to tell keys apart
+	Prefix string `json:"prefix"`
+
+	// PreviousExpiresAt when the secret replaced by the last rotation stops working; null when none works
+	PreviousExpiresAt *time.Time               `json:"previous_expires_at,omitempty"`
+	RevokedAt         *time.Time               `json:"revoked_at,omitempty"`
+	RotatedAt         *time.Time               `json:"rotated_at,omitempty"`
+	Scopes            []APIKeyWithSecretScopes `json:"scopes"`
+
+	// Secret send as X-API-Key; shown only in this response, Flint keeps its SHA-256
+	Secret string `json:"secret"`
+}
+
+// APIKeyWithSecretScopes defines model for APIKeyWithSecret.Scopes.
+type APIKeyWithSecretScopes string
+
+// Alert defines model for Alert.
+type Alert struct {
+	FiredAt        *time.Time `json:"fired_at,omitempty"`
+	Id             *int       `json:"id,omitempty"`
+	Kind           *AlertKind `json:"kind,omitempty"`
+	LastNotifiedAt *time.Time `json:"last_notified_at,omitempty"`
+	Message        *string    `json:"message,omitempty"`
+	Notifications  *int       `json:"notifications,omitempty"`
+	ResolvedAt     *time.Time `json:"resolved_at,omitempty"`
+	RuleId         *int       `json:"rule_id,omitempty"`
+	RuleName       *string    `json:"rule_name,omitempty"`
+
+	// Subject the type, queue or series it is about
+	Subject *string `json:"subject,omitempty"`
+
+	// Value the measured value: a failure rate, an age or lateness in seconds, a count of waiting jobs
+	Value *float32 `json:"value,omitempty"`
+}
+
+// AlertKind defines model for Alert.Kind.
+type AlertKind string
+
+// AlertDelivery defines model for AlertDelivery.
+type AlertDelivery struct {
+	// AlertId null for the dead-letter threshold email
+	AlertId    *int                  `json:"alert_id,omitempty"`
+	Attempts   *int                  `json:"attempts,omitempty"`
+	Channel    *AlertDeliveryChannel `json:"channel,omitempty"`
+	CreatedAt  *time.Time            `json:"created_at,omitempty"`
+	Id         *int                  `json:"id,omitempty"`
+	LastError  *string               `json:"last_error,omitempty"`
+	Recipients *[]string             `json:"recipients,omitempty"`
+	Status     *AlertDeliveryStatus  `json:"status,omitempty"`
+	Subject    *string               `json:"subject,omitempty"`
+	WebhookUrl *string               `json:"webhook_url,omitempty"`
+}
+
+// AlertDeliveryChannel defines model for AlertDelivery.Channel.
+type AlertDeliveryChannel string
+
+// AlertDeliveryStatus defines model for AlertDelivery.Status.
+type AlertDeliveryStatus string
+
+// AlertRule defines model for AlertRule.
+type AlertRule struct {
+	// Condition the condition in words
+	Condition *string `json:"condition,omitempty"`
+
+	// CooldownSeconds least time between notifications of an alert that keeps firing (default 3600)
+	CooldownSeconds *int       `json:"cooldown_seconds,omitempty"`
+	CreatedAt       *time.Time `json:"created_at,omitempty"`
+
+	// Emails empty with no webhook_url: the alert_emails setting
+	Emails  *[]openapi_types.Email `json:"emails,omitempty"`
+	Enabled *bool                  `json:"enabled,omitempty"`
+
+	// GraceSeconds cron_overdue, no_worker (default 300)
+	GraceSeconds *int `json:"grace_seconds,omitempty"`
+	Id           *int `json:"id,omitempty"`
+
+	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+	Kind *AlertRuleKind `json:"kind,omitempty"`
+
+	// MinRuns failure_rate: runs needed in the window (default 10)
+	MinRuns *int    `json:"min_runs,omitempty"`
+	Name    *string `json:"name,omitempty"`
+
+	// Queue queue_latency, no_worker: one queue; empty watches each queue
+	Queue *string `json:"queue,omitempty"`
+
+	// Series cron_overdue: one recurring series; null watches every series
+	Series *openapi_types.UUID `json:"series,omitempty"`
+
+	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300)
+	Threshold *float32 `json:"threshold,omitempty"`
+
+	// Type failure_rate: one job type; empty watches each type
+	Type      *string    `json:"type,omitempty"`
+	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// WebhookSecret only in the response that created or changed it: X-Flint-Signature is t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with this secret>
+	WebhookSecret *string `json:"webhook_secret,omitempty"`
+
+	// WebhookSigned true when deliveries carry X-Flint-Signature
+	WebhookSigned *bool `json:"webhook_signed,omitempty"`
+
+	// WebhookUrl http(s) URL that receives a JSON POST a Slack incoming webhook accepts as is; delivered through the same SSRF guard as http_request (FLINT_HTTP_ALLOW)
+	WebhookUrl *string `json:"webhook_url,omitempty"`
+
+	// WindowSeconds failure_rate window, rounded up to whole minutes (default 300)
+	WindowSeconds *int `json:"window_seconds,omitempty"`
+}
+
+// AlertRuleKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+type AlertRuleKind string
+
+// AlertRuleInput defines model for AlertRuleInput.
+type AlertRuleInput struct {
+	// CooldownSeconds least time between notifications of an alert that keeps firing (default 3600)
+	CooldownSeconds *int `json:"cooldown_seconds,omitempty"`
+
+	// Emails empty with no webhook_url: the alert_emails setting
+	Emails  *[]openapi_types.Email `json:"emails,omitempty"`
+	Enabled *bool                  `json:"enabled,omitempty"`
+
+	// GraceSeconds cron_overdue, no_worker (default 300)
+	GraceSeconds *int `json:"grace_seconds,omitempty"`
+
+	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+	Kind *AlertRuleInputKind `json:"kind,omitempty"`
+
+	// MinRuns failure_rate: runs needed in the window (default 10)
+	MinRuns *int    `json:"min_runs,omitempty"`
+	Name    *string `json:"name,omitempty"`
+
+	// Queue queue_latency, no_worker: one queue; empty watches each queue
+	Queue *string `json:"queue,omitempty"`
+
+	// Series cron_overdue: one recurring series; null watches every series
+	Series *openapi_types.UUID `json:"series,omitempty"`
+
+	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300)
+	Threshold *float32 `json:"threshold,omitempty"`
+
+	// Type failure_rate: one job type; empty watches each type
+	Type *string `json:"type,omitempty"`
+
+	// WebhookSecret signs webhook bodies; omit to have one made
+	WebhookSecret *string `json:"webhook_secret,omitempty"`
+
+	// WebhookUrl http(s) URL that receives a JSON POST a Slack incoming webhook accepts as is; delivered through the same SSRF guard as http_request (FLINT_HTTP_ALLOW)
+	WebhookUrl *string `json:"webhook_url,omitempty"`
+
+	// WindowSeconds failure_rate window, rounded up to whole minutes (default 300)
+	WindowSeconds *int `json:"window_seconds,omitempty"`
+}
+
+// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+type AlertRuleInputKind string
+
+// AlertTestResult defines model for AlertTestResult.
+type AlertTestResult struct {
+	Channel *string `json:"channel,omitempty"`
+	Error   *string `json:"error,omitempty"`
+	Ok      *bool   `json:"ok,omitempty"`
+	Target  *string `json:"target,omitempty"`
+}
+
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
 	Action  *string                 `json:"action,omitempty"`
@@ -410,6 +836,8 @@ type AuditEntrySource string
 
 // EnqueueRequest defines model for EnqueueRequest.
 type EnqueueRequest struct {
+	// ConcurrencyKey groups the job with others of its queue (a tenant, a customer) for the queue's per_key_concurrency and its rotation across keys
+	ConcurrencyKey  *string   `json:"concurrency_key,omitempty"`
 	Cron            *string   `json:"cron,omitempty"`
 	DelaySeconds    *float32  `json:"delay_seconds,omitempty"`
 	DependsOn       *[]string `json:"depends_on,omitempty"`
@@ -450,8 +878,14 @@ type Error struct {
 		// Field the request field to fix
 		Field   *string `json:"field,omitempty"`
 		Message string  `json:"message"`
+
+		// Scope on a 403, the scope the operation needs and the key lacks
+		Scope *ErrorErrorScope `json:"scope,omitempty"`
 	} `json:"error"`
 }
+
+// ErrorErrorScope on a 403, the scope the operation needs and the key lacks
+type ErrorErrorScope string
 
 // Execution defines model for Execution.
 type Execution struct {
@@ -496,9 +930,12 @@ type Explanation struct {
 
 // Job defines model for Job.
 type Job struct {
-	Attempt           *int                    `json:"attempt,omitempty"`
-	CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
-	CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+	Attempt         *int                `json:"attempt,omitempty"`
+	CancelRequested *bool               `json:"cancel_requested,omitempty"`
+	CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
+
+	// ConcurrencyKey groups jobs of a queue (a tenant) for its per_key_concurrency and rotation
+	ConcurrencyKey    *string                 `json:"concurrency_key,omitempty"`
 	CreatedAt         *time.Time              `json:"created_at,omitempty"`
 	DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
 	EffectivePriority *float32                `json:"effective_priority,omitempty"`
@@ -537,9 +974,12 @@ type JobDetail struct {
 	Attempt         *int                `json:"attempt,omitempty"`
 	CancelRequested *bool               `json:"cancel_requested,omitempty"`
 	CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
-	CreatedAt       *time.Time          `json:"created_at,omitempty"`
-	DeletedAt       *time.Time          `json:"deleted_at,omitempty"`
-	Dependencies    *struct {
+
+	// ConcurrencyKey groups jobs of a queue (a tenant) for its per_key_concurrency and rotation
+	ConcurrencyKey *string    `json:"concurrency_key,omitempty"`
+	CreatedAt      *time.Time `json:"created_at,omitempty"`
+	DeletedAt      *time.Time `json:"deleted_at,omitempty"`
+	Dependencies   *struct {
 		// Downstream At most 100; downstream_total counts them all.
 		Downstream      *[]map[string]interface{} `json:"downstream,omitempty"`
 		DownstreamTotal *int                      `json:"downstream_total,omitempty"`
@@ -602,6 +1042,54 @@ type JobPage struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// Queue defines model for Queue.
+type Queue struct {
+	// Concurrency max jobs of the queue running at once across all processes; null = unlimited
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// Counts live jobs per state
+	Counts *map[string]int `json:"counts,omitempty"`
+	Name   *string         `json:"name,omitempty"`
+
+	// OldestQueuedAt run time of the queued job that has waited longest
+	OldestQueuedAt    *time.Time `json:"oldest_queued_at,omitempty"`
+	OldestWaitSeconds *float32   `json:"oldest_wait_seconds,omitempty"`
+
+	// Paused no process starts jobs of a paused queue; enqueues are accepted
+	Paused *bool `json:"paused,omitempty"`
+
+	// PerKeyConcurrency max running jobs per concurrency_key; claims rotate across keys; null = neither
+	PerKeyConcurrency *int     `json:"per_key_concurrency,omitempty"`
+	PerMinute         *float32 `json:"per_minute,omitempty"`
+
+	// RateLimit at most limit starts per period_seconds across every process; tokens accrue evenly over the period (bucket of limit/5, at least 1), so starts are spread over it; null = none
+	RateLimit *struct {
+		Limit         int `json:"limit"`
+		PeriodSeconds int `json:"period_seconds"`
+	} `json:"rate_limit,omitempty"`
+
+	// Throughput runs finished per outcome over the last throughput_minutes
+	Throughput        *map[string]int `json:"throughput,omitempty"`
+	ThroughputMinutes *int            `json:"throughput_minutes,omitempty"`
+	UpdatedAt         *time.Time      `json:"updated_at,omitempty"`
+	UpdatedBy         *string         `json:"updated_by,omitempty"`
+}
+
+// QueuePatch any of the limits; an absent field is left as it is, null removes the limit
+type QueuePatch struct {
+	// Concurrency max jobs of the queue running at once across all processes; null = unlimited
+	Concurrency *int `json:"concurrency,omitempty"`
+
+	// PerKeyConcurrency max running jobs per concurrency_key, with claims rotating across keys; null = none
+	PerKeyConcurrency *int `json:"per_key_concurrency,omitempty"`
+
+	// RateLimit at most limit starts per period_seconds across every process; tokens accrue evenly over the period (bucket of limit/5, at least 1), so starts are spread over it; null = none
+	RateLimit *struct {
+		Limit         int `json:"limit"`
+		PeriodSeconds int `json:"period_seconds"`
+	} `json:"rate_limit,omitempty"`
+}
+
 // Schedule defines model for Schedule.
 type Schedule struct {
 	Cron            *string    `json:"cron,omitempty"`
@@ -657,6 +1145,30 @@ type Worker struct {
 	Running     *[]map[string]interface{} `json:"running,omitempty"`
 	StartedAt   *time.Time                `json:"started_at,omitempty"`
 	Version     *string                   `json:"version,omitempty"`
+}
+
+// ListAlertsParams defines parameters for ListAlerts.
+type ListAlertsParams struct {
+	// Status firing or resolved; omit for both
+	Status *ListAlertsParamsStatus `form:"status,omitempty" json:"status,omitempty"`
+
+	// RuleId one rule's alerts
+	RuleId *int `form:"rule_id,omitempty" json:"rule_id,omitempty"`
+
+	// Before next_before of the previous page
+	Before *int `form:"before,omitempty" json:"before,omitempty"`
+
+	// Limit 1-500, default 100
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// ListAlertsParamsStatus defines parameters for ListAlerts.
+type ListAlertsParamsStatus string
+
+// ListAlertDeliveriesParams defines parameters for ListAlertDeliveries.
+type ListAlertDeliveriesParams struct {
+	// Limit 1-500, default 50
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
 // ListAuditParams defines parameters for ListAudit.
@@ -777,6 +1289,22 @@ type ReplayJobJSONBody struct {
 	Payload map[string]interface{} `json:"payload"`
 }
 
+// CreateKeyJSONBody defines parameters for CreateKey.
+type CreateKeyJSONBody struct {
+	// Name unique, also among revoked keys
+	Name   string                    `json:"name"`
+	Scopes []CreateKeyJSONBodyScopes `json:"scopes"`
+}
+
+// CreateKeyJSONBodyScopes defines parameters for CreateKey.
+type CreateKeyJSONBodyScopes string
+
+// RotateKeyJSONBody defines parameters for RotateKey.
+type RotateKeyJSONBody struct {
+	// WindowSeconds how long the old secret keeps working; 0 ends it at once
+	WindowSeconds *int `json:"window_seconds,omitempty"`
+}
+
 // ListLogsParams defines parameters for ListLogs.
 type ListLogsParams struct {
 	// Level minimum level: debug, info, warn, error
@@ -822,6 +1350,8 @@ type StreamEventsParams struct {
 // EnqueueWorkflowJSONBody defines parameters for EnqueueWorkflow.
 type EnqueueWorkflowJSONBody struct {
 	Jobs []struct {
+		// ConcurrencyKey groups the job with others of its queue (a tenant, a customer) for the queue's per_key_concurrency and its rotation across keys
+		ConcurrencyKey  *string   `json:"concurrency_key,omitempty"`
 		Cron            *string   `json:"cron,omitempty"`
 		DelaySeconds    *float32  `json:"delay_seconds,omitempty"`
 		DependsOn       *[]string `json:"depends_on,omitempty"`
@@ -861,6 +1391,12 @@ type EnqueueWorkflowJSONBody_Jobs_Priority struct {
 // EnqueueWorkflow201JSONResponseBodyJobsStatus defines parameters for EnqueueWorkflow.
 type EnqueueWorkflow201JSONResponseBodyJobsStatus string
 
+// CreateAlertRuleJSONRequestBody defines body for CreateAlertRule for application/json ContentType.
+type CreateAlertRuleJSONRequestBody = AlertRuleInput
+
+// UpdateAlertRuleJSONRequestBody defines body for UpdateAlertRule for application/json ContentType.
+type UpdateAlertRuleJSONRequestBody = AlertRuleInput
+
 // RunBenchmarkJSONRequestBody defines body for RunBenchmark for application/json ContentType.
 type RunBenchmarkJSONRequestBody RunBenchmarkJSONBody
 
@@ -872,6 +1408,15 @@ type EnqueueJobsJSONRequestBody EnqueueJobsJSONBody
 
 // ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
 type ReplayJobJSONRequestBody ReplayJobJSONBody
+
+// CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
+type CreateKeyJSONRequestBody CreateKeyJSONBody
+
+// RotateKeyJSONRequestBody defines body for RotateKey for application/json ContentType.
+type RotateKeyJSONRequestBody RotateKeyJSONBody
+
+// UpdateQueueJSONRequestBody defines body for UpdateQueue for application/json ContentType.
+type UpdateQueueJSONRequestBody = QueuePatch
 
 // UpdateSettingsJSONRequestBody defines body for UpdateSettings for application/json ContentType.
 type UpdateSettingsJSONRequestBody = Settings
@@ -1139,12 +1684,94 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
+	// ListAlerts Alert history, newest first
+	//
+	// What the alert rules found: open alerts (status firing) and resolved ones. Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/alerts (the `ListAlerts` operationId).
+	ListAlerts(ctx context.Context, params *ListAlertsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAlertDeliveries The latest alert notifications and how their delivery went
+	//
+	// Emails and webhooks from the outbox: sent, pending (waiting for a first try or a retry) or failed (given up after the last attempt). Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/alerts/deliveries (the `ListAlertDeliveries` operationId).
+	ListAlertDeliveries(ctx context.Context, params *ListAlertDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListAlertRules List alert rules
+	//
+	// Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/alerts/rules (the `ListAlertRules` operationId).
+	ListAlertRules(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAlertRuleWithBody Create an alert rule
+	//
+	// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+	CreateAlertRuleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateAlertRule Create an alert rule
+	//
+	// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+	CreateAlertRule(ctx context.Context, body CreateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeleteAlertRule Delete an alert rule and its alert history
+	//
+	// Needs the `admin` scope.
+	//
+	// Corresponds with DELETE /api/v1/alerts/rules/{id} (the `DeleteAlertRule` operationId).
+	DeleteAlertRule(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetAlertRule Get an alert rule
+	//
+	// Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/alerts/rules/{id} (the `GetAlertRule` operationId).
+	GetAlertRule(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateAlertRuleWithBody Change an alert rule (partial)
+	//
+	// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+	UpdateAlertRuleWithBody(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateAlertRule Change an alert rule (partial)
+	//
+	// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+	UpdateAlertRule(ctx context.Context, id int, body UpdateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TestAlertRule Send a test notification to each of the rule's channels now
+	//
+	// Bypasses the outbox and reports, per channel, whether it was delivered. Needs the `operate` scope.
+	//
+	// Corresponds with POST /api/v1/alerts/rules/{id}/test (the `TestAlertRule` operationId).
+	TestAlertRule(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListAudit The audit trail of operator actions, newest first
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunBenchmarkWithBody Run the scheduler benchmark (heap vs timing wheel)
+	//
+	// Needs the `admin` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1153,6 +1780,8 @@ type ClientInterface interface {
 
 	// RunBenchmark Run the scheduler benchmark (heap vs timing wheel)
 	//
+	// Needs the `admin` scope.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/benchmark/run (the `RunBenchmark` operationId).
@@ -1160,15 +1789,21 @@ type ClientInterface interface {
 
 	// ListBin List the bin (soft-deleted jobs)
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/bin (the `ListBin` operationId).
 	ListBin(ctx context.Context, params *ListBinParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListDeadLetters List the dead-letter queue
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/dlq (the `ListDeadLetters` operationId).
 	ListDeadLetters(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayDeadLetters Replay dead-letter jobs: the given ids, or all with no body
+	//
+	// Needs the `operate` scope.
 	//
 	// Corresponds with POST /api/v1/dlq/retry (the `ReplayDeadLetters` operationId).
 	ReplayDeadLetters(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1180,10 +1815,14 @@ type ClientInterface interface {
 
 	// ListJobs List jobs, newest first
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/jobs (the `ListJobs` operationId).
 	ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EnqueueJobWithBody Enqueue a job
+	//
+	// Needs the `enqueue` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1192,12 +1831,16 @@ type ClientInterface interface {
 
 	// EnqueueJob Enqueue a job
 	//
+	// Needs the `enqueue` scope.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
 	EnqueueJob(ctx context.Context, body EnqueueJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EnqueueJobsWithBody Enqueue many jobs in one transaction (all or none)
+	//
+	// Needs the `enqueue` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1206,6 +1849,8 @@ type ClientInterface interface {
 
 	// EnqueueJobs Enqueue many jobs in one transaction (all or none)
 	//
+	// Needs the `enqueue` scope.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -1213,30 +1858,42 @@ type ClientInterface interface {
 
 	// DeleteJob Move a job to the bin, or purge it from the bin
 	//
+	// Needs the `operate` scope; with `purge` set, `admin`.
+	//
 	// Corresponds with DELETE /api/v1/jobs/{id} (the `DeleteJob` operationId).
 	DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJob A job with its executions and dependencies
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/jobs/{id} (the `GetJob` operationId).
 	GetJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// CancelJob Cancel a waiting job, or ask a running one to stop
 	//
+	// Needs the `operate` scope.
+	//
 	// Corresponds with POST /api/v1/jobs/{id}/cancel (the `CancelJob` operationId).
 	CancelJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ExplainJob Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
 	GetJobLogs(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+	//
+	// Needs the `operate` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1245,6 +1902,8 @@ type ClientInterface interface {
 
 	// ReplayJob Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 	//
+	// Needs the `operate` scope.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
@@ -1252,15 +1911,71 @@ type ClientInterface interface {
 
 	// RestoreJob Restore a job from the bin
 	//
+	// Needs the `operate` scope.
+	//
 	// Corresponds with POST /api/v1/jobs/{id}/restore (the `RestoreJob` operationId).
 	RestoreJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RetryJob Replay a dead-letter job, or run a scheduled one now
 	//
+	// Needs the `operate` scope.
+	//
 	// Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListKeys List API keys (never their secrets)
+	//
+	// Needs the `admin` scope.
+	//
+	// Corresponds with GET /api/v1/keys (the `ListKeys` operationId).
+	ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKeyWithBody Create a key for a calling service; the secret is shown once
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateKey Create a key for a calling service; the secret is shown once
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+	CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RevokeKey Revoke a key: its next request is refused
+	//
+	// Needs the `admin` scope.
+	//
+	// Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
+	RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateKeyWithBody Give a key a new secret; the old one works until the window closes
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+	RotateKeyWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotateKey Give a key a new secret; the old one works until the window closes
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+	RotateKey(ctx context.Context, id openapi_types.UUID, body RotateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListLogs Structured log entries of this process, newest first
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/logs (the `ListLogs` operationId).
 	ListLogs(ctx context.Context, params *ListLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -1270,42 +1985,104 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// ListQueues List queues
+	//
+	// Every queue that has live jobs or settings, by name, with counts per state, the oldest waiting job, throughput and flow control. Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/queues (the `ListQueues` operationId).
+	ListQueues(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetQueue Get a queue
+	//
+	// Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/queues/{name} (the `GetQueue` operationId).
+	GetQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateQueueWithBody Change a queue's limits
+	//
+	// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+	UpdateQueueWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// UpdateQueue Change a queue's limits
+	//
+	// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+	UpdateQueue(ctx context.Context, name string, body UpdateQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PauseQueue Pause a queue
+	//
+	// No process starts its jobs from now on (running jobs finish; enqueues are accepted). Survives restarts; audited. Needs the `operate` scope.
+	//
+	// Corresponds with POST /api/v1/queues/{name}/pause (the `PauseQueue` operationId).
+	PauseQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ResumeQueue Resume a queue
+	//
+	// Its jobs start again in every process; audited. Needs the `operate` scope.
+	//
+	// Corresponds with POST /api/v1/queues/{name}/resume (the `ResumeQueue` operationId).
+	ResumeQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListSeries Recurring series
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/recurring (the `ListSeries` operationId).
 	ListSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// DeleteSeries End a series (past occurrences stay)
 	//
+	// Needs the `admin` scope.
+	//
 	// Corresponds with DELETE /api/v1/recurring/{id} (the `DeleteSeries` operationId).
 	DeleteSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSeries A recurring series
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/recurring/{id} (the `GetSeries` operationId).
 	GetSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// PauseSeries Pause a series
 	//
+	// Needs the `operate` scope.
+	//
 	// Corresponds with POST /api/v1/recurring/{id}/pause (the `PauseSeries` operationId).
 	PauseSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ResumeSeries Resume a series
+	//
+	// Needs the `operate` scope.
 	//
 	// Corresponds with POST /api/v1/recurring/{id}/resume (the `ResumeSeries` operationId).
 	ResumeSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunSeriesNow Run one extra occurrence now
 	//
+	// Needs the `operate` scope.
+	//
 	// Corresponds with POST /api/v1/recurring/{id}/run (the `RunSeriesNow` operationId).
 	RunSeriesNow(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetSettings Runtime settings
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/settings (the `GetSettings` operationId).
 	GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// UpdateSettingsWithBody Change runtime settings (partial)
+	//
+	// Needs the `admin` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1314,6 +2091,8 @@ type ClientInterface interface {
 
 	// UpdateSettings Change runtime settings (partial)
 	//
+	// Needs the `admin` scope.
+	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with PATCH /api/v1/settings (the `UpdateSettings` operationId).
@@ -1321,27 +2100,35 @@ type ClientInterface interface {
 
 	// ListSettingsChanges Recent settings changes with who made them
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/settings/changes (the `ListSettingsChanges` operationId).
 	ListSettingsChanges(ctx context.Context, params *ListSettingsChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// StreamEvents Server-Sent Events of job state changes
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/sse/events (the `StreamEvents` operationId).
 	StreamEvents(ctx context.Context, params *StreamEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetStats Counts per state, queue and type; throughput for the last hour
 	//
+	// Needs the `read` scope.
+	//
 	// Corresponds with GET /api/v1/stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkers Live worker processes and the jobs they run
+	//
+	// Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/workers (the `ListWorkers` operationId).
 	ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1350,7 +2137,7 @@ type ClientInterface interface {
 
 	// EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1373,7 +2160,187 @@ type ClientInterface interface {
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
+// ListAlerts Alert history, newest first
+//
+// What the alert rules found: open alerts (status firing) and resolved ones. Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/alerts (the `ListAlerts` operationId).
+func (c *Client) ListAlerts(ctx context.Context, params *ListAlertsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAlertsRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAlertDeliveries The latest alert notifications and how their delivery went
+//
+// Emails and webhooks from the outbox: sent, pending (waiting for a first try or a retry) or failed (given up after the last attempt). Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/alerts/deliveries (the `ListAlertDeliveries` operationId).
+func (c *Client) ListAlertDeliveries(ctx context.Context, params *ListAlertDeliveriesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAlertDeliveriesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListAlertRules List alert rules
+//
+// Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/alerts/rules (the `ListAlertRules` operationId).
+func (c *Client) ListAlertRules(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListAlertRulesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAlertRuleWithBody Create an alert rule
+//
+// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+func (c *Client) CreateAlertRuleWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAlertRuleRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateAlertRule Create an alert rule
+//
+// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+func (c *Client) CreateAlertRule(ctx context.Context, body CreateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateAlertRuleRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeleteAlertRule Delete an alert rule and its alert history
+//
+// Needs the `admin` scope.
+//
+// Corresponds with DELETE /api/v1/alerts/rules/{id} (the `DeleteAlertRule` operationId).
+func (c *Client) DeleteAlertRule(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeleteAlertRuleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetAlertRule Get an alert rule
+//
+// Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/alerts/rules/{id} (the `GetAlertRule` operationId).
+func (c *Client) GetAlertRule(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetAlertRuleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateAlertRuleWithBody Change an alert rule (partial)
+//
+// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+func (c *Client) UpdateAlertRuleWithBody(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateAlertRuleRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateAlertRule Change an alert rule (partial)
+//
+// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+func (c *Client) UpdateAlertRule(ctx context.Context, id int, body UpdateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateAlertRuleRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TestAlertRule Send a test notification to each of the rule's channels now
+//
+// Bypasses the outbox and reports, per channel, whether it was delivered. Needs the `operate` scope.
+//
+// Corresponds with POST /api/v1/alerts/rules/{id}/test (the `TestAlertRule` operationId).
+func (c *Client) TestAlertRule(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTestAlertRuleRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListAudit The audit trail of operator actions, newest first
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1389,6 +2356,8 @@ func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEdit
 }
 
 // RunBenchmarkWithBody Run the scheduler benchmark (heap vs timing wheel)
+//
+// Needs the `admin` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1407,6 +2376,8 @@ func (c *Client) RunBenchmarkWithBody(ctx context.Context, contentType string, b
 
 // RunBenchmark Run the scheduler benchmark (heap vs timing wheel)
 //
+// Needs the `admin` scope.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/benchmark/run (the `RunBenchmark` operationId).
@@ -1424,6 +2395,8 @@ func (c *Client) RunBenchmark(ctx context.Context, body RunBenchmarkJSONRequestB
 
 // ListBin List the bin (soft-deleted jobs)
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/bin (the `ListBin` operationId).
 func (c *Client) ListBin(ctx context.Context, params *ListBinParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListBinRequest(c.Server, params)
@@ -1439,6 +2412,8 @@ func (c *Client) ListBin(ctx context.Context, params *ListBinParams, reqEditors 
 
 // ListDeadLetters List the dead-letter queue
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/dlq (the `ListDeadLetters` operationId).
 func (c *Client) ListDeadLetters(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListDeadLettersRequest(c.Server, params)
@@ -1453,6 +2428,8 @@ func (c *Client) ListDeadLetters(ctx context.Context, params *ListDeadLettersPar
 }
 
 // ReplayDeadLetters Replay dead-letter jobs: the given ids, or all with no body
+//
+// Needs the `operate` scope.
 //
 // Corresponds with POST /api/v1/dlq/retry (the `ReplayDeadLetters` operationId).
 func (c *Client) ReplayDeadLetters(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1484,6 +2461,8 @@ func (c *Client) GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 
 // ListJobs List jobs, newest first
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/jobs (the `ListJobs` operationId).
 func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListJobsRequest(c.Server, params)
@@ -1498,6 +2477,8 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 }
 
 // EnqueueJobWithBody Enqueue a job
+//
+// Needs the `enqueue` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1516,6 +2497,8 @@ func (c *Client) EnqueueJobWithBody(ctx context.Context, contentType string, bod
 
 // EnqueueJob Enqueue a job
 //
+// Needs the `enqueue` scope.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
@@ -1532,6 +2515,8 @@ func (c *Client) EnqueueJob(ctx context.Context, body EnqueueJobJSONRequestBody,
 }
 
 // EnqueueJobsWithBody Enqueue many jobs in one transaction (all or none)
+//
+// Needs the `enqueue` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1550,6 +2535,8 @@ func (c *Client) EnqueueJobsWithBody(ctx context.Context, contentType string, bo
 
 // EnqueueJobs Enqueue many jobs in one transaction (all or none)
 //
+// Needs the `enqueue` scope.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -1567,6 +2554,8 @@ func (c *Client) EnqueueJobs(ctx context.Context, body EnqueueJobsJSONRequestBod
 
 // DeleteJob Move a job to the bin, or purge it from the bin
 //
+// Needs the `operate` scope; with `purge` set, `admin`.
+//
 // Corresponds with DELETE /api/v1/jobs/{id} (the `DeleteJob` operationId).
 func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *DeleteJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteJobRequest(c.Server, id, params)
@@ -1581,6 +2570,8 @@ func (c *Client) DeleteJob(ctx context.Context, id openapi_types.UUID, params *D
 }
 
 // GetJob A job with its executions and dependencies
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/jobs/{id} (the `GetJob` operationId).
 func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1597,6 +2588,8 @@ func (c *Client) GetJob(ctx context.Context, id openapi_types.UUID, reqEditors .
 
 // CancelJob Cancel a waiting job, or ask a running one to stop
 //
+// Needs the `operate` scope.
+//
 // Corresponds with POST /api/v1/jobs/{id}/cancel (the `CancelJob` operationId).
 func (c *Client) CancelJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewCancelJobRequest(c.Server, id)
@@ -1611,6 +2604,8 @@ func (c *Client) CancelJob(ctx context.Context, id openapi_types.UUID, reqEditor
 }
 
 // ExplainJob Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1627,6 +2622,8 @@ func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEdito
 
 // GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
 func (c *Client) GetJobLogs(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetJobLogsRequest(c.Server, id, params)
@@ -1641,6 +2638,8 @@ func (c *Client) GetJobLogs(ctx context.Context, id openapi_types.UUID, params *
 }
 
 // ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+//
+// Needs the `operate` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1659,6 +2658,8 @@ func (c *Client) ReplayJobWithBody(ctx context.Context, id openapi_types.UUID, c
 
 // ReplayJob Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 //
+// Needs the `operate` scope.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
@@ -1676,6 +2677,8 @@ func (c *Client) ReplayJob(ctx context.Context, id openapi_types.UUID, body Repl
 
 // RestoreJob Restore a job from the bin
 //
+// Needs the `operate` scope.
+//
 // Corresponds with POST /api/v1/jobs/{id}/restore (the `RestoreJob` operationId).
 func (c *Client) RestoreJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRestoreJobRequest(c.Server, id)
@@ -1691,6 +2694,8 @@ func (c *Client) RestoreJob(ctx context.Context, id openapi_types.UUID, reqEdito
 
 // RetryJob Replay a dead-letter job, or run a scheduled one now
 //
+// Needs the `operate` scope.
+//
 // Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
 func (c *Client) RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRetryJobRequest(c.Server, id)
@@ -1704,7 +2709,119 @@ func (c *Client) RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors
 	return c.Client.Do(req)
 }
 
+// ListKeys List API keys (never their secrets)
+//
+// Needs the `admin` scope.
+//
+// Corresponds with GET /api/v1/keys (the `ListKeys` operationId).
+func (c *Client) ListKeys(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListKeysRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKeyWithBody Create a key for a calling service; the secret is shown once
+//
+// Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKeyWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateKey Create a key for a calling service; the secret is shown once
+//
+// Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateKeyRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RevokeKey Revoke a key: its next request is refused
+//
+// Needs the `admin` scope.
+//
+// Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
+func (c *Client) RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokeKeyRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateKeyWithBody Give a key a new secret; the old one works until the window closes
+//
+// Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+func (c *Client) RotateKeyWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateKeyRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotateKey Give a key a new secret; the old one works until the window closes
+//
+// Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+func (c *Client) RotateKey(ctx context.Context, id openapi_types.UUID, body RotateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotateKeyRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListLogs Structured log entries of this process, newest first
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/logs (the `ListLogs` operationId).
 func (c *Client) ListLogs(ctx context.Context, params *ListLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1734,7 +2851,115 @@ func (c *Client) GetOpenAPI(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
+// ListQueues List queues
+//
+// Every queue that has live jobs or settings, by name, with counts per state, the oldest waiting job, throughput and flow control. Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/queues (the `ListQueues` operationId).
+func (c *Client) ListQueues(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListQueuesRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetQueue Get a queue
+//
+// Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/queues/{name} (the `GetQueue` operationId).
+func (c *Client) GetQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetQueueRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateQueueWithBody Change a queue's limits
+//
+// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+func (c *Client) UpdateQueueWithBody(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateQueueRequestWithBody(c.Server, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// UpdateQueue Change a queue's limits
+//
+// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+func (c *Client) UpdateQueue(ctx context.Context, name string, body UpdateQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewUpdateQueueRequest(c.Server, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PauseQueue Pause a queue
+//
+// No process starts its jobs from now on (running jobs finish; enqueues are accepted). Survives restarts; audited. Needs the `operate` scope.
+//
+// Corresponds with POST /api/v1/queues/{name}/pause (the `PauseQueue` operationId).
+func (c *Client) PauseQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPauseQueueRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ResumeQueue Resume a queue
+//
+// Its jobs start again in every process; audited. Needs the `operate` scope.
+//
+// Corresponds with POST /api/v1/queues/{name}/resume (the `ResumeQueue` operationId).
+func (c *Client) ResumeQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewResumeQueueRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListSeries Recurring series
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/recurring (the `ListSeries` operationId).
 func (c *Client) ListSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1751,6 +2976,8 @@ func (c *Client) ListSeries(ctx context.Context, reqEditors ...RequestEditorFn) 
 
 // DeleteSeries End a series (past occurrences stay)
 //
+// Needs the `admin` scope.
+//
 // Corresponds with DELETE /api/v1/recurring/{id} (the `DeleteSeries` operationId).
 func (c *Client) DeleteSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewDeleteSeriesRequest(c.Server, id)
@@ -1765,6 +2992,8 @@ func (c *Client) DeleteSeries(ctx context.Context, id openapi_types.UUID, reqEdi
 }
 
 // GetSeries A recurring series
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/recurring/{id} (the `GetSeries` operationId).
 func (c *Client) GetSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1781,6 +3010,8 @@ func (c *Client) GetSeries(ctx context.Context, id openapi_types.UUID, reqEditor
 
 // PauseSeries Pause a series
 //
+// Needs the `operate` scope.
+//
 // Corresponds with POST /api/v1/recurring/{id}/pause (the `PauseSeries` operationId).
 func (c *Client) PauseSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewPauseSeriesRequest(c.Server, id)
@@ -1795,6 +3026,8 @@ func (c *Client) PauseSeries(ctx context.Context, id openapi_types.UUID, reqEdit
 }
 
 // ResumeSeries Resume a series
+//
+// Needs the `operate` scope.
 //
 // Corresponds with POST /api/v1/recurring/{id}/resume (the `ResumeSeries` operationId).
 func (c *Client) ResumeSeries(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1811,6 +3044,8 @@ func (c *Client) ResumeSeries(ctx context.Context, id openapi_types.UUID, reqEdi
 
 // RunSeriesNow Run one extra occurrence now
 //
+// Needs the `operate` scope.
+//
 // Corresponds with POST /api/v1/recurring/{id}/run (the `RunSeriesNow` operationId).
 func (c *Client) RunSeriesNow(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewRunSeriesNowRequest(c.Server, id)
@@ -1826,6 +3061,8 @@ func (c *Client) RunSeriesNow(ctx context.Context, id openapi_types.UUID, reqEdi
 
 // GetSettings Runtime settings
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/settings (the `GetSettings` operationId).
 func (c *Client) GetSettings(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetSettingsRequest(c.Server)
@@ -1840,6 +3077,8 @@ func (c *Client) GetSettings(ctx context.Context, reqEditors ...RequestEditorFn)
 }
 
 // UpdateSettingsWithBody Change runtime settings (partial)
+//
+// Needs the `admin` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1858,6 +3097,8 @@ func (c *Client) UpdateSettingsWithBody(ctx context.Context, contentType string,
 
 // UpdateSettings Change runtime settings (partial)
 //
+// Needs the `admin` scope.
+//
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with PATCH /api/v1/settings (the `UpdateSettings` operationId).
@@ -1875,6 +3116,8 @@ func (c *Client) UpdateSettings(ctx context.Context, body UpdateSettingsJSONRequ
 
 // ListSettingsChanges Recent settings changes with who made them
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/settings/changes (the `ListSettingsChanges` operationId).
 func (c *Client) ListSettingsChanges(ctx context.Context, params *ListSettingsChangesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListSettingsChangesRequest(c.Server, params)
@@ -1889,6 +3132,8 @@ func (c *Client) ListSettingsChanges(ctx context.Context, params *ListSettingsCh
 }
 
 // StreamEvents Server-Sent Events of job state changes
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/sse/events (the `StreamEvents` operationId).
 func (c *Client) StreamEvents(ctx context.Context, params *StreamEventsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1905,6 +3150,8 @@ func (c *Client) StreamEvents(ctx context.Context, params *StreamEventsParams, r
 
 // GetStats Counts per state, queue and type; throughput for the last hour
 //
+// Needs the `read` scope.
+//
 // Corresponds with GET /api/v1/stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetStatsRequest(c.Server)
@@ -1919,6 +3166,8 @@ func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*
 }
 
 // ListWorkers Live worker processes and the jobs they run
+//
+// Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/workers (the `ListWorkers` operationId).
 func (c *Client) ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -1935,7 +3184,7 @@ func (c *Client) ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -1954,7 +3203,7 @@ func (c *Client) EnqueueWorkflowWithBody(ctx context.Context, contentType string
 
 // EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2014,6 +3263,366 @@ func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn
 		return nil, err
 	}
 	return c.Client.Do(req)
+}
+
+// NewListAlertsRequest constructs an http.Request for the ListAlerts method
+func NewListAlertsRequest(server string, params *ListAlertsParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Status != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.RuleId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "rule_id", *params.RuleId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Before != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "before", *params.Before, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAlertDeliveriesRequest constructs an http.Request for the ListAlertDeliveries method
+func NewListAlertDeliveriesRequest(server string, params *ListAlertDeliveriesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/deliveries")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListAlertRulesRequest constructs an http.Request for the ListAlertRules method
+func NewListAlertRulesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/rules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateAlertRuleRequest calls the generic CreateAlertRule builder with application/json body
+func NewCreateAlertRuleRequest(server string, body CreateAlertRuleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateAlertRuleRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateAlertRuleRequestWithBody constructs an http.Request for the CreateAlertRule method, with any body, and a specified content type
+func NewCreateAlertRuleRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/rules")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeleteAlertRuleRequest constructs an http.Request for the DeleteAlertRule method
+func NewDeleteAlertRuleRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/rules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetAlertRuleRequest constructs an http.Request for the GetAlertRule method
+func NewGetAlertRuleRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/rules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateAlertRuleRequest calls the generic UpdateAlertRule builder with application/json body
+func NewUpdateAlertRuleRequest(server string, id int, body UpdateAlertRuleJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateAlertRuleRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewUpdateAlertRuleRequestWithBody constructs an http.Request for the UpdateAlertRule method, with any body, and a specified content type
+func NewUpdateAlertRuleRequestWithBody(server string, id int, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/rules/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewTestAlertRuleRequest constructs an http.Request for the TestAlertRule method
+func NewTestAlertRuleRequest(server string, id int) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "integer", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/alerts/rules/%s/test", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
 }
 
 // NewListAuditRequest constructs an http.Request for the ListAudit method
@@ -2949,6 +4558,154 @@ func NewRetryJobRequest(server string, id openapi_types.UUID) (*http.Request, er
 	return req, nil
 }
 
+// NewListKeysRequest constructs an http.Request for the ListKeys method
+func NewListKeysRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateKeyRequest calls the generic CreateKey builder with application/json body
+func NewCreateKeyRequest(server string, body CreateKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateKeyRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateKeyRequestWithBody constructs an http.Request for the CreateKey method, with any body, and a specified content type
+func NewCreateKeyRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/keys")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRevokeKeyRequest constructs an http.Request for the RevokeKey method
+func NewRevokeKeyRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/keys/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotateKeyRequest calls the generic RotateKey builder with application/json body
+func NewRotateKeyRequest(server string, id openapi_types.UUID, body RotateKeyJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRotateKeyRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRotateKeyRequestWithBody constructs an http.Request for the RotateKey method, with any body, and a specified content type
+func NewRotateKeyRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/keys/%s/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListLogsRequest constructs an http.Request for the ListLogs method
 func NewListLogsRequest(server string, params *ListLogsParams) (*http.Request, error) {
 	var err error
@@ -3083,6 +4840,182 @@ func NewGetOpenAPIRequest(server string) (*http.Request, error) {
 	}
 
 	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewListQueuesRequest constructs an http.Request for the ListQueues method
+func NewListQueuesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetQueueRequest constructs an http.Request for the GetQueue method
+func NewGetQueueRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewUpdateQueueRequest calls the generic UpdateQueue builder with application/json body
+func NewUpdateQueueRequest(server string, name string, body UpdateQueueJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewUpdateQueueRequestWithBody(server, name, "application/json", bodyReader)
+}
+
+// NewUpdateQueueRequestWithBody constructs an http.Request for the UpdateQueue method, with any body, and a specified content type
+func NewUpdateQueueRequestWithBody(server string, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPatch, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewPauseQueueRequest constructs an http.Request for the PauseQueue method
+func NewPauseQueueRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues/%s/pause", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewResumeQueueRequest constructs an http.Request for the ResumeQueue method
+func NewResumeQueueRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues/%s/resume", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -3720,7 +5653,99 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
+	// ListAlertsWithResponse Alert history, newest first
+	//
+	// What the alert rules found: open alerts (status firing) and resolved ones. Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/alerts (the `ListAlerts` operationId).
+	ListAlertsWithResponse(ctx context.Context, params *ListAlertsParams, reqEditors ...RequestEditorFn) (*ListAlertsResponse, error)
+
+	// ListAlertDeliveriesWithResponse The latest alert notifications and how their delivery went
+	//
+	// Emails and webhooks from the outbox: sent, pending (waiting for a first try or a retry) or failed (given up after the last attempt). Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/alerts/deliveries (the `ListAlertDeliveries` operationId).
+	ListAlertDeliveriesWithResponse(ctx context.Context, params *ListAlertDeliveriesParams, reqEditors ...RequestEditorFn) (*ListAlertDeliveriesResponse, error)
+
+	// ListAlertRulesWithResponse List alert rules
+	//
+	// Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/alerts/rules (the `ListAlertRules` operationId).
+	ListAlertRulesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAlertRulesResponse, error)
+
+	// CreateAlertRuleWithBodyWithResponse Create an alert rule
+	//
+	// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+	CreateAlertRuleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAlertRuleResponse, error)
+
+	// CreateAlertRuleWithResponse Create an alert rule
+	//
+	// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+	CreateAlertRuleWithResponse(ctx context.Context, body CreateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAlertRuleResponse, error)
+
+	// DeleteAlertRuleWithResponse Delete an alert rule and its alert history
+	//
+	// Needs the `admin` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/alerts/rules/{id} (the `DeleteAlertRule` operationId).
+	DeleteAlertRuleWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*DeleteAlertRuleResponse, error)
+
+	// GetAlertRuleWithResponse Get an alert rule
+	//
+	// Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/alerts/rules/{id} (the `GetAlertRule` operationId).
+	GetAlertRuleWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*GetAlertRuleResponse, error)
+
+	// UpdateAlertRuleWithBodyWithResponse Change an alert rule (partial)
+	//
+	// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+	UpdateAlertRuleWithBodyWithResponse(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateAlertRuleResponse, error)
+
+	// UpdateAlertRuleWithResponse Change an alert rule (partial)
+	//
+	// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+	UpdateAlertRuleWithResponse(ctx context.Context, id int, body UpdateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateAlertRuleResponse, error)
+
+	// TestAlertRuleWithResponse Send a test notification to each of the rule's channels now
+	//
+	// Bypasses the outbox and reports, per channel, whether it was delivered. Needs the `operate` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/alerts/rules/{id}/test (the `TestAlertRule` operationId).
+	TestAlertRuleWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*TestAlertRuleResponse, error)
+
 	// ListAuditWithResponse The audit trail of operator actions, newest first
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3729,12 +5754,16 @@ type ClientWithResponsesInterface interface {
 
 	// RunBenchmarkWithBodyWithResponse Run the scheduler benchmark (heap vs timing wheel)
 	//
+	// Needs the `admin` scope.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/benchmark/run (the `RunBenchmark` operationId).
 	RunBenchmarkWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RunBenchmarkResponse, error)
 
 	// RunBenchmarkWithResponse Run the scheduler benchmark (heap vs timing wheel)
+	//
+	// Needs the `admin` scope.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3743,6 +5772,8 @@ type ClientWithResponsesInterface interface {
 
 	// ListBinWithResponse List the bin (soft-deleted jobs)
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/bin (the `ListBin` operationId).
@@ -3750,12 +5781,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListDeadLettersWithResponse List the dead-letter queue
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/dlq (the `ListDeadLetters` operationId).
 	ListDeadLettersWithResponse(ctx context.Context, params *ListDeadLettersParams, reqEditors ...RequestEditorFn) (*ListDeadLettersResponse, error)
 
 	// ReplayDeadLettersWithResponse Replay dead-letter jobs: the given ids, or all with no body
+	//
+	// Needs the `operate` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3771,12 +5806,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListJobsWithResponse List jobs, newest first
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/jobs (the `ListJobs` operationId).
 	ListJobsWithResponse(ctx context.Context, params *ListJobsParams, reqEditors ...RequestEditorFn) (*ListJobsResponse, error)
 
 	// EnqueueJobWithBodyWithResponse Enqueue a job
+	//
+	// Needs the `enqueue` scope.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3785,12 +5824,16 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobWithResponse Enqueue a job
 	//
+	// Needs the `enqueue` scope.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
 	EnqueueJobWithResponse(ctx context.Context, body EnqueueJobJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueJobResponse, error)
 
 	// EnqueueJobsWithBodyWithResponse Enqueue many jobs in one transaction (all or none)
+	//
+	// Needs the `enqueue` scope.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3799,12 +5842,16 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 	//
+	// Needs the `enqueue` scope.
+	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
 	EnqueueJobsWithResponse(ctx context.Context, body EnqueueJobsJSONRequestBody, reqEditors ...RequestEditorFn) (*EnqueueJobsResponse, error)
 
 	// DeleteJobWithResponse Move a job to the bin, or purge it from the bin
+	//
+	// Needs the `operate` scope; with `purge` set, `admin`.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3813,12 +5860,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetJobWithResponse A job with its executions and dependencies
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/jobs/{id} (the `GetJob` operationId).
 	GetJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetJobResponse, error)
 
 	// CancelJobWithResponse Cancel a waiting job, or ask a running one to stop
+	//
+	// Needs the `operate` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3827,12 +5878,16 @@ type ClientWithResponsesInterface interface {
 
 	// ExplainJobWithResponse Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
 
 	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3841,12 +5896,16 @@ type ClientWithResponsesInterface interface {
 
 	// ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 	//
+	// Needs the `operate` scope.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
 	ReplayJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ReplayJobResponse, error)
 
 	// ReplayJobWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+	//
+	// Needs the `operate` scope.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3855,6 +5914,8 @@ type ClientWithResponsesInterface interface {
 
 	// RestoreJobWithResponse Restore a job from the bin
 	//
+	// Needs the `operate` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/restore (the `RestoreJob` operationId).
@@ -3862,12 +5923,70 @@ type ClientWithResponsesInterface interface {
 
 	// RetryJobWithResponse Replay a dead-letter job, or run a scheduled one now
 	//
+	// Needs the `operate` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
 	RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
 
+	// ListKeysWithResponse List API keys (never their secrets)
+	//
+	// Needs the `admin` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/keys (the `ListKeys` operationId).
+	ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error)
+
+	// CreateKeyWithBodyWithResponse Create a key for a calling service; the secret is shown once
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+	CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// CreateKeyWithResponse Create a key for a calling service; the secret is shown once
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+	CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error)
+
+	// RevokeKeyWithResponse Revoke a key: its next request is refused
+	//
+	// Needs the `admin` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
+	RevokeKeyWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error)
+
+	// RotateKeyWithBodyWithResponse Give a key a new secret; the old one works until the window closes
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+	RotateKeyWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateKeyResponse, error)
+
+	// RotateKeyWithResponse Give a key a new secret; the old one works until the window closes
+	//
+	// Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+	RotateKeyWithResponse(ctx context.Context, id openapi_types.UUID, body RotateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateKeyResponse, error)
+
 	// ListLogsWithResponse Structured log entries of this process, newest first
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3881,7 +6000,63 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/openapi.json (the `GetOpenAPI` operationId).
 	GetOpenAPIWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetOpenAPIResponse, error)
 
+	// ListQueuesWithResponse List queues
+	//
+	// Every queue that has live jobs or settings, by name, with counts per state, the oldest waiting job, throughput and flow control. Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/queues (the `ListQueues` operationId).
+	ListQueuesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error)
+
+	// GetQueueWithResponse Get a queue
+	//
+	// Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/queues/{name} (the `GetQueue` operationId).
+	GetQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetQueueResponse, error)
+
+	// UpdateQueueWithBodyWithResponse Change a queue's limits
+	//
+	// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+	UpdateQueueWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateQueueResponse, error)
+
+	// UpdateQueueWithResponse Change a queue's limits
+	//
+	// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+	UpdateQueueWithResponse(ctx context.Context, name string, body UpdateQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateQueueResponse, error)
+
+	// PauseQueueWithResponse Pause a queue
+	//
+	// No process starts its jobs from now on (running jobs finish; enqueues are accepted). Survives restarts; audited. Needs the `operate` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/queues/{name}/pause (the `PauseQueue` operationId).
+	PauseQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*PauseQueueResponse, error)
+
+	// ResumeQueueWithResponse Resume a queue
+	//
+	// Its jobs start again in every process; audited. Needs the `operate` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/queues/{name}/resume (the `ResumeQueue` operationId).
+	ResumeQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeQueueResponse, error)
+
 	// ListSeriesWithResponse Recurring series
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3890,12 +6065,16 @@ type ClientWithResponsesInterface interface {
 
 	// DeleteSeriesWithResponse End a series (past occurrences stay)
 	//
+	// Needs the `admin` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with DELETE /api/v1/recurring/{id} (the `DeleteSeries` operationId).
 	DeleteSeriesWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*DeleteSeriesResponse, error)
 
 	// GetSeriesWithResponse A recurring series
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3904,12 +6083,16 @@ type ClientWithResponsesInterface interface {
 
 	// PauseSeriesWithResponse Pause a series
 	//
+	// Needs the `operate` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/recurring/{id}/pause (the `PauseSeries` operationId).
 	PauseSeriesWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*PauseSeriesResponse, error)
 
 	// ResumeSeriesWithResponse Resume a series
+	//
+	// Needs the `operate` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3918,12 +6101,16 @@ type ClientWithResponsesInterface interface {
 
 	// RunSeriesNowWithResponse Run one extra occurrence now
 	//
+	// Needs the `operate` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/recurring/{id}/run (the `RunSeriesNow` operationId).
 	RunSeriesNowWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RunSeriesNowResponse, error)
 
 	// GetSettingsWithResponse Runtime settings
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3932,12 +6119,16 @@ type ClientWithResponsesInterface interface {
 
 	// UpdateSettingsWithBodyWithResponse Change runtime settings (partial)
 	//
+	// Needs the `admin` scope.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with PATCH /api/v1/settings (the `UpdateSettings` operationId).
 	UpdateSettingsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateSettingsResponse, error)
 
 	// UpdateSettingsWithResponse Change runtime settings (partial)
+	//
+	// Needs the `admin` scope.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3946,12 +6137,16 @@ type ClientWithResponsesInterface interface {
 
 	// ListSettingsChangesWithResponse Recent settings changes with who made them
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/settings/changes (the `ListSettingsChanges` operationId).
 	ListSettingsChangesWithResponse(ctx context.Context, params *ListSettingsChangesParams, reqEditors ...RequestEditorFn) (*ListSettingsChangesResponse, error)
 
 	// StreamEventsWithResponse Server-Sent Events of job state changes
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3960,12 +6155,16 @@ type ClientWithResponsesInterface interface {
 
 	// GetStatsWithResponse Counts per state, queue and type; throughput for the last hour
 	//
+	// Needs the `read` scope.
+	//
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with GET /api/v1/stats (the `GetStats` operationId).
 	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
 
 	// ListWorkersWithResponse Live worker processes and the jobs they run
+	//
+	// Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -3974,7 +6173,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -3983,7 +6182,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -4012,6 +6211,548 @@ type ClientWithResponsesInterface interface {
 	GetReadinessWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetReadinessResponse, error)
 }
 
+type ListAlertsResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Alerts     *[]Alert `json:"alerts,omitempty"`
+		NextBefore *int     `json:"next_before,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAlertsResponse) GetJSON200() *struct {
+	Alerts     *[]Alert `json:"alerts,omitempty"`
+	NextBefore *int     `json:"next_before,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAlertsResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListAlertsResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ListAlertsResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAlertsResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAlertsResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAlertsResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAlertsResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAlertDeliveriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Deliveries *[]AlertDelivery `json:"deliveries,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAlertDeliveriesResponse) GetJSON200() *struct {
+	Deliveries *[]AlertDelivery `json:"deliveries,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAlertDeliveriesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListAlertDeliveriesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ListAlertDeliveriesResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAlertDeliveriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAlertDeliveriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAlertDeliveriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAlertDeliveriesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ListAlertRulesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Rules *[]AlertRule `json:"rules,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListAlertRulesResponse) GetJSON200() *struct {
+	Rules *[]AlertRule `json:"rules,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListAlertRulesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListAlertRulesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListAlertRulesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListAlertRulesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListAlertRulesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListAlertRulesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateAlertRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *AlertRule
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateAlertRuleResponse) GetJSON201() *AlertRule {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateAlertRuleResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateAlertRuleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateAlertRuleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateAlertRuleResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateAlertRuleResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateAlertRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateAlertRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateAlertRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateAlertRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeleteAlertRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeleteAlertRuleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteAlertRuleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeleteAlertRuleResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeleteAlertRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeleteAlertRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeleteAlertRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeleteAlertRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetAlertRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AlertRule
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetAlertRuleResponse) GetJSON200() *AlertRule {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetAlertRuleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetAlertRuleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetAlertRuleResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetAlertRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetAlertRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetAlertRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetAlertRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateAlertRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *AlertRule
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON200() *AlertRule {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UpdateAlertRuleResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateAlertRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateAlertRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateAlertRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateAlertRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TestAlertRuleResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Deliveries *[]AlertTestResult `json:"deliveries,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TestAlertRuleResponse) GetJSON200() *struct {
+	Deliveries *[]AlertTestResult `json:"deliveries,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TestAlertRuleResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r TestAlertRuleResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TestAlertRuleResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r TestAlertRuleResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r TestAlertRuleResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TestAlertRuleResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TestAlertRuleResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TestAlertRuleResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListAuditResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -4022,6 +6763,8 @@ type ListAuditResponse struct {
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -4037,6 +6780,11 @@ func (r ListAuditResponse) GetJSON200() *struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListAuditResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListAuditResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -4082,6 +6830,8 @@ type RunBenchmarkResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -4101,6 +6851,11 @@ func (r RunBenchmarkResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r RunBenchmarkResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RunBenchmarkResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -4149,6 +6904,8 @@ type ListBinResponse struct {
 	JSON200 *JobPage
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -4161,6 +6918,11 @@ func (r ListBinResponse) GetJSON200() *JobPage {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListBinResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListBinResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -4204,6 +6966,8 @@ type ListDeadLettersResponse struct {
 	JSON200 *JobPage
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -4216,6 +6980,11 @@ func (r ListDeadLettersResponse) GetJSON200() *JobPage {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListDeadLettersResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListDeadLettersResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -4264,6 +7033,8 @@ type ReplayDeadLettersResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -4286,6 +7057,11 @@ func (r ReplayDeadLettersResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ReplayDeadLettersResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplayDeadLettersResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -4368,6 +7144,8 @@ type ListJobsResponse struct {
 	JSON200 *JobPage
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -4380,6 +7158,11 @@ func (r ListJobsResponse) GetJSON200() *JobPage {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListJobsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListJobsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -4427,6 +7210,8 @@ type EnqueueJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -4453,6 +7238,11 @@ func (r EnqueueJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r EnqueueJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnqueueJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -4510,6 +7300,8 @@ type EnqueueJobsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON413 the response for an HTTP 413 `application/json` response
 	JSON413 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
@@ -4533,6 +7325,11 @@ func (r EnqueueJobsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r EnqueueJobsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnqueueJobsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON413 returns the response for an HTTP 413 `application/json` response
@@ -4588,6 +7385,8 @@ type DeleteJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -4609,6 +7408,11 @@ func (r DeleteJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r DeleteJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4664,6 +7468,8 @@ type GetJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -4681,6 +7487,11 @@ func (r GetJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4728,6 +7539,8 @@ type CancelJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -4752,6 +7565,11 @@ func (r CancelJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r CancelJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CancelJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4802,6 +7620,8 @@ type ExplainJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -4819,6 +7639,11 @@ func (r ExplainJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ExplainJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ExplainJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4867,6 +7692,8 @@ type GetJobLogsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -4889,6 +7716,11 @@ func (r GetJobLogsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetJobLogsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetJobLogsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -4942,6 +7774,8 @@ type ReplayJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -4968,6 +7802,11 @@ func (r ReplayJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ReplayJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ReplayJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5028,6 +7867,8 @@ type RestoreJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -5047,6 +7888,11 @@ func (r RestoreJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r RestoreJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RestoreJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5097,6 +7943,8 @@ type RetryJobResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 	// JSON409 the response for an HTTP 409 `application/json` response
@@ -5116,6 +7964,11 @@ func (r RetryJobResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r RetryJobResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RetryJobResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5157,6 +8010,293 @@ func (r RetryJobResponse) ContentType() string {
 	return ""
 }
 
+type ListKeysResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Keys *[]APIKey `json:"keys,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListKeysResponse) GetJSON200() *struct {
+	Keys *[]APIKey `json:"keys,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListKeysResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListKeysResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListKeysResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListKeysResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListKeysResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListKeysResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *APIKeyWithSecret
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateKeyResponse) GetJSON201() *APIKeyWithSecret {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateKeyResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateKeyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateKeyResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateKeyResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateKeyResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RevokeKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKey
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokeKeyResponse) GetJSON200() *APIKey {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RevokeKeyResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokeKeyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokeKeyResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokeKeyResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokeKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokeKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokeKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokeKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotateKeyResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *APIKeyWithSecret
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotateKeyResponse) GetJSON200() *APIKeyWithSecret {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RotateKeyResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotateKeyResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotateKeyResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotateKeyResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RotateKeyResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotateKeyResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r RotateKeyResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotateKeyResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotateKeyResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotateKeyResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListLogsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5167,6 +8307,8 @@ type ListLogsResponse struct {
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -5182,6 +8324,11 @@ func (r ListLogsResponse) GetJSON200() *struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListLogsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListLogsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -5259,6 +8406,334 @@ func (r GetOpenAPIResponse) ContentType() string {
 	return ""
 }
 
+type ListQueuesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Queues *[]Queue `json:"queues,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListQueuesResponse) GetJSON200() *struct {
+	Queues *[]Queue `json:"queues,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListQueuesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListQueuesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetBody returns the raw response body bytes
+func (r ListQueuesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListQueuesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListQueuesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListQueuesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetQueueResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetQueueResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetQueueResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetQueueResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetQueueResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r GetQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type UpdateQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r UpdateQueueResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r UpdateQueueResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r UpdateQueueResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateQueueResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r UpdateQueueResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r UpdateQueueResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r UpdateQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r UpdateQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r UpdateQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r UpdateQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type PauseQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r PauseQueueResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r PauseQueueResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseQueueResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r PauseQueueResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r PauseQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r PauseQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r PauseQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r PauseQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ResumeQueueResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Queue
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ResumeQueueResponse) GetJSON200() *Queue {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ResumeQueueResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeQueueResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ResumeQueueResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r ResumeQueueResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ResumeQueueResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ResumeQueueResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ResumeQueueResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListSeriesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -5268,6 +8743,8 @@ type ListSeriesResponse struct {
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5280,6 +8757,11 @@ func (r ListSeriesResponse) GetJSON200() *struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListSeriesResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSeriesResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -5320,6 +8802,8 @@ type DeleteSeriesResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -5337,6 +8821,11 @@ func (r DeleteSeriesResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r DeleteSeriesResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeleteSeriesResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5382,6 +8871,8 @@ type GetSeriesResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -5399,6 +8890,11 @@ func (r GetSeriesResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetSeriesResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSeriesResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5444,6 +8940,8 @@ type PauseSeriesResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -5461,6 +8959,11 @@ func (r PauseSeriesResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r PauseSeriesResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r PauseSeriesResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5506,6 +9009,8 @@ type ResumeSeriesResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -5523,6 +9028,11 @@ func (r ResumeSeriesResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ResumeSeriesResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ResumeSeriesResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5568,6 +9078,8 @@ type RunSeriesNowResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
 }
@@ -5585,6 +9097,11 @@ func (r RunSeriesNowResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r RunSeriesNowResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RunSeriesNowResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
@@ -5628,6 +9145,8 @@ type GetSettingsResponse struct {
 	JSON200 *Settings
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5638,6 +9157,11 @@ func (r GetSettingsResponse) GetJSON200() *Settings {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetSettingsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetSettingsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -5681,6 +9205,8 @@ type UpdateSettingsResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -5703,6 +9229,11 @@ func (r UpdateSettingsResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r UpdateSettingsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r UpdateSettingsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -5751,6 +9282,8 @@ type ListSettingsChangesResponse struct {
 	JSON200 *map[string]interface{}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -5763,6 +9296,11 @@ func (r ListSettingsChangesResponse) GetJSON200() *map[string]interface{} {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListSettingsChangesResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListSettingsChangesResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -5804,6 +9342,8 @@ type StreamEventsResponse struct {
 	HTTPResponse *http.Response
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
 	JSON422 *Error
 }
@@ -5811,6 +9351,11 @@ type StreamEventsResponse struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r StreamEventsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r StreamEventsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON422 returns the response for an HTTP 422 `application/json` response
@@ -5854,6 +9399,8 @@ type GetStatsResponse struct {
 	JSON200 *Stats
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5864,6 +9411,11 @@ func (r GetStatsResponse) GetJSON200() *Stats {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r GetStatsResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetStatsResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -5904,6 +9456,8 @@ type ListWorkersResponse struct {
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -5916,6 +9470,11 @@ func (r ListWorkersResponse) GetJSON200() *struct {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r ListWorkersResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListWorkersResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetBody returns the raw response body bytes
@@ -5953,9 +9512,12 @@ type EnqueueWorkflowResponse struct {
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
 		Jobs *[]struct {
-			Attempt           *int                    `json:"attempt,omitempty"`
-			CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
-			CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+			Attempt         *int                `json:"attempt,omitempty"`
+			CancelRequested *bool               `json:"cancel_requested,omitempty"`
+			CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
+
+			// ConcurrencyKey groups jobs of a queue (a tenant) for its per_key_concurrency and rotation
+			ConcurrencyKey    *string                 `json:"concurrency_key,omitempty"`
 			CreatedAt         *time.Time              `json:"created_at,omitempty"`
 			DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
 			EffectivePriority *float32                `json:"effective_priority,omitempty"`
@@ -5991,6 +9553,8 @@ type EnqueueWorkflowResponse struct {
 	JSON400 *Error
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -6000,9 +9564,12 @@ type EnqueueWorkflowResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r EnqueueWorkflowResponse) GetJSON201() *struct {
 	Jobs *[]struct {
-		Attempt           *int                    `json:"attempt,omitempty"`
-		CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
-		CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+		Attempt         *int                `json:"attempt,omitempty"`
+		CancelRequested *bool               `json:"cancel_requested,omitempty"`
+		CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
+
+		// ConcurrencyKey groups jobs of a queue (a tenant) for its per_key_concurrency and rotation
+		ConcurrencyKey    *string                 `json:"concurrency_key,omitempty"`
 		CreatedAt         *time.Time              `json:"created_at,omitempty"`
 		DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
 		EffectivePriority *float32                `json:"effective_priority,omitempty"`
@@ -6045,6 +9612,11 @@ func (r EnqueueWorkflowResponse) GetJSON400() *Error {
 // GetJSON401 returns the response for an HTTP 401 `application/json` response
 func (r EnqueueWorkflowResponse) GetJSON401() *Error {
 	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r EnqueueWorkflowResponse) GetJSON403() *Error {
+	return r.JSON403
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -6209,7 +9781,159 @@ func (r GetReadinessResponse) ContentType() string {
 	return ""
 }
 
+// ListAlertsWithResponse Alert history, newest first
+//
+// What the alert rules found: open alerts (status firing) and resolved ones. Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/alerts (the `ListAlerts` operationId).
+func (c *ClientWithResponses) ListAlertsWithResponse(ctx context.Context, params *ListAlertsParams, reqEditors ...RequestEditorFn) (*ListAlertsResponse, error) {
+	rsp, err := c.ListAlerts(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAlertsResponse(rsp)
+}
+
+// ListAlertDeliveriesWithResponse The latest alert notifications and how their delivery went
+//
+// Emails and webhooks from the outbox: sent, pending (waiting for a first try or a retry) or failed (given up after the last attempt). Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/alerts/deliveries (the `ListAlertDeliveries` operationId).
+func (c *ClientWithResponses) ListAlertDeliveriesWithResponse(ctx context.Context, params *ListAlertDeliveriesParams, reqEditors ...RequestEditorFn) (*ListAlertDeliveriesResponse, error) {
+	rsp, err := c.ListAlertDeliveries(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAlertDeliveriesResponse(rsp)
+}
+
+// ListAlertRulesWithResponse List alert rules
+//
+// Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/alerts/rules (the `ListAlertRules` operationId).
+func (c *ClientWithResponses) ListAlertRulesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListAlertRulesResponse, error) {
+	rsp, err := c.ListAlertRules(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListAlertRulesResponse(rsp)
+}
+
+// CreateAlertRuleWithBodyWithResponse Create an alert rule
+//
+// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+func (c *ClientWithResponses) CreateAlertRuleWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateAlertRuleResponse, error) {
+	rsp, err := c.CreateAlertRuleWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateAlertRuleResponse(rsp)
+}
+
+// CreateAlertRuleWithResponse Create an alert rule
+//
+// kind and name are required; other fields take the defaults shown in AlertRuleInput. A webhook without webhook_secret gets one made for it, returned in this response only. Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/alerts/rules (the `CreateAlertRule` operationId).
+func (c *ClientWithResponses) CreateAlertRuleWithResponse(ctx context.Context, body CreateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateAlertRuleResponse, error) {
+	rsp, err := c.CreateAlertRule(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateAlertRuleResponse(rsp)
+}
+
+// DeleteAlertRuleWithResponse Delete an alert rule and its alert history
+//
+// Needs the `admin` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/alerts/rules/{id} (the `DeleteAlertRule` operationId).
+func (c *ClientWithResponses) DeleteAlertRuleWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*DeleteAlertRuleResponse, error) {
+	rsp, err := c.DeleteAlertRule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeleteAlertRuleResponse(rsp)
+}
+
+// GetAlertRuleWithResponse Get an alert rule
+//
+// Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/alerts/rules/{id} (the `GetAlertRule` operationId).
+func (c *ClientWithResponses) GetAlertRuleWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*GetAlertRuleResponse, error) {
+	rsp, err := c.GetAlertRule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetAlertRuleResponse(rsp)
+}
+
+// UpdateAlertRuleWithBodyWithResponse Change an alert rule (partial)
+//
+// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+func (c *ClientWithResponses) UpdateAlertRuleWithBodyWithResponse(ctx context.Context, id int, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateAlertRuleResponse, error) {
+	rsp, err := c.UpdateAlertRuleWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateAlertRuleResponse(rsp)
+}
+
+// UpdateAlertRuleWithResponse Change an alert rule (partial)
+//
+// Disabling a rule, or changing what it watches, closes its open alerts without a notification. Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/alerts/rules/{id} (the `UpdateAlertRule` operationId).
+func (c *ClientWithResponses) UpdateAlertRuleWithResponse(ctx context.Context, id int, body UpdateAlertRuleJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateAlertRuleResponse, error) {
+	rsp, err := c.UpdateAlertRule(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateAlertRuleResponse(rsp)
+}
+
+// TestAlertRuleWithResponse Send a test notification to each of the rule's channels now
+//
+// Bypasses the outbox and reports, per channel, whether it was delivered. Needs the `operate` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/alerts/rules/{id}/test (the `TestAlertRule` operationId).
+func (c *ClientWithResponses) TestAlertRuleWithResponse(ctx context.Context, id int, reqEditors ...RequestEditorFn) (*TestAlertRuleResponse, error) {
+	rsp, err := c.TestAlertRule(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTestAlertRuleResponse(rsp)
+}
+
 // ListAuditWithResponse The audit trail of operator actions, newest first
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6224,6 +9948,8 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 
 // RunBenchmarkWithBodyWithResponse Run the scheduler benchmark (heap vs timing wheel)
 //
+// Needs the `admin` scope.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/benchmark/run (the `RunBenchmark` operationId).
@@ -6236,6 +9962,8 @@ func (c *ClientWithResponses) RunBenchmarkWithBodyWithResponse(ctx context.Conte
 }
 
 // RunBenchmarkWithResponse Run the scheduler benchmark (heap vs timing wheel)
+//
+// Needs the `admin` scope.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6250,6 +9978,8 @@ func (c *ClientWithResponses) RunBenchmarkWithResponse(ctx context.Context, body
 
 // ListBinWithResponse List the bin (soft-deleted jobs)
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/bin (the `ListBin` operationId).
@@ -6263,6 +9993,8 @@ func (c *ClientWithResponses) ListBinWithResponse(ctx context.Context, params *L
 
 // ListDeadLettersWithResponse List the dead-letter queue
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/dlq (the `ListDeadLetters` operationId).
@@ -6275,6 +10007,8 @@ func (c *ClientWithResponses) ListDeadLettersWithResponse(ctx context.Context, p
 }
 
 // ReplayDeadLettersWithResponse Replay dead-letter jobs: the given ids, or all with no body
+//
+// Needs the `operate` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6302,6 +10036,8 @@ func (c *ClientWithResponses) GetDocsWithResponse(ctx context.Context, reqEditor
 
 // ListJobsWithResponse List jobs, newest first
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/jobs (the `ListJobs` operationId).
@@ -6314,6 +10050,8 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 }
 
 // EnqueueJobWithBodyWithResponse Enqueue a job
+//
+// Needs the `enqueue` scope.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6328,6 +10066,8 @@ func (c *ClientWithResponses) EnqueueJobWithBodyWithResponse(ctx context.Context
 
 // EnqueueJobWithResponse Enqueue a job
 //
+// Needs the `enqueue` scope.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
@@ -6340,6 +10080,8 @@ func (c *ClientWithResponses) EnqueueJobWithResponse(ctx context.Context, body E
 }
 
 // EnqueueJobsWithBodyWithResponse Enqueue many jobs in one transaction (all or none)
+//
+// Needs the `enqueue` scope.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6354,6 +10096,8 @@ func (c *ClientWithResponses) EnqueueJobsWithBodyWithResponse(ctx context.Contex
 
 // EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 //
+// Needs the `enqueue` scope.
+//
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -6366,6 +10110,8 @@ func (c *ClientWithResponses) EnqueueJobsWithResponse(ctx context.Context, body 
 }
 
 // DeleteJobWithResponse Move a job to the bin, or purge it from the bin
+//
+// Needs the `operate` scope; with `purge` set, `admin`.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6380,6 +10126,8 @@ func (c *ClientWithResponses) DeleteJobWithResponse(ctx context.Context, id open
 
 // GetJobWithResponse A job with its executions and dependencies
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/jobs/{id} (the `GetJob` operationId).
@@ -6392,6 +10140,8 @@ func (c *ClientWithResponses) GetJobWithResponse(ctx context.Context, id openapi
 }
 
 // CancelJobWithResponse Cancel a waiting job, or ask a running one to stop
+//
+// Needs the `operate` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6406,6 +10156,8 @@ func (c *ClientWithResponses) CancelJobWithResponse(ctx context.Context, id open
 
 // ExplainJobWithResponse Why a job is where it is: the reasons, in plain words and with the numbers, computed from the database
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
@@ -6418,6 +10170,8 @@ func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id ope
 }
 
 // GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6432,6 +10186,8 @@ func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id ope
 
 // ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 //
+// Needs the `operate` scope.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/{id}/replay (the `ReplayJob` operationId).
@@ -6444,6 +10200,8 @@ func (c *ClientWithResponses) ReplayJobWithBodyWithResponse(ctx context.Context,
 }
 
 // ReplayJobWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
+//
+// Needs the `operate` scope.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6458,6 +10216,8 @@ func (c *ClientWithResponses) ReplayJobWithResponse(ctx context.Context, id open
 
 // RestoreJobWithResponse Restore a job from the bin
 //
+// Needs the `operate` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/{id}/restore (the `RestoreJob` operationId).
@@ -6471,6 +10231,8 @@ func (c *ClientWithResponses) RestoreJobWithResponse(ctx context.Context, id ope
 
 // RetryJobWithResponse Replay a dead-letter job, or run a scheduled one now
 //
+// Needs the `operate` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
@@ -6482,7 +10244,99 @@ func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id opena
 	return ParseRetryJobResponse(rsp)
 }
 
+// ListKeysWithResponse List API keys (never their secrets)
+//
+// Needs the `admin` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/keys (the `ListKeys` operationId).
+func (c *ClientWithResponses) ListKeysWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListKeysResponse, error) {
+	rsp, err := c.ListKeys(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListKeysResponse(rsp)
+}
+
+// CreateKeyWithBodyWithResponse Create a key for a calling service; the secret is shown once
+//
+// Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKeyWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// CreateKeyWithResponse Create a key for a calling service; the secret is shown once
+//
+// Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/keys (the `CreateKey` operationId).
+func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body CreateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateKeyResponse, error) {
+	rsp, err := c.CreateKey(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateKeyResponse(rsp)
+}
+
+// RevokeKeyWithResponse Revoke a key: its next request is refused
+//
+// Needs the `admin` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
+func (c *ClientWithResponses) RevokeKeyWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RevokeKeyResponse, error) {
+	rsp, err := c.RevokeKey(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokeKeyResponse(rsp)
+}
+
+// RotateKeyWithBodyWithResponse Give a key a new secret; the old one works until the window closes
+//
+// Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+func (c *ClientWithResponses) RotateKeyWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RotateKeyResponse, error) {
+	rsp, err := c.RotateKeyWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateKeyResponse(rsp)
+}
+
+// RotateKeyWithResponse Give a key a new secret; the old one works until the window closes
+//
+// Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
+func (c *ClientWithResponses) RotateKeyWithResponse(ctx context.Context, id openapi_types.UUID, body RotateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateKeyResponse, error) {
+	rsp, err := c.RotateKey(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotateKeyResponse(rsp)
+}
+
 // ListLogsWithResponse Structured log entries of this process, newest first
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6508,7 +10362,99 @@ func (c *ClientWithResponses) GetOpenAPIWithResponse(ctx context.Context, reqEdi
 	return ParseGetOpenAPIResponse(rsp)
 }
 
+// ListQueuesWithResponse List queues
+//
+// Every queue that has live jobs or settings, by name, with counts per state, the oldest waiting job, throughput and flow control. Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/queues (the `ListQueues` operationId).
+func (c *ClientWithResponses) ListQueuesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListQueuesResponse, error) {
+	rsp, err := c.ListQueues(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListQueuesResponse(rsp)
+}
+
+// GetQueueWithResponse Get a queue
+//
+// Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/queues/{name} (the `GetQueue` operationId).
+func (c *ClientWithResponses) GetQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*GetQueueResponse, error) {
+	rsp, err := c.GetQueue(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetQueueResponse(rsp)
+}
+
+// UpdateQueueWithBodyWithResponse Change a queue's limits
+//
+// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+func (c *ClientWithResponses) UpdateQueueWithBodyWithResponse(ctx context.Context, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*UpdateQueueResponse, error) {
+	rsp, err := c.UpdateQueueWithBody(ctx, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateQueueResponse(rsp)
+}
+
+// UpdateQueueWithResponse Change a queue's limits
+//
+// Applies to every process at once and is audited. Lowering a limit never stops running jobs. Needs the `admin` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with PATCH /api/v1/queues/{name} (the `UpdateQueue` operationId).
+func (c *ClientWithResponses) UpdateQueueWithResponse(ctx context.Context, name string, body UpdateQueueJSONRequestBody, reqEditors ...RequestEditorFn) (*UpdateQueueResponse, error) {
+	rsp, err := c.UpdateQueue(ctx, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseUpdateQueueResponse(rsp)
+}
+
+// PauseQueueWithResponse Pause a queue
+//
+// No process starts its jobs from now on (running jobs finish; enqueues are accepted). Survives restarts; audited. Needs the `operate` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/queues/{name}/pause (the `PauseQueue` operationId).
+func (c *ClientWithResponses) PauseQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*PauseQueueResponse, error) {
+	rsp, err := c.PauseQueue(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParsePauseQueueResponse(rsp)
+}
+
+// ResumeQueueWithResponse Resume a queue
+//
+// Its jobs start again in every process; audited. Needs the `operate` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/queues/{name}/resume (the `ResumeQueue` operationId).
+func (c *ClientWithResponses) ResumeQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*ResumeQueueResponse, error) {
+	rsp, err := c.ResumeQueue(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseResumeQueueResponse(rsp)
+}
+
 // ListSeriesWithResponse Recurring series
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6523,6 +10469,8 @@ func (c *ClientWithResponses) ListSeriesWithResponse(ctx context.Context, reqEdi
 
 // DeleteSeriesWithResponse End a series (past occurrences stay)
 //
+// Needs the `admin` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with DELETE /api/v1/recurring/{id} (the `DeleteSeries` operationId).
@@ -6535,6 +10483,8 @@ func (c *ClientWithResponses) DeleteSeriesWithResponse(ctx context.Context, id o
 }
 
 // GetSeriesWithResponse A recurring series
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6549,6 +10499,8 @@ func (c *ClientWithResponses) GetSeriesWithResponse(ctx context.Context, id open
 
 // PauseSeriesWithResponse Pause a series
 //
+// Needs the `operate` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/recurring/{id}/pause (the `PauseSeries` operationId).
@@ -6561,6 +10513,8 @@ func (c *ClientWithResponses) PauseSeriesWithResponse(ctx context.Context, id op
 }
 
 // ResumeSeriesWithResponse Resume a series
+//
+// Needs the `operate` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6575,6 +10529,8 @@ func (c *ClientWithResponses) ResumeSeriesWithResponse(ctx context.Context, id o
 
 // RunSeriesNowWithResponse Run one extra occurrence now
 //
+// Needs the `operate` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/recurring/{id}/run (the `RunSeriesNow` operationId).
@@ -6587,6 +10543,8 @@ func (c *ClientWithResponses) RunSeriesNowWithResponse(ctx context.Context, id o
 }
 
 // GetSettingsWithResponse Runtime settings
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6601,6 +10559,8 @@ func (c *ClientWithResponses) GetSettingsWithResponse(ctx context.Context, reqEd
 
 // UpdateSettingsWithBodyWithResponse Change runtime settings (partial)
 //
+// Needs the `admin` scope.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with PATCH /api/v1/settings (the `UpdateSettings` operationId).
@@ -6613,6 +10573,8 @@ func (c *ClientWithResponses) UpdateSettingsWithBodyWithResponse(ctx context.Con
 }
 
 // UpdateSettingsWithResponse Change runtime settings (partial)
+//
+// Needs the `admin` scope.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6627,6 +10589,8 @@ func (c *ClientWithResponses) UpdateSettingsWithResponse(ctx context.Context, bo
 
 // ListSettingsChangesWithResponse Recent settings changes with who made them
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/settings/changes (the `ListSettingsChanges` operationId).
@@ -6639,6 +10603,8 @@ func (c *ClientWithResponses) ListSettingsChangesWithResponse(ctx context.Contex
 }
 
 // StreamEventsWithResponse Server-Sent Events of job state changes
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6653,6 +10619,8 @@ func (c *ClientWithResponses) StreamEventsWithResponse(ctx context.Context, para
 
 // GetStatsWithResponse Counts per state, queue and type; throughput for the last hour
 //
+// Needs the `read` scope.
+//
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with GET /api/v1/stats (the `GetStats` operationId).
@@ -6665,6 +10633,8 @@ func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, reqEdito
 }
 
 // ListWorkersWithResponse Live worker processes and the jobs they run
+//
+// Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -6679,7 +10649,7 @@ func (c *ClientWithResponses) ListWorkersWithResponse(ctx context.Context, reqEd
 
 // EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6694,7 +10664,7 @@ func (c *ClientWithResponses) EnqueueWorkflowWithBodyWithResponse(ctx context.Co
 
 // EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -6746,6 +10716,422 @@ func (c *ClientWithResponses) GetReadinessWithResponse(ctx context.Context, reqE
 	return ParseGetReadinessResponse(rsp)
 }
 
+// ParseListAlertsResponse parses an HTTP response from a ListAlertsWithResponse call
+func ParseListAlertsResponse(rsp *http.Response) (*ListAlertsResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAlertsResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Alerts     *[]Alert `json:"alerts,omitempty"`
+			NextBefore *int     `json:"next_before,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAlertDeliveriesResponse parses an HTTP response from a ListAlertDeliveriesWithResponse call
+func ParseListAlertDeliveriesResponse(rsp *http.Response) (*ListAlertDeliveriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAlertDeliveriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Deliveries *[]AlertDelivery `json:"deliveries,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListAlertRulesResponse parses an HTTP response from a ListAlertRulesWithResponse call
+func ParseListAlertRulesResponse(rsp *http.Response) (*ListAlertRulesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListAlertRulesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Rules *[]AlertRule `json:"rules,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateAlertRuleResponse parses an HTTP response from a CreateAlertRuleWithResponse call
+func ParseCreateAlertRuleResponse(rsp *http.Response) (*CreateAlertRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateAlertRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest AlertRule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeleteAlertRuleResponse parses an HTTP response from a DeleteAlertRuleWithResponse call
+func ParseDeleteAlertRuleResponse(rsp *http.Response) (*DeleteAlertRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeleteAlertRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case rsp.StatusCode == 204:
+		break // No content-type
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetAlertRuleResponse parses an HTTP response from a GetAlertRuleWithResponse call
+func ParseGetAlertRuleResponse(rsp *http.Response) (*GetAlertRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetAlertRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AlertRule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateAlertRuleResponse parses an HTTP response from a UpdateAlertRuleWithResponse call
+func ParseUpdateAlertRuleResponse(rsp *http.Response) (*UpdateAlertRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateAlertRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest AlertRule
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTestAlertRuleResponse parses an HTTP response from a TestAlertRuleWithResponse call
+func ParseTestAlertRuleResponse(rsp *http.Response) (*TestAlertRuleResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TestAlertRuleResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Deliveries *[]AlertTestResult `json:"deliveries,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListAuditResponse parses an HTTP response from a ListAuditWithResponse call
 func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -6776,6 +11162,13 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
@@ -6824,6 +11217,13 @@ func ParseRunBenchmarkResponse(rsp *http.Response) (*RunBenchmarkResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6871,6 +11271,13 @@ func ParseListBinResponse(rsp *http.Response) (*ListBinResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -6910,6 +11317,13 @@ func ParseListDeadLettersResponse(rsp *http.Response) (*ListDeadLettersResponse,
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
@@ -6960,6 +11374,13 @@ func ParseReplayDeadLettersResponse(rsp *http.Response) (*ReplayDeadLettersRespo
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest Error
@@ -7024,6 +11445,13 @@ func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7077,6 +11505,13 @@ func ParseEnqueueJobResponse(rsp *http.Response) (*EnqueueJobResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Error
@@ -7141,6 +11576,13 @@ func ParseEnqueueJobsResponse(rsp *http.Response) (*EnqueueJobsResponse, error) 
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7201,6 +11643,13 @@ func ParseDeleteJobResponse(rsp *http.Response) (*DeleteJobResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -7263,6 +11712,13 @@ func ParseGetJobResponse(rsp *http.Response) (*GetJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7316,6 +11772,13 @@ func ParseCancelJobResponse(rsp *http.Response) (*CancelJobResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -7371,6 +11834,13 @@ func ParseExplainJobResponse(rsp *http.Response) (*ExplainJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7420,6 +11890,13 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -7477,6 +11954,13 @@ func ParseReplayJobResponse(rsp *http.Response) (*ReplayJobResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -7546,6 +12030,13 @@ func ParseRestoreJobResponse(rsp *http.Response) (*RestoreJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7600,6 +12091,13 @@ func ParseRetryJobResponse(rsp *http.Response) (*RetryJobResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7613,6 +12111,231 @@ func ParseRetryJobResponse(rsp *http.Response) (*RetryJobResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseListKeysResponse parses an HTTP response from a ListKeysWithResponse call
+func ParseListKeysResponse(rsp *http.Response) (*ListKeysResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListKeysResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Keys *[]APIKey `json:"keys,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateKeyResponse parses an HTTP response from a CreateKeyWithResponse call
+func ParseCreateKeyResponse(rsp *http.Response) (*CreateKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest APIKeyWithSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRevokeKeyResponse parses an HTTP response from a RevokeKeyWithResponse call
+func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokeKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKey
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotateKeyResponse parses an HTTP response from a RotateKeyWithResponse call
+func ParseRotateKeyResponse(rsp *http.Response) (*RotateKeyResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotateKeyResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest APIKeyWithSecret
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 
@@ -7649,6 +12372,13 @@ func ParseListLogsResponse(rsp *http.Response) (*ListLogsResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
@@ -7688,6 +12418,257 @@ func ParseGetOpenAPIResponse(rsp *http.Response) (*GetOpenAPIResponse, error) {
 	return response, nil
 }
 
+// ParseListQueuesResponse parses an HTTP response from a ListQueuesWithResponse call
+func ParseListQueuesResponse(rsp *http.Response) (*ListQueuesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListQueuesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Queues *[]Queue `json:"queues,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetQueueResponse parses an HTTP response from a GetQueueWithResponse call
+func ParseGetQueueResponse(rsp *http.Response) (*GetQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseUpdateQueueResponse parses an HTTP response from a UpdateQueueWithResponse call
+func ParseUpdateQueueResponse(rsp *http.Response) (*UpdateQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &UpdateQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParsePauseQueueResponse parses an HTTP response from a PauseQueueWithResponse call
+func ParsePauseQueueResponse(rsp *http.Response) (*PauseQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &PauseQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseResumeQueueResponse parses an HTTP response from a ResumeQueueWithResponse call
+func ParseResumeQueueResponse(rsp *http.Response) (*ResumeQueueResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ResumeQueueResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Queue
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListSeriesResponse parses an HTTP response from a ListSeriesWithResponse call
 func ParseListSeriesResponse(rsp *http.Response) (*ListSeriesResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -7717,6 +12698,13 @@ func ParseListSeriesResponse(rsp *http.Response) (*ListSeriesResponse, error) {
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	}
 
@@ -7757,6 +12745,13 @@ func ParseDeleteSeriesResponse(rsp *http.Response) (*DeleteSeriesResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -7805,6 +12800,13 @@ func ParseGetSeriesResponse(rsp *http.Response) (*GetSeriesResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7851,6 +12853,13 @@ func ParsePauseSeriesResponse(rsp *http.Response) (*PauseSeriesResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
@@ -7899,6 +12908,13 @@ func ParseResumeSeriesResponse(rsp *http.Response) (*ResumeSeriesResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7946,6 +12962,13 @@ func ParseRunSeriesNowResponse(rsp *http.Response) (*RunSeriesNowResponse, error
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -7985,6 +13008,13 @@ func ParseGetSettingsResponse(rsp *http.Response) (*GetSettingsResponse, error) 
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	}
 
@@ -8028,6 +13058,13 @@ func ParseUpdateSettingsResponse(rsp *http.Response) (*UpdateSettingsResponse, e
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest Error
@@ -8076,6 +13113,13 @@ func ParseListSettingsChangesResponse(rsp *http.Response) (*ListSettingsChangesR
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -8108,6 +13152,13 @@ func ParseStreamEventsResponse(rsp *http.Response) (*StreamEventsResponse, error
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
 		var dest Error
@@ -8149,6 +13200,13 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	}
 
 	return response, nil
@@ -8184,6 +13242,13 @@ func ParseListWorkersResponse(rsp *http.Response) (*ListWorkersResponse, error) 
 		}
 		response.JSON401 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
 	}
 
 	return response, nil
@@ -8206,9 +13271,12 @@ func ParseEnqueueWorkflowResponse(rsp *http.Response) (*EnqueueWorkflowResponse,
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
 			Jobs *[]struct {
-				Attempt           *int                    `json:"attempt,omitempty"`
-				CancelRequested   *bool                   `json:"cancel_requested,omitempty"`
-				CancelledBy       *openapi_types.UUID     `json:"cancelled_by,omitempty"`
+				Attempt         *int                `json:"attempt,omitempty"`
+				CancelRequested *bool               `json:"cancel_requested,omitempty"`
+				CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
+
+				// ConcurrencyKey groups jobs of a queue (a tenant) for its per_key_concurrency and rotation
+				ConcurrencyKey    *string                 `json:"concurrency_key,omitempty"`
 				CreatedAt         *time.Time              `json:"created_at,omitempty"`
 				DeletedAt         *time.Time              `json:"deleted_at,omitempty"`
 				EffectivePriority *float32                `json:"effective_priority,omitempty"`
@@ -8258,6 +13326,13 @@ func ParseEnqueueWorkflowResponse(rsp *http.Response) (*EnqueueWorkflowResponse,
 			return nil, err
 		}
 		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest Error
