@@ -31,7 +31,7 @@ func (s *server) createPage(c *fiber.Ctx) error {
 			}
 		}
 	}
-	return render(c, http.StatusOK, views.CreatePage(s.chrome(c, "Create a job", "new", false), f))
+	return render(c, http.StatusOK, views.CreatePage(s.chrome(c, "Create a job", "jobs", false), f))
 }
 
 var createFields = []string{"type", "queue", "priority", "payload", "run_at", "delay_seconds", "max_retries",
