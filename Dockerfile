@@ -25,8 +25,7 @@ ARG VERSION=dev
 RUN CGO_ENABLED=0 go build -trimpath -tags timetzdata \
       -ldflags "-s -w -X main.version=${VERSION}" \
       -o /out/flint . \
- && /out/flint version \
- && mkdir -p /out/log
+ && /out/flint version
 
 # ---- run --------------------------------------------------------------------
 # distroless/static: CA certificates (for https and smtps), /etc/passwd with
@@ -39,19 +38,15 @@ LABEL org.opencontainers.image.title="flint" \
       org.opencontainers.image.version="${VERSION}"
 
 COPY --from=build /out/flint /flint
-# The log directory, owned by the user Flint runs as (the image has no shell
-# to make it at run time).
-COPY --from=build --chown=65532:65532 /out/log /var/log/flint
 
 # nonroot (65532) by number, so runtimes that check runAsNonRoot accept it.
 USER 65532:65532
 
-# Logs go to stdout, which the container runtime collects, and to a file
-# rotated at 10 MB (5 kept) that the dashboard's Logs page reads. Mount a
-# volume on /var/log/flint to keep it across containers, or set
-# FLINT_LOG_FILE=- for stdout only (a read-only root file system, say).
-ENV FLINT_ADDR=:8080 \
-    FLINT_LOG_FILE=/var/log/flint/flint.log
+# Logs go to stdout, which the container runtime collects, and (batched,
+# scrubbed) to the database, where the dashboard's Logs page shows those of
+# every Flint container. Nothing is written to the file system, so a
+# read-only root file system works.
+ENV FLINT_ADDR=:8080
 
 EXPOSE 8080
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"os/exec"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,7 +22,6 @@ import (
 	"flint/db/dbtest"
 	"flint/handlers"
 	"flint/jobs"
-	"flint/logs"
 	"flint/workers"
 )
 
@@ -75,11 +73,8 @@ func startDashboard(t *testing.T) *dashboardRig {
 	run(l.Run)
 	<-ready
 	run(pool.Run)
-	lg, err := logs.New(logs.Config{File: filepath.Join(t.TempDir(), "flint.log"), Stdout: io.Discard})
-	require.NoError(t, err)
-	t.Cleanup(func() { lg.Close() })
 	app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: ctx, Broker: broker, Dashboard: store,
-		Audit: store, Logs: lg, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
+		Audit: store, Logs: store, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}, Wake: pool.Wake},
 		store, reg, logger)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

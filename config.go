@@ -48,7 +48,7 @@ type Config struct {
 	MetricsAddr            string // FLINT_METRICS_ADDR: a separate listener for /metrics (worker and scheduler processes)
 	SMTPFrom               string // FLINT_SMTP_FROM
 	HTTPAllow              []string
-	LogFile                string // FLINT_LOG_FILE; "-" or empty for stdout only
+	LogFile                string // FLINT_LOG_FILE: also log to this rotated file; "" or "-" for stdout only
 	LogLevel               string // LOG_LEVEL
 	LogFormat              string // LOG_FORMAT
 
@@ -154,7 +154,7 @@ func readEnv(r *configReader) *Config {
 		PublicURL:         r.str("FLINT_PUBLIC_URL", "http://localhost:8080"),
 		MetricsAddr:       r.str("FLINT_METRICS_ADDR", ""),
 		SMTPFrom:          r.str("FLINT_SMTP_FROM", "Flint <flint@localhost>"),
-		LogFile:           r.str("FLINT_LOG_FILE", "log/flint.log"),
+		LogFile:           r.str("FLINT_LOG_FILE", ""),
 		LogLevel:          r.str("LOG_LEVEL", "info"),
 		LogFormat:         r.str("LOG_FORMAT", "json"),
 		LeaseTTL:          r.dur("FLINT_LEASE_TTL", 30*time.Second),

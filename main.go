@@ -87,14 +87,11 @@ func main() {
 		os.Exit(2)
 	}
 	defer lg.Close()
-	logger := lg.Slog()
-	closeLog := func() { _ = lg.Close() }
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, rolesOf(cmd), cfg, lg); err != nil {
-		logger.Error("flint stopped with an error", "error", err)
-		closeLog()
+	if err := run(ctx, rolesOf(cmd), cfg, lg); err != nil { // run logged it
+		_ = lg.Close()
 		os.Exit(1)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -74,12 +75,19 @@ type process struct {
 
 // run starts the components of the process's roles and blocks until ctx
 // is done (a signal) or one of them fails, then shuts everything down in
-// order.
-func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) error {
+// order. An error is logged here, before the log's last entries are
+// shipped to the database, so that the Logs page shows why a process
+// stopped.
+func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (err error) {
 	p := &process{roles: r, cfg: cfg, lg: lg, logger: lg.Slog().With("role", r.name), ctx: ctx, clock: jobs.SystemClock{}}
 	defer func() {
 		for i := len(p.cleanup) - 1; i >= 0; i-- {
 			p.cleanup[i]()
+		}
+	}()
+	defer func() {
+		if err != nil {
+			p.logger.Error("flint stopped with an error", "error", err)
 		}
 	}()
 	if r.migrates {
@@ -133,6 +141,7 @@ func (p *process) open() error {
 		return err
 	}
 	p.cleanup = append(p.cleanup, p.store.Close)
+	p.shipLogs()
 	if p.cfg.RedisURL != "" {
 		if p.rds, err = db.OpenRedis(p.ctx, p.cfg.RedisURL, p.cfg.RedisPrefix, p.logger); err != nil {
 			return err
@@ -159,6 +168,21 @@ func (p *process) open() error {
 		p.settings.Set(st)
 	}
 	return nil
+}
+
+// shipLogs stores this process's log entries in the database, for the
+// Logs page of any API process, until the process ends: the entries from
+// its start, and its last ones after the components stopped (cleanup runs
+// it before the store closes).
+func (p *process) shipLogs() {
+	host, _ := os.Hostname()
+	sctx, stop := context.WithCancel(context.WithoutCancel(p.ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.lg.Ship(sctx, p.store, logs.ShipConfig{Process: logs.Process{ID: p.cfg.WorkerID, Host: host, Role: p.roles.name}})
+	}()
+	p.cleanup = append(p.cleanup, func() { stop(); <-done })
 }
 
 func (p *process) readyQueue() bool { return p.rds != nil && p.cfg.ReadyQueue == "redis" }
@@ -363,7 +387,7 @@ func (p *process) startHTTP() error {
 		Workers:    func(ctx context.Context) ([]jobs.WorkerInfo, error) { return p.store.ListWorkers(ctx, 15*time.Second) },
 		RedisState: p.redisState,
 		Metrics:    p.mx.Protected(cfg.MetricsToken),
-		Logs:       p.lg,
+		Logs:       p.store,
 		Audit:      p.store,
 		Alerts:     p.store,
 		AlertTest:  p.notifier.SendTest,

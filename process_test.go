@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -486,30 +485,87 @@ func TestCommandLine(t *testing.T) {
 	require.Contains(t, out, `unknown command "frobnicate"`)
 }
 
-// TestImageLogsToAFileItOwns: the container image writes a log file (the
-// Logs page reads it) in a directory that belongs to the user it runs as;
-// the image has no shell to make one at run time.
-func TestImageLogsToAFileItOwns(t *testing.T) {
+// TestImageLogsToStdoutAndTheDatabase: the container image writes no log
+// file (the Logs page reads the database, and the runtime collects
+// stdout), so it needs no writable directory; FLINT_LOG_FILE still adds a
+// file for hosts without a log collector.
+func TestImageLogsToStdoutAndTheDatabase(t *testing.T) {
 	t.Parallel()
 	b, err := os.ReadFile("Dockerfile")
 	require.NoError(t, err)
 	df := string(b)
-	user := regexp.MustCompile(`(?m)^USER (\S+)`).FindStringSubmatch(df)
-	require.NotNil(t, user)
-	logFile := regexp.MustCompile(`(?m)^\s+FLINT_LOG_FILE=(\S+)$`).FindStringSubmatch(df)
-	require.NotNil(t, logFile)
-	require.NotEqual(t, "-", logFile[1], "the Logs page needs a file")
-	require.Regexp(t, `(?m)^COPY --from=build --chown=`+regexp.QuoteMeta(user[1])+` \S+ `+regexp.QuoteMeta(filepath.Dir(logFile[1]))+`$`, df,
-		"the log directory is given to the image's user")
+	require.NotRegexp(t, `(?m)^\s*(ENV\s+)?FLINT_LOG_FILE=`, df)
+	require.NotContains(t, df, "/var/log")
 
-	// And the binary writes there, creating nothing but the file.
 	dir := filepath.Join(t.TempDir(), "log")
 	require.NoError(t, os.Mkdir(dir, 0o755))
 	cmd := exec.Command(flintBinary(t), "migrate")
 	cmd.Env = append(os.Environ(), "DATABASE_URL="+dbtest.NewDatabase(t), "FLINT_LOG_FILE="+filepath.Join(dir, "flint.log"), "LOG_LEVEL=info")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(out))
+	require.Contains(t, string(out), `"role":"migrate"`, "stdout")
 	logged, err := os.ReadFile(filepath.Join(dir, "flint.log"))
 	require.NoError(t, err)
 	require.Contains(t, string(logged), `"role":"migrate"`)
+}
+
+// TestLogsOfEveryProcess runs an API process and a worker process, each
+// logging to stdout only (as in the container image), on one database:
+// the API's log endpoint returns the entries of both, narrowed to one
+// process on request, down to the worker's last words as it stops.
+func TestLogsOfEveryProcess(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	apiProc := startFlint(t, "api", u, "FLINT_ADDR="+addr, "FLINT_WORKER_ID=api-one")
+	apiProc.ready(t, 60*time.Second)
+	worker := startFlint(t, "worker", u, "FLINT_WORKER_ID=worker-one")
+	worker.ready(t, 60*time.Second)
+
+	type entry struct {
+		Msg       string `json:"msg"`
+		Level     string `json:"level"`
+		ProcessID string `json:"process_id"`
+		Role      string `json:"role"`
+		Host      string `json:"host"`
+	}
+	read := func(query string) []entry {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/api/v1/logs?limit=500&"+query, nil)
+		req.Header.Set("X-API-Key", "test-key-0123456789abcdef")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var out struct{ Entries []entry }
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return out.Entries
+	}
+	started := func(es []entry, process string) bool {
+		for _, e := range es {
+			if e.Msg == "flint started" && e.ProcessID == process {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, func() bool {
+		all := read("")
+		return started(all, "api-one") && started(all, "worker-one")
+	}, 30*time.Second, 100*time.Millisecond, "both processes' start is in the log")
+
+	host, _ := os.Hostname()
+	onWorker := read("process=worker-one")
+	require.NotEmpty(t, onWorker)
+	for _, e := range onWorker {
+		require.Equal(t, entry{Msg: e.Msg, Level: e.Level, ProcessID: "worker-one", Role: "worker", Host: host}, e)
+	}
+	require.False(t, started(onWorker, "api-one"))
+
+	require.NoError(t, worker.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, worker.wait(t, 30*time.Second))
+	last := read("process=worker-one")[0]
+	require.Equal(t, "flint stopped", last.Msg, "a stopping process stores its last entries")
 }

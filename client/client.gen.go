@@ -543,6 +543,60 @@ func (e CreateKeyJSONBodyScopes) Valid() bool {
 	}
 }
 
+// Defines values for ListLogsParamsLevel.
+const (
+	ListLogsParamsLevelDebug   ListLogsParamsLevel = "debug"
+	ListLogsParamsLevelError   ListLogsParamsLevel = "error"
+	ListLogsParamsLevelInfo    ListLogsParamsLevel = "info"
+	ListLogsParamsLevelWarn    ListLogsParamsLevel = "warn"
+	ListLogsParamsLevelWarning ListLogsParamsLevel = "warning"
+)
+
+// Valid indicates whether the value is a known member of the ListLogsParamsLevel enum.
+func (e ListLogsParamsLevel) Valid() bool {
+	switch e {
+	case ListLogsParamsLevelDebug:
+		return true
+	case ListLogsParamsLevelError:
+		return true
+	case ListLogsParamsLevelInfo:
+		return true
+	case ListLogsParamsLevelWarn:
+		return true
+	case ListLogsParamsLevelWarning:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for ListLogsParamsLast.
+const (
+	N15m ListLogsParamsLast = "15m"
+	N1h  ListLogsParamsLast = "1h"
+	N24h ListLogsParamsLast = "24h"
+	N6h  ListLogsParamsLast = "6h"
+	N7d  ListLogsParamsLast = "7d"
+)
+
+// Valid indicates whether the value is a known member of the ListLogsParamsLast enum.
+func (e ListLogsParamsLast) Valid() bool {
+	switch e {
+	case N15m:
+		return true
+	case N1h:
+		return true
+	case N24h:
+		return true
+	case N6h:
+		return true
+	case N7d:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnqueueWorkflowJSONBodyJobsPriority0.
 const (
 	EnqueueWorkflowJSONBodyJobsPriority0N1 EnqueueWorkflowJSONBodyJobsPriority0 = 1
@@ -1042,6 +1096,35 @@ type JobPage struct {
 	NextCursor *string `json:"next_cursor,omitempty"`
 }
 
+// LogEntry One structured log entry of a Flint process, scrubbed of secrets before it was stored.
+type LogEntry struct {
+	// Attrs every other attribute, groups as nested objects
+	Attrs     *map[string]interface{} `json:"attrs,omitempty"`
+	Component *string                 `json:"component,omitempty"`
+	Error     *string                 `json:"error,omitempty"`
+	Host      string                  `json:"host"`
+
+	// Id the entry's number in the log
+	Id    int64               `json:"id"`
+	JobId *openapi_types.UUID `json:"job_id,omitempty"`
+
+	// Level DEBUG, INFO, WARN or ERROR (slog's names; INFO+2 and the like for levels in between)
+	Level string `json:"level"`
+	Msg   string `json:"msg"`
+
+	// ProcessId the process's FLINT_WORKER_ID, as in leases and GET /api/v1/workers
+	ProcessId string  `json:"process_id"`
+	Queue     *string `json:"queue,omitempty"`
+
+	// Role what the process runs: serve, api, worker or scheduler
+	Role string `json:"role"`
+
+	// Time when the process logged it (its own clock)
+	Time     time.Time `json:"time"`
+	Type     *string   `json:"type,omitempty"`
+	WorkerId *string   `json:"worker_id,omitempty"`
+}
+
 // Queue defines model for Queue.
 type Queue struct {
 	// Concurrency max jobs of the queue running at once across all processes; null = unlimited
@@ -1105,16 +1188,19 @@ type Schedule struct {
 
 // Settings defines model for Settings.
 type Settings struct {
-	AgingFloor              *float32                   `json:"aging_floor,omitempty"`
-	AgingIntervalSeconds    *int                       `json:"aging_interval_seconds,omitempty"`
-	AgingLowAfterSeconds    *int                       `json:"aging_low_after_seconds,omitempty"`
-	AgingMediumAfterSeconds *int                       `json:"aging_medium_after_seconds,omitempty"`
-	AgingStep               *float32                   `json:"aging_step,omitempty"`
-	AlertCooldownSeconds    *int                       `json:"alert_cooldown_seconds,omitempty"`
-	AlertEmails             *[]openapi_types.Email     `json:"alert_emails,omitempty"`
-	AuditRetentionDays      *int                       `json:"audit_retention_days,omitempty"`
-	DefaultMaxRetries       *int                       `json:"default_max_retries,omitempty"`
-	DlqThreshold            *int                       `json:"dlq_threshold,omitempty"`
+	AgingFloor              *float32               `json:"aging_floor,omitempty"`
+	AgingIntervalSeconds    *int                   `json:"aging_interval_seconds,omitempty"`
+	AgingLowAfterSeconds    *int                   `json:"aging_low_after_seconds,omitempty"`
+	AgingMediumAfterSeconds *int                   `json:"aging_medium_after_seconds,omitempty"`
+	AgingStep               *float32               `json:"aging_step,omitempty"`
+	AlertCooldownSeconds    *int                   `json:"alert_cooldown_seconds,omitempty"`
+	AlertEmails             *[]openapi_types.Email `json:"alert_emails,omitempty"`
+	AuditRetentionDays      *int                   `json:"audit_retention_days,omitempty"`
+	DefaultMaxRetries       *int                   `json:"default_max_retries,omitempty"`
+	DlqThreshold            *int                   `json:"dlq_threshold,omitempty"`
+
+	// LogRetentionDays days the Logs page's entries (every process's log) are kept; 0 keeps them for ever
+	LogRetentionDays        *int                       `json:"log_retention_days,omitempty"`
 	RetentionBinDays        *int                       `json:"retention_bin_days,omitempty"`
 	RetentionCancelledDays  *int                       `json:"retention_cancelled_days,omitempty"`
 	RetentionCompletedDays  *int                       `json:"retention_completed_days,omitempty"`
@@ -1307,24 +1393,42 @@ type RotateKeyJSONBody struct {
 
 // ListLogsParams defines parameters for ListLogs.
 type ListLogsParams struct {
-	// Level minimum level: debug, info, warn, error
-	Level *string `form:"level,omitempty" json:"level,omitempty"`
+	// Level minimum level: debug, info, warn (or warning), error
+	Level *ListLogsParamsLevel `form:"level,omitempty" json:"level,omitempty"`
+
+	// Process one process's entries: its process_id
+	Process *string `form:"process,omitempty" json:"process,omitempty"`
+
+	// Component one component's entries (exact), e.g. worker, reaper, http
+	Component *string `form:"component,omitempty" json:"component,omitempty"`
 
 	// JobId entries about one job
-	JobId *string `form:"job_id,omitempty" json:"job_id,omitempty"`
+	JobId *openapi_types.UUID `form:"job_id,omitempty" json:"job_id,omitempty"`
 
-	// Q text
+	// Q text in the message, component, job id or any attribute key or value (case-insensitive)
 	Q *string `form:"q,omitempty" json:"q,omitempty"`
 
-	// Since RFC 3339 time
+	// Since entries at or after this time: RFC 3339 (without a zone: UTC)
 	Since *string `form:"since,omitempty" json:"since,omitempty"`
 
-	// Limit 1-500
+	// Until entries before this time: RFC 3339 (without a zone: UTC)
+	Until *string `form:"until,omitempty" json:"until,omitempty"`
+
+	// Last entries of the last 15m, 1h, 6h, 24h or 7d (with since, the later of the two)
+	Last *ListLogsParamsLast `form:"last,omitempty" json:"last,omitempty"`
+
+	// Limit entries per page, 1-500 (default 100)
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 
 	// Before next_before of the previous page
 	Before *string `form:"before,omitempty" json:"before,omitempty"`
 }
+
+// ListLogsParamsLevel defines parameters for ListLogs.
+type ListLogsParamsLevel string
+
+// ListLogsParamsLast defines parameters for ListLogs.
+type ListLogsParamsLast string
 
 // ListSettingsChangesParams defines parameters for ListSettingsChanges.
 type ListSettingsChangesParams struct {
@@ -1973,9 +2077,9 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
 	RotateKey(ctx context.Context, id openapi_types.UUID, body RotateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListLogs Structured log entries of this process, newest first
+	// ListLogs Structured log entries of every Flint process, newest first
 	//
-	// Needs the `read` scope.
+	// Every Flint process (serve, api, worker, scheduler) stores its log entries in the database in batches, scrubbed of secrets; they are kept for the log_retention_days setting. Entries come newest first by time; page with before=next_before. Stdout keeps the complete record: a process that could not reach the database stores a "log entries dropped before reaching the database" entry with the count once it can. Needs the `read` scope.
 	//
 	// Corresponds with GET /api/v1/logs (the `ListLogs` operationId).
 	ListLogs(ctx context.Context, params *ListLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2819,9 +2923,9 @@ func (c *Client) RotateKey(ctx context.Context, id openapi_types.UUID, body Rota
 	return c.Client.Do(req)
 }
 
-// ListLogs Structured log entries of this process, newest first
+// ListLogs Structured log entries of every Flint process, newest first
 //
-// Needs the `read` scope.
+// Every Flint process (serve, api, worker, scheduler) stores its log entries in the database in batches, scrubbed of secrets; they are kept for the log_retention_days setting. Entries come newest first by time; page with before=next_before. Stdout keeps the complete record: a process that could not reach the database stores a "log entries dropped before reaching the database" entry with the count once it can. Needs the `read` scope.
 //
 // Corresponds with GET /api/v1/logs (the `ListLogs` operationId).
 func (c *Client) ListLogs(ctx context.Context, params *ListLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4746,9 +4850,33 @@ func NewListLogsRequest(server string, params *ListLogsParams) (*http.Request, e
 
 		}
 
+		if params.Process != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "process", *params.Process, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Component != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "component", *params.Component, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if params.JobId != nil {
 
-			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "job_id", *params.JobId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -4773,6 +4901,30 @@ func NewListLogsRequest(server string, params *ListLogsParams) (*http.Request, e
 		if params.Since != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "since", *params.Since, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Until != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "until", *params.Until, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Last != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "last", *params.Last, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -5984,9 +6136,9 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/keys/{id}/rotate (the `RotateKey` operationId).
 	RotateKeyWithResponse(ctx context.Context, id openapi_types.UUID, body RotateKeyJSONRequestBody, reqEditors ...RequestEditorFn) (*RotateKeyResponse, error)
 
-	// ListLogsWithResponse Structured log entries of this process, newest first
+	// ListLogsWithResponse Structured log entries of every Flint process, newest first
 	//
-	// Needs the `read` scope.
+	// Every Flint process (serve, api, worker, scheduler) stores its log entries in the database in batches, scrubbed of secrets; they are kept for the log_retention_days setting. Entries come newest first by time; page with before=next_before. Stdout keeps the complete record: a process that could not reach the database stores a "log entries dropped before reaching the database" entry with the count once it can. Needs the `read` scope.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8302,8 +8454,10 @@ type ListLogsResponse struct {
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
-		Entries    *[]map[string]interface{} `json:"entries,omitempty"`
-		NextBefore *string                   `json:"next_before,omitempty"`
+		Entries []LogEntry `json:"entries"`
+
+		// NextBefore the cursor of the next (older) page; null on the last
+		NextBefore *string `json:"next_before"`
 	}
 	// JSON401 the response for an HTTP 401 `application/json` response
 	JSON401 *Error
@@ -8315,8 +8469,10 @@ type ListLogsResponse struct {
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r ListLogsResponse) GetJSON200() *struct {
-	Entries    *[]map[string]interface{} `json:"entries,omitempty"`
-	NextBefore *string                   `json:"next_before,omitempty"`
+	Entries []LogEntry `json:"entries"`
+
+	// NextBefore the cursor of the next (older) page; null on the last
+	NextBefore *string `json:"next_before"`
 } {
 	return r.JSON200
 }
@@ -10334,9 +10490,9 @@ func (c *ClientWithResponses) RotateKeyWithResponse(ctx context.Context, id open
 	return ParseRotateKeyResponse(rsp)
 }
 
-// ListLogsWithResponse Structured log entries of this process, newest first
+// ListLogsWithResponse Structured log entries of every Flint process, newest first
 //
-// Needs the `read` scope.
+// Every Flint process (serve, api, worker, scheduler) stores its log entries in the database in batches, scrubbed of secrets; they are kept for the log_retention_days setting. Entries come newest first by time; page with before=next_before. Stdout keeps the complete record: a process that could not reach the database stores a "log entries dropped before reaching the database" entry with the count once it can. Needs the `read` scope.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12358,8 +12514,10 @@ func ParseListLogsResponse(rsp *http.Response) (*ListLogsResponse, error) {
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
-			Entries    *[]map[string]interface{} `json:"entries,omitempty"`
-			NextBefore *string                   `json:"next_before,omitempty"`
+			Entries []LogEntry `json:"entries"`
+
+			// NextBefore the cursor of the next (older) page; null on the last
+			NextBefore *string `json:"next_before"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err

@@ -13,7 +13,7 @@
 //     is the fastest, and one column list serves every statement.
 //   - Read models (executions, dependencies, settings history, dashboard
 //     counts, failures and throughput, stats, audit entries, the alert
-//     outbox, workers) are read with sqlx's SelectContext or GetContext over
+//     outbox, workers, the log of every process) are read with sqlx's SelectContext or GetContext over
 //     pgx's database/sql driver, by column name into unexported row structs
 //     with db tags, which are then converted to the jobs types. A column
 //     that is an expression carries an alias naming its field.

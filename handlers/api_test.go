@@ -394,9 +394,7 @@ func uuidNew() string { return uuid.NewString() }
 func uuidMust(s string) uuid.UUID { return uuid.MustParse(s) }
 
 type (
-	logsQuery = logs.Query
-	logsEntry = logs.Entry
-	logsTail  = logs.Tail
+	logsQuery   = logs.Query
+	logsEntry   = logs.Entry
+	logsProcess = logs.SeenProcess
 )
-
-var logsNewTail = logs.NewTail

@@ -42,7 +42,8 @@ import (
 //     when jobs overflowed; kinds_more says there were more kinds than
 //     listed. "new" marks a job just enqueued (no attempt yet).
 //   - topics: "stats" (jobs moved; at most once a second), "workers",
-//     "audit", "settings", "logs": what a page without job rows refreshes on.
+//     "audit", "settings", "logs", "alerts": what a page without job rows
+//     refreshes on.
 //
 // The stream starts with an "event: ping" and has one every sseHeartbeat
 // (its heartbeat), which lets the leader notice a dead stream.
@@ -59,13 +60,10 @@ const (
 	maxRowsPerFetch = 100 // rows a page may fetch at once (a list shows 50)
 )
 
-// Topics that no job event announces are polled while any dashboard stream
-// is open: the log tail (in memory) every liveTopicTick, the database ones
-// every liveTopicPoll.
-var (
-	liveTopicTick = time.Second
-	liveTopicPoll = 2 * time.Second
-)
+// Topics that no job event announces (workers, settings, audit, logs,
+// alerts) are read from the database every liveTopicPoll while any
+// dashboard stream is open.
+var liveTopicPoll = 2 * time.Second
 
 type liveJob struct {
 	ID      uuid.UUID  `json:"id"`
@@ -187,23 +185,15 @@ func (t *liveTopics) since(seen map[string]uint64) (moved []string, now map[stri
 
 // watchTopics polls the topics while any dashboard stream is open.
 func (s *server) watchTopics(ctx context.Context) {
-	tick := time.NewTicker(liveTopicTick)
+	tick := time.NewTicker(liveTopicPoll)
 	defer tick.Stop()
-	var polled time.Time
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
-		if s.live.streams.Load() == 0 {
-			continue
-		}
-		if s.logs != nil {
-			s.live.set("logs", strconv.FormatUint(s.logs.Tail().Seq(), 10))
-		}
-		if time.Since(polled) >= liveTopicPoll {
-			polled = time.Now()
+		if s.live.streams.Load() > 0 {
 			s.pollTopics(ctx)
 		}
 	}
@@ -229,6 +219,11 @@ func (s *server) pollTopics(ctx context.Context) {
 		}
 		s.live.set("settings", print)
 	}
+	if s.logs != nil {
+		if mark, err := s.logs.LogMark(ctx); err == nil {
+			s.live.set("logs", mark)
+		}
+	}
 	if s.alerts != nil {
 		if mark, err := s.alerts.AlertsMark(ctx); err == nil {
 			s.live.set("alerts", mark)
@@ -248,7 +243,14 @@ func (s *server) pollTopics(ctx context.Context) {
 // dashboardEvents handles GET /events, the browser's one live stream.
 func (s *server) dashboardEvents(c *fiber.Ctx) error {
 	return s.openEventStream(c, livePing, func(ctx context.Context, st *eventStream) {
-		s.live.streams.Add(1)
+		if s.live.streams.Add(1) == 1 {
+			// Nobody polled while no stream was open: take the topics as
+			// they are now before this stream starts from them, or a
+			// change before the poller's next pass would pass for the
+			// way things were. (The page refreshes its live parts once
+			// its stream is open, which covers what came before.)
+			s.pollTopics(ctx)
+		}
 		defer s.live.streams.Add(-1)
 		s.streamDashboard(ctx, st)
 	})

@@ -21,6 +21,7 @@ import (
 	"flint/db/dbtest"
 	"flint/handlers"
 	"flint/jobs"
+	"flint/logs"
 	"flint/views"
 )
 
@@ -61,7 +62,7 @@ func liveSetup(t *testing.T) *liveRig {
 	reg := jobs.NewRegistry()
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
 	broker := handlers.NewBroker(1000)
-	app := handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store, Audit: store, Broker: broker, BaseContext: ctx,
+	app := handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store, Audit: store, Logs: store, Broker: broker, BaseContext: ctx,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -235,7 +236,8 @@ func TestDashboardStreamCoalesces(t *testing.T) {
 }
 
 // TestDashboardStreamTopics: changes that no job event announces (an audit
-// entry, a settings change from another process) reach open streams.
+// entry, a settings change from another process, log entries any process
+// stored) reach open streams.
 func TestDashboardStreamTopics(t *testing.T) {
 	t.Parallel()
 	r := liveSetup(t)
@@ -251,6 +253,11 @@ func TestDashboardStreamTopics(t *testing.T) {
 	require.NoError(t, err)
 	u = nextUpdate(t, ch, 5*time.Second).update
 	require.Contains(t, u.Topics, "settings")
+
+	require.NoError(t, r.store.InsertLogs(r.ctx, logs.Process{ID: "elsewhere", Host: "h", Role: "worker"},
+		[]logs.Entry{{Time: time.Now(), Level: "INFO", Msg: "something happened"}}))
+	require.Eventually(t, func() bool { return slices.Contains(nextUpdate(t, ch, 20*time.Second).update.Topics, "logs") },
+		20*time.Second, time.Millisecond)
 }
 
 // TestJobRows: the rows a list page fetches when its jobs change, and the

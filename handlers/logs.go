@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,21 +14,63 @@ import (
 	"flint/views"
 )
 
-// LogSource is what the log API and page read; *logs.Logger implements it.
+// LogSource is what the log API and page read: the entries every Flint
+// process stored; *db.Store implements it.
 type LogSource interface {
-	Read(q logs.Query) ([]logs.Entry, string, error)
-	Tail() *logs.Tail
+	ReadLogs(ctx context.Context, q logs.Query) ([]logs.Entry, string, error)
+	TailLogs(ctx context.Context, q logs.Query, after string, limit int) ([]logs.Entry, string, bool, error)
+	LogMark(ctx context.Context) (string, error)
+	LogProcesses(ctx context.Context, limit int) ([]logs.SeenProcess, error)
+}
+
+const (
+	// logTailRows is the most rows one fetch of the live tail adds.
+	logTailRows = 200
+	// logProcessChoices is the most processes the page's filter offers.
+	logProcessChoices = 200
+)
+
+// logWindows are the page's "last …" choices.
+var logWindows = map[string]time.Duration{
+	"15m": 15 * time.Minute, "1h": time.Hour, "6h": 6 * time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour,
+}
+
+// logTime parses a since or until value: RFC 3339, or a date and time
+// without a zone (a datetime-local field), read as UTC.
+func logTime(name, v string) (time.Time, error) {
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return t, nil
+	}
+	for _, layout := range []string{"2006-01-02T15:04:05", "2006-01-02T15:04"} {
+		if t, err := time.ParseInLocation(layout, v, time.UTC); err == nil {
+			return t, nil
+		}
+	}
+	return time.Time{}, invalid(name, "must be an RFC 3339 time such as 2026-01-02T15:04:05Z (without a zone: UTC)")
 }
 
 // logQuery reads the log filters from the query string.
-func logQuery(c *fiber.Ctx) (logs.Query, error) {
-	q := logs.Query{Level: c.Query("level"), JobID: c.Query("job_id"), Q: c.Query("q"), Before: c.Query("before")}
-	if v := c.Query("since"); v != "" {
-		t, err := time.Parse(time.RFC3339, v)
-		if err != nil {
-			return q, invalid("since", "must be an RFC 3339 time such as 2026-01-02T15:04:05Z")
+func (s *server) logQuery(c *fiber.Ctx) (logs.Query, error) {
+	q := logs.Query{Level: c.Query("level"), Process: c.Query("process"), Component: c.Query("component"),
+		JobID: c.Query("job_id"), Q: c.Query("q"), Before: c.Query("before")}
+	var err error
+	if q.Since, err = logTime("since", c.Query("since")); err != nil {
+		return q, err
+	}
+	if q.Until, err = logTime("until", c.Query("until")); err != nil {
+		return q, err
+	}
+	if v := c.Query("last"); v != "" {
+		d, ok := logWindows[v]
+		if !ok {
+			return q, invalid("last", "must be one of 15m, 1h, 6h, 24h, 7d")
 		}
-		q.Since = t
+		if since := s.clock.Now().Add(-d); since.After(q.Since) {
+			q.Since = since
+		}
 	}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
@@ -50,18 +93,16 @@ func logError(err error) error {
 	return err
 }
 
-// listLogs handles GET /api/v1/logs: structured log entries of this
-// process, newest first, filtered by level (minimum), job_id, q (text) and
-// since, paged with before=<next_before>.
+// listLogs handles GET /api/v1/logs: the structured log entries of every
+// Flint process, newest first, filtered by level (minimum), process,
+// component, job_id, q (text) and time (since, until or last), paged with
+// before=<next_before>.
 func (s *server) listLogs(c *fiber.Ctx) error {
-	q, err := logQuery(c)
+	q, err := s.logQuery(c)
 	if err != nil {
 		return err
 	}
-	entries, next, err := s.logs.Read(q)
-	if errors.Is(err, logs.ErrNoFile) {
-		return c.JSON(fiber.Map{"entries": []logs.Entry{}, "next_before": nil, "note": "this process logs to stdout only (FLINT_LOG_FILE=-)"})
-	}
+	entries, next, err := s.logs.ReadLogs(c.UserContext(), q)
 	if err != nil {
 		return logError(err)
 	}
@@ -77,45 +118,62 @@ func (s *server) listLogs(c *fiber.Ctx) error {
 
 // logsPage handles GET /logs.
 func (s *server) logsPage(c *fiber.Ctx) error {
-	q, err := logQuery(c)
-	// The tail's position is taken before the file is read: an entry
-	// written in between may show twice, but none is missed.
-	page := views.LogsPage{Level: q.Level, JobID: q.JobID, Q: q.Q, Live: q.Before == "", Seq: s.logs.Tail().Seq()}
+	ctx := c.UserContext()
+	q, qerr := s.logQuery(c)
+	page := views.LogsPage{
+		Filter: views.LogFilter{Level: q.Level, Process: q.Process, Component: q.Component, JobID: q.JobID, Q: q.Q,
+			Last: c.Query("last"), Until: c.Query("until")},
+		Live: q.Before == "" && q.Until.IsZero(),
+		Now:  s.clock.Now(),
+	}
+	// The tail's mark is taken before the page is read: an entry stored in
+	// between may come twice (the page keeps one), but none is missed.
+	mark, err := s.logs.LogMark(ctx)
 	if err != nil {
-		var ae *apiError
-		if errors.As(err, &ae) {
-			page.Error = ae.Message
-		}
-		q = logs.Query{}
-	} else {
-		entries, next, err := s.logs.Read(q)
-		switch {
-		case errors.Is(err, logs.ErrNoFile):
-			page.Error = "This process logs to standard output only (FLINT_LOG_FILE=-), so there is no log file to show. The live tail below still works."
-		case err != nil:
-			page.Error = "Cannot read logs: " + logError(err).Error()
-		}
-		page.Entries, page.Next = entries, next
+		return err
+	}
+	page.Mark = mark
+	if err := s.readLogPage(ctx, q, qerr, &page); err != nil {
+		return err
 	}
 	if isHX(c) && c.Get("HX-Target") == "log-table" {
 		return render(c, http.StatusOK, views.LogTable(page))
 	}
+	if page.Processes, err = s.logs.LogProcesses(ctx, logProcessChoices); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.LogsPageView(s.chrome(c, "Logs", "logs", true), page))
 }
 
-// logsTail handles GET /logs/tail?after=N (with the page's filters): the
-// live tail's entries recorded after entry number N that the page shows,
-// newest first, as table rows. X-Log-Seq is the number to ask after next.
+// readLogPage fills the page's entries, or its message for filters that
+// do not make sense.
+func (s *server) readLogPage(ctx context.Context, q logs.Query, qerr error, page *views.LogsPage) error {
+	var ae *apiError
+	if errors.As(qerr, &ae) {
+		page.Error = ae.Field + " " + ae.Message
+		page.Live = false
+		return nil
+	}
+	entries, next, err := s.logs.ReadLogs(ctx, q)
+	if err != nil {
+		return logError(err)
+	}
+	page.Entries, page.Next = entries, next
+	return nil
+}
+
+// logsTail handles GET /logs/tail?after=MARK (with the page's filters): the
+// entries stored after the mark that the page shows, newest first, as
+// table rows. X-Log-Mark is the mark to ask after next.
 func (s *server) logsTail(c *fiber.Ctx) error {
-	q, err := logQuery(c)
+	q, err := s.logQuery(c)
 	if err != nil {
 		return err
 	}
-	after, err := strconv.ParseUint(c.Query("after"), 10, 64)
+	entries, mark, missed, err := s.logs.TailLogs(c.UserContext(), q, c.Query("after"), logTailRows)
 	if err != nil {
-		return invalid("after", "must be the number of a log entry (data-seq of the page)")
+		return logError(err)
 	}
-	entries, seq, missed := s.logs.Tail().Since(after, q.Matcher(), 200)
-	c.Set("X-Log-Seq", strconv.FormatUint(seq, 10))
-	return render(c, http.StatusOK, views.LogTailRows(entries, missed))
+	c.Set("X-Log-Mark", mark)
+	return render(c, http.StatusOK, views.LogTailRows(entries, missed, s.clock.Now()))
 }

@@ -94,5 +94,9 @@ func TestAPIDocsPage(t *testing.T) {
 // nopLogs is a LogSource with nothing in it.
 type nopLogs struct{}
 
-func (nopLogs) Read(logsQuery) ([]logsEntry, string, error) { return nil, "", nil }
-func (nopLogs) Tail() *logsTail                             { return logsNewTail() }
+func (nopLogs) ReadLogs(context.Context, logsQuery) ([]logsEntry, string, error) { return nil, "", nil }
+func (nopLogs) TailLogs(_ context.Context, _ logsQuery, after string, _ int) ([]logsEntry, string, bool, error) {
+	return nil, after, false, nil
+}
+func (nopLogs) LogMark(context.Context) (string, error)                  { return "0.0", nil }
+func (nopLogs) LogProcesses(context.Context, int) ([]logsProcess, error) { return nil, nil }

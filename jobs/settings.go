@@ -46,6 +46,9 @@ type Settings struct {
 	RetentionBinDays       int `json:"retention_bin_days"`
 	// AuditRetentionDays keeps the audit trail this long; 0 for ever.
 	AuditRetentionDays int `json:"audit_retention_days"`
+	// LogRetentionDays keeps the entries of the Logs page (every process's
+	// log) this long; 0 for ever.
+	LogRetentionDays int `json:"log_retention_days"`
 }
 
 // DefaultSettings returns the settings a new installation starts with.
@@ -66,6 +69,7 @@ func DefaultSettings() Settings {
 		RetentionDeadDays:       30,
 		RetentionBinDays:        30,
 		AuditRetentionDays:      90,
+		LogRetentionDays:        7,
 	}
 }
 
@@ -141,6 +145,7 @@ func (s *Settings) Validate() error {
 		{"retention_dead_letter_days", s.RetentionDeadDays},
 		{"retention_bin_days", s.RetentionBinDays},
 		{"audit_retention_days", s.AuditRetentionDays},
+		{"log_retention_days", s.LogRetentionDays},
 	} {
 		if r.v < 0 || r.v > 3650 {
 			return Invalid(r.name, "must be between 0 (keep forever) and 3650 days")

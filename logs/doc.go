@@ -1,6 +1,7 @@
 // Package logs is Flint's logging: a log/slog logger that scrubs secrets,
-// writes to stdout and to a size-rotated file, serves the file back to the
-// log API, and feeds an in-process live tail.
+// writes to stdout (and, when asked, to a size-rotated file), and ships its
+// entries to the database, where the Logs page reads those of every Flint
+// process.
 //
 // # Outputs
 //
@@ -8,14 +9,14 @@
 // format (JSON or text) and, when Config.File is set, to that file through
 // lumberjack (rotated at MaxSizeMB, MaxBackups kept, 10 MB and 5 by default,
 // optional gzip of backups). The file is always JSON, one record per line,
-// whatever the stdout format, so that Read can parse it. Lines longer than
-// MaxLineBytes (64 KiB) reach the file and the tail shortened to their time,
-// level, message, component and job id.
+// whatever the stdout format. Lines longer than MaxLineBytes (64 KiB) reach
+// the file and the database shortened to their time, level, message,
+// component and job id.
 //
 // # Scrubbing
 //
 // A wrapping slog.Handler redacts secrets before any output (stdout, file or
-// tail) sees the record. Values are replaced by "[REDACTED]":
+// database) sees the record. Values are replaced by "[REDACTED]":
 //
 //   - the whole value of an attribute, at any group depth, whose key looks
 //     secret: case-insensitively it contains password, passwd, passphrase,
@@ -37,19 +38,21 @@
 // packages (emails, SSE, API responses). Text without a suspicious substring
 // costs a single scan and no regular expression.
 //
+// # Shipping
+//
+// Every scrubbed record is also copied, as its JSON line, into a bounded
+// buffer (10,000 entries, 8 MiB). Logger.Ship writes the buffer to a Sink
+// (the process_logs table) every second, or as soon as a batch of 1,000 is
+// waiting, tagged with the Process (its id, host and role). Recording
+// never waits for a write: a full buffer, or a write that fails, drops
+// entries and counts them, and the next write stores one DroppedMessage
+// entry with the count. Lines are parsed into Entry values only on the
+// writer's goroutine. Stdout keeps the complete record whatever happens to
+// the database copy.
+//
 // # Reading
 //
-// Logger.Read returns entries newest first from the file and its backups,
-// filtered by minimum level, job id, a case-insensitive substring and a
-// start time, with an opaque cursor that identifies a file by its first line
-// and a byte offset in it, so paging has no gaps or duplicates across
-// rotations. Non-JSON and overlong lines, and a line still being written,
-// are skipped. Invalid queries yield *QueryError.
-//
-// # Live tail
-//
-// Logger.Tail keeps the last RingSize scrubbed entries, numbered as they are
-// recorded; the live log page polls it for those after the last it showed
-// (Tail.Since). Recording never blocks the logger on a reader: it copies
-// the line into the ring, and entries are parsed only when read.
+// Query, its Validate and Cursor describe a read of the stored log (newest
+// first by time, then id) for the stores that implement it; invalid
+// queries yield *QueryError.
 package logs

@@ -22,15 +22,20 @@ type Config struct {
 	File       string    // rotating log file; "" or "-" = stdout only
 	MaxSizeMB  int       // rotate when the file would exceed this; 0 = 10 (lumberjack's unit is MB, so 1 is the minimum)
 	MaxBackups int       // rotated files kept; 0 = 5
-	Compress   bool      // gzip rotated files (Read handles both)
+	Compress   bool      // gzip rotated files
 	Stdout     io.Writer // nil = os.Stdout
+	// BufferEntries and BufferBytes bound the entries held for Ship; zero
+	// means 10,000 entries and 8 MiB.
+	BufferEntries int
+	BufferBytes   int
 }
 
 // Logger is the process logger: one scrubbing slog handler in front of
-// stdout, the rotating JSON file and the live Tail.
+// stdout, the rotating JSON file and the buffer Ship writes to the
+// database.
 type Logger struct {
 	slog   *slog.Logger
-	tail   *Tail
+	buf    *buffer
 	file   string
 	rot    *lumberjack.Logger
 	fileW  *fileWriter
@@ -42,7 +47,7 @@ type Logger struct {
 func New(cfg Config) (*Logger, error) {
 	level := slog.LevelInfo
 	if cfg.Level != "" {
-		lv, err := parseLevel(cfg.Level)
+		lv, err := ParseLevel(cfg.Level)
 		if err != nil {
 			return nil, fmt.Errorf("log level %q: must be debug, info, warn or error", cfg.Level)
 		}
@@ -60,9 +65,13 @@ func New(cfg Config) (*Logger, error) {
 		return nil, errors.New("log file: MaxSizeMB and MaxBackups must not be negative")
 	}
 
-	l := &Logger{tail: NewTail()}
+	if cfg.BufferEntries < 0 || cfg.BufferBytes < 0 {
+		return nil, errors.New("log buffer: BufferEntries and BufferBytes must not be negative")
+	}
+
+	l := &Logger{buf: newBuffer(cfg.BufferEntries, cfg.BufferBytes)}
 	// jsonOut receives every record as one JSON line per Write.
-	jsonOut := &teeWriter{tail: l.tail}
+	jsonOut := &teeWriter{buf: l.buf}
 	if cfg.File != "" && cfg.File != "-" {
 		if err := os.MkdirAll(filepath.Dir(cfg.File), 0o755); err != nil {
 			return nil, fmt.Errorf("log file: %w", err)
@@ -105,14 +114,11 @@ func orDefault(v, def int) int {
 // Slog returns the logger to pass around.
 func (l *Logger) Slog() *slog.Logger { return l.slog }
 
-// Tail returns the live tail fed by this logger (after scrubbing).
-func (l *Logger) Tail() *Tail { return l.tail }
-
 // File returns the log file path, "" when logging to stdout only.
 func (l *Logger) File() string { return l.file }
 
 // Close closes the log file. Records logged afterwards still reach stdout
-// and the tail but no longer the file.
+// but no longer the file.
 func (l *Logger) Close() error {
 	if l.closed.Swap(true) {
 		return nil
@@ -170,13 +176,13 @@ func truncateLine(p []byte) []byte {
 
 // teeWriter receives each JSON line once (slog's JSON handler writes a whole
 // record per Write, under its lock) and passes it to stdout, the file and
-// the tail; a line over MaxLineBytes goes whole to stdout and shortened to
-// the file and the tail. A failing destination does not starve the others; the first
-// error is returned.
+// the buffer for the database; a line over MaxLineBytes goes whole to
+// stdout and shortened to the file and the buffer. A failing destination
+// does not starve the others; the first error is returned.
 type teeWriter struct {
 	stdout io.Writer
 	file   io.Writer
-	tail   *Tail
+	buf    *buffer
 }
 
 func (t *teeWriter) Write(p []byte) (int, error) {
@@ -188,7 +194,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 	}
 	line := p
 	if len(line) > MaxLineBytes {
-		// The reader skips such lines; keep a short record of it instead.
+		// Too big to keep whole; keep a short record of it instead.
 		line = truncateLine(line)
 	}
 	if t.file != nil && len(line) > 0 {
@@ -197,7 +203,7 @@ func (t *teeWriter) Write(p []byte) (int, error) {
 		}
 	}
 	if len(line) > 0 {
-		t.tail.publishLine(line)
+		t.buf.add(line)
 	}
 	return len(p), first
 }

@@ -11,8 +11,9 @@
 //	Recurrer   the next occurrence of each recurring series (interval or cron)
 //	Ager       raises the effective priority of jobs that waited long, once
 //	           per aging_interval_seconds across the cluster
-//	Pruner     retention: deletes finished jobs, the bin and the audit trail
-//	           past their settings' ages, in small SKIP LOCKED batches
+//	Pruner     retention: deletes finished jobs, the bin, the audit trail and
+//	           the log entries of every process (log_retention_days) past
+//	           their settings' ages, in small SKIP LOCKED batches
 //	Alerter    the DLQ alert email, once per cooldown across the cluster
 //
 // Every loop is safe to run in any number of processes at once: each pass

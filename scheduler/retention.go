@@ -3,6 +3,7 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"log/slog"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 // RetentionStore is what the pruner needs; *db.Store implements it.
 type RetentionStore interface {
 	Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error)
+	PruneLogs(ctx context.Context, days int, now *time.Time, limit int) (int, error)
 }
 
 // RetentionConfig configures a Pruner.
@@ -22,8 +24,9 @@ type RetentionConfig struct {
 	BatchSize int
 }
 
-// Pruner deletes finished jobs past their retention and purges the bin, in
-// small batches with SKIP LOCKED so that it never holds up the claim path.
+// Pruner deletes finished jobs past their retention, purges the bin and
+// deletes log entries past theirs, in small batches with SKIP LOCKED so
+// that it never holds up the claim path.
 type Pruner struct {
 	cfg      RetentionConfig
 	store    RetentionStore
@@ -45,9 +48,14 @@ func (p *Pruner) Run(ctx context.Context) error {
 }
 
 func (p *Pruner) runOnce(ctx context.Context) (int, bool, error) {
-	n, err := p.store.Prune(ctx, p.settings.Get(), nil, p.cfg.BatchSize)
+	st := p.settings.Get()
+	n, err := p.store.Prune(ctx, st, nil, p.cfg.BatchSize)
 	if n > 0 {
 		p.logger.InfoContext(ctx, "pruned jobs past their retention", "count", n)
 	}
-	return n, n >= p.cfg.BatchSize, err
+	logged, lerr := p.store.PruneLogs(ctx, st.LogRetentionDays, nil, p.cfg.BatchSize)
+	if logged > 0 {
+		p.logger.InfoContext(ctx, "pruned log entries past their retention", "count", logged)
+	}
+	return n + logged, n >= p.cfg.BatchSize || logged >= p.cfg.BatchSize, errors.Join(err, lerr)
 }

@@ -423,24 +423,30 @@
 
   // --- log tail
 
+  // logTail adds the entries stored since the table's mark at its top,
+  // skipping any the table already shows (the page and the tail may both
+  // have one written as the page was read).
   function logTail(el) {
     refresh(el.id, function () {
       var cur = document.getElementById(el.id);
       if (!cur || !cur.hasAttribute("data-live-logs")) return;
-      var url = cur.getAttribute("data-live-logs") + "&after=" + encodeURIComponent(cur.getAttribute("data-seq") || "0");
-      var seq;
+      var url = cur.getAttribute("data-live-logs") + "&after=" + encodeURIComponent(cur.getAttribute("data-mark") || "0.0");
+      var mark;
       return hxFetch(url)
         .then(function (r) {
-          seq = r.headers.get("X-Log-Seq");
+          mark = r.headers.get("X-Log-Mark");
           return r.text();
         })
         .then(function (html) {
           if (!document.body.contains(cur)) return;
-          if (seq) cur.setAttribute("data-seq", seq);
-          if (!html.trim()) return;
-          var body = cur.querySelector("tbody");
+          if (mark) cur.setAttribute("data-mark", mark);
           var tpl = document.createElement("template");
           tpl.innerHTML = html;
+          tpl.content.querySelectorAll("tr[id]").forEach(function (row) {
+            if (document.getElementById(row.id)) row.remove();
+          });
+          if (!tpl.content.querySelector("tr")) return;
+          var body = cur.querySelector("tbody");
           body.insertBefore(tpl.content, body.firstChild);
           htmx.process(body);
           var rows = body.querySelectorAll("tr");

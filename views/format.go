@@ -197,21 +197,12 @@ func Float(f float64) string {
 	return strconv.FormatFloat(f, 'f', 1, 64)
 }
 
-// logAttrs renders an entry's extra attributes as key=value text.
+// logAttrs renders an entry's attributes, but its error (shown with the
+// message), as key=value text, keys sorted.
 func logAttrs(e logs.Entry) string {
-	keys := make([]string, 0, len(e.Attrs))
-	for k := range e.Attrs {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	var b strings.Builder
-	for _, k := range keys {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		fmt.Fprintf(&b, "%s=%v", k, e.Attrs[k])
-	}
-	return b.String()
+	attrs := e.StoredAttrs()
+	delete(attrs, "error")
+	return attrsText(attrs)
 }
 
 func opAnchor(op DocOperation) string {
