@@ -13,7 +13,8 @@ TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
 TEST_REDIS_URL ?= redis://127.0.0.1:6379/0
 TEST_SMTP_URL ?= smtp://127.0.0.1:1025
 TEST_MAILPIT_URL ?= http://127.0.0.1:8025
-export TEST_DATABASE_URL TEST_REDIS_URL TEST_SMTP_URL TEST_MAILPIT_URL
+TEST_PGBOUNCER_URL ?= postgres://postgres@127.0.0.1:6432/postgres?sslmode=disable
+export TEST_DATABASE_URL TEST_REDIS_URL TEST_SMTP_URL TEST_MAILPIT_URL TEST_PGBOUNCER_URL
 
 BENCH ?= .
 BENCHPKG ?= ./...
@@ -108,11 +109,13 @@ clean:
 services:
 	scripts/services.sh ensure all
 
-# Tests also drive the dashboard in headless Chromium and put Caddy (the
-# HTTPS proxy of compose.yaml) in front of Flint.
+# Tests also drive the dashboard in headless Chromium, put Caddy (the
+# HTTPS proxy of compose.yaml) in front of Flint, and run worker processes
+# through PgBouncer in transaction-pooling mode.
 test-services: services
 	scripts/services.sh ensure chromium
 	scripts/services.sh ensure caddy
+	scripts/services.sh ensure pgbouncer
 
 dev-env:
 	@scripts/dev-env.sh

@@ -4,6 +4,7 @@
 #   scripts/services.sh ensure [postgres|redis|mailpit|all]   (default: all)
 #   scripts/services.sh ensure chromium                       (for browser tests)
 #   scripts/services.sh ensure caddy                          (for the HTTPS proxy test)
+#   scripts/services.sh ensure pgbouncer                      (for the PgBouncer test)
 #
 # For each service, in order of preference:
 #   1. already reachable            -> nothing is done
@@ -14,7 +15,9 @@
 #
 # Targets: PostgreSQL at ${PGHOST:-127.0.0.1}:${PGPORT:-5432} (user postgres),
 # Redis at 127.0.0.1:6379, Mailpit SMTP at 127.0.0.1:1025 and its web UI/API at
-# 127.0.0.1:8025. Running it again is harmless.
+# 127.0.0.1:8025, PgBouncer at 127.0.0.1:${PGBOUNCER_PORT:-6432} in front of that
+# PostgreSQL (transaction pooling, at most 40 server connections per database).
+# Running it again is harmless.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,6 +30,9 @@ REDIS_PORT=6379
 MAILPIT_SMTP=127.0.0.1:1025
 MAILPIT_HTTP=127.0.0.1:8025
 MAILPIT_MODULE=github.com/axllent/mailpit@v1.33.1
+PGB_HOST=127.0.0.1
+PGB_PORT="${PGBOUNCER_PORT:-6432}"
+PGB_POOL=40 # server connections per database, however many clients
 STATE_DIR="$ROOT/.flint" # git-ignored; logs and scratch data
 
 # ---------------------------------------------------------------- helpers
@@ -428,10 +434,117 @@ ensure_caddy() {
 	fi
 }
 
+# ---------------------------------------------------------------- PgBouncer
+
+pgbouncer_bin() {
+	if have pgbouncer; then
+		command -v pgbouncer
+	elif [[ -x /usr/sbin/pgbouncer ]]; then
+		printf '%s\n' /usr/sbin/pgbouncer
+	fi
+}
+
+# pgbouncer_admin SQL: runs SQL on the admin console (database "pgbouncer").
+pgbouncer_admin() {
+	env -u PGPASSWORD psql -w -X -q -A -t -F ' ' -h "$PGB_HOST" -p "$PGB_PORT" -U postgres -d pgbouncer -c "$1" 2>/dev/null
+}
+
+# pgbouncer_ours: what listens on PGB_PORT is a PgBouncer pooling transactions
+# with the server-side limit the tests rely on.
+pgbouncer_ours() {
+	local conf
+	conf="$(pgbouncer_admin 'SHOW CONFIG')" || return 1
+	grep -Eq '^pool_mode transaction( |$)' <<<"$conf" && grep -Eq "^max_db_connections $PGB_POOL( |\$)" <<<"$conf"
+}
+
+# ensure_pgbouncer: PgBouncer in transaction-pooling mode on PGB_PORT, in
+# front of the PostgreSQL on PG_HOST:PG_PORT, every database passed through
+# ("*"), the server side capped at PGB_POOL connections per database; the
+# admin console (database pgbouncer) is open to user postgres. Its config,
+# auth file, log and pid live in .flint/pgbouncer.
+ensure_pgbouncer() {
+	local bin how=started dir="$STATE_DIR/pgbouncer" user=
+	if pgbouncer_ours; then
+		say "pgbouncer: reachable on $PGB_HOST:$PGB_PORT (transaction pooling, $PGB_POOL server connections)"
+		return 0
+	fi
+	if tcp_open "$PGB_HOST" "$PGB_PORT"; then
+		err "pgbouncer: something listens on $PGB_HOST:$PGB_PORT but is not a PgBouncer in transaction mode with" \
+			"max_db_connections = $PGB_POOL (SHOW CONFIG as postgres on database pgbouncer); stop it or set PGBOUNCER_PORT"
+		return 1
+	fi
+	if ! have psql; then
+		err "pgbouncer: psql is needed to check it (install postgresql-client)"
+		return 1
+	fi
+	bin="$(pgbouncer_bin)"
+	if [[ -z $bin ]]; then
+		if ! root_mode; then
+			no_root_help pgbouncer "sudo apt-get update && sudo apt-get install -y pgbouncer"
+			return 1
+		fi
+		apt_install pgbouncer pgbouncer || return 1
+		how=installed
+		# The package's own service (its /etc/pgbouncer config, same port) is not
+		# the one the tests need.
+		if have systemctl && systemctl is-active --quiet pgbouncer 2>/dev/null; then
+			as_root systemctl disable --now pgbouncer >/dev/null 2>&1 || true
+		elif [[ -x /etc/init.d/pgbouncer ]]; then
+			as_root /etc/init.d/pgbouncer stop >/dev/null 2>&1 || true
+		fi
+		bin="$(pgbouncer_bin)"
+		if [[ -z $bin ]]; then
+			err "pgbouncer: the package installed but no pgbouncer binary was found"
+			return 1
+		fi
+	fi
+
+	mkdir -p "$dir"
+	printf '"postgres" ""\n' >"$dir/userlist.txt"
+	cat >"$dir/pgbouncer.ini" <<-INI
+		; Written by scripts/services.sh for Flint's tests; rewritten on every start.
+		[databases]
+		* = host=$PG_HOST port=$PG_PORT
+
+		[pgbouncer]
+		listen_addr = $PGB_HOST
+		listen_port = $PGB_PORT
+		unix_socket_dir =
+		pool_mode = transaction
+		default_pool_size = $PGB_POOL
+		max_db_connections = $PGB_POOL
+		max_client_conn = 4000
+		auth_type = trust
+		auth_file = $dir/userlist.txt
+		admin_users = postgres
+		stats_users = postgres
+		ignore_startup_parameters = extra_float_digits
+		logfile = $dir/pgbouncer.log
+		pidfile = $dir/pgbouncer.pid
+	INI
+	rm -f "$dir/pgbouncer.pid"
+	# PgBouncer refuses to run as root; as root it becomes postgres.
+	if [[ $(id -u) -eq 0 ]]; then
+		user=postgres
+		chown -R "$user" "$dir"
+	fi
+	if ! "$bin" -d ${user:+-u "$user"} "$dir/pgbouncer.ini" >"$dir/start.log" 2>&1; then
+		err "pgbouncer: $bin failed to start; see .flint/pgbouncer/start.log and .flint/pgbouncer/pgbouncer.log:"
+		tail -n 5 "$dir/start.log" "$dir/pgbouncer.log" >&2 2>/dev/null
+		return 1
+	fi
+	if ! wait_for 20 pgbouncer_ours; then
+		err "pgbouncer: not answering on $PGB_HOST:$PGB_PORT 20s after starting; last lines of .flint/pgbouncer/pgbouncer.log:"
+		tail -n 15 "$dir/pgbouncer.log" >&2
+		return 1
+	fi
+	say "pgbouncer: $how on $PGB_HOST:$PGB_PORT, transaction pooling, $PGB_POOL server connections (config and log: .flint/pgbouncer)"
+}
+
 # ---------------------------------------------------------------- main
 
 usage() {
-	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy]"
+	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy|pgbouncer]"
 	exit 2
 }
 
@@ -443,6 +556,7 @@ redis) services=(redis) ;;
 mailpit) services=(mailpit) ;;
 chromium) services=(chromium) ;;
 caddy) services=(caddy) ;;
+pgbouncer) services=(pgbouncer) ;;
 all) services=(postgres redis mailpit) ;;
 *) usage ;;
 esac
