@@ -20,6 +20,13 @@ import (
 // answers and still listens, and reconnects with backoff when it does not.
 // After every (re)connect it calls the OnConnect callbacks, since
 // notifications sent while it was away are lost.
+//
+// LISTEN needs a session of its own on the server, which a pooler in
+// transaction mode (PgBouncer) cannot give, so it takes a direct
+// connection. A listener without one (URL "") never listens: it calls the
+// OnConnect callbacks at start and then every PollInterval, as if it had
+// just reconnected, and everything notifications would have hastened is
+// left to the callers' polling backstops.
 type Listener struct {
 	url            string
 	logger         *slog.Logger
@@ -30,8 +37,12 @@ type Listener struct {
 	onConnect []func()
 }
 
-// NewListener returns a listener for the database at url. healthInterval
-// zero means 10 s.
+// PollInterval is how often a listener without a connection calls its
+// OnConnect callbacks.
+const PollInterval = 30 * time.Second
+
+// NewListener returns a listener for the database at url; url "" makes a
+// listener that only polls (see Listener). healthInterval zero means 10 s.
 func NewListener(url string, logger *slog.Logger, healthInterval time.Duration) *Listener {
 	if healthInterval <= 0 {
 		healthInterval = 10 * time.Second
@@ -61,6 +72,9 @@ func (l *Listener) OnConnect(fn func()) {
 // Run listens until ctx is done, reconnecting as needed. It returns nil on
 // a clean stop.
 func (l *Listener) Run(ctx context.Context) error {
+	if l.url == "" {
+		return l.poll(ctx, PollInterval)
+	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		err := l.session(ctx)
@@ -76,6 +90,26 @@ func (l *Listener) Run(ctx context.Context) error {
 		backoff = min(backoff*2, 10*time.Second)
 	}
 	return nil
+}
+
+// poll stands in for notifications when there is no direct connection.
+func (l *Listener) poll(ctx context.Context, every time.Duration) error {
+	l.logger.InfoContext(ctx, "LISTEN is off (no direct connection to PostgreSQL); polling instead", "every", every)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		l.mu.RLock()
+		onConnect := slices.Clone(l.onConnect)
+		l.mu.RUnlock()
+		for _, fn := range onConnect {
+			fn()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // session runs one connection until it fails or ctx is done.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -55,7 +56,22 @@ type Config struct {
 	// MaxInterruptions is how many lease expiries send a job to the DLQ;
 	// zero means jobs.DefaultMaxInterruptions.
 	MaxInterruptions int
+	// Pooler names the connection pooler URL goes through: "" for none
+	// (a direct connection), or PoolerPgBouncer.
+	Pooler string
 }
+
+// PoolerPgBouncer is PgBouncer in transaction-pooling mode: consecutive
+// transactions of one client connection may run on different server
+// connections, so nothing may outlive a transaction on the server. Flint's
+// statements keep no session state (advisory locks and set_config are
+// transaction-scoped; COPY runs inside a transaction), but pgx's default of
+// naming and caching prepared statements per connection does not hold
+// there: a statement prepared on one server connection is missing on the
+// next ("prepared statement ... does not exist"). Through PgBouncer the
+// store caches statement descriptions instead and executes each statement
+// unnamed, still in one round trip.
+const PoolerPgBouncer = "pgbouncer"
 
 // Store is Flint's PostgreSQL storage. It is safe for concurrent use.
 type Store struct {
@@ -99,6 +115,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pcfg.MaxConns = 16
 	}
 	pcfg.MaxConnIdleTime = 5 * time.Minute
+	if cfg.Pooler == PoolerPgBouncer && !strings.Contains(cfg.URL, "default_query_exec_mode=") {
+		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
