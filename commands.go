@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -133,14 +132,18 @@ func historyCommand(args []string) int {
 		fmt.Fprintln(os.Stderr, "flint bench history: -days: must be between 1 and 3650")
 		return 2
 	}
-	url := cmp.Or(os.Getenv("DATABASE_URL"), defaultDatabaseURL)
+	migrateURL, dbConfig, err := commandDatabase("flint bench history")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint bench history:", err)
+		return 2
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := db.Migrate(ctx, url, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+	if err := db.Migrate(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
 		fmt.Fprintln(os.Stderr, "flint bench history:", err)
 		return 1
 	}
-	store, err := db.Open(ctx, db.Config{URL: url})
+	store, err := db.Open(ctx, dbConfig)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "flint bench history:", err)
 		return 1

@@ -22,8 +22,15 @@ import (
 type Config struct {
 	Env         string // FLINT_ENV: development (default) or production
 	DatabaseURL string // DATABASE_URL
-	RedisURL    string // REDIS_URL; empty means PostgreSQL-only mode
-	RedisPrefix string // FLINT_REDIS_PREFIX
+	// DatabasePooler is what DATABASE_URL goes through: "none" or
+	// "pgbouncer" (transaction pooling). FLINT_DATABASE_POOLER.
+	DatabasePooler string
+	// DirectDatabaseURL reaches PostgreSQL itself, for LISTEN and
+	// migrations, when DATABASE_URL goes through a pooler.
+	// FLINT_DIRECT_DATABASE_URL.
+	DirectDatabaseURL string
+	RedisURL          string // REDIS_URL; empty means PostgreSQL-only mode
+	RedisPrefix       string // FLINT_REDIS_PREFIX
 	// ReadyQueue picks how workers find the next jobs: "postgres" (claim
 	// straight from the table) or "redis" (pop candidates from the Redis
 	// ready queue first). FLINT_READY_QUEUE.
@@ -78,6 +85,7 @@ func loadConfig(cmd string, args []string, getenv func(string) string) (*Config,
 	}
 	c.parseLists(queues, allow, r)
 	c.validate(r)
+	c.validateDatabase("flint "+cmd, rolesOf(cmd).migrates, r)
 	c.settleSecrets(cmd, r)
 	if c.WorkerID == "" {
 		host, _ := os.Hostname()
@@ -138,6 +146,8 @@ func readEnv(r *configReader) *Config {
 	return &Config{
 		Env:               r.str("FLINT_ENV", "development"),
 		DatabaseURL:       r.str("DATABASE_URL", defaultDatabaseURL),
+		DatabasePooler:    r.str("FLINT_DATABASE_POOLER", poolerNone),
+		DirectDatabaseURL: r.str("FLINT_DIRECT_DATABASE_URL", ""),
 		RedisURL:          r.str("REDIS_URL", "redis://127.0.0.1:6379/0"),
 		RedisPrefix:       r.str("FLINT_REDIS_PREFIX", "flint:"),
 		ReadyQueue:        r.str("FLINT_READY_QUEUE", "postgres"),

@@ -91,7 +91,7 @@ func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (err error)
 		}
 	}()
 	if r.migrates {
-		if err := db.Migrate(ctx, cfg.DatabaseURL, p.logger); err != nil {
+		if err := db.Migrate(ctx, cfg.directURL(), p.logger); err != nil {
 			return err
 		}
 		if r.onlyOnce {
@@ -137,7 +137,7 @@ func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (err error)
 // loads the settings.
 func (p *process) open() error {
 	var err error
-	if p.store, err = db.Open(p.ctx, db.Config{URL: p.cfg.DatabaseURL, MaxInterruptions: p.cfg.MaxInterruptions}); err != nil {
+	if p.store, err = db.Open(p.ctx, p.cfg.storeConfig()); err != nil {
 		return err
 	}
 	p.cleanup = append(p.cleanup, p.store.Close)
@@ -256,7 +256,7 @@ func (p *process) startSettings() {
 			p.logger.Warn("reloading settings failed", "error", err)
 		}
 	}
-	p.listener = db.NewListener(p.cfg.DatabaseURL, p.logger, 0)
+	p.listener = db.NewListener(p.cfg.directURL(), p.logger, 0) // "": polls instead (behind PgBouncer)
 	if p.roles.http {
 		p.listener.Handle(db.ChannelEvents, p.bus.ReceivePostgres)
 	}

@@ -119,13 +119,17 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openForCommand migrates and opens the database at DATABASE_URL.
+// openForCommand migrates and opens the database at DATABASE_URL (see
+// commandDatabase for a pooler in front).
 func openForCommand(ctx context.Context) (*db.Store, error) {
-	url := cmp.Or(os.Getenv("DATABASE_URL"), defaultDatabaseURL)
-	if err := db.Migrate(ctx, url, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+	migrateURL, dbConfig, err := commandDatabase("flint users")
+	if err != nil {
 		return nil, err
 	}
-	return db.Open(ctx, db.Config{URL: url})
+	if err := db.Migrate(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		return nil, err
+	}
+	return db.Open(ctx, dbConfig)
 }
 
 // runUsers carries out one users command against store.
