@@ -177,6 +177,19 @@ func ruleNotFound(err error) error {
 	return err
 }
 
+// ruleFromPath reads the rule the :id parameter names.
+func (s *server) ruleFromPath(c *fiber.Ctx) (jobs.AlertRule, error) {
+	id, err := ruleID(c)
+	if err != nil {
+		return jobs.AlertRule{}, err
+	}
+	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
+	if err != nil {
+		return jobs.AlertRule{}, ruleNotFound(err)
+	}
+	return r, nil
+}
+
 // listAlertRules handles GET /api/v1/alerts/rules.
 func (s *server) listAlertRules(c *fiber.Ctx) error {
 	rules, err := s.alerts.ListAlertRules(c.UserContext())
@@ -192,13 +205,9 @@ func (s *server) listAlertRules(c *fiber.Ctx) error {
 
 // getAlertRule handles GET /api/v1/alerts/rules/{id}.
 func (s *server) getAlertRule(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	r, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
-	}
-	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
 	}
 	return c.JSON(ruleResponse(r, false))
 }
@@ -230,17 +239,13 @@ func (s *server) createAlertRule(c *fiber.Ctx) error {
 
 // patchAlertRule handles PATCH /api/v1/alerts/rules/{id}.
 func (s *server) patchAlertRule(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	before, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
 	}
 	var in alertRuleInput
 	if err := decodeJSON(c, &in); err != nil {
 		return err
-	}
-	before, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
 	}
 	r := before
 	if err := in.apply(&r); err != nil {
@@ -260,15 +265,11 @@ func (s *server) patchAlertRule(c *fiber.Ctx) error {
 
 // deleteAlertRule handles DELETE /api/v1/alerts/rules/{id}.
 func (s *server) deleteAlertRule(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	r, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
 	}
-	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
-	}
-	if err := s.alerts.DeleteAlertRule(c.UserContext(), id); err != nil {
+	if err := s.alerts.DeleteAlertRule(c.UserContext(), r.ID); err != nil {
 		return ruleNotFound(err)
 	}
 	s.audit(c, "alert_rule_delete", ruleAudit(r))
@@ -281,13 +282,9 @@ var errNowhereToSend = invalid("emails", "the rule has nowhere to send: give it 
 // testAlertRule handles POST /api/v1/alerts/rules/{id}/test: a test
 // notification to each of the rule's channels now, and how each went.
 func (s *server) testAlertRule(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	r, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
-	}
-	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
 	}
 	res := s.alertTest(c.UserContext(), r)
 	if len(res) == 0 {

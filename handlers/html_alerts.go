@@ -275,15 +275,11 @@ func (s *server) createRuleHTML(c *fiber.Ctx) error {
 
 // editRulePage handles GET /alerts/rules/{id}.
 func (s *server) editRulePage(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	r, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
 	}
-	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
-	}
-	f, err := s.ruleForm(c, id, r.Kind, ruleValues(r))
+	f, err := s.ruleForm(c, r.ID, r.Kind, ruleValues(r))
 	if err != nil {
 		return err
 	}
@@ -292,14 +288,11 @@ func (s *server) editRulePage(c *fiber.Ctx) error {
 
 // saveRuleHTML handles POST /alerts/rules/{id}.
 func (s *server) saveRuleHTML(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	before, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
 	}
-	before, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
-	}
+	id := before.ID
 	r, values, err := formRule(c, before)
 	if err != nil {
 		return s.ruleFormError(c, id, before.Kind, values, err)
@@ -322,15 +315,11 @@ func (s *server) saveRuleHTML(c *fiber.Ctx) error {
 
 // deleteRuleHTML handles POST /alerts/rules/{id}/delete.
 func (s *server) deleteRuleHTML(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	r, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
 	}
-	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
-	}
-	if err := s.alerts.DeleteAlertRule(c.UserContext(), id); err != nil {
+	if err := s.alerts.DeleteAlertRule(c.UserContext(), r.ID); err != nil {
 		return ruleNotFound(err)
 	}
 	s.audit(c, "alert_rule_delete", ruleAudit(r))
@@ -341,15 +330,11 @@ func (s *server) deleteRuleHTML(c *fiber.Ctx) error {
 // testRuleHTML handles POST /alerts/rules/{id}/test: the result goes
 // beside the rule's button.
 func (s *server) testRuleHTML(c *fiber.Ctx) error {
-	id, err := ruleID(c)
+	r, err := s.ruleFromPath(c)
 	if err != nil {
 		return err
 	}
-	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
-	if err != nil {
-		return ruleNotFound(err)
-	}
-	t := views.RuleTest{RuleID: id, RuleName: r.Name, Deliveries: s.alertTest(c.UserContext(), r)}
+	t := views.RuleTest{RuleID: r.ID, RuleName: r.Name, Deliveries: s.alertTest(c.UserContext(), r)}
 	if len(t.Deliveries) == 0 {
 		t.Message = errNowhereToSend.Message
 	}
