@@ -69,6 +69,7 @@ var (
 	flagSamples  = flag.Int("samples", 100, "idle: jobs")
 	flagIn       = flag.String("in", "", "table: file holding RESULT lines")
 	flagKeep     = flag.Bool("keep", false, "keep the fresh database (for profiling)")
+	flagDB       = flag.String("db", "", "use this database as it is (one holding a history from flint bench history, say) instead of a fresh one; it is migrated, never dropped")
 	flagLimits   = flag.Bool("limits", false, "drain: give the queue flow-control limits that never bind (concurrency, rate limit and per-key concurrency), to measure what enforcing them costs")
 )
 
@@ -109,6 +110,10 @@ func main() {
 // freshDatabase creates an empty database on the admin URL's server, runs
 // Flint's migrations in it and returns its URL and a function dropping it.
 func freshDatabase(ctx context.Context) (string, func()) {
+	if *flagDB != "" {
+		must(db.Migrate(ctx, *flagDB, slog.New(slog.NewTextHandler(io.Discard, nil))))
+		return *flagDB, func() {}
+	}
 	name := fmt.Sprintf("flintbench_%d_%d", os.Getpid(), time.Now().UnixNano()%1e9)
 	conn, err := pgx.Connect(ctx, *flagAdmin)
 	must(err)
