@@ -245,6 +245,8 @@ func modeDrain(ctx context.Context) {
 		must(err)
 	}
 	wal := walLSN(ctx, s)
+	var drainFrom time.Time
+	must(s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&drainFrom))
 
 	env := flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
 		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+freePort(), "FLINT_API_KEY=flintbench-api-key-0123456789",
@@ -272,10 +274,13 @@ func modeDrain(ctx context.Context) {
 	}
 	var last time.Time
 	var completed, runs int
-	must(s.Pool().QueryRow(ctx, `SELECT max(finished_at), count(*) FILTER (WHERE status = 'completed') FROM jobs`).Scan(&last, &completed))
+	// Only the drained jobs count: with -db the database may hold a history
+	// (finished before the drain started, by the database clock).
+	must(s.Pool().QueryRow(ctx, `SELECT max(finished_at), count(*) FILTER (WHERE status = 'completed') FROM jobs
+		WHERE finished_at >= $1`, drainFrom).Scan(&last, &completed))
 	walBytes := walSince(ctx, s, wal)
 	stopFlint(cmd)
-	must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions`).Scan(&runs))
+	must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions WHERE finished_at >= $1`, drainFrom).Scan(&runs))
 	if completed != *flagN || runs != *flagN {
 		log.Fatalf("drain: %d completed and %d executions recorded for %d jobs", completed, runs, *flagN)
 	}
