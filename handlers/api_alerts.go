@@ -312,14 +312,9 @@ func alertQuery(c *fiber.Ctx) (jobs.AlertQuery, error) {
 			*p.dst = n
 		}
 	}
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return q, invalid("limit", "must be a whole number between 1 and 500")
-		}
-		q.Limit = n
-	}
-	return q, nil
+	var err error
+	q.Limit, err = limitQuery(c, q.Limit)
+	return q, err
 }
 
 // listAlerts handles GET /api/v1/alerts: alert history, newest first.
@@ -372,13 +367,9 @@ func deliveryStatus(r jobs.AlertRecord) string {
 // listAlertDeliveries handles GET /api/v1/alerts/deliveries: the latest
 // notifications and how their delivery went.
 func (s *server) listAlertDeliveries(c *fiber.Ctx) error {
-	limit := 50
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return invalid("limit", "must be a whole number between 1 and 500")
-		}
-		limit = n
+	limit, err := limitQuery(c, 50)
+	if err != nil {
+		return err
 	}
 	recs, err := s.alerts.AlertOutbox(c.UserContext(), limit)
 	if err != nil {

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"encoding/json"
-	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -41,13 +40,9 @@ func (s *server) patchSettings(c *fiber.Ctx) error {
 
 // listSettingsChanges handles GET /api/v1/settings/changes.
 func (s *server) listSettingsChanges(c *fiber.Ctx) error {
-	limit := 50
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return invalid("limit", "must be a whole number between 1 and 500")
-		}
-		limit = n
+	limit, err := limitQuery(c, 50)
+	if err != nil {
+		return err
 	}
 	changes, err := s.store.ListSettingsChanges(c.UserContext(), limit)
 	if err != nil {

@@ -63,15 +63,9 @@ func auditQuery(c *fiber.Ctx) (jobs.AuditQuery, error) {
 		}
 		q.Before = n
 	}
-	q.Limit = 100
-	if v := c.Query("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 500 {
-			return q, invalid("limit", "must be a whole number between 1 and 500")
-		}
-		q.Limit = n
-	}
-	return q, nil
+	var err error
+	q.Limit, err = limitQuery(c, 100)
+	return q, err
 }
 
 // listAudit handles GET /api/v1/audit.

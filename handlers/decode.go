@@ -8,12 +8,27 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
 
 	"flint/jobs"
 )
+
+// limitQuery reads the limit query parameter of a listing: 1 to 500, def
+// when it is absent.
+func limitQuery(c *fiber.Ctx, def int) (int, error) {
+	v := c.Query("limit")
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 500 {
+		return 0, invalid("limit", "must be a whole number between 1 and 500")
+	}
+	return n, nil
+}
 
 // decodeJSON reads the request body as exactly one JSON value into v,
 // refusing other content types, unknown fields and trailing data.
