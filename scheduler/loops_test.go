@@ -126,14 +126,23 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 	require.Eventually(t, func() bool { return p.Strategy() != "" }, 10*time.Second, 10*time.Millisecond)
 
 	const total = 600
+	// A job whose time has passed by its insert (a slow machine) starts
+	// queued and is never promoted: only those that started scheduled are
+	// expected in the reports.
+	scheduled := map[uuid.UUID]bool{}
 	for i := range total / 50 {
 		batch := make([]jobs.EnqueueParams, 50)
 		for k := range batch {
 			at := time.Now().Add(time.Duration(100+((i*50+k)%30)*70) * time.Millisecond)
 			batch[k] = jobs.EnqueueParams{Type: "noop", RunAt: &at, Priority: 1 + k%3}
 		}
-		_, err := store.Enqueue(ctx, batch...)
+		res, err := store.Enqueue(ctx, batch...)
 		require.NoError(t, err)
+		for _, r := range res {
+			if r.Job.Status == jobs.StateScheduled {
+				scheduled[r.Job.ID] = true
+			}
+		}
 		st := jobs.DefaultSettings()
 		if i%2 == 0 {
 			st.SchedulerStrategy = StrategyTimingWheel
@@ -151,7 +160,7 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 	require.Eventually(t, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return len(*moved) >= total
+		return len(*moved) >= len(scheduled)
 	}, 10*time.Second, 10*time.Millisecond, "every promotion reported")
 	mu.Lock()
 	defer mu.Unlock()
@@ -159,8 +168,10 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 	for _, m := range *moved {
 		seen[m.JobID]++
 	}
-	require.Len(t, seen, total)
+	require.Greater(t, len(scheduled), total/2, "most jobs started scheduled")
+	require.Len(t, seen, len(scheduled))
 	for id, n := range seen {
+		require.True(t, scheduled[id], "job %s reported promoted but never scheduled", id)
 		require.Equal(t, 1, n, "job %s promoted %d times", id, n)
 	}
 }
