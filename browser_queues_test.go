@@ -62,6 +62,17 @@ func TestQueuesPageInABrowser(t *testing.T) {
 	waitLive(t, ctx, 10*time.Second)
 	require.Contains(t, queueRow(t, ctx, "reports.daily").State, "active")
 
+	// A live refresh leaves the new buttons working at once: a click just
+	// after a swap must not land on a button htmx has not bound yet.
+	require.True(t, eval[bool](t, ctx, `(() => {
+		window.__bound = [];
+		document.body.addEventListener('htmx:afterSwap', () => queueMicrotask(() => window.__bound.push(
+			[...document.querySelectorAll('#queues-live button[hx-post]')].every(b => b['htmx-internal-data']))));
+		htmx.ajax('GET', '/queues', {source: '#queues-live', target: '#queues-live', swap: 'outerHTML'});
+		return true })()`))
+	waitJS(t, ctx, `window.__bound.length > 0`, 10*time.Second)
+	require.NotContains(t, eval[[]bool](t, ctx, `window.__bound`), false, "buttons of a swapped table bound at once")
+
 	htmxReady(t, ctx, "reports.daily")
 	// Pause: the badge changes, and jobs enqueued now wait, counted live.
 	require.True(t, eval[bool](t, ctx, `(() => { document.querySelector('tr[data-queue="reports.daily"] [data-testid="queue-pause"]').click(); return true })()`))
