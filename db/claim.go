@@ -15,7 +15,19 @@ import (
 // claimUpdate leases the rows chosen by the "next" CTE. Each claim charges
 // an attempt, counts an execution and mints a fresh lease token that fences
 // every later write for this attempt.
-const claimUpdate = `
+const claimUpdate = claimLease + `
+FROM next
+WHERE j.id = next.next_id
+RETURNING ` + jobColumns
+
+// claimUpdateByArray is claimUpdate reaching the rows through the primary
+// key whatever a plan estimates of how many there are: a join with next,
+// planned without knowing its size, may read the whole table.
+const claimUpdateByArray = claimLease + `
+WHERE j.id = ANY (ARRAY(SELECT next_id FROM next))
+RETURNING ` + jobColumns
+
+const claimLease = `
 UPDATE jobs j SET
 	status = 'running',
 	attempt = j.attempt + 1,
@@ -26,10 +38,7 @@ UPDATE jobs j SET
 	started_at = now(),
 	updated_at = now(),
 	progress = NULL,
-	progress_message = NULL
-FROM next
-WHERE j.id = next.next_id
-RETURNING ` + jobColumns
+	progress_message = NULL`
 
 // claimSQL takes the next due jobs in claim order and leases them in one
 // statement. SKIP LOCKED lets concurrent claimers pass over each other's rows

@@ -22,6 +22,93 @@ const versionGuard5 = ` AND EXISTS (SELECT 1 FROM flow_control_version WHERE ver
 // words jobs_claim_key_idx's predicate uses.
 const queuedKeyed = `status = 'queued' AND deleted_at IS NULL AND concurrency_key IS NOT NULL`
 
+// flowServedSQL lists the served queues without settings, in plain_q:
+// those named in $5, or, serving all queues ($5 NULL), those qscan finds
+// with queued jobs (a skip scan of jobs_claim_queue_idx, which never
+// steps over the jobs of a paused backlog). Only while ok holds a row.
+const flowServedSQL = `
+plain_q AS (
+	SELECT name FROM unnest($5::text[]) AS u(name), ok WHERE name <> ALL($6)
+	UNION ALL
+	SELECT name FROM (
+		SELECT name FROM qscan WHERE $5::text[] IS NULL AND name IS NOT NULL
+	) a, ok WHERE name <> ALL($6)
+),
+qscan(name) AS (
+	(SELECT queue FROM jobs WHERE status = 'queued' AND deleted_at IS NULL AND $5::text[] IS NULL
+	 ORDER BY queue LIMIT 1)
+	UNION ALL
+	SELECT (SELECT queue FROM jobs WHERE status = 'queued' AND deleted_at IS NULL AND queue > qscan.name
+	        ORDER BY queue LIMIT 1)
+	FROM qscan WHERE qscan.name IS NOT NULL
+)`
+
+// flowLimitedSQL says a queues row s has a limit.
+const flowLimitedSQL = `(s.concurrency IS NOT NULL OR s.rate_limit IS NOT NULL OR s.per_key_concurrency IS NOT NULL)`
+
+// flowBucketSQL reads a limited queue s: tokens, the whole and part
+// tokens in its bucket now (refilled by the time elapsed, capped at its
+// burst), and free, its concurrency less the jobs of the queue running
+// (leases not yet reaped included). Each is NULL without its limit.
+const flowBucketSQL = `
+	       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 5.0),
+	            s.tokens + greatest(0, extract(epoch FROM now() - s.tokens_at)) * s.rate_limit / s.rate_period_seconds) END AS tokens,
+	       CASE WHEN s.concurrency IS NOT NULL THEN s.concurrency - (
+	            SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name) END AS free`
+
+// claimLimitedSQL is the flow-controlled claim when no served queue needs
+// the rotation across keys: its limited queues have only a concurrency or
+// a rate limit, or a per-key limit but no queued job that carries a key
+// (then every job is in the one group of keyless jobs, taken in claim
+// order). If a fair queue it serves has keyed jobs, it takes nothing
+// (ok holds no row), so a claim comes back short and its caller asks
+// flowHoldSQL, learns of the keys and claims through claimFlowSQL; a
+// claim never passes over keyed jobs. Same parameters and guarantees as
+// claimFlowSQL, at a fraction of its planning and execution: a claim from
+// a limited queue is claimQueuesSQL with a cap.
+const claimLimitedSQL = `
+WITH RECURSIVE
+ok AS (
+	SELECT 1 FROM flow_control_version WHERE version = $4 AND NOT EXISTS (
+		SELECT 1 FROM queues s CROSS JOIN LATERAL (
+			SELECT 1 FROM jobs k WHERE ` + queuedKeyed + ` AND k.queue = s.name
+			ORDER BY k.queue, k.concurrency_key LIMIT 1) k
+		WHERE s.name = ANY($6) AND NOT s.paused AND s.per_key_concurrency IS NOT NULL)
+),` + flowServedSQL + `,
+cq AS MATERIALIZED (
+	SELECT name, rate_limit, tokens,
+	       greatest(0, least($2, coalesce(free, $2), coalesce(floor(tokens)::int, $2)))::int AS cap
+	FROM (
+		SELECT s.name, s.rate_limit,` + flowBucketSQL + `
+		FROM queues s, ok
+		WHERE s.name = ANY($6) AND NOT s.paused AND ` + flowLimitedSQL + `
+	) b
+),
+q AS (
+	SELECT name, $2::int AS cap FROM plain_q
+	UNION ALL
+	SELECT name, cap FROM cq WHERE cap > 0
+),
+pick AS MATERIALIZED (
+	SELECT c.id AS next_id, q.name AS queue
+	FROM q CROSS JOIN LATERAL (
+		SELECT id, effective_priority, run_at, created_at FROM jobs
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name
+		ORDER BY queue, effective_priority, run_at, created_at, id -- jobs_claim_queue_idx's order
+		LIMIT q.cap
+		FOR UPDATE SKIP LOCKED
+	) c
+	ORDER BY c.effective_priority, c.run_at, c.created_at, c.id
+	LIMIT $2
+),
+charged AS (
+	UPDATE queues s SET tokens = cq.tokens - coalesce(p.n, 0), tokens_at = now()
+	FROM cq LEFT JOIN (SELECT queue, count(*) AS n FROM pick GROUP BY queue) p ON p.queue = cq.name
+	WHERE s.name = cq.name AND cq.rate_limit IS NOT NULL
+	RETURNING 1
+),
+next AS (SELECT next_id FROM pick)` + claimUpdateByArray
+
 // claimFlowSQL is the claim when some of the queues it serves are paused or
 // limited. It runs right after lockQueueSQL took the locks of the limited
 // ones in the same transaction (one round trip: a pipeline), so its
@@ -60,22 +147,7 @@ const queuedKeyed = `status = 'queued' AND deleted_at IS NULL AND concurrency_ke
 //     to the last key served.
 const claimFlowSQL = `
 WITH RECURSIVE
-ok AS (SELECT 1 FROM flow_control_version WHERE version = $4),
-plain_q AS (
-	SELECT name FROM unnest($5::text[]) AS u(name), ok WHERE name <> ALL($6)
-	UNION ALL
-	SELECT name FROM (
-		SELECT name FROM qscan WHERE $5::text[] IS NULL AND name IS NOT NULL
-	) a, ok WHERE name <> ALL($6)
-),
-qscan(name) AS (
-	(SELECT queue FROM jobs WHERE status = 'queued' AND deleted_at IS NULL AND $5::text[] IS NULL
-	 ORDER BY queue LIMIT 1)
-	UNION ALL
-	SELECT (SELECT queue FROM jobs WHERE status = 'queued' AND deleted_at IS NULL AND queue > qscan.name
-	        ORDER BY queue LIMIT 1)
-	FROM qscan WHERE qscan.name IS NOT NULL
-),
+ok AS (SELECT 1 FROM flow_control_version WHERE version = $4),` + flowServedSQL + `,
 plain AS (
 	SELECT c.id, c.queue, c.effective_priority, c.run_at, c.created_at, NULL::text AS key, 0 AS pos
 	FROM plain_q CROSS JOIN LATERAL (
@@ -87,14 +159,9 @@ plain AS (
 	) c
 ),
 cq0 AS MATERIALIZED (
-	SELECT s.name, s.per_key_concurrency AS per_key, s.key_cursor, s.rate_limit,
-	       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 5.0),
-	            s.tokens + greatest(0, extract(epoch FROM now() - s.tokens_at)) * s.rate_limit / s.rate_period_seconds) END AS tokens,
-	       CASE WHEN s.concurrency IS NOT NULL THEN s.concurrency - (
-	            SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name) END AS free
+	SELECT s.name, s.per_key_concurrency AS per_key, s.key_cursor, s.rate_limit,` + flowBucketSQL + `
 	FROM queues s, ok
-	WHERE s.name = ANY($6) AND NOT s.paused
-	  AND (s.concurrency IS NOT NULL OR s.rate_limit IS NOT NULL OR s.per_key_concurrency IS NOT NULL)
+	WHERE s.name = ANY($6) AND NOT s.paused AND ` + flowLimitedSQL + `
 ),
 cq AS MATERIALIZED (
 	SELECT cq0.*, greatest(0, least($2, coalesce(free, $2), coalesce(floor(tokens)::int, $2)))::int AS cap FROM cq0
@@ -218,71 +285,163 @@ next AS (SELECT next_id FROM pick)` + claimUpdate
 const claimFlowLockSQL = `SELECT set_config('jit', 'off', true),
 	count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
 
-// flowHoldSQL runs after the claim, in the same transaction: the limited
-// queues it served that still have queued jobs, with their buckets, so
-// the pool knows whether and when to claim again.
-const flowHoldSQL = `
-SELECT s.rate_limit, s.rate_period_seconds, s.tokens, extract(epoch FROM now() - s.tokens_at)
-FROM queues s
-WHERE s.name = ANY($1) AND NOT s.paused
-  AND EXISTS (SELECT 1 FROM jobs j WHERE j.status = 'queued' AND j.deleted_at IS NULL AND j.queue = s.name)`
+// claimLimitedLockSQL is claimFlowLockSQL for claimLimitedSQL, which it
+// also runs with a plan made once per connection and pinned to index
+// paths. Planning claimLimitedSQL for every claim (PostgreSQL's custom
+// plans) cost a millisecond, a quarter of the claim, and a plan made once
+// (plan_cache_mode force_generic_plan) is only as good as the statistics
+// of the moment it is made: made while the jobs table was empty, it read
+// the table from end to end at every claim thereafter. With sequential
+// and bitmap scans, sorts where an index gives the order, hash and merge
+// joins and materialization all priced out, every table that statement
+// reads has a single sensible path (each lateral scan is written so an
+// index gives its order: see claimLimitedSQL), and the plan is the same
+// whatever the statistics say. These settings last for the transaction,
+// which ends with the claim.
+const claimLimitedLockSQL = `SELECT set_config('jit', 'off', true),
+	set_config('plan_cache_mode', 'force_generic_plan', true),
+	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
+	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
+	set_config('enable_mergejoin', 'off', true), set_config('enable_material', 'off', true),
+	count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
 
-// claimFlow claims through claimFlowSQL: one round trip carrying the
-// locks, the claim and the hold query.
+// flowHoldSQL says, after a claim that came back short, for each limited
+// queue it served: its bucket, whether it still has queued jobs (so the
+// pool knows whether and when to claim again) and, for a fair queue,
+// whether any of them carries a key (which claimLimitedSQL leaves to
+// claimFlowSQL). A claim that came back full needs none of it: the pool
+// claims again as soon as a worker is free.
+const flowHoldSQL = `
+SELECT s.name, s.rate_limit, s.rate_period_seconds, s.tokens, extract(epoch FROM now() - s.tokens_at),
+       EXISTS (SELECT 1 FROM jobs j WHERE j.status = 'queued' AND j.deleted_at IS NULL AND j.queue = s.name),
+       s.per_key_concurrency IS NOT NULL AND EXISTS (SELECT 1 FROM jobs k WHERE ` + queuedKeyed + ` AND k.queue = s.name)
+FROM queues s
+WHERE s.name = ANY($1) AND NOT s.paused`
+
+// keyedFor is how long a fair queue found with keyed jobs is claimed
+// through claimFlowSQL before claimLimitedSQL is tried again.
+const keyedFor = time.Second
+
+// claimFlow claims from served queues some of which are paused or limited,
+// in one round trip carrying the locks and the claim; a claim that came
+// back short asks flowHoldSQL what held it back, in a second.
+//
+// The claim is claimLimitedSQL unless a fair queue among them had jobs
+// with a key within the last keyedFor (s.keyed). When claimLimitedSQL took
+// nothing because such jobs appeared, the claim goes on at once through
+// claimFlowSQL.
 func (s *Store) claimFlow(ctx context.Context, p jobs.ClaimParams, st *flowState, constrained []string, ttl float64) ([]*jobs.Job, error) {
 	var limited []string
+	full := false
 	for _, q := range constrained {
 		if qs := st.queues[q]; !qs.Paused && qs.Limited() {
 			limited = append(limited, q)
+			full = full || (qs.PerKeyConcurrency != nil && s.keyedHint(q))
 		}
-	}
-	var queues []string
-	if len(p.Queues) > 0 {
-		queues = p.Queues
 	}
 	if limited == nil {
 		limited = []string{}
 	}
-	b := &pgx.Batch{}
-	b.Queue(claimFlowLockSQL, limited)
-	var claimed []*jobs.Job
-	b.Queue(claimFlowSQL, p.WorkerID, p.Limit, ttl, st.version, queues, constrained).Query(func(rows pgx.Rows) error {
-		var err error
-		claimed, err = collectJobs(rows, nil)
-		return err
-	})
-	hold := jobs.FlowHold{}
-	if len(limited) > 0 && p.Held != nil {
-		b.Queue(flowHoldSQL, limited).Query(func(rows pgx.Rows) error {
-			for rows.Next() {
-				var rate, period *int32
-				var tokens, elapsed float64
-				if err := rows.Scan(&rate, &period, &tokens, &elapsed); err != nil {
-					return err
-				}
-				hold.Waiting = true
-				if rate == nil || period == nil {
-					continue
-				}
-				rl := jobs.RateLimit{Limit: int(*rate), PeriodSeconds: int(*period)}
-				now := min(rl.Burst(), tokens+max(0, elapsed)*float64(rl.Limit)/float64(rl.PeriodSeconds))
-				if now < 1 {
-					wait := time.Duration((1 - now) * float64(rl.Interval()))
-					if hold.RetryAfter == 0 || wait < hold.RetryAfter {
-						hold.RetryAfter = wait
-					}
-				}
-			}
-			return rows.Err()
-		})
+	claimed, err := s.claimFlowOnce(ctx, p, st, constrained, limited, ttl, full)
+	if err != nil || len(claimed) == p.Limit || len(limited) == 0 {
+		return claimed, err
 	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	hold, keyed, err := s.flowHold(ctx, limited)
+	if err != nil {
 		return nil, err
+	}
+	if !full && keyed {
+		rest := p
+		rest.Limit = p.Limit - len(claimed)
+		more, err := s.claimFlowOnce(ctx, rest, st, constrained, limited, ttl, true)
+		if err != nil {
+			return nil, err
+		}
+		claimed = append(claimed, more...)
+		if len(claimed) < p.Limit {
+			if hold, _, err = s.flowHold(ctx, limited); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if p.Held != nil {
 		*p.Held = hold
 	}
 	return claimed, nil
+}
+
+// claimFlowOnce runs one flow-controlled claim, claimFlowSQL when full and
+// claimLimitedSQL otherwise, after taking the locks of the limited queues
+// in the same transaction.
+func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowState, constrained, limited []string, ttl float64, full bool) (claimed []*jobs.Job, err error) {
+	var queues []string
+	if len(p.Queues) > 0 {
+		queues = p.Queues
+	}
+	claimSQL := claimLimitedSQL
+	if full {
+		claimSQL = claimFlowSQL
+	}
+	b := &pgx.Batch{}
+	lockSQL := claimLimitedLockSQL
+	if full {
+		lockSQL = claimFlowLockSQL
+	}
+	b.Queue(lockSQL, limited)
+	b.Queue(claimSQL, p.WorkerID, p.Limit, ttl, st.version, queues, constrained).Query(func(rows pgx.Rows) error {
+		claimed, err = collectJobs(rows, nil)
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	return claimed, nil
+}
+
+// flowHold reads flowHoldSQL: what holds the limited queues back, and
+// whether a fair one has keyed jobs waiting.
+func (s *Store) flowHold(ctx context.Context, limited []string) (hold jobs.FlowHold, keyed bool, err error) {
+	rows, err := s.pool.Query(ctx, flowHoldSQL, limited)
+	if err != nil {
+		return hold, false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var rate, period *int32
+		var tokens, elapsed float64
+		var waiting, hasKeys bool
+		if err := rows.Scan(&name, &rate, &period, &tokens, &elapsed, &waiting, &hasKeys); err != nil {
+			return hold, false, err
+		}
+		if hasKeys {
+			s.keyed.Store(name, time.Now().Add(keyedFor))
+			keyed = true
+		}
+		if !waiting {
+			continue
+		}
+		hold.Waiting = true
+		if rate == nil || period == nil {
+			continue
+		}
+		rl := jobs.RateLimit{Limit: int(*rate), PeriodSeconds: int(*period)}
+		now := min(rl.Burst(), tokens+max(0, elapsed)*float64(rl.Limit)/float64(rl.PeriodSeconds))
+		if now < 1 {
+			wait := time.Duration((1 - now) * float64(rl.Interval()))
+			if hold.RetryAfter == 0 || wait < hold.RetryAfter {
+				hold.RetryAfter = wait
+			}
+		}
+	}
+	return hold, keyed, rows.Err()
+}
+
+// keyedHint says whether a fair queue had queued jobs with a key within
+// the last keyedFor.
+func (s *Store) keyedHint(queue string) bool {
+	v, ok := s.keyed.Load(queue)
+	return ok && time.Now().Before(v.(time.Time))
 }
 
 // claimIDsFlowSQL is claimIDsSQL with the flow-control guards: the ready

@@ -159,6 +159,38 @@ func TestClaimRotatesAcrossKeys(t *testing.T) {
 	require.Empty(t, b.claimQ(t, 100, nil), "all keys are at their limit")
 }
 
+// TestClaimKeysAppearInAFairQueue: a fair queue holding only jobs without
+// a key is claimed by the lean statement; when keyed jobs arrive, the
+// next claim already rotates across keys and keeps each key to its limit
+// (the lean claim never passes over them), and once the keys are gone
+// the queue's remaining jobs are claimed as before. Both claimers share
+// nothing but the database: one learns of the keys from the other's
+// enqueue alone.
+func TestClaimKeysAppearInAFairQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.setQueue(t, "f", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(1); return q })
+	b.enqueueN(t, 30, jobs.EnqueueParams{Queue: "f"})
+	require.Len(t, b.claimQ(t, 10, nil), 10, "keyless jobs only: taken in claim order")
+	require.Len(t, b.claimQ(t, 10, nil, "f"), 10)
+
+	b.enqueueN(t, 5, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "a", Priority: jobs.PriorityHigh})
+	b.enqueueN(t, 5, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "b", Priority: jobs.PriorityHigh})
+	held := &jobs.FlowHold{}
+	got := b.claimQ(t, 20, held)
+	keys := map[string]int{}
+	for _, j := range got {
+		k := "-"
+		if j.ConcurrencyKey != nil {
+			k = *j.ConcurrencyKey
+		}
+		keys[k]++
+	}
+	require.Equal(t, map[string]int{"a": 1, "b": 1, "-": 10}, keys, "one running per key, the keyless ones as before")
+	require.True(t, held.Waiting, "keyed jobs wait for their keys")
+	require.Empty(t, b.claimQ(t, 20, nil, "f"), "every key at its limit, no keyless job left")
+}
+
 // TestClaimFairnessManyKeys: a claim visits a bounded number of keys and
 // the rotation reaches every key in turn, so a thousand keys are all
 // served in a thousand jobs.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -81,6 +82,7 @@ type Store struct {
 	events           jobs.EventSink
 	redis            *Redis
 	flow             atomic.Pointer[flowState] // queue settings as last loaded (db/queues.go)
+	keyed            sync.Map                  // fair queue name -> time.Time: claimed with key rotation until then (db/claim_flow.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to

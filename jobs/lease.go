@@ -15,8 +15,10 @@ type ClaimParams struct {
 	Limit int
 	// LeaseTTL is how long the lease lasts before a heartbeat must extend it.
 	LeaseTTL time.Duration
-	// Held, when set, is filled in by the claim with what flow control
-	// held back, so the pool knows when claiming again can succeed.
+	// Held, when set, is filled in by a claim that came back short with
+	// what flow control held back, so the pool knows when claiming again
+	// can succeed. A claim that took Limit jobs leaves it zero: the pool
+	// claims again as soon as a worker is free anyway.
 	Held *FlowHold
 }
 

@@ -1,0 +1,7 @@
+package db
+
+// Statements the external tests inspect.
+const (
+	ClaimLimitedSQL     = claimLimitedSQL
+	ClaimLimitedLockSQL = claimLimitedLockSQL
+)
