@@ -83,6 +83,9 @@ func TestFlowPauseAcrossProcesses(t *testing.T) {
 	for i := range 2 {
 		ws = append(ws, startFlint(t, "worker", u, fmt.Sprintf("FLINT_WORKER_ID=pause-%d", i)))
 	}
+	for _, w := range ws {
+		w.ready(t, 60*time.Second) // so the SIGTERM below finds its handler installed
+	}
 	enqueueAll(t, s, queueJobs("p", 40, sleepJob(150))...)
 	waitFor(t, 30*time.Second, "jobs of p to start", func() bool {
 		return countWhere(t, conn, `queue = 'p' AND started_at IS NOT NULL`) >= 4
@@ -216,10 +219,12 @@ func TestFlowRateLimitAcrossProcesses(t *testing.T) {
 		q.RateLimit = &jobs.RateLimit{Limit: 20, PeriodSeconds: 1}
 		return q
 	})
-	enqueueAll(t, s, queueJobs("r", 400, jobs.EnqueueParams{Type: jobs.TypeNoop})...)
+	// Every process is up before the jobs arrive: a process still starting
+	// would compete for the CPU with the first seconds of the period.
 	for i := range 3 {
-		startFlint(t, "worker", u, fmt.Sprintf("FLINT_WORKER_ID=rate-%d", i))
+		startFlint(t, "worker", u, fmt.Sprintf("FLINT_WORKER_ID=rate-%d", i)).ready(t, 60*time.Second)
 	}
+	enqueueAll(t, s, queueJobs("r", 400, jobs.EnqueueParams{Type: jobs.TypeNoop})...)
 	var first time.Time
 	waitFor(t, 60*time.Second, "the first start", func() bool {
 		return conn.QueryRow(context.Background(), `SELECT min(started_at) FROM jobs WHERE queue = 'r'`).Scan(&first) == nil && !first.IsZero()
@@ -237,8 +242,11 @@ func TestFlowRateLimitAcrossProcesses(t *testing.T) {
 	}
 	t.Logf("%d starts in 10 s; per second: %v", len(starts), buckets)
 	require.InDelta(t, 200, len(starts), 20, "starts in 10 s at 20/s")
+	// No second runs ahead of the limit (a burst); none is starved either,
+	// though a loaded machine may leave one a little short.
 	for i, n := range buckets {
-		require.InDelta(t, 20, n, 6, "second %d of the period: %v", i, buckets)
+		require.LessOrEqual(t, n, 26, "second %d of the period: %v", i, buckets)
+		require.GreaterOrEqual(t, n, 10, "second %d of the period: %v", i, buckets)
 	}
 	// Within each second, starts are spread too: no 100 ms holds much
 	// more than the bucket's burst of 4 (a bucket of a whole period would

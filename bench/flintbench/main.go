@@ -540,17 +540,27 @@ func modeTable() {
 	f, err := os.Open(*flagIn)
 	must(err)
 	defer f.Close()
+	// A figure measured more than once (the flow-control drains run in the
+	// order A B B A) is the mean of its runs.
 	flint := map[string]map[string]float64{} // "drain worker-defaults-redis" → jobs/s, wal_per_job
+	runs := map[string]float64{}
 	river := map[string]float64{}
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := sc.Text()
 		if m := reFlint.FindStringSubmatch(line); m != nil {
-			kv := map[string]float64{}
-			for _, p := range reKV.FindAllStringSubmatch(m[3], -1) {
-				kv[p[1]], _ = strconv.ParseFloat(p[2], 64)
+			key := m[1] + " " + m[2]
+			kv := flint[key]
+			if kv == nil {
+				kv = map[string]float64{}
+				flint[key] = kv
 			}
-			flint[m[1]+" "+m[2]] = kv
+			n := runs[key]
+			for _, p := range reKV.FindAllStringSubmatch(m[3], -1) {
+				v, _ := strconv.ParseFloat(p[2], 64)
+				kv[p[1]] = (kv[p[1]]*n + v) / (n + 1)
+			}
+			runs[key] = n + 1
 		} else if m := reRiverDrain.FindStringSubmatch(line); m != nil {
 			river["drain"], _ = strconv.ParseFloat(m[2], 64)
 		} else if m := reRiverWAL.FindStringSubmatch(line); m != nil {
