@@ -129,6 +129,14 @@ type Pool struct {
 	registry *jobs.Registry
 	logger   *slog.Logger
 
+	// leaseWrites makes the heartbeat and the outcome writes take turns.
+	// Both update many of this pool's rows in one statement, each in an
+	// order of its own; side by side, each could hold a row the other
+	// waits for, and PostgreSQL broke the cycle by failing one of them a
+	// second later (deadlock_timeout), several times in a drain. Taking
+	// turns costs a write at most one heartbeat's wait.
+	leaseWrites sync.Mutex
+
 	work     chan *execution  // claimed jobs, to the worker goroutines (cap ClaimAhead)
 	finishes chan jobs.Finish // outcomes, to the finisher
 	notify   chan struct{}    // new work may exist (cap 1)
@@ -656,7 +664,9 @@ func (p *Pool) beat(ctx context.Context) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, p.cfg.HeartbeatInterval)
 	defer cancel()
+	p.leaseWrites.Lock()
 	statuses, err := p.store.ExtendLeases(bctx, beats, p.cfg.LeaseTTL)
+	p.leaseWrites.Unlock()
 	if err != nil {
 		if ctx.Err() == nil {
 			p.logger.WarnContext(ctx, "heartbeat failed", "error", err, "jobs", len(beats))
@@ -734,7 +744,9 @@ func (p *Pool) flush(batch []jobs.Finish) {
 	var moved, cascaded []jobs.Moved
 	var err error
 	for attempt := 1; ; attempt++ {
+		p.leaseWrites.Lock()
 		moved, cascaded, err = p.store.FinishJobs(ctx, batch)
+		p.leaseWrites.Unlock()
 		if err == nil {
 			break
 		}

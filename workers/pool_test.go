@@ -508,3 +508,61 @@ func TestPoolShutdownDoesNotStrandAClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, []jobs.State{jobs.StateCompleted, jobs.StateQueued}, got.Status, "run or handed back, not stranded")
 }
+
+// leaseWriteWatch counts heartbeats and outcome writes that ran side by
+// side against the database; each lingers a moment to widen the window.
+type leaseWriteWatch struct {
+	*db.Store
+	beating, finishing atomic.Int64
+	overlaps, beats    atomic.Int64
+}
+
+func (s *leaseWriteWatch) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+	s.beating.Add(1)
+	defer s.beating.Add(-1)
+	s.beats.Add(1)
+	if s.finishing.Load() > 0 {
+		s.overlaps.Add(1)
+	}
+	time.Sleep(2 * time.Millisecond)
+	return s.Store.ExtendLeases(ctx, beats, ttl)
+}
+
+func (s *leaseWriteWatch) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, []jobs.Moved, error) {
+	s.finishing.Add(1)
+	defer s.finishing.Add(-1)
+	if s.beating.Load() > 0 {
+		s.overlaps.Add(1)
+	}
+	time.Sleep(2 * time.Millisecond)
+	return s.Store.FinishJobs(ctx, batch)
+}
+
+// TestPoolLeaseWritesTakeTurns: the heartbeat and the outcome writes of a
+// pool never run at once. Each updates many of the pool's rows in an order
+// of its own, and side by side they deadlocked in PostgreSQL (one failed
+// after deadlock_timeout) during drains. Heartbeats every 5 ms while 600
+// short jobs finish.
+func TestPoolLeaseWritesTakeTurns(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ps := make([]jobs.EnqueueParams, 600)
+	for i := range ps {
+		ps[i] = jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: json.RawMessage(`{"ms": 5}`)}
+	}
+	res, err := b.store.Enqueue(b.ctx, ps...)
+	require.NoError(t, err)
+	store := &leaseWriteWatch{Store: b.store}
+	pool := workers.NewPool(workers.Config{WorkerID: "turns", Workers: 20, PollInterval: 20 * time.Millisecond,
+		LeaseTTL: time.Minute, HeartbeatInterval: 5 * time.Millisecond}, store, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	b.waitFor(t, res[len(res)-1].Job.ID, 60*time.Second, status(jobs.StateCompleted))
+	for _, r := range res {
+		b.waitFor(t, r.Job.ID, 30*time.Second, status(jobs.StateCompleted))
+	}
+	require.Greater(t, store.beats.Load(), int64(10), "heartbeats ran during the drain")
+	require.Zero(t, store.overlaps.Load(), "a heartbeat and an outcome write ran at once")
+}
