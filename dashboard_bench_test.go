@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -19,16 +20,33 @@ import (
 	"flint/jobs"
 )
 
-// BenchmarkDashboardPages renders every dashboard page against a table of a
-// million jobs and reports the server-side p50/p95 per page:
+// BenchmarkDashboardPages renders every dashboard page, and the API's
+// busiest reads, against a table of a million jobs and reports the
+// server-side p50/p95 per page:
 //
 //	make bench BENCH=DashboardPages BENCHPKG=.
 //
-// Loading the million rows takes a minute; it happens once.
+// Loading the million rows takes a minute; it happens once. With
+// FLINT_BENCH_DATABASE_URL it reads that database as it is instead (one
+// filled by "flint bench history", say), after migrating it:
+//
+//	FLINT_BENCH_DATABASE_URL=postgres://…/history make bench BENCH=DashboardPages BENCHPKG=.
 func BenchmarkDashboardPages(b *testing.B) {
-	store, _ := dbtest.NewStore(b)
 	ctx := context.Background()
-	seed1M(b, store)
+	var store *db.Store
+	if u := os.Getenv("FLINT_BENCH_DATABASE_URL"); u != "" {
+		if err := db.Migrate(ctx, u, slog.New(slog.NewTextHandler(io.Discard, nil))); err != nil {
+			b.Fatal(err)
+		}
+		var err error
+		if store, err = db.Open(ctx, db.Config{URL: u}); err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(store.Close)
+	} else {
+		store, _ = dbtest.NewStore(b)
+		seed1M(b, store)
+	}
 	_, err := store.EnsureUser(ctx, "ops@example.com", "bench-password", "admin")
 	if err != nil {
 		b.Fatal(err)
@@ -50,7 +68,8 @@ func BenchmarkDashboardPages(b *testing.B) {
 	pages := []string{
 		"/", "/overview/live", "/jobs", "/jobs?status=queued", "/jobs?status=dead_letter&type=send_email",
 		"/jobs?type=http_request", "/jobs?queue=reports", "/jobs?q=" + someID, "/jobs/" + someID, "/jobs/" + deadID,
-		"/dlq", "/bin", "/recurring", "/workers", "/settings", "/jobs/new",
+		"/dlq", "/bin", "/recurring", "/workers", "/settings", "/jobs/new", "/queues",
+		"/api/v1/jobs?status=completed", "/api/v1/stats",
 	}
 	b.ResetTimer()
 	for _, p := range pages {
@@ -58,8 +77,12 @@ func BenchmarkDashboardPages(b *testing.B) {
 			var lat []time.Duration
 			for b.Loop() {
 				req := httptest.NewRequest(http.MethodGet, p, nil)
-				for _, c := range cookies {
-					req.AddCookie(c)
+				if strings.HasPrefix(p, "/api/") {
+					req.Header.Set("X-API-Key", "bench-api-key-0123456789")
+				} else {
+					for _, c := range cookies {
+						req.AddCookie(c)
+					}
 				}
 				start := time.Now()
 				resp, err := app.Test(req, 60_000)
