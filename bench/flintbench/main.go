@@ -45,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"flint/db"
@@ -229,6 +230,10 @@ func modeDrain(ctx context.Context) {
 	defer s.Close()
 	// As riverbench: checkpoint, insert, analyze, then time the drain.
 	_, _ = s.Pool().Exec(ctx, "CHECKPOINT")
+	// The drained jobs are those with ids from here on (UUIDv7, by creation
+	// time): with -db the database may already hold millions of jobs, and
+	// reading the drained ones by id range never scans them.
+	firstID := uuidV7Floor(time.Now().Add(-time.Second))
 	enqueueNoops(ctx, s, *flagN)
 	_, err := s.Pool().Exec(ctx, "ANALYZE jobs")
 	must(err)
@@ -245,8 +250,13 @@ func modeDrain(ctx context.Context) {
 		must(err)
 	}
 	wal := walLSN(ctx, s)
-	var drainFrom time.Time
-	must(s.Pool().QueryRow(ctx, `SELECT now()`).Scan(&drainFrom))
+	// Progress comes from the throughput counters the finishing statement
+	// keeps (a few rows, so polling them costs the server nothing, where
+	// counting jobs would compete with the drain it measures), less what
+	// they held before: an earlier drain of the same database counts there.
+	const doneSQL = `SELECT coalesce(sum(n), 0) FROM job_throughput WHERE outcome = 'succeeded'`
+	var before int
+	must(s.Pool().QueryRow(ctx, doneSQL).Scan(&before))
 
 	env := flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
 		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+freePort(), "FLINT_API_KEY=flintbench-api-key-0123456789",
@@ -256,15 +266,12 @@ func modeDrain(ctx context.Context) {
 	}
 	start := time.Now()
 	cmd := startFlint([]string{*flagCmd}, env)
-	// Progress comes from the throughput counters the finishing statement
-	// keeps: a few rows, so polling them costs the server nothing, where
-	// counting jobs would compete with the drain it measures.
 	deadline := start.Add(10 * time.Minute)
 	for {
 		time.Sleep(50 * time.Millisecond)
 		var done int
-		must(s.Pool().QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM job_throughput WHERE outcome = 'succeeded'`).Scan(&done))
-		if done >= *flagN {
+		must(s.Pool().QueryRow(ctx, doneSQL).Scan(&done))
+		if done -= before; done >= *flagN {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -274,13 +281,11 @@ func modeDrain(ctx context.Context) {
 	}
 	var last time.Time
 	var completed, runs int
-	// Only the drained jobs count: with -db the database may hold a history
-	// (finished before the drain started, by the database clock).
 	must(s.Pool().QueryRow(ctx, `SELECT max(finished_at), count(*) FILTER (WHERE status = 'completed') FROM jobs
-		WHERE finished_at >= $1`, drainFrom).Scan(&last, &completed))
+		WHERE id >= $1`, firstID).Scan(&last, &completed))
 	walBytes := walSince(ctx, s, wal)
 	stopFlint(cmd)
-	must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions WHERE finished_at >= $1`, drainFrom).Scan(&runs))
+	must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions WHERE job_id >= $1`, firstID).Scan(&runs))
 	if completed != *flagN || runs != *flagN {
 		log.Fatalf("drain: %d completed and %d executions recorded for %d jobs", completed, runs, *flagN)
 	}
@@ -659,4 +664,17 @@ func modeTable() {
 		fmt.Fprintln(os.Stderr, errors.New("no RESULT lines found"))
 		os.Exit(1)
 	}
+}
+
+// uuidV7Floor is the smallest version 7 UUID of the millisecond t: every
+// id minted at or after t sorts after it.
+func uuidV7Floor(t time.Time) uuid.UUID {
+	var id uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := range 6 {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	id[6] = 0x70 // version 7
+	id[8] = 0x80 // RFC 4122 variant
+	return id
 }
