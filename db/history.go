@@ -107,7 +107,10 @@ func historyRows(r *rand.Rand, first, n int, from time.Time, slice time.Duration
 		prio := 1 + r.IntN(3)
 		status, outcome := jobs.StateCompleted, jobs.OutcomeSucceeded
 		var lastErr *string
-		switch k % 20 {
+		// One job in 20 is dead-lettered and one cancelled, at a place in
+		// each block of 20 that moves from block to block, so those land
+		// on every type and queue (k % 20 alone put them all on one type).
+		switch (k + k/20) % 20 {
 		case 0:
 			status, outcome = jobs.StateDeadLetter, jobs.OutcomeFailed
 			e := "seeded: the handler failed for good (permanent error)"

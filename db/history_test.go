@@ -29,6 +29,8 @@ func TestSeedHistory(t *testing.T) {
 	require.Equal(t, 100, count(`SELECT count(*) FROM jobs WHERE status = 'dead_letter'`))
 	require.Equal(t, 100, count(`SELECT count(*) FROM jobs WHERE status = 'cancelled'`))
 	require.Equal(t, 10, count(`SELECT count(DISTINCT type) FROM jobs`))
+	require.Equal(t, 10, count(`SELECT count(DISTINCT type) FROM jobs WHERE status = 'dead_letter'`), "failures of every type")
+	require.Equal(t, 5, count(`SELECT count(DISTINCT queue) FROM jobs WHERE status = 'cancelled'`), "cancellations in every queue")
 	require.Equal(t, 5, count(`SELECT count(DISTINCT queue) FROM jobs`))
 	require.Equal(t, 2000, count(`SELECT count(*) FROM job_executions`))
 	require.Zero(t, count(`SELECT count(*) FROM jobs j JOIN job_executions e ON e.job_id = j.id

@@ -205,14 +205,30 @@ func listJobsSQL(cond, lim string, p jobs.ListParams) string {
 	case !slices.Contains(p.Statuses, jobs.StateRunning) && len(p.Statuses) > 0:
 		// The listing indexes leave running jobs out; saying so lets the
 		// planner use them for states it only learns at run time.
-		return listJobsFrom + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim
+		return listNotRunning(cond, lim, p)
 	default:
 		// Running jobs (through the lease index: at most as many as
 		// workers) merged with the others (through the listing indexes).
-		return `(` + listJobsFrom + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim + `)` +
+		return `(` + listNotRunning(cond, lim, p) + `)` +
 			` UNION ALL (` + listJobsFrom + cond + ` AND status = 'running' ORDER BY id DESC LIMIT ` + lim + `)` +
 			` ORDER BY id DESC LIMIT ` + lim
 	}
+}
+
+// listNotRunning is the listing of the jobs that are not running that
+// match cond, newest first. Filtered by type or queue, it first picks the
+// ids (an index-only scan of that column's listing index, which holds
+// type or queue then id descending) and then reads those rows. Asked for
+// whole rows at once, the planner preferred to read the primary key
+// backwards and filter, expecting the filtered column's jobs to be spread
+// evenly over time; with ten million jobs, a queue whose latest jobs lay
+// behind a million of a busier queue's took 350 ms to list, against 1 ms.
+func listNotRunning(cond, lim string, p jobs.ListParams) string {
+	if p.Type == "" && p.Queue == "" {
+		return listJobsFrom + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim
+	}
+	return listJobsFrom + `id IN (SELECT id FROM jobs WHERE ` + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim +
+		`) ORDER BY id DESC`
 }
 
 // escapeLike escapes LIKE wildcards so user text matches literally.
