@@ -240,12 +240,27 @@ func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(j
 
 func ptr[T any](v T) *T { return &v }
 
-// queueCountsSQL counts the live jobs of every queue per state, with the
-// run time of each queue's longest-waiting queued job.
+// queueCountsSQL counts the jobs of every queue per state (the bin left
+// out), with the run time of each queue's longest-waiting queued job. The
+// live states are counted through their partial indexes, one state per
+// branch so each branch names its index's predicate; finished jobs, which
+// pile up by the million, come from the counts job_counts keeps. Grouping
+// the whole table took 1.8 s at ten million jobs.
 const queueCountsSQL = `
-SELECT queue, status, count(*), min(run_at) FILTER (WHERE status = 'queued')
-FROM jobs WHERE deleted_at IS NULL AND ($1::text IS NULL OR queue = $1)
-GROUP BY queue, status`
+SELECT queue, 'queued', count(*), min(run_at) FROM jobs
+WHERE status = 'queued' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+UNION ALL
+SELECT queue, 'scheduled', count(*), NULL FROM jobs
+WHERE status = 'scheduled' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+UNION ALL
+SELECT queue, 'blocked', count(*), NULL FROM jobs
+WHERE status = 'blocked' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+UNION ALL
+SELECT queue, 'running', count(*), NULL FROM jobs
+WHERE status = 'running' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+UNION ALL
+SELECT queue, status, sum(n)::bigint, NULL FROM job_counts
+WHERE NOT in_bin AND ($1::text IS NULL OR queue = $1) GROUP BY queue, status HAVING sum(n) > 0`
 
 // queueThroughputMinutes is the window of QueueInfo.Throughput.
 const queueThroughputMinutes = 5

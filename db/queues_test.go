@@ -275,3 +275,61 @@ func TestClaimByIDLeavesConstrainedQueues(t *testing.T) {
 	require.Len(t, rest, 1, "the limited queue's job, by the ordinary claim")
 	require.Equal(t, c.ID, rest[0].ID)
 }
+
+// TestQueueCountsEveryState: the Queues listing counts each queue's jobs
+// per state (live ones through their indexes, finished ones from the kept
+// counts) exactly as grouping the table would, binned jobs left out.
+func TestQueueCountsEveryState(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	later := time.Now().Add(time.Hour)
+	b.enqueueN(t, 7, jobs.EnqueueParams{Queue: "qa"})
+	b.enqueueN(t, 3, jobs.EnqueueParams{Queue: "qb", RunAt: &later})
+	b.enqueueN(t, 6, jobs.EnqueueParams{Queue: "qb"})
+	running := b.claimQ(t, 5, nil, "qb")
+	require.Len(t, running, 5)
+	fs := []jobs.Finish{
+		{Lease: jobs.LeaseOf(running[0]), Outcome: jobs.OutcomeSucceeded},
+		{Lease: jobs.LeaseOf(running[1]), Outcome: jobs.OutcomeSucceeded},
+		{Lease: jobs.LeaseOf(running[2]), Outcome: jobs.OutcomeCancelled, Error: "stop"},
+	}
+	_, _, err := b.store.FinishJobs(b.ctx, fs)
+	require.NoError(t, err)
+	_, err = b.store.DeleteJob(b.ctx, running[0].ID) // a completed job, binned
+	require.NoError(t, err)
+	_, err = b.store.DeleteJob(b.ctx, running[4].ID) // running, binned (and asked to stop)
+	require.NoError(t, err)
+
+	want := map[string]map[jobs.State]int64{}
+	rows, err := b.store.Pool().Query(b.ctx, `SELECT queue, status, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY 1, 2`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var q, st string
+		var n int64
+		require.NoError(t, rows.Scan(&q, &st, &n))
+		if want[q] == nil {
+			want[q] = map[jobs.State]int64{}
+		}
+		want[q][jobs.State(st)] = n
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, int64(1), want["qb"][jobs.StateCompleted])
+	require.Equal(t, int64(1), want["qb"][jobs.StateCancelled])
+	require.Equal(t, int64(3), want["qb"][jobs.StateScheduled])
+
+	qs, err := b.store.ListQueues(b.ctx)
+	require.NoError(t, err)
+	got := map[string]map[jobs.State]int64{}
+	for _, q := range qs {
+		got[q.Name] = map[jobs.State]int64{}
+		for st, n := range q.Counts {
+			if n != 0 {
+				got[q.Name][st] = n
+			}
+		}
+	}
+	require.Equal(t, want, got)
+	one, err := b.store.GetQueue(b.ctx, "qb")
+	require.NoError(t, err)
+	require.Equal(t, want["qb"], one.Counts)
+}
