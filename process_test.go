@@ -268,6 +268,10 @@ func TestGracefulDrain(t *testing.T) {
 	short := enqueueAll(t, s, sleepJob(1000), sleepJob(1000))
 	long := enqueueAll(t, s, sleepJob(600000), sleepJob(600000))
 	waitJobs(t, s, append(short, long...), 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateRunning })
+	// Running in the database means claimed; a claimed job that has not yet
+	// reached a worker goes back at once on shutdown, by design. Give the
+	// workers a moment to start the handlers (the short jobs sleep 1 s).
+	time.Sleep(300 * time.Millisecond)
 	require.NoError(t, w.cmd.Process.Signal(syscall.SIGTERM))
 	require.NoError(t, w.wait(t, 30*time.Second), "exit status 0 after a drain")
 
