@@ -126,6 +126,9 @@ func run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (err error)
 		workersHere = cfg.Workers
 	}
 	p.logger.Info("flint started", "version", version, "worker_id", cfg.WorkerID, "workers", workersHere)
+	if r.scheduler {
+		p.warnWithoutAutovacuum()
+	}
 	if err := p.g.Wait(); err != nil && ctx.Err() == nil {
 		return err
 	}
@@ -428,4 +431,19 @@ func (p *process) startMetricsServer() {
 		<-p.gctx.Done()
 		return msrv.Shutdown(context.WithoutCancel(p.gctx))
 	})
+}
+
+// warnWithoutAutovacuum logs a warning when autovacuum will not vacuum the
+// jobs table: dead row versions would pile up unseen until claims slow
+// down. One scheduler says it at start.
+func (p *process) warnWithoutAutovacuum() {
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	on, err := p.store.AutovacuumOn(ctx)
+	switch {
+	case err != nil:
+		p.logger.Warn("could not tell whether autovacuum runs", "error", err)
+	case !on:
+		p.logger.Warn("autovacuum is off for the jobs table: dead row versions of every claim and finish will pile up and claims slow down; turn it on (ALTER SYSTEM SET autovacuum = on, or reset the table's autovacuum_enabled) or VACUUM jobs regularly")
+	}
 }

@@ -374,3 +374,21 @@ func (s *Store) DatabaseNow(ctx context.Context) (time.Time, error) {
 	err := s.pool.QueryRow(ctx, nowSQL).Scan(&now)
 	return now, err
 }
+
+// autovacuumSQL says whether autovacuum will vacuum the jobs table: it is
+// on for the server and not switched off for the table.
+const autovacuumSQL = `
+SELECT current_setting('autovacuum')::bool
+   AND NOT coalesce('autovacuum_enabled=false' = ANY(reloptions), false)
+FROM pg_class WHERE oid = 'jobs'::regclass`
+
+// AutovacuumOn says whether autovacuum will vacuum the jobs table. Without
+// it, every claim and finish leaves dead row versions that nothing removes
+// (Flint never vacuums by itself), and claims slow down as they pile up.
+func (s *Store) AutovacuumOn(ctx context.Context) (bool, error) {
+	var on bool
+	if err := s.pool.QueryRow(ctx, autovacuumSQL).Scan(&on); err != nil {
+		return false, fmt.Errorf("read autovacuum setting: %w", err)
+	}
+	return on, nil
+}
