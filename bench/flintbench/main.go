@@ -12,6 +12,11 @@
 //	latency  enqueue -> handler start at -rate jobs/s for -duration, with an
 //	         in-process pool woken by LISTEN/NOTIFY (as River's client is)
 //	idle     the same, one job at a time (-samples), the pool idle between
+//	sustain  a flint worker fed -rate noop jobs a second for -duration, with
+//	         a REPEATABLE READ transaction held open for -hold from
+//	         -hold-from on; prints the jobs table's live and dead rows
+//	         every -sample (the bloat a long transaction causes, and whether
+//	         autovacuum catches up after it)
 //	table    read RESULT lines (Flint's and River's) from -in and print the
 //	         comparison table
 //
@@ -71,6 +76,9 @@ var (
 	flagIn       = flag.String("in", "", "table: file holding RESULT lines")
 	flagKeep     = flag.Bool("keep", false, "keep the fresh database (for profiling)")
 	flagDB       = flag.String("db", "", "use this database as it is (one holding a history from flint bench history, say) instead of a fresh one; it is migrated, never dropped")
+	flagHoldFrom = flag.Duration("hold-from", 4*time.Minute, "sustain: when the REPEATABLE READ transaction starts")
+	flagHold     = flag.Duration("hold", 2*time.Minute, "sustain: how long it stays open")
+	flagSample   = flag.Duration("sample", 10*time.Second, "sustain: how often dead rows are sampled")
 	flagLimits   = flag.Bool("limits", false, "drain: give the queue flow-control limits that never bind (concurrency, rate limit and per-key concurrency), to measure what enforcing them costs")
 )
 
@@ -101,6 +109,8 @@ func main() {
 		modeLatency(ctx, false)
 	case "idle":
 		modeLatency(ctx, true)
+	case "sustain":
+		modeSustain(ctx)
 	case "table":
 		modeTable()
 	default:
@@ -677,4 +687,103 @@ func uuidV7Floor(t time.Time) uuid.UUID {
 	id[6] = 0x70 // version 7
 	id[8] = 0x80 // RFC 4122 variant
 	return id
+}
+
+// modeSustain feeds one `flint worker` -rate noop jobs a second for
+// -duration (from a fresh database, or -db), holds a REPEATABLE READ
+// transaction open from -hold-from for -hold, and samples the jobs table's
+// row counts every -sample. Dead rows can only be removed once no snapshot
+// needs them, so they pile up while the transaction is open; the figure
+// of interest is whether they stay bounded outside it and come back down
+// after it. Autovacuum must be on in the server (it says so if not).
+func modeSustain(ctx context.Context) {
+	dbURL, drop := freshDatabase(ctx)
+	defer drop()
+	s := openStore(ctx, dbURL)
+	defer s.Close()
+	var av string
+	must(s.Pool().QueryRow(ctx, `SHOW autovacuum`).Scan(&av))
+	if av != "on" {
+		log.Printf("warning: autovacuum is %s in this server: nothing will remove dead rows", av)
+	}
+	env := flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
+		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+freePort(), "FLINT_API_KEY=flintbench-api-key-0123456789",
+		"FLINT_ADMIN_PASSWORD=flintbench-password", "FLINT_SESSION_KEY="+sessionKey)
+	if *flagWorkers > 0 {
+		env = append(env, fmt.Sprintf("FLINT_WORKERS=%d", *flagWorkers))
+	}
+	cmd := startFlint([]string{"worker"}, env)
+	defer stopFlint(cmd)
+
+	start := time.Now()
+	feedCtx, stopFeed := context.WithCancel(ctx)
+	fed := make(chan int)
+	go func() { // -rate a second, in tenths
+		n, tick := 0, time.NewTicker(100*time.Millisecond)
+		defer tick.Stop()
+		for k := 1; ; k++ {
+			select {
+			case <-feedCtx.Done():
+				fed <- n
+				return
+			case <-tick.C:
+			}
+			want := *flagRate*k/10 - *flagRate*(k-1)/10
+			ps := make([]jobs.EnqueueParams, want)
+			for i := range ps {
+				ps[i] = jobs.EnqueueParams{Type: jobs.TypeNoop}
+			}
+			if want > 0 {
+				_, err := s.Enqueue(feedCtx, ps...)
+				if err != nil && feedCtx.Err() == nil {
+					log.Fatal(err)
+				}
+				n += want
+			}
+		}
+	}()
+
+	var hold pgx.Tx
+	holding, held := false, false
+	fmt.Printf("%8s %10s %10s %8s %10s %s\n", "t", "live", "dead", "queued", "vacuums", "")
+	next := time.Duration(0)
+	var maxOutside, maxDuring, lastDead int64
+	for el := time.Since(start); el < *flagDuration; el = time.Since(start) {
+		switch {
+		case !holding && !held && el >= *flagHoldFrom:
+			tx, err := s.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
+			must(err)
+			var one int
+			must(tx.QueryRow(ctx, `SELECT count(*) FROM (SELECT 1 FROM jobs LIMIT 1) x`).Scan(&one)) // takes the snapshot
+			hold, holding = tx, true
+		case holding && el >= *flagHoldFrom+*flagHold:
+			must(hold.Commit(ctx))
+			holding, held = false, true
+		}
+		if el >= next {
+			var live, dead, vacuums int64
+			var queued int
+			must(s.Pool().QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, autovacuum_count + vacuum_count FROM pg_stat_user_tables WHERE relname = 'jobs'`).Scan(&live, &dead, &vacuums))
+			must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued' AND deleted_at IS NULL`).Scan(&queued))
+			mark := ""
+			if holding {
+				mark = "REPEATABLE READ transaction open"
+				maxDuring = max(maxDuring, dead)
+			} else {
+				maxOutside = max(maxOutside, dead)
+			}
+			lastDead = dead
+			fmt.Printf("%8s %10d %10d %8d %10d %s\n", el.Round(time.Second), live, dead, queued, vacuums, mark)
+			next += *flagSample
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if holding {
+		must(hold.Commit(ctx))
+	}
+	stopFeed()
+	n := <-fed
+	fmt.Printf("sustain %s: %d jobs offered at %d/s for %s; dead rows at most %d outside the transaction, %d while it was open, %d at the end\n",
+		*flagLabel, n, *flagRate, *flagDuration, maxOutside, maxDuring, lastDead)
+	fmt.Printf("RESULT flint sustain %s dead_max_outside=%d dead_max_during=%d dead_end=%d\n", *flagLabel, maxOutside, maxDuring, lastDead)
 }
