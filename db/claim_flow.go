@@ -282,8 +282,7 @@ next AS (SELECT next_id FROM pick)` + claimUpdate
 // and turns JIT compilation off for the transaction: the planner's
 // estimate for the recursive scans of claimFlowSQL passes jit_above_cost,
 // and compiling the statement took a hundred times longer than running it.
-const claimFlowLockSQL = `SELECT set_config('jit', 'off', true),
-	count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
+const claimFlowLockSQL = `SELECT set_config('jit', 'off', true), ` + queueLocks
 
 // claimLimitedLockSQL is claimFlowLockSQL for claimLimitedSQL, which it
 // also runs with a plan made once per connection and pinned to index
@@ -302,8 +301,7 @@ const claimLimitedLockSQL = `SELECT set_config('jit', 'off', true),
 	set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true), set_config('enable_material', 'off', true),
-	count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
+	set_config('enable_mergejoin', 'off', true), set_config('enable_material', 'off', true), ` + queueLocks
 
 // flowHoldSQL says, after a claim that came back short, for each limited
 // queue it served: its bucket, whether it still has queued jobs (so the
@@ -378,17 +376,13 @@ func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowS
 	if len(p.Queues) > 0 {
 		queues = p.Queues
 	}
-	claimSQL := claimLimitedSQL
+	lock, claim := claimLimitedLockSQL, claimLimitedSQL
 	if full {
-		claimSQL = claimFlowSQL
+		lock, claim = claimFlowLockSQL, claimFlowSQL
 	}
 	b := &pgx.Batch{}
-	lockSQL := claimLimitedLockSQL
-	if full {
-		lockSQL = claimFlowLockSQL
-	}
-	b.Queue(lockSQL, limited)
-	b.Queue(claimSQL, p.WorkerID, p.Limit, ttl, st.version, queues, constrained).Query(func(rows pgx.Rows) error {
+	b.Queue(lock, limited)
+	b.Queue(claim, p.WorkerID, p.Limit, ttl, st.version, queues, constrained).Query(func(rows pgx.Rows) error {
 		claimed, err = collectJobs(rows, nil)
 		return err
 	})

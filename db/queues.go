@@ -159,7 +159,12 @@ func (s *Store) QueuePaused(queue string) bool {
 // until the transaction ends: claims of a limited queue and changes to its
 // settings take turns. The key is (7283948, hashtext(name)); two names
 // that hash alike share a lock, which only makes them take turns too.
-const lockQueueSQL = `SELECT count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
+const lockQueueSQL = `SELECT ` + queueLocks
+
+// queueLocks is the select list and source taking the locks of the queues
+// named in $1 (see lockQueueSQL); the claim's lock statements start with it
+// too.
+const queueLocks = `count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM unnest($1::text[]) AS q(name)`
 
 // upsertQueueSQL writes a queue's settings and bumps the version, and
 // tells every process. A new or changed rate limit starts with a full

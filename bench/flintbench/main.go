@@ -181,6 +181,26 @@ func flintEnv(env ...string) []string {
 	return append(out, env...)
 }
 
+// benchKey is the API key of the flint processes flintbench starts.
+const benchKey = "flintbench-api-key-0123456789"
+
+// benchEnv is the environment of a flint process serving dbURL, its HTTP
+// on addr, logging errors only.
+func benchEnv(dbURL, addr string) []string {
+	return flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
+		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+addr, "FLINT_API_KEY="+benchKey,
+		"FLINT_ADMIN_PASSWORD=flintbench-password", "FLINT_SESSION_KEY="+sessionKey)
+}
+
+// workerEnv is benchEnv for a worker, with -workers when given.
+func workerEnv(dbURL string) []string {
+	env := benchEnv(dbURL, freePort())
+	if *flagWorkers > 0 {
+		env = append(env, fmt.Sprintf("FLINT_WORKERS=%d", *flagWorkers))
+	}
+	return env
+}
+
 func startFlint(args []string, env []string) *exec.Cmd {
 	cmd := exec.Command(*flagBin, args...)
 	cmd.Env = env
@@ -268,12 +288,7 @@ func modeDrain(ctx context.Context) {
 	var before int
 	must(s.Pool().QueryRow(ctx, doneSQL).Scan(&before))
 
-	env := flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
-		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+freePort(), "FLINT_API_KEY=flintbench-api-key-0123456789",
-		"FLINT_ADMIN_PASSWORD=flintbench-password", "FLINT_SESSION_KEY="+sessionKey)
-	if *flagWorkers > 0 {
-		env = append(env, fmt.Sprintf("FLINT_WORKERS=%d", *flagWorkers))
-	}
+	env := workerEnv(dbURL)
 	start := time.Now()
 	cmd := startFlint([]string{*flagCmd}, env)
 	deadline := start.Add(10 * time.Minute)
@@ -310,11 +325,9 @@ func modeDrain(ctx context.Context) {
 func modeBatch(ctx context.Context) {
 	dbURL, drop := freshDatabase(ctx)
 	defer drop()
-	const key = "flintbench-api-key-0123456789"
+	key := benchKey
 	addr := freePort()
-	cmd := startFlint([]string{"api"}, flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
-		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+addr, "FLINT_API_KEY="+key,
-		"FLINT_ADMIN_PASSWORD=flintbench-password", "FLINT_SESSION_KEY="+sessionKey))
+	cmd := startFlint([]string{"api"}, benchEnv(dbURL, addr))
 	defer stopFlint(cmd)
 	base := "http://" + addr
 	client := &http.Client{Transport: &http.Transport{Proxy: nil, MaxIdleConnsPerHost: *flagConc}, Timeout: time.Minute}
@@ -706,12 +719,7 @@ func modeSustain(ctx context.Context) {
 	if av != "on" {
 		log.Printf("warning: autovacuum is %s in this server: nothing will remove dead rows", av)
 	}
-	env := flintEnv("DATABASE_URL="+dbURL, "REDIS_URL="+*flagRedis, "FLINT_REDIS_PREFIX="+redisPrefix(),
-		"FLINT_LOG_FILE=-", "LOG_LEVEL=error", "FLINT_ADDR="+freePort(), "FLINT_API_KEY=flintbench-api-key-0123456789",
-		"FLINT_ADMIN_PASSWORD=flintbench-password", "FLINT_SESSION_KEY="+sessionKey)
-	if *flagWorkers > 0 {
-		env = append(env, fmt.Sprintf("FLINT_WORKERS=%d", *flagWorkers))
-	}
+	env := workerEnv(dbURL)
 	cmd := startFlint([]string{"worker"}, env)
 	defer stopFlint(cmd)
 
