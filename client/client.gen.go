@@ -1199,6 +1199,9 @@ type Settings struct {
 	DefaultMaxRetries       *int                   `json:"default_max_retries,omitempty"`
 	DlqThreshold            *int                   `json:"dlq_threshold,omitempty"`
 
+	// HistoryAfterMinutes minutes after it finished that a job moves from the live table to the history, whose day partitions retention drops whole; 0 keeps finished jobs in the live table
+	HistoryAfterMinutes *int `json:"history_after_minutes,omitempty"`
+
 	// LogRetentionDays days the Logs page's entries (every process's log) are kept; 0 keeps them for ever
 	LogRetentionDays        *int                       `json:"log_retention_days,omitempty"`
 	RetentionBinDays        *int                       `json:"retention_bin_days,omitempty"`

@@ -11,12 +11,20 @@ import (
 	"flint/jobs"
 )
 
-const dlqCountSQL = `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL LIMIT $1) x`
+const dlqCountSQL = `SELECT count(*) FROM (
+	(SELECT 1 FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL LIMIT $1)
+	UNION ALL (SELECT 1 FROM job_history WHERE status = 'dead_letter' LIMIT $1)
+	LIMIT $1) x`
 
 const dlqRecentSQL = `
-SELECT id, type, coalesce(last_error, ''), attempt, coalesce(finished_at, updated_at)
-FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL
-ORDER BY finished_at DESC NULLS LAST
+(SELECT id, type, coalesce(last_error, ''), attempt, coalesce(finished_at, updated_at) AS at
+ FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL
+ ORDER BY finished_at DESC NULLS LAST LIMIT 10)
+UNION ALL
+(SELECT id, type, coalesce(last_error, ''), attempt, finished_at
+ FROM job_history WHERE status = 'dead_letter'
+ ORDER BY finished_at DESC LIMIT 10)
+ORDER BY at DESC
 LIMIT 10`
 
 const alertTurnSQL = `

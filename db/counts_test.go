@@ -22,7 +22,9 @@ func countsByScan(t *testing.T, store *db.Store) (byStatus map[string]int64, byQ
 	t.Helper()
 	ctx := context.Background()
 	byStatus, byQueue, byType = map[string]int64{}, map[string]map[string]int64{}, map[string]map[string]int64{}
-	rows, err := store.Pool().Query(ctx, `SELECT queue, type, status, count(*) FROM jobs WHERE deleted_at IS NULL GROUP BY 1, 2, 3`)
+	rows, err := store.Pool().Query(ctx, `SELECT queue, type, status, count(*) FROM (
+		SELECT queue, type, status FROM jobs WHERE deleted_at IS NULL
+		UNION ALL SELECT queue, type, status FROM job_history) j GROUP BY 1, 2, 3`)
 	require.NoError(t, err)
 	defer rows.Close()
 	for rows.Next() {

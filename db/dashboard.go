@@ -106,10 +106,17 @@ func (s *Store) estimateState(ctx context.Context, st jobs.State) (int64, error)
 const estimateStateSQL = `EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs WHERE status = '%s' AND deleted_at IS NULL`
 
 const recentFailuresSQL = `
-SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, '') AS error, e.finished_at, e.outcome, j.status
-FROM job_executions e JOIN jobs j ON j.id = e.job_id
-WHERE e.outcome <> 'succeeded' AND e.outcome <> 'cancelled'
-ORDER BY e.finished_at DESC
+(SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, '') AS error, e.finished_at, e.outcome, j.status
+ FROM job_executions e JOIN jobs j ON j.id = e.job_id
+ WHERE e.outcome <> 'succeeded' AND e.outcome <> 'cancelled'
+ ORDER BY e.finished_at DESC
+ LIMIT $1)
+UNION ALL
+(SELECT h.id, h.type, h.queue, h.attempt, coalesce(h.last_error, ''), h.finished_at, 'failed', h.status
+ FROM job_history h WHERE h.status = 'dead_letter'
+ ORDER BY h.finished_at DESC
+ LIMIT $1)
+ORDER BY finished_at DESC
 LIMIT $1`
 
 // failureRow is a run that failed or was interrupted, with its job.
@@ -153,6 +160,8 @@ SELECT queue FROM (
 	SELECT queue FROM q WHERE queue IS NOT NULL
 	UNION
 	SELECT queue FROM jobs WHERE status = 'running' AND deleted_at IS NULL
+	UNION
+	SELECT queue FROM job_history_counts GROUP BY queue HAVING sum(n) > 0
 ) u ORDER BY queue LIMIT 200`
 
 // Queues lists the queues that hold live jobs.

@@ -63,7 +63,62 @@ SELECT `
 
 const enqueueFrom = ` FROM inserted, notified, sched_notified`
 
-const existingByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ANY($1::text[])`
+// existingByKeySQL reads the jobs that hold idempotency keys, live or in
+// the history (a key is in one of them, never both).
+const existingByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ANY($1::text[])
+UNION ALL SELECT ` + jobColumns + ` FROM job_history WHERE idempotency_key = ANY($1::text[])`
+
+// archivedKeysSQL finds which of the keys new jobs were just inserted with
+// belong to a job in the history. It runs after the insert, in its
+// transaction: the archiver moves a job by deleting it from jobs, so an
+// insert that found no conflict there either came after the move (and this
+// statement, with a later snapshot, sees the history row) or the key is
+// new.
+const archivedKeysSQL = `SELECT idempotency_key FROM job_history WHERE idempotency_key = ANY($1::text[])`
+
+// dropDuplicatesSQL removes jobs inserted in this transaction whose key
+// turned out to be taken by a job in the history.
+const dropDuplicatesSQL = `DELETE FROM jobs WHERE id = ANY($1::uuid[])`
+
+// dropArchivedKeys removes from inserted (and from the database) the new
+// jobs whose idempotency key belongs to a job in the history: that job
+// stands for them.
+func dropArchivedKeys(ctx context.Context, q DBTX, inserted []*jobs.Job) ([]*jobs.Job, error) {
+	var keys []string
+	for _, j := range inserted {
+		if j.IdempotencyKey != nil {
+			keys = append(keys, *j.IdempotencyKey)
+		}
+	}
+	if len(keys) == 0 {
+		return inserted, nil
+	}
+	rows, err := q.Query(ctx, archivedKeysSQL, keys)
+	if err != nil {
+		return nil, err
+	}
+	taken, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(taken) == 0 {
+		return inserted, err
+	}
+	isTaken := make(map[string]bool, len(taken))
+	for _, k := range taken {
+		isTaken[k] = true
+	}
+	kept := inserted[:0:0]
+	var dup []uuid.UUID
+	for _, j := range inserted {
+		if j.IdempotencyKey != nil && isTaken[*j.IdempotencyKey] {
+			dup = append(dup, j.ID)
+		} else {
+			kept = append(kept, j)
+		}
+	}
+	if _, err := q.Exec(ctx, dropDuplicatesSQL, uuidArray(dup)); err != nil {
+		return nil, err
+	}
+	return kept, nil
+}
 
 // lockDependenciesSQL reads the dependencies of new jobs, holding them so
 // that none can complete between this read and the commit: a dependency
@@ -115,6 +170,20 @@ func (s *Store) Announce(enqueued []jobs.Enqueued) {
 
 // needsTx reports whether enqueueing params takes more than one statement.
 func needsTx(params []jobs.EnqueueParams) bool {
+	if hasEdgesOrSeries(params) {
+		return true
+	}
+	for i := range params {
+		if params[i].IdempotencyKey != "" {
+			return true // the history check after the insert (dropArchivedKeys)
+		}
+	}
+	return false
+}
+
+// hasEdgesOrSeries reports whether some job has dependencies or a
+// recurrence: the insert then returns whole rows.
+func hasEdgesOrSeries(params []jobs.EnqueueParams) bool {
 	for i := range params {
 		if len(params[i].DependsOn) > 0 || params[i].Recurring() {
 			return true
@@ -191,10 +260,13 @@ func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 		runAts, delays, timeouts, keys, blocked, nullableUUIDArray(schedules), fireAts, ckeys}
 	var inserted []*jobs.Job
 	var err error
-	if needsTx(params) {
+	if hasEdgesOrSeries(params) {
 		inserted, err = collectJobs(q.Query(ctx, enqueueSQL, args...))
 	} else {
 		inserted, err = insertPlain(ctx, q, params, ids, args)
+	}
+	if err == nil && len(wantKeys) > 0 {
+		inserted, err = dropArchivedKeys(ctx, q, inserted)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("enqueue: %w", err)
@@ -254,6 +326,11 @@ func resolveDependencies(ctx context.Context, q DBTX, params []jobs.EnqueueParam
 	}
 	states := map[uuid.UUID]depState{}
 	if len(external) > 0 {
+		// A dependency in the history comes back to jobs, where the
+		// workflow statements and the new edges' foreign keys find it.
+		if err := unarchive(ctx, q, external); err != nil {
+			return fmt.Errorf("enqueue: %w", err)
+		}
 		rows, err := q.Query(ctx, lockDependenciesSQL, external)
 		if err != nil {
 			return fmt.Errorf("enqueue: read dependencies: %w", err)
@@ -297,7 +374,8 @@ func resolveDependencies(ctx context.Context, q DBTX, params []jobs.EnqueueParam
 	return nil
 }
 
-const keyExistsSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE idempotency_key = $1)`
+const keyExistsSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE idempotency_key = $1)
+	OR EXISTS (SELECT 1 FROM job_history WHERE idempotency_key = $1)`
 
 // createSchedules creates the series of recurring jobs and sets each first
 // occurrence's run_at to the series' first firing time.

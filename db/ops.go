@@ -83,6 +83,9 @@ func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	var j *jobs.Job
 	var rearmed []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := unarchive(ctx, tx, []uuid.UUID{id}); err != nil {
+			return err
+		}
 		var err error
 		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.RetryFrom))); err != nil {
 			return err
@@ -119,20 +122,21 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 	from := []string{string(jobs.StateDeadLetter)}
 	for {
 		var page []uuid.UUID
-		rows, err := s.pool.Query(ctx, dlqPageSQL, ids, batch)
-		if err == nil {
-			page, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		}
-		if err != nil {
-			return out, fmt.Errorf("replay dead-letter queue: %w", err)
-		}
-		if len(page) == 0 {
-			return out, nil
-		}
 		var moved []*jobs.Job
 		var rearmed []jobs.Moved
-		err = s.withTx(ctx, func(tx pgx.Tx) error {
-			var err error
+		err := s.withTx(ctx, func(tx pgx.Tx) error {
+			// Dead-letter jobs in the history come back first, in the
+			// replay's own transaction.
+			if err := unarchiveDead(ctx, tx, ids, batch); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, dlqPageSQL, ids, batch)
+			if err == nil {
+				page, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			}
+			if err != nil || len(page) == 0 {
+				return err
+			}
 			if moved, err = collectJobs(tx.Query(ctx, retrySQL, page, from)); err != nil {
 				return err
 			}
@@ -167,9 +171,18 @@ notified AS (
 )
 SELECT moved.* FROM moved, notified`
 
-// DeleteJob moves a job to the bin.
+// DeleteJob moves a job to the bin (from the history too: the bin is in
+// jobs).
 func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
-	j, err := collectOneJob(s.pool.Query(ctx, deleteSQL, id))
+	var j *jobs.Job
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := unarchive(ctx, tx, []uuid.UUID{id}); err != nil {
+			return err
+		}
+		var err error
+		j, err = collectOneJob(tx.Query(ctx, deleteSQL, id))
+		return err
+	})
 	if errors.Is(err, jobs.ErrNotFound) {
 		return nil, s.explainBin(ctx, id, "delete", true)
 	}
@@ -219,7 +232,8 @@ func (s *Store) PurgeJob(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-const jobStateSQL = `SELECT status, deleted_at IS NOT NULL FROM jobs WHERE id = $1`
+const jobStateSQL = `(SELECT status, deleted_at IS NOT NULL FROM jobs WHERE id = $1)
+UNION ALL (SELECT status, false FROM job_history WHERE id = $1) LIMIT 1`
 
 // jobState reads a job's state and whether it is in the bin, to explain a
 // refused operation.

@@ -16,8 +16,10 @@ import (
 	"flint/jobs"
 )
 
-// getJobSQL reads one job, binned or not.
-const getJobSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = $1`
+// getJobSQL reads one job, binned or not, live or in the history (looked
+// at only when jobs does not have it).
+const getJobSQL = `(SELECT ` + jobColumns + ` FROM jobs WHERE id = $1)
+UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE id = $1) LIMIT 1`
 
 // GetJob returns one job, including a binned one.
 func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
@@ -28,8 +30,10 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	return j, err
 }
 
-// getJobsSQL reads the jobs among a set of ids, binned or not.
-const getJobsSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ANY($1::uuid[])`
+// getJobsSQL reads the jobs among a set of ids, binned or not, live or in
+// the history.
+const getJobsSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ANY($1::uuid[])
+UNION ALL SELECT ` + jobColumns + ` FROM job_history WHERE id = ANY($1::uuid[])`
 
 // GetJobs returns the jobs among ids that exist, binned or not, in no
 // particular order: one query for a set of rows a page shows.
@@ -57,9 +61,16 @@ type executionRow struct {
 	DurationMS int64     `db:"duration_ms"`
 }
 
+// executionsSQL reads a job's runs, from job_executions or, for a job in
+// the history, from the runs it carries.
 const executionsSQL = `
 SELECT job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms
-FROM job_executions WHERE job_id = $1 ORDER BY seq`
+FROM job_executions WHERE job_id = $1
+UNION ALL
+SELECT h.id, x.seq, x.attempt, x.worker_id, x.started_at, x.finished_at, x.outcome, x.error, x.duration_ms
+FROM job_history h, jsonb_to_recordset(h.execution_rows) AS ` + executionRecord + `
+WHERE h.id = $1
+ORDER BY seq`
 
 // ListExecutions returns every recorded run of a job in order, followed by
 // the run in progress when the job is running.
@@ -197,8 +208,35 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 const listJobsFrom = `SELECT ` + jobColumns + ` FROM jobs WHERE `
 
 // listJobsSQL is the listing statement for the conditions cond, returning
-// up to lim rows (a parameter placeholder).
+// up to lim rows (a parameter placeholder): the live listing, merged with
+// the history's when finished jobs are asked for.
 func listJobsSQL(cond, lim string, p jobs.ListParams) string {
+	live := listLiveSQL(cond, lim, p)
+	if p.InBin || !listsHistory(p.Statuses) {
+		return live
+	}
+	// Each day partition's index gives its newest first; the history
+	// merges them, and its merge with jobs stops at the page's end.
+	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + cond +
+		` ORDER BY id DESC LIMIT ` + lim + `) ORDER BY id DESC LIMIT ` + lim
+}
+
+// listsHistory reports whether a listing of these states (none: every
+// state) can show jobs from the history.
+func listsHistory(states []jobs.State) bool {
+	if len(states) == 0 {
+		return true
+	}
+	for _, s := range states {
+		if slices.Contains(historyStates, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// listLiveSQL is the listing statement over jobs alone.
+func listLiveSQL(cond, lim string, p jobs.ListParams) string {
 	switch {
 	case p.InBin:
 		return listJobsFrom + cond + ` ORDER BY deleted_at DESC, id DESC LIMIT ` + lim

@@ -29,6 +29,9 @@ const setPayloadSQL = `UPDATE jobs SET payload = $2::jsonb WHERE id = $1`
 func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (old json.RawMessage, j *jobs.Job, err error) {
 	var rearmed []jobs.Moved
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := unarchive(ctx, tx, []uuid.UUID{id}); err != nil {
+			return err
+		}
 		if err := tx.QueryRow(ctx, lockPayloadSQL, id, stateStrings(jobs.ReplayFrom)).Scan(&old); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
 				return jobs.ErrNotFound

@@ -84,7 +84,9 @@ ORDER BY s.id
 LIMIT $1
 FOR UPDATE SKIP LOCKED`
 
-const lastTargetSQL = `SELECT max(scheduled_for) FROM jobs WHERE schedule_id = $1`
+const lastTargetSQL = `SELECT greatest(
+	(SELECT max(scheduled_for) FROM jobs WHERE schedule_id = $1),
+	(SELECT max(scheduled_for) FROM job_history WHERE schedule_id = $1))`
 
 // insertOccurrenceSQL creates an occurrence of a series as a job, for time
 // $3 (NULL: now, to run at once). A conflict (the series already has a

@@ -83,6 +83,7 @@ type Store struct {
 	redis            *Redis
 	flow             atomic.Pointer[flowState] // queue settings as last loaded (db/queues.go)
 	keyed            sync.Map                  // fair queue name -> time.Time: claimed with key rotation until then (db/claim_flow.go)
+	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/archive.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to

@@ -44,6 +44,11 @@ type Settings struct {
 	RetentionCancelledDays int `json:"retention_cancelled_days"`
 	RetentionDeadDays      int `json:"retention_dead_letter_days"`
 	RetentionBinDays       int `json:"retention_bin_days"`
+	// HistoryAfterMinutes: a finished job moves from the live table to
+	// the history (partitioned by day, so retention drops whole days)
+	// this long after it finished; 0 keeps finished jobs in the live
+	// table, where retention deletes them row by row.
+	HistoryAfterMinutes int `json:"history_after_minutes"`
 	// AuditRetentionDays keeps the audit trail this long; 0 for ever.
 	AuditRetentionDays int `json:"audit_retention_days"`
 	// LogRetentionDays keeps the entries of the Logs page (every process's
@@ -68,6 +73,7 @@ func DefaultSettings() Settings {
 		RetentionCancelledDays:  7,
 		RetentionDeadDays:       30,
 		RetentionBinDays:        30,
+		HistoryAfterMinutes:     5,
 		AuditRetentionDays:      90,
 		LogRetentionDays:        7,
 	}
@@ -135,6 +141,9 @@ func (s *Settings) Validate() error {
 	}
 	if s.DefaultMaxRetries < 0 || s.DefaultMaxRetries > MaxRetriesLimit {
 		return Invalid("default_max_retries", "must be between 0 and %d", MaxRetriesLimit)
+	}
+	if s.HistoryAfterMinutes < 0 || s.HistoryAfterMinutes > 7*24*60 {
+		return Invalid("history_after_minutes", "must be between 0 (keep finished jobs in the live table) and 10080 (a week)")
 	}
 	for _, r := range []struct {
 		name string

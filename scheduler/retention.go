@@ -14,6 +14,8 @@ import (
 type RetentionStore interface {
 	Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error)
 	PruneLogs(ctx context.Context, days int, now *time.Time, limit int) (int, error)
+	Archive(ctx context.Context, after time.Duration, limit int) (int, error)
+	DropExpiredHistory(ctx context.Context, st jobs.Settings, now *time.Time) ([]string, error)
 }
 
 // RetentionConfig configures a Pruner.
@@ -22,6 +24,9 @@ type RetentionConfig struct {
 	Interval time.Duration
 	// BatchSize is the most rows one statement deletes; zero means 1000.
 	BatchSize int
+	// ArchiveBatch is the most jobs of a state one statement moves to
+	// the history; zero means 5000.
+	ArchiveBatch int
 }
 
 // Pruner deletes finished jobs past their retention, purges the bin and
@@ -38,6 +43,7 @@ type Pruner struct {
 func NewPruner(cfg RetentionConfig, store RetentionStore, settings *jobs.SettingsHolder, logger *slog.Logger) *Pruner {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	cfg.ArchiveBatch = cmp.Or(cfg.ArchiveBatch, 5000)
 	return &Pruner{cfg: cfg, store: store, settings: settings, logger: logger.With("component", "retention")}
 }
 
@@ -49,6 +55,16 @@ func (p *Pruner) Run(ctx context.Context) error {
 
 func (p *Pruner) runOnce(ctx context.Context) (int, bool, error) {
 	st := p.settings.Get()
+	archived, full := 0, false
+	var aerr error
+	if st.HistoryAfterMinutes > 0 {
+		archived, aerr = p.store.Archive(ctx, time.Duration(st.HistoryAfterMinutes)*time.Minute, p.cfg.ArchiveBatch)
+		full = archived >= p.cfg.ArchiveBatch
+	}
+	dropped, derr := p.store.DropExpiredHistory(ctx, st, nil)
+	for _, d := range dropped {
+		p.logger.InfoContext(ctx, "dropped a day of history past its retention", "partition", d)
+	}
 	n, err := p.store.Prune(ctx, st, nil, p.cfg.BatchSize)
 	if n > 0 {
 		p.logger.InfoContext(ctx, "pruned jobs past their retention", "count", n)
@@ -57,5 +73,5 @@ func (p *Pruner) runOnce(ctx context.Context) (int, bool, error) {
 	if logged > 0 {
 		p.logger.InfoContext(ctx, "pruned log entries past their retention", "count", logged)
 	}
-	return n + logged, n >= p.cfg.BatchSize || logged >= p.cfg.BatchSize, errors.Join(err, lerr)
+	return archived + n + logged, full || n >= p.cfg.BatchSize || logged >= p.cfg.BatchSize, errors.Join(aerr, derr, err, lerr)
 }

@@ -1,0 +1,423 @@
+package db_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"flint/db"
+	"flint/db/dbtest"
+	"flint/jobs"
+)
+
+// whereIs reports whether a job is in jobs ("live"), in the history
+// ("history"), in both (a bug) or nowhere ("").
+func whereIs(t *testing.T, store *db.Store, id uuid.UUID) string {
+	t.Helper()
+	var live, hist int
+	require.NoError(t, store.Pool().QueryRow(context.Background(),
+		`SELECT (SELECT count(*) FROM jobs WHERE id = $1), (SELECT count(*) FROM job_history WHERE id = $1)`, id).Scan(&live, &hist))
+	switch {
+	case live == 1 && hist == 0:
+		return "live"
+	case live == 0 && hist == 1:
+		return "history"
+	case live == 0 && hist == 0:
+		return ""
+	default:
+		return fmt.Sprintf("live %d, history %d", live, hist)
+	}
+}
+
+// archiveAll moves every finished job that may move, now.
+func archiveAll(t *testing.T, store *db.Store) int {
+	t.Helper()
+	total := 0
+	for {
+		n, err := store.Archive(context.Background(), 0, 1000)
+		require.NoError(t, err)
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+}
+
+// jobView is what a reader sees of a job: the row, its runs and its log.
+type jobView struct {
+	Job  *jobs.Job
+	Runs []jobs.Execution
+	Log  []jobs.LogEntry
+}
+
+func viewOf(t *testing.T, store *db.Store, id uuid.UUID) jobView {
+	t.Helper()
+	ctx := context.Background()
+	j, err := store.GetJob(ctx, id)
+	require.NoError(t, err)
+	runs, err := store.ListExecutions(ctx, j)
+	require.NoError(t, err)
+	log, err := store.JobLogs(ctx, id, 0, 100)
+	require.NoError(t, err)
+	return jobView{Job: j, Runs: runs, Log: log}
+}
+
+// TestArchiveMovesFinishedJobsWhole: finished jobs move to the history with
+// their runs and log lines; every reader (by id, runs, log, lists by state,
+// type, queue and search, counts) sees the same as before the move; what
+// must stay (live jobs, the bin, workflow jobs) stays.
+func TestArchiveMovesFinishedJobsWhole(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero, one := 0, 1
+
+	var batch []jobs.EnqueueParams
+	for i := range 30 {
+		batch = append(batch, jobs.EnqueueParams{Type: fmt.Sprintf("t%d", i%3), Queue: "a", MaxRetries: &zero,
+			Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+	}
+	_, err := store.Enqueue(ctx, batch...)
+	require.NoError(t, err)
+	done := finishAll(t, store, "a", jobs.OutcomeSucceeded)
+	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "b", MaxRetries: &one, IdempotencyKey: "key-b"})
+	require.NoError(t, err)
+	finishAll(t, store, "b", jobs.OutcomeFailed) // one retry left: scheduled again
+	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET run_at = now() WHERE status = 'scheduled'`)
+	require.NoError(t, err)
+	_, err = store.PromoteDue(ctx, nil, 10)
+	require.NoError(t, err)
+	dead := finishAll(t, store, "b", jobs.OutcomeFailed)
+	require.Len(t, dead, 1)
+	require.NoError(t, store.InsertJobLogs(ctx, []jobs.LogEntry{
+		{JobID: dead[0], Attempt: 2, At: time.Now(), Level: "error", Message: "it broke <b>", Attrs: map[string]any{"k": "v"}},
+		{JobID: done[0], Attempt: 1, At: time.Now(), Level: "info", Message: "all good"},
+	}))
+
+	// What stays: a queued job, a binned finished job, a workflow.
+	waiting, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "c"})
+	require.NoError(t, err)
+	_, err = store.DeleteJob(ctx, done[1])
+	require.NoError(t, err)
+	parent, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "p", Queue: "w", MaxRetries: &zero})
+	require.NoError(t, err)
+	child, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "c", Queue: "w", DependsOn: []uuid.UUID{parent[0].Job.ID}})
+	require.NoError(t, err)
+	finishAll(t, store, "w", jobs.OutcomeSucceeded)
+
+	before := map[uuid.UUID]jobView{}
+	for _, id := range append(slices.Clone(done), dead[0]) {
+		before[id] = viewOf(t, store, id)
+	}
+	listBefore := map[string][]uuid.UUID{}
+	lists := map[string]jobs.ListParams{
+		"completed": {Statuses: []jobs.State{jobs.StateCompleted}},
+		"dead":      {Statuses: []jobs.State{jobs.StateDeadLetter}},
+		"all":       {},
+		"type t1":   {Type: "t1"},
+		"queue b":   {Queue: "b"},
+		"search":    {Q: "key-b"},
+		"live only": {Statuses: []jobs.State{jobs.StateQueued}},
+	}
+	for name, p := range lists {
+		listBefore[name] = listIDs(t, store, p)
+	}
+	requireCounts(t, store, "before the move")
+
+	moved := archiveAll(t, store)
+	require.Equal(t, 29+1, moved, "every finished job but the binned one and the workflow's")
+	require.Equal(t, "history", whereIs(t, store, done[0]))
+	require.Equal(t, "history", whereIs(t, store, dead[0]))
+	require.Equal(t, "live", whereIs(t, store, done[1]), "the bin stays in jobs")
+	require.Equal(t, "live", whereIs(t, store, waiting[0].Job.ID))
+	require.Equal(t, "live", whereIs(t, store, parent[0].Job.ID), "workflow jobs stay in jobs")
+	require.Equal(t, "live", whereIs(t, store, child[0].Job.ID))
+	var left int
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions WHERE job_id = $1`, done[0]).Scan(&left))
+	require.Zero(t, left, "runs leave with their job")
+
+	for id, v := range before {
+		require.Equal(t, v, viewOf(t, store, id), "job %s reads the same from the history", id)
+	}
+	for name, p := range lists {
+		require.Equal(t, listBefore[name], listIDs(t, store, p), "list %s", name)
+	}
+	requireCounts(t, store, "after the move")
+
+	// A second pass finds nothing; nothing is in both places.
+	require.Zero(t, archiveAll(t, store))
+	var both int
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs j JOIN job_history h USING (id)`).Scan(&both))
+	require.Zero(t, both)
+}
+
+// listIDs pages through a whole listing, 7 at a time (so pages cross the
+// border between jobs and the history), and returns the ids in order.
+func listIDs(t *testing.T, store *db.Store, p jobs.ListParams) []uuid.UUID {
+	t.Helper()
+	p.Limit = 7
+	var out []uuid.UUID
+	for {
+		page, err := store.ListJobs(context.Background(), p)
+		require.NoError(t, err)
+		for _, j := range page.Jobs {
+			out = append(out, j.ID)
+		}
+		if page.NextCursor == "" {
+			return out
+		}
+		p.Cursor = page.NextCursor
+	}
+}
+
+// TestArchivedJobsComeBackToChange: replay (one and the whole DLQ), edit
+// and replay, delete to the bin and a new dependency bring a job back from
+// the history with its runs and log, and idempotency keys stay taken.
+func TestArchivedJobsComeBackToChange(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	var batch []jobs.EnqueueParams
+	for i := range 6 {
+		batch = append(batch, jobs.EnqueueParams{Type: "t", Queue: "d", MaxRetries: &zero, IdempotencyKey: fmt.Sprintf("dead-%d", i)})
+	}
+	_, err := store.Enqueue(ctx, batch...)
+	require.NoError(t, err)
+	dead := finishAll(t, store, "d", jobs.OutcomeFailed)
+	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "ok", MaxRetries: &zero, IdempotencyKey: "done-1"},
+		jobs.EnqueueParams{Type: "t", Queue: "ok", MaxRetries: &zero})
+	require.NoError(t, err)
+	done := finishAll(t, store, "ok", jobs.OutcomeSucceeded)
+	require.Equal(t, 8, archiveAll(t, store))
+
+	// Replay one.
+	runsBefore := viewOf(t, store, dead[0]).Runs
+	j, err := store.RetryJob(ctx, dead[0])
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, j.Status)
+	require.Equal(t, "live", whereIs(t, store, dead[0]))
+	require.Equal(t, runsBefore, viewOf(t, store, dead[0]).Runs, "its runs came back with it")
+
+	// Edit and replay another.
+	old, j, err := store.EditAndReplay(ctx, dead[1], json.RawMessage(`{"fixed":true}`), jobs.AuditEntry{Actor: "t", Source: "api"})
+	require.NoError(t, err)
+	require.JSONEq(t, `{}`, string(old))
+	require.Equal(t, jobs.StateQueued, j.Status)
+
+	// Replay the rest of the DLQ, all of it in the history.
+	replayed, err := store.RetryDLQ(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, replayed, 4)
+	for _, id := range dead {
+		require.Equal(t, "live", whereIs(t, store, id))
+	}
+
+	// Keys of archived jobs are still taken: the same key returns the
+	// archived job, single and in a batch, and inserts nothing.
+	again, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "ok", IdempotencyKey: "done-1"})
+	require.NoError(t, err)
+	require.False(t, again[0].Inserted)
+	require.Equal(t, done[0], again[0].Job.ID)
+	require.Equal(t, jobs.StateCompleted, again[0].Job.Status)
+	mixed, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "ok", IdempotencyKey: "done-1"},
+		jobs.EnqueueParams{Type: "t", Queue: "ok", IdempotencyKey: "fresh"})
+	require.NoError(t, err)
+	require.False(t, mixed[0].Inserted)
+	require.Equal(t, done[0], mixed[0].Job.ID)
+	require.True(t, mixed[1].Inserted)
+	var holders int
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE idempotency_key = 'done-1'`).Scan(&holders))
+	require.Zero(t, holders, "no second job holds the key")
+
+	// A new job may depend on an archived one: it comes back, and the new
+	// job is ready at once (its dependency completed).
+	kid, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "ok", DependsOn: []uuid.UUID{done[1]}})
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, kid[0].Job.Status)
+	require.Equal(t, "live", whereIs(t, store, done[1]))
+
+	// Delete to the bin and restore.
+	require.Equal(t, "history", whereIs(t, store, done[0]))
+	binned, err := store.DeleteJob(ctx, done[0])
+	require.NoError(t, err)
+	require.NotNil(t, binned.DeletedAt)
+	_, err = store.RestoreJob(ctx, done[0])
+	require.NoError(t, err)
+	require.Equal(t, "live", whereIs(t, store, done[0]))
+	requireCounts(t, store, "after coming back")
+
+	// Refusals name the state as before.
+	require.Equal(t, 1, archiveAll(t, store)) // done[0], back and untouched since... restored now, moves again
+	_, err = store.CancelJob(ctx, done[0])
+	var te *jobs.TransitionError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, jobs.StateCompleted, te.From)
+}
+
+// TestRetentionDropsDays: retention drops whole day partitions once the
+// day is past its state's retention, leaves younger days and other states
+// alone, and keeps the counts equal to a scan.
+func TestRetentionDropsDays(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	var batch []jobs.EnqueueParams
+	for i := range 40 {
+		batch = append(batch, jobs.EnqueueParams{Type: fmt.Sprintf("t%d", i%2), Queue: "r", MaxRetries: &zero})
+	}
+	_, err := store.Enqueue(ctx, batch...)
+	require.NoError(t, err)
+	ids := finishAll(t, store, "r", jobs.OutcomeSucceeded)
+	// Spread them over four days back, two of them dead-lettered.
+	now := time.Now().UTC()
+	_, err = store.Pool().Exec(ctx, `
+		UPDATE jobs SET finished_at = $2::timestamptz - ((row_number - 1) % 4) * interval '1 day',
+		                updated_at = $2::timestamptz - ((row_number - 1) % 4) * interval '1 day',
+		                status = CASE WHEN row_number <= 2 THEN 'dead_letter' ELSE status END
+		FROM (SELECT id AS rid, row_number() OVER (ORDER BY id) FROM jobs WHERE id = ANY($1)) r WHERE id = r.rid`,
+		ids, now)
+	require.NoError(t, err)
+	require.Equal(t, 40, archiveAll(t, store))
+	parts, err := store.HistoryPartitions(ctx)
+	require.NoError(t, err)
+	require.Len(t, parts, 4+2, "four days of completed jobs, two of dead-letter ones")
+	requireCounts(t, store, "archived")
+
+	st := jobs.DefaultSettings()
+	st.RetentionCompletedDays, st.RetentionDeadDays = 2, 30
+	dropped, err := store.DropExpiredHistory(ctx, st, &now)
+	require.NoError(t, err)
+	// A day goes once it ended before now-2d: three days ago, not two
+	// (part of that day is younger than two days).
+	require.Equal(t, []string{"job_history_completed_" + now.AddDate(0, 0, -3).Format("20060102")}, dropped)
+	var left int
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_history`).Scan(&left))
+	require.Equal(t, 30, left, "the ten jobs of three days ago went")
+	requireCounts(t, store, "dropped")
+	again, err := store.DropExpiredHistory(ctx, st, &now)
+	require.NoError(t, err)
+	require.Empty(t, again)
+
+	// Keeping for ever (0) drops nothing.
+	st.RetentionCompletedDays = 0
+	later := now.AddDate(1, 0, 0)
+	dropped, err = store.DropExpiredHistory(ctx, st, &later)
+	require.NoError(t, err)
+	require.Len(t, dropped, 2, "only the dead-letter days, past 30 days a year on")
+	requireCounts(t, store, "a year on")
+}
+
+// TestConcurrentArchiversMoveEachJobOnce: archivers running at once while
+// jobs finish move every job exactly once and keep the counts.
+func TestConcurrentArchiversMoveEachJobOnce(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	params := make([]jobs.EnqueueParams, 3000)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: fmt.Sprintf("t%d", i%3), Queue: "q", MaxRetries: &zero}
+	}
+	_, err := store.Enqueue(ctx, params...)
+	require.NoError(t, err)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	total := 0
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				n, err := store.Archive(ctx, 0, 100)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				total += n
+				mu.Unlock()
+				select {
+				case <-stop:
+					if n == 0 {
+						return
+					}
+				default:
+				}
+			}
+		}()
+	}
+	var fin sync.WaitGroup
+	for g := range 3 {
+		fin.Add(1)
+		go func() {
+			defer fin.Done()
+			outcome := []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled}[g]
+			for {
+				claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: fmt.Sprint("w", g), Limit: 50, LeaseTTL: time.Minute})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if len(claimed) == 0 {
+					return
+				}
+				b := make([]jobs.Finish, len(claimed))
+				for i, j := range claimed {
+					b[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: outcome, Error: "x"}
+				}
+				if _, _, err := store.FinishJobs(ctx, b); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	fin.Wait()
+	close(stop)
+	wg.Wait()
+	total += archiveAll(t, store)
+	require.Equal(t, 3000, total)
+	var live, hist, distinct int
+	require.NoError(t, store.Pool().QueryRow(ctx,
+		`SELECT (SELECT count(*) FROM jobs), (SELECT count(*) FROM job_history), (SELECT count(DISTINCT id) FROM job_history)`).
+		Scan(&live, &hist, &distinct))
+	require.Zero(t, live)
+	require.Equal(t, 3000, hist)
+	require.Equal(t, 3000, distinct)
+	requireCounts(t, store, "after concurrent archivers")
+}
+
+// TestHistoryHasEveryJobsColumn: a history row is a jobs row; a migration
+// that adds a column to jobs must add it to job_history too, in the same
+// place.
+func TestHistoryHasEveryJobsColumn(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	columns := func(table string) []string {
+		rows, err := store.Pool().Query(context.Background(), `
+			SELECT column_name || ' ' || data_type FROM information_schema.columns
+			WHERE table_name = $1 ORDER BY ordinal_position`, table)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var c string
+			require.NoError(t, rows.Scan(&c))
+			out = append(out, c)
+		}
+		return out
+	}
+	live, hist := columns("jobs"), columns("job_history")
+	require.Equal(t, live, hist[:len(live)])
+	require.Equal(t, []string{"execution_rows jsonb", "log_rows jsonb"}, hist[len(live):])
+}
