@@ -66,6 +66,9 @@ func benchCommand(args []string) int {
 	if len(args) > 0 && args[0] == "history" {
 		return historyCommand(args[1:])
 	}
+	if len(args) > 0 && args[0] == "drop-day" {
+		return dropDayCommand(args[1:])
+	}
 	fs := flag.NewFlagSet("flint bench", flag.ContinueOnError)
 	n := fs.Int("n", 10000, "entries in the index")
 	alg := fs.String("algorithm", "both", "heap, timing_wheel or both")
@@ -115,6 +118,7 @@ func historyCommand(args []string) int {
 	fs := flag.NewFlagSet("flint bench history", flag.ContinueOnError)
 	n := fs.Int("jobs", 0, "finished jobs to write (required)")
 	days := fs.Int("days", 30, "spread them over the last this many days")
+	live := fs.Bool("live", false, "keep them in the live table instead of moving them to the history")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -123,7 +127,7 @@ func historyCommand(args []string) int {
 	}
 	switch {
 	case fs.NArg() > 0:
-		fmt.Fprintf(os.Stderr, "flint bench history: unexpected argument %q; it takes only the flags -jobs and -days\n", fs.Arg(0))
+		fmt.Fprintf(os.Stderr, "flint bench history: unexpected argument %q; it takes only the flags -jobs, -days and -live\n", fs.Arg(0))
 		return 2
 	case *n < 1:
 		fmt.Fprintln(os.Stderr, "flint bench history: -jobs: give how many finished jobs to write, e.g. -jobs 1000000")
@@ -132,25 +136,15 @@ func historyCommand(args []string) int {
 		fmt.Fprintln(os.Stderr, "flint bench history: -days: must be between 1 and 3650")
 		return 2
 	}
-	migrateURL, dbConfig, err := commandDatabase("flint bench history")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "flint bench history:", err)
-		return 2
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := db.Migrate(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
-		fmt.Fprintln(os.Stderr, "flint bench history:", err)
-		return 1
-	}
-	store, err := db.Open(ctx, dbConfig)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "flint bench history:", err)
-		return 1
+	store, code := openBenchStore(ctx, "flint bench history")
+	if store == nil {
+		return code
 	}
 	defer store.Close()
 	start := time.Now()
-	err = store.SeedHistory(ctx, db.History{Jobs: *n, Days: *days}, func(done int) {
+	err := store.SeedHistory(ctx, db.History{Jobs: *n, Days: *days, Live: *live}, func(done int) {
 		el := time.Since(start)
 		fmt.Printf("%d of %d finished jobs written in %s (%.0f jobs/s)\n", done, *n, el.Round(time.Millisecond), float64(done)/el.Seconds())
 	})
@@ -158,6 +152,64 @@ func historyCommand(args []string) int {
 		fmt.Fprintln(os.Stderr, "flint bench history:", err)
 		return 1
 	}
+	return 0
+}
+
+// openBenchStore migrates and opens the database at DATABASE_URL for a bench
+// subcommand; on failure it prints why and returns the exit code.
+func openBenchStore(ctx context.Context, name string) (*db.Store, int) {
+	migrateURL, dbConfig, err := commandDatabase(name)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return nil, 2
+	}
+	if err := db.Migrate(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return nil, 1
+	}
+	store, err := db.Open(ctx, dbConfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, name+":", err)
+		return nil, 1
+	}
+	return store, 0
+}
+
+// dropDayCommand is `flint bench drop-day [-live]`: it removes the oldest
+// day of completed jobs from the database at DATABASE_URL as retention
+// does (dropping its history partition, or with -live deleting its rows
+// from the live table) and prints how long that took.
+func dropDayCommand(args []string) int {
+	fs := flag.NewFlagSet("flint bench drop-day", flag.ContinueOnError)
+	live := fs.Bool("live", false, "delete the day's rows from the live table (history written with -live)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "flint bench drop-day: unexpected argument %q; it takes only the flag -live\n", fs.Arg(0))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	store, code := openBenchStore(ctx, "flint bench drop-day")
+	if store == nil {
+		return code
+	}
+	defer store.Close()
+	start := time.Now()
+	day, n, err := store.RemoveOldestDay(ctx, *live)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "flint bench drop-day:", err)
+		return 1
+	}
+	how := "dropping its history partition"
+	if *live {
+		how = "deleting its rows from the live table"
+	}
+	fmt.Printf("removed %s's %d completed jobs by %s in %s\n", day.Format("2006-01-02"), n, how, time.Since(start).Round(time.Microsecond))
 	return 0
 }
 

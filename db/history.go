@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -18,6 +19,9 @@ import (
 type History struct {
 	Jobs int // finished jobs to write
 	Days int // spread over the last Days days; zero means 30
+	// Live keeps them in jobs. By default they move to the history as
+	// the archiver moves finished jobs, batch by batch.
+	Live bool
 }
 
 // historyBatch is how many jobs one COPY (and one transaction) writes.
@@ -38,7 +42,8 @@ var (
 // completed, 5% dead-letter, 5% cancelled, each with the one execution
 // that finished it — spread evenly at random over the last h.Days days,
 // across ten types and five queues, into the tables the engine writes
-// (jobs, job_executions), with COPY in batches of 50,000. Ids are UUIDv7
+// (jobs, job_executions), with COPY in batches of 50,000, each then moved
+// to the history by the archiver's statement unless h.Live. Ids are UUIDv7
 // of each job's creation time, as the engine's are. The jobs are written
 // oldest first, as an installation accumulates them: each batch covers
 // its slice of the period, so the id- and time-ordered indexes grow at
@@ -75,6 +80,15 @@ func (s *Store) SeedHistory(ctx context.Context, h History, report func(done int
 		if err != nil {
 			return fmt.Errorf("seed history: %w", err)
 		}
+		for !h.Live {
+			moved, err := s.Archive(ctx, 0, historyBatch)
+			if err != nil {
+				return fmt.Errorf("seed history: %w", err)
+			}
+			if moved == 0 {
+				break
+			}
+		}
 		done += n
 		if report != nil {
 			report(done)
@@ -86,7 +100,7 @@ func (s *Store) SeedHistory(ctx context.Context, h History, report func(done int
 	return nil
 }
 
-const analyzeHistorySQL = `ANALYZE jobs, job_executions`
+const analyzeHistorySQL = `ANALYZE jobs, job_executions, job_history`
 
 // historyRows builds n jobs (numbered from first) created at random
 // within [from, from+slice), in creation order, and their executions.
@@ -137,4 +151,58 @@ func uuidV7At(r *rand.Rand, t time.Time) uuid.UUID {
 	id[6] = id[6]&0x0f | 0x70 // version 7
 	id[8] = id[8]&0x3f | 0x80 // RFC 4122 variant
 	return id
+}
+
+// oldestDaySQL finds the day of the oldest completed job, in the history
+// (its oldest day partition holds one) or, for live, in jobs.
+const (
+	oldestHistoryDaySQL = `SELECT min(day) FROM job_history_counts WHERE status = 'completed' AND n > 0`
+	oldestLiveDaySQL    = `SELECT (finished_at AT TIME ZONE 'UTC')::date FROM jobs
+WHERE status = 'completed' AND status <> 'running' AND deleted_at IS NULL ORDER BY id LIMIT 1`
+	completedOnDaySQL = `SELECT coalesce(sum(n), 0) FROM job_history_counts WHERE status = 'completed' AND day = $1`
+)
+
+// RemoveOldestDay removes the oldest day of completed jobs the way
+// retention does: from the history by dropping its partition, or, for
+// live, from jobs by deleting rows in the pruner's batches of 1,000. It
+// returns the day and how many jobs went. It is a measurement: `flint
+// bench drop-day`.
+func (s *Store) RemoveOldestDay(ctx context.Context, live bool) (time.Time, int64, error) {
+	var day *time.Time
+	q := oldestHistoryDaySQL
+	if live {
+		q = oldestLiveDaySQL
+	}
+	if err := s.pool.QueryRow(ctx, q).Scan(&day); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return time.Time{}, 0, fmt.Errorf("find the oldest day: %w", err)
+	}
+	if day == nil {
+		return time.Time{}, 0, jobs.Invalid("jobs", "there are no completed jobs to remove; write some with flint bench history")
+	}
+	// Completed jobs kept one day, nothing else removed, judged at the
+	// moment that makes exactly that day expire.
+	st := jobs.DefaultSettings()
+	st.RetentionCompletedDays, st.RetentionCancelledDays, st.RetentionDeadDays, st.RetentionBinDays = 1, 0, 0, 0
+	at := day.AddDate(0, 0, 2)
+	if !live {
+		var n int64
+		if err := s.pool.QueryRow(ctx, completedOnDaySQL, *day).Scan(&n); err != nil {
+			return *day, 0, fmt.Errorf("count the oldest day: %w", err)
+		}
+		if _, err := s.DropExpiredHistory(ctx, st, &at); err != nil {
+			return *day, 0, err
+		}
+		return *day, n, nil
+	}
+	var total int64
+	for {
+		n, err := s.Prune(ctx, st, &at, 1000)
+		if err != nil {
+			return *day, total, err
+		}
+		if n == 0 {
+			return *day, total, nil
+		}
+		total += int64(n)
+	}
 }
