@@ -85,6 +85,11 @@ dayed AS (
 	SELECT status, (finished_at AT TIME ZONE 'UTC')::date, queue, type, count(*) FROM moved
 	GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4
 	ON CONFLICT (status, day, queue, type) DO UPDATE SET n = job_history_counts.n + excluded.n
+),
+keyed AS (
+	INSERT INTO job_history_keys (idempotency_key, job_id, status, day)
+	SELECT idempotency_key, id, status, (finished_at AT TIME ZONE 'UTC')::date FROM moved
+	WHERE idempotency_key IS NOT NULL
 )
 SELECT count(*) FROM moved`
 
@@ -96,12 +101,16 @@ const (
 	logRecord = `x(seq bigint, attempt integer, at timestamptz, level text, message text, attrs jsonb)`
 )
 
-// unarchiveSQL moves history rows (ids $1) back into jobs, with their runs
-// and log lines, undoing what archiveSQL did to the counts.
+// unarchiveSQL moves history rows (ids $1, finished no earlier than $2:
+// see historyFloor) back into jobs, with their runs and log lines,
+// undoing what archiveSQL did to the counts and the keys.
 const unarchiveSQL = `
 WITH moved AS (
-	DELETE FROM job_history WHERE id = ANY($1::uuid[])
+	DELETE FROM job_history WHERE id = ANY($1::uuid[]) AND finished_at >= $2
 	RETURNING *
+),
+unkeyed AS (
+	DELETE FROM job_history_keys k USING moved m WHERE k.idempotency_key = m.idempotency_key
 ),
 back AS (
 	INSERT INTO jobs (` + jobColumns + `) SELECT ` + jobColumns + ` FROM moved
@@ -138,7 +147,7 @@ func unarchive(ctx context.Context, q DBTX, ids []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, unarchiveSQL, uuidArray(ids)); err != nil {
+	if _, err := q.Exec(ctx, unarchiveSQL, uuidArray(ids), historyFloor(ids...)); err != nil {
 		return fmt.Errorf("bring back from the history: %w", err)
 	}
 	return nil
@@ -304,6 +313,10 @@ func (s *Store) HistoryPartitions(ctx context.Context) ([]HistoryPartition, erro
 	return out, nil
 }
 
+// dropHistoryKeysSQL frees the idempotency keys of a day partition's jobs
+// as it goes.
+const dropHistoryKeysSQL = `DELETE FROM job_history_keys WHERE status = $1 AND day = $2`
+
 // dropHistoryCountsSQL takes a day partition's jobs out of job_counts as
 // it goes.
 const dropHistoryCountsSQL = `
@@ -355,6 +368,9 @@ func (s *Store) DropExpiredHistory(ctx context.Context, st jobs.Settings, now *t
 			if _, err := tx.Exec(ctx, dropHistoryCountsSQL, string(p.State), p.Day); err != nil {
 				return err
 			}
+			if _, err := tx.Exec(ctx, dropHistoryKeysSQL, string(p.State), p.Day); err != nil {
+				return err
+			}
 			_, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{p.Name}.Sanitize())
 			return err
 		})
@@ -366,4 +382,32 @@ func (s *Store) DropExpiredHistory(ctx context.Context, st jobs.Settings, now *t
 		dropped = append(dropped, p.Name)
 	}
 	return dropped, errors.Join(errs...)
+}
+
+// historyFloor is the earliest time any of the jobs with these ids can
+// have finished, for the history's by-id lookups: a job finishes after it
+// was created, and a UUIDv7 id carries its creation time, so the day
+// partitions before it need not be searched. A day of slack covers the
+// enqueuer's clock running ahead of the database's; an id that is not a
+// UUIDv7, or whose time lies in the future, bounds nothing.
+func historyFloor(ids ...uuid.UUID) time.Time {
+	var floor time.Time
+	limit := time.Now().Add(time.Hour)
+	for i, id := range ids {
+		if id.Version() != 7 {
+			return time.Time{}
+		}
+		sec, nsec := id.Time().UnixTime()
+		t := time.Unix(sec, nsec)
+		if t.After(limit) {
+			return time.Time{}
+		}
+		if i == 0 || t.Before(floor) {
+			floor = t
+		}
+	}
+	if floor.IsZero() {
+		return floor
+	}
+	return floor.Add(-24 * time.Hour)
 }

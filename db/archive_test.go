@@ -197,6 +197,11 @@ func TestArchivedJobsComeBackToChange(t *testing.T) {
 	require.NoError(t, err)
 	done := finishAll(t, store, "ok", jobs.OutcomeSucceeded)
 	require.Equal(t, 8, archiveAll(t, store))
+	keysHeld := func() (n int) {
+		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_history_keys`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 7, keysHeld(), "six dead-letter keys and done-1")
 
 	// Replay one.
 	runsBefore := viewOf(t, store, dead[0]).Runs
@@ -219,6 +224,7 @@ func TestArchivedJobsComeBackToChange(t *testing.T) {
 	for _, id := range dead {
 		require.Equal(t, "live", whereIs(t, store, id))
 	}
+	require.Equal(t, 1, keysHeld(), "the replayed jobs took their keys back to jobs")
 
 	// Keys of archived jobs are still taken: the same key returns the
 	// archived job, single and in a batch, and inserts nothing.
@@ -272,7 +278,8 @@ func TestRetentionDropsDays(t *testing.T) {
 	zero := 0
 	var batch []jobs.EnqueueParams
 	for i := range 40 {
-		batch = append(batch, jobs.EnqueueParams{Type: fmt.Sprintf("t%d", i%2), Queue: "r", MaxRetries: &zero})
+		batch = append(batch, jobs.EnqueueParams{Type: fmt.Sprintf("t%d", i%2), Queue: "r", MaxRetries: &zero,
+			IdempotencyKey: fmt.Sprintf("r-%d", i)})
 	}
 	_, err := store.Enqueue(ctx, batch...)
 	require.NoError(t, err)
@@ -303,6 +310,24 @@ func TestRetentionDropsDays(t *testing.T) {
 	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_history`).Scan(&left))
 	require.Equal(t, 30, left, "the ten jobs of three days ago went")
 	requireCounts(t, store, "dropped")
+	// Their keys went with them; the others are still taken.
+	var gone, kept string
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT min(idempotency_key) FROM job_history`).Scan(&kept))
+	for i := range 40 {
+		k := fmt.Sprintf("r-%d", i)
+		var n int
+		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_history WHERE idempotency_key = $1`, k).Scan(&n))
+		if n == 0 {
+			gone = k
+			break
+		}
+	}
+	require.NotEmpty(t, gone)
+	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "r2", IdempotencyKey: gone},
+		jobs.EnqueueParams{Type: "t0", Queue: "r2", IdempotencyKey: kept})
+	require.NoError(t, err)
+	require.True(t, res[0].Inserted, "a dropped day's key is free again")
+	require.False(t, res[1].Inserted, "a kept day's key is still taken")
 	again, err := store.DropExpiredHistory(ctx, st, &now)
 	require.NoError(t, err)
 	require.Empty(t, again)
@@ -314,6 +339,19 @@ func TestRetentionDropsDays(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dropped, 2, "only the dead-letter days, past 30 days a year on")
 	requireCounts(t, store, "a year on")
+
+	// A job that finished days after it was created is found by id.
+	old, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "late", MaxRetries: &zero})
+	require.NoError(t, err)
+	finishAll(t, store, "late", jobs.OutcomeSucceeded)
+	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET finished_at = now() + interval '3 days' WHERE id = $1`, old[0].Job.ID)
+	require.NoError(t, err)
+	_, err = store.Archive(ctx, -4*24*time.Hour, 10)
+	require.NoError(t, err)
+	require.Equal(t, "history", whereIs(t, store, old[0].Job.ID))
+	got, err := store.GetJob(ctx, old[0].Job.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateCompleted, got.Status)
 }
 
 // TestConcurrentArchiversMoveEachJobOnce: archivers running at once while

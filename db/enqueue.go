@@ -66,7 +66,8 @@ const enqueueFrom = ` FROM inserted, notified, sched_notified`
 // existingByKeySQL reads the jobs that hold idempotency keys, live or in
 // the history (a key is in one of them, never both).
 const existingByKeySQL = `SELECT ` + jobColumns + ` FROM jobs WHERE idempotency_key = ANY($1::text[])
-UNION ALL SELECT ` + jobColumns + ` FROM job_history WHERE idempotency_key = ANY($1::text[])`
+UNION ALL SELECT ` + jobColumns + ` FROM job_history
+WHERE id IN (SELECT job_id FROM job_history_keys WHERE idempotency_key = ANY($1::text[]))`
 
 // archivedKeysSQL finds which of the keys new jobs were just inserted with
 // belong to a job in the history. It runs after the insert, in its
@@ -74,7 +75,7 @@ UNION ALL SELECT ` + jobColumns + ` FROM job_history WHERE idempotency_key = ANY
 // insert that found no conflict there either came after the move (and this
 // statement, with a later snapshot, sees the history row) or the key is
 // new.
-const archivedKeysSQL = `SELECT idempotency_key FROM job_history WHERE idempotency_key = ANY($1::text[])`
+const archivedKeysSQL = `SELECT idempotency_key FROM job_history_keys WHERE idempotency_key = ANY($1::text[])`
 
 // dropDuplicatesSQL removes jobs inserted in this transaction whose key
 // turned out to be taken by a job in the history.
@@ -375,7 +376,7 @@ func resolveDependencies(ctx context.Context, q DBTX, params []jobs.EnqueueParam
 }
 
 const keyExistsSQL = `SELECT EXISTS (SELECT 1 FROM jobs WHERE idempotency_key = $1)
-	OR EXISTS (SELECT 1 FROM job_history WHERE idempotency_key = $1)`
+	OR EXISTS (SELECT 1 FROM job_history_keys WHERE idempotency_key = $1)`
 
 // createSchedules creates the series of recurring jobs and sets each first
 // occurrence's run_at to the series' first firing time.

@@ -17,7 +17,7 @@ func TestSeedHistory(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	var reported []int
-	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 2000, Days: 7}, func(done int) { reported = append(reported, done) }))
+	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 2000, Days: 7, Live: true}, func(done int) { reported = append(reported, done) }))
 	require.Equal(t, []int{2000}, reported)
 
 	count := func(sql string, args ...any) int {
@@ -56,6 +56,38 @@ func TestSeedHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
 	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
+}
+
+// By default the seeded jobs move to the history as the archiver moves
+// finished jobs, runs included, and read the same from there.
+func TestSeedHistoryMovesToTheHistory(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, b.store.SeedHistory(b.ctx, db.History{Jobs: 2000, Days: 7}, nil))
+	count := func(sql string) int {
+		var n int
+		require.NoError(t, b.store.Pool().QueryRow(b.ctx, sql).Scan(&n))
+		return n
+	}
+	require.Zero(t, count(`SELECT count(*) FROM jobs`))
+	require.Zero(t, count(`SELECT count(*) FROM job_executions`))
+	require.Equal(t, 1800, count(`SELECT count(*) FROM job_history WHERE status = 'completed'`))
+	require.Equal(t, 100, count(`SELECT count(*) FROM job_history WHERE status = 'dead_letter'`))
+	require.Equal(t, 100, count(`SELECT count(*) FROM job_history WHERE status = 'cancelled'`))
+	require.Equal(t, 2000, count(`SELECT count(*) FROM job_history, jsonb_array_elements(execution_rows)`))
+	require.Equal(t, 2000, count(`SELECT sum(n)::int FROM job_history_counts`))
+	parts, err := b.store.HistoryPartitions(b.ctx)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, len(parts), 3*7, "a partition per state and day")
+
+	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}, Limit: 500})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 100)
+	ex, err := b.store.ListExecutions(b.ctx, page.Jobs[0])
+	require.NoError(t, err)
+	require.Len(t, ex, 1)
+	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
+	require.Equal(t, *page.Jobs[0].FinishedAt, *ex[0].FinishedAt)
 }
 
 // Finished states are counted exactly however many there are (triggers

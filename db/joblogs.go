@@ -73,13 +73,13 @@ WHERE job_id = $1 AND seq > $2
 UNION ALL
 SELECT h.id, x.seq, x.attempt, x.at, x.level, x.message, x.attrs
 FROM job_history h, jsonb_to_recordset(h.log_rows) AS ` + logRecord + `
-WHERE h.id = $1 AND x.seq > $2
+WHERE h.id = $1 AND h.finished_at >= $4 AND x.seq > $2
 ORDER BY seq LIMIT $3`
 
 // JobLogs returns a job's stored log lines after seq after, oldest first.
 func (s *Store) JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error) {
 	var rows []jobLogRow
-	if err := s.sqlx.SelectContext(ctx, &rows, jobLogsSQL, id, after, limit); err != nil {
+	if err := s.sqlx.SelectContext(ctx, &rows, jobLogsSQL, id, after, limit, historyFloor(id)); err != nil {
 		return nil, fmt.Errorf("read job log: %w", err)
 	}
 	out := make([]jobs.LogEntry, len(rows))

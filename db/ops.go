@@ -233,14 +233,14 @@ func (s *Store) PurgeJob(ctx context.Context, id uuid.UUID) error {
 }
 
 const jobStateSQL = `(SELECT status, deleted_at IS NOT NULL FROM jobs WHERE id = $1)
-UNION ALL (SELECT status, false FROM job_history WHERE id = $1) LIMIT 1`
+UNION ALL (SELECT status, false FROM job_history WHERE id = $1 AND finished_at >= $2) LIMIT 1`
 
 // jobState reads a job's state and whether it is in the bin, to explain a
 // refused operation.
 func (s *Store) jobState(ctx context.Context, id uuid.UUID, op string) (jobs.State, bool, error) {
 	var status string
 	var binned bool
-	err := s.pool.QueryRow(ctx, jobStateSQL, id).Scan(&status, &binned)
+	err := s.pool.QueryRow(ctx, jobStateSQL, id, historyFloor(id)).Scan(&status, &binned)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", false, jobs.ErrNotFound

@@ -19,11 +19,11 @@ import (
 // getJobSQL reads one job, binned or not, live or in the history (looked
 // at only when jobs does not have it).
 const getJobSQL = `(SELECT ` + jobColumns + ` FROM jobs WHERE id = $1)
-UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE id = $1) LIMIT 1`
+UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE id = $1 AND finished_at >= $2) LIMIT 1`
 
 // GetJob returns one job, including a binned one.
 func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
-	j, err := collectOneJob(s.pool.Query(ctx, getJobSQL, id))
+	j, err := collectOneJob(s.pool.Query(ctx, getJobSQL, id, historyFloor(id)))
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
 		return nil, fmt.Errorf("get job: %w", err)
 	}
@@ -33,7 +33,7 @@ func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 // getJobsSQL reads the jobs among a set of ids, binned or not, live or in
 // the history.
 const getJobsSQL = `SELECT ` + jobColumns + ` FROM jobs WHERE id = ANY($1::uuid[])
-UNION ALL SELECT ` + jobColumns + ` FROM job_history WHERE id = ANY($1::uuid[])`
+UNION ALL SELECT ` + jobColumns + ` FROM job_history WHERE id = ANY($1::uuid[]) AND finished_at >= $2`
 
 // GetJobs returns the jobs among ids that exist, binned or not, in no
 // particular order: one query for a set of rows a page shows.
@@ -41,7 +41,7 @@ func (s *Store) GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, erro
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	out, err := collectJobs(s.pool.Query(ctx, getJobsSQL, ids))
+	out, err := collectJobs(s.pool.Query(ctx, getJobsSQL, ids, historyFloor(ids...)))
 	if err != nil {
 		return nil, fmt.Errorf("get jobs: %w", err)
 	}
@@ -69,14 +69,14 @@ FROM job_executions WHERE job_id = $1
 UNION ALL
 SELECT h.id, x.seq, x.attempt, x.worker_id, x.started_at, x.finished_at, x.outcome, x.error, x.duration_ms
 FROM job_history h, jsonb_to_recordset(h.execution_rows) AS ` + executionRecord + `
-WHERE h.id = $1
+WHERE h.id = $1 AND h.finished_at >= $2
 ORDER BY seq`
 
 // ListExecutions returns every recorded run of a job in order, followed by
 // the run in progress when the job is running.
 func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error) {
 	var rows []executionRow
-	if err := s.sqlx.SelectContext(ctx, &rows, executionsSQL, j.ID); err != nil {
+	if err := s.sqlx.SelectContext(ctx, &rows, executionsSQL, j.ID, historyFloor(j.ID)); err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
 	out := make([]jobs.Execution, 0, len(rows)+1)

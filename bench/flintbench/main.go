@@ -79,6 +79,7 @@ var (
 	flagHoldFrom = flag.Duration("hold-from", 4*time.Minute, "sustain: when the REPEATABLE READ transaction starts")
 	flagHold     = flag.Duration("hold", 2*time.Minute, "sustain: how long it stays open")
 	flagSample   = flag.Duration("sample", 10*time.Second, "sustain: how often dead rows are sampled")
+	flagHistory  = flag.Int("history-after", 1, "sustain: the history_after_minutes setting (0 keeps finished jobs in jobs); a flint scheduler moves them")
 	flagLimits   = flag.Bool("limits", false, "drain: give the queue flow-control limits that never bind (concurrency, rate limit and per-key concurrency), to measure what enforcing them costs")
 )
 
@@ -703,7 +704,9 @@ func uuidV7Floor(t time.Time) uuid.UUID {
 }
 
 // modeSustain feeds one `flint worker` -rate noop jobs a second for
-// -duration (from a fresh database, or -db), holds a REPEATABLE READ
+// -duration (from a fresh database, or -db), with a `flint scheduler`
+// moving finished jobs to the history -history-after minutes after they
+// finish, holds a REPEATABLE READ
 // transaction open from -hold-from for -hold, and samples the jobs table's
 // row counts every -sample. Dead rows can only be removed once no snapshot
 // needs them, so they pile up while the transaction is open; the figure
@@ -719,9 +722,14 @@ func modeSustain(ctx context.Context) {
 	if av != "on" {
 		log.Printf("warning: autovacuum is %s in this server: nothing will remove dead rows", av)
 	}
+	_, _, err := s.UpdateSettings(ctx, map[string]json.RawMessage{
+		"history_after_minutes": json.RawMessage(strconv.Itoa(*flagHistory))}, "flintbench")
+	must(err)
 	env := workerEnv(dbURL)
 	cmd := startFlint([]string{"worker"}, env)
 	defer stopFlint(cmd)
+	sched := startFlint([]string{"scheduler"}, benchEnv(dbURL, freePort()))
+	defer stopFlint(sched)
 
 	start := time.Now()
 	feedCtx, stopFeed := context.WithCancel(ctx)
@@ -753,7 +761,7 @@ func modeSustain(ctx context.Context) {
 
 	var hold pgx.Tx
 	holding, held := false, false
-	fmt.Printf("%8s %10s %10s %8s %10s %s\n", "t", "live", "dead", "queued", "vacuums", "")
+	fmt.Printf("%8s %10s %10s %8s %10s %10s %s\n", "t", "live", "dead", "queued", "vacuums", "history", "")
 	next := time.Duration(0)
 	var maxOutside, maxDuring, lastDead int64
 	for el := time.Since(start); el < *flagDuration; el = time.Since(start) {
@@ -773,6 +781,8 @@ func modeSustain(ctx context.Context) {
 			var queued int
 			must(s.Pool().QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, autovacuum_count + vacuum_count FROM pg_stat_user_tables WHERE relname = 'jobs'`).Scan(&live, &dead, &vacuums))
 			must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'queued' AND deleted_at IS NULL`).Scan(&queued))
+			var history int64
+			must(s.Pool().QueryRow(ctx, `SELECT coalesce(sum(n), 0)::bigint FROM job_history_counts`).Scan(&history))
 			mark := ""
 			if holding {
 				mark = "REPEATABLE READ transaction open"
@@ -781,7 +791,7 @@ func modeSustain(ctx context.Context) {
 				maxOutside = max(maxOutside, dead)
 			}
 			lastDead = dead
-			fmt.Printf("%8s %10d %10d %8d %10d %s\n", el.Round(time.Second), live, dead, queued, vacuums, mark)
+			fmt.Printf("%8s %10d %10d %8d %10d %10d %s\n", el.Round(time.Second), live, dead, queued, vacuums, history, mark)
 			next += *flagSample
 		}
 		time.Sleep(200 * time.Millisecond)
