@@ -394,33 +394,7 @@ func TestConcurrentArchiversMoveEachJobOnce(t *testing.T) {
 			}
 		}()
 	}
-	var fin sync.WaitGroup
-	for g := range 3 {
-		fin.Add(1)
-		go func() {
-			defer fin.Done()
-			outcome := []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled}[g]
-			for {
-				claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: fmt.Sprint("w", g), Limit: 50, LeaseTTL: time.Minute})
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				if len(claimed) == 0 {
-					return
-				}
-				b := make([]jobs.Finish, len(claimed))
-				for i, j := range claimed {
-					b[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: outcome, Error: "x"}
-				}
-				if _, _, err := store.FinishJobs(ctx, b); err != nil {
-					t.Error(err)
-					return
-				}
-			}
-		}()
-	}
-	fin.Wait()
+	finishConcurrently(t, store, 3, 50)
 	close(stop)
 	wg.Wait()
 	total += archiveAll(t, store)

@@ -207,14 +207,27 @@ func TestFinishedCountsUnderConcurrentFinishers(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, params...)
 	require.NoError(t, err)
+	finishConcurrently(t, store, 12, 7)
+	requireCounts(t, store, "after concurrent finishers")
+	st, err := store.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(2000), st.ByStatus["completed"]+st.ByStatus["dead_letter"]+st.ByStatus["cancelled"])
+}
+
+// finishConcurrently runs finishers goroutines, each claiming up to limit
+// jobs at a time and ending them (succeeded, failed or cancelled by
+// goroutine), until no job is left to claim.
+func finishConcurrently(t *testing.T, store *db.Store, finishers, limit int) {
+	t.Helper()
+	ctx := context.Background()
 	var wg sync.WaitGroup
-	for g := range 12 {
+	for g := range finishers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			outcome := []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled}[g%3]
 			for {
-				claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: fmt.Sprint("w", g), Limit: 7, LeaseTTL: time.Minute})
+				claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: fmt.Sprint("w", g), Limit: limit, LeaseTTL: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return
@@ -234,8 +247,4 @@ func TestFinishedCountsUnderConcurrentFinishers(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	requireCounts(t, store, "after concurrent finishers")
-	st, err := store.Stats(ctx)
-	require.NoError(t, err)
-	require.Equal(t, int64(2000), st.ByStatus["completed"]+st.ByStatus["dead_letter"]+st.ByStatus["cancelled"])
 }
