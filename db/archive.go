@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"flint/jobs"
 )
@@ -205,12 +206,25 @@ func (s *Store) Archive(ctx context.Context, after time.Duration, limit int) (in
 		if len(days) == 0 {
 			continue
 		}
-		if err := s.ensureHistoryPartitions(ctx, state, days); err != nil {
-			return total, err
-		}
 		var n int
-		if err := s.pool.QueryRow(ctx, archiveSQL, append(args, days, limit)...).Scan(&n); err != nil {
-			return total, fmt.Errorf("archive %s jobs: %w", state, err)
+		for try := 1; ; try++ {
+			if err := s.ensureHistoryPartitions(ctx, state, days); err != nil {
+				return total, err
+			}
+			err := s.pool.QueryRow(ctx, archiveSQL, append(args, days, limit)...).Scan(&n)
+			var pgErr *pgconn.PgError
+			if try == 1 && errors.As(err, &pgErr) && pgErr.Code == "23514" { // check_violation
+				// No partition for a row: another process's retention
+				// dropped a day this one thought existed.
+				for _, d := range days {
+					s.historyParts.Delete(historyPartition(state, d))
+				}
+				continue
+			}
+			if err != nil {
+				return total, fmt.Errorf("archive %s jobs: %w", state, err)
+			}
+			break
 		}
 		total += n
 	}

@@ -433,3 +433,29 @@ func TestHistoryHasEveryJobsColumn(t *testing.T) {
 	require.Equal(t, live, hist[:len(live)])
 	require.Equal(t, []string{"execution_rows jsonb", "log_rows jsonb"}, hist[len(live):])
 }
+
+// TestArchiveAfterAnotherProcessDroppedTheDay: a store that created a day
+// partition and still thinks it exists moves jobs of that day after
+// another process dropped it (it creates it again).
+func TestArchiveAfterAnotherProcessDroppedTheDay(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	finishOne := func() uuid.UUID {
+		_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "x", MaxRetries: &zero})
+		require.NoError(t, err)
+		return finishAll(t, store, "x", jobs.OutcomeSucceeded)[0]
+	}
+	finishOne()
+	require.Equal(t, 1, archiveAll(t, store))
+	parts, err := store.HistoryPartitions(ctx)
+	require.NoError(t, err)
+	require.Len(t, parts, 1)
+	_, err = store.Pool().Exec(ctx, `DROP TABLE `+parts[0].Name) // as another process's retention would
+	require.NoError(t, err)
+
+	id := finishOne()
+	require.Equal(t, 1, archiveAll(t, store))
+	require.Equal(t, "history", whereIs(t, store, id))
+}
