@@ -31,6 +31,7 @@ type accessRig struct {
 	app    *fiber.App
 	store  *db.Store
 	ctx    context.Context
+	broker *handlers.Broker // the test delivers events to it
 	people map[auth.Role]*dashBundle
 	emails map[auth.Role]string
 	keys   map[auth.Scope]string // secrets
@@ -46,13 +47,14 @@ func accessSetup(t *testing.T) *accessRig {
 	t.Cleanup(cancel)
 	reg := jobs.NewRegistry()
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	broker := handlers.NewBroker(1000)
 	app := handlers.New(handlers.Config{
-		APIKey: apiKey, Dashboard: store, Audit: store, Access: store, Alerts: store, Logs: nopLogs{},
+		APIKey: apiKey, Dashboard: store, Audit: store, Access: store, Alerts: store, Logs: nopLogs{}, Broker: broker,
 		Metrics: http.NotFoundHandler(), MailURL: "http://localhost:8025", BaseContext: ctx,
 		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r := &accessRig{app: app, store: store, ctx: ctx, people: map[auth.Role]*dashBundle{}, emails: map[auth.Role]string{},
+	r := &accessRig{app: app, store: store, ctx: ctx, broker: broker, people: map[auth.Role]*dashBundle{}, emails: map[auth.Role]string{},
 		keys: map[auth.Scope]string{}, keyIDs: map[auth.Scope]uuid.UUID{}}
 	for _, role := range auth.Roles {
 		email := string(role) + "@example.com"
