@@ -1926,7 +1926,7 @@ type ClientInterface interface {
 
 	// EnqueueJobWithBody Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1935,7 +1935,7 @@ type ClientInterface interface {
 
 	// EnqueueJob Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1944,7 +1944,7 @@ type ClientInterface interface {
 
 	// EnqueueJobsWithBody Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1953,7 +1953,7 @@ type ClientInterface interface {
 
 	// EnqueueJobs Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2232,7 +2232,7 @@ type ClientInterface interface {
 
 	// EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2241,7 +2241,7 @@ type ClientInterface interface {
 
 	// EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2582,7 +2582,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // EnqueueJobWithBody Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2601,7 +2601,7 @@ func (c *Client) EnqueueJobWithBody(ctx context.Context, contentType string, bod
 
 // EnqueueJob Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2620,7 +2620,7 @@ func (c *Client) EnqueueJob(ctx context.Context, body EnqueueJobJSONRequestBody,
 
 // EnqueueJobsWithBody Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2639,7 +2639,7 @@ func (c *Client) EnqueueJobsWithBody(ctx context.Context, contentType string, bo
 
 // EnqueueJobs Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -3288,7 +3288,7 @@ func (c *Client) ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3307,7 +3307,7 @@ func (c *Client) EnqueueWorkflowWithBody(ctx context.Context, contentType string
 
 // EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5967,7 +5967,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobWithBodyWithResponse Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5976,7 +5976,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobWithResponse Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5985,7 +5985,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobsWithBodyWithResponse Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5994,7 +5994,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6325,7 +6325,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6334,7 +6334,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10207,7 +10207,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // EnqueueJobWithBodyWithResponse Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10222,7 +10222,7 @@ func (c *ClientWithResponses) EnqueueJobWithBodyWithResponse(ctx context.Context
 
 // EnqueueJobWithResponse Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10237,7 +10237,7 @@ func (c *ClientWithResponses) EnqueueJobWithResponse(ctx context.Context, body E
 
 // EnqueueJobsWithBodyWithResponse Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10252,7 +10252,7 @@ func (c *ClientWithResponses) EnqueueJobsWithBodyWithResponse(ctx context.Contex
 
 // EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10805,7 +10805,7 @@ func (c *ClientWithResponses) ListWorkersWithResponse(ctx context.Context, reqEd
 
 // EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10820,7 +10820,7 @@ func (c *ClientWithResponses) EnqueueWorkflowWithBodyWithResponse(ctx context.Co
 
 // EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

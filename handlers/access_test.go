@@ -652,3 +652,83 @@ func TestOpenAPINamesEachScope(t *testing.T) {
 	}
 	require.Greater(t, checked, 30)
 }
+
+// TestIdempotencyKeyRevealsOnlyThatItIsTaken: a key that may enqueue but
+// not read learns of an existing job its idempotency key matches only its
+// id, status, type, queue and creation time, from a single enqueue, a batch
+// or a workflow; a key that may read gets the job in full, as before.
+func TestIdempotencyKeyRevealsOnlyThatItIsTaken(t *testing.T) {
+	t.Parallel()
+	r := accessSetup(t)
+	_, readEnqueue, err := r.store.CreateAPIKey(r.ctx, "svc-enqueue-read", []auth.Scope{auth.ScopeEnqueue, auth.ScopeRead}, "test")
+	require.NoError(t, err)
+	// Another service's job, finished, with a payload, a result and an error.
+	res := apiCall(t, r.app, readEnqueue, "POST", "/api/v1/jobs",
+		`{"type":"noop","queue":"billing","payload":{"card":"4111-secret"},"idempotency_key":"invoice-42"}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	id := res.json(t)["id"].(string)
+	_, err = r.store.Pool().Exec(r.ctx, `UPDATE jobs SET status = 'completed', finished_at = now(),
+		result = '{"charged":"secret-result"}', last_error = 'secret-error' WHERE id = $1`, id)
+	require.NoError(t, err)
+	secrets := []string{"4111-secret", "secret-result", "secret-error", `"payload"`, `"result"`, `"last_error"`, `"idempotency_key"`}
+	refOnly := func(job map[string]any, raw string) {
+		t.Helper()
+		require.Equal(t, id, job["id"])
+		require.Equal(t, "completed", job["status"])
+		require.Equal(t, "noop", job["type"])
+		require.Equal(t, "billing", job["queue"])
+		require.NotEmpty(t, job["created_at"])
+		for _, s := range secrets {
+			require.NotContains(t, raw, s)
+		}
+	}
+	enqueueOnly := r.keys[auth.ScopeEnqueue]
+
+	// One job.
+	again := `{"type":"noop","payload":{"other":true},"idempotency_key":"invoice-42"}`
+	res = apiCall(t, r.app, enqueueOnly, "POST", "/api/v1/jobs", again)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	job := res.json(t)
+	refOnly(job, string(res.body))
+	require.Len(t, job, 5, "id, status, type, queue, created_at: %s", res.body)
+	for _, key := range []string{readEnqueue, apiKey} {
+		res = apiCall(t, r.app, key, "POST", "/api/v1/jobs", again)
+		require.Equal(t, http.StatusOK, res.status)
+		require.Contains(t, string(res.body), "4111-secret", "a key that may read sees the job in full")
+		require.Contains(t, string(res.body), "secret-error")
+	}
+
+	// A batch: the new job in full (the caller wrote it), the existing one
+	// as a reference.
+	batch := `{"jobs":[{"type":"noop","payload":{"mine":"visible"}},{"type":"noop","idempotency_key":"invoice-42"}]}`
+	res = apiCall(t, r.app, enqueueOnly, "POST", "/api/v1/jobs/batch", batch)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	var out struct{ Jobs []json.RawMessage }
+	require.NoError(t, json.Unmarshal(res.body, &out))
+	require.Len(t, out.Jobs, 2)
+	require.Contains(t, string(out.Jobs[0]), `"mine":"visible"`)
+	var ref map[string]any
+	require.NoError(t, json.Unmarshal(out.Jobs[1], &ref))
+	refOnly(ref, string(out.Jobs[1]))
+	require.Len(t, ref, 5)
+	res = apiCall(t, r.app, readEnqueue, "POST", "/api/v1/jobs/batch", `{"jobs":[{"type":"noop","idempotency_key":"invoice-42"}]}`)
+	require.Equal(t, http.StatusCreated, res.status)
+	require.Contains(t, string(res.body), "4111-secret")
+
+	// A workflow.
+	flow := `{"jobs":[{"key":"a","type":"noop","payload":{"mine":"visible"}},{"key":"b","type":"noop","idempotency_key":"invoice-42"}]}`
+	res = apiCall(t, r.app, enqueueOnly, "POST", "/api/v1/workflows", flow)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	require.NoError(t, json.Unmarshal(res.body, &out))
+	require.Len(t, out.Jobs, 2)
+	require.Contains(t, string(out.Jobs[0]), `"mine":"visible"`)
+	ref = nil
+	require.NoError(t, json.Unmarshal(out.Jobs[1], &ref))
+	require.Equal(t, "b", ref["key"])
+	delete(ref, "key")
+	refOnly(ref, string(out.Jobs[1]))
+	require.Len(t, ref, 5)
+	res = apiCall(t, r.app, readEnqueue, "POST", "/api/v1/workflows", `{"jobs":[{"key":"c","type":"noop","idempotency_key":"invoice-42"}]}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	require.Contains(t, string(res.body), "4111-secret")
+}
