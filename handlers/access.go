@@ -253,8 +253,8 @@ func forbidden(p principal, route string, need auth.Scope) *apiError {
 
 // authorize is the first handler of every guarded route: it looks the
 // matched route up in accessTable and refuses what the caller's scopes do
-// not grant. It also hands the templates the caller's scopes, so pages
-// show only the controls the caller may use.
+// not grant. It also hands the templates what the caller may use (the
+// same table, through viewAccess), so pages show only those controls.
 func (s *server) authorize(c *fiber.Ctx) error {
 	rt := c.Route()
 	key := routeKey(rt.Method, rt.Path)
@@ -271,7 +271,7 @@ func (s *server) authorize(c *fiber.Ctx) error {
 	if !auth.Grants(p.scopes, need) {
 		return s.refuse(c, p, key, need, "")
 	}
-	c.SetUserContext(views.WithScopes(c.UserContext(), p.scopes))
+	c.SetUserContext(views.WithAccess(c.UserContext(), viewAccess{p.scopes}))
 	return c.Next()
 }
 
@@ -326,6 +326,27 @@ func (s *server) recheck(c *fiber.Ctx) streamCheck {
 	return nil
 }
 
+// viewAccess answers the templates' questions (views.Access) from
+// accessTable, for a caller holding scopes: a page shows a control exactly
+// when the route it leads to would let the caller in.
+type viewAccess struct{ scopes []auth.Scope }
+
+// Can reports whether the caller may use route (an accessTable key) with
+// value in the field that raises the route's need.
+func (a viewAccess) Can(route, value string) bool {
+	r, ok := accessTable[route]
+	return ok && auth.Grants(a.scopes, r.needFor(value))
+}
+
+// Needs names the least role that may use route.
+func (a viewAccess) Needs(route string) auth.Role {
+	r, ok := accessTable[route]
+	if !ok {
+		return auth.RoleAdmin
+	}
+	return auth.LeastRole(r.need)
+}
+
 // refuse answers a refused request: JSON on the API, a toast for an HTMX
 // request and an error page for a page load on the dashboard.
 func (s *server) refuse(c *fiber.Ctx, p principal, route string, need auth.Scope, why string) error {
@@ -345,7 +366,7 @@ func (s *server) refuse(c *fiber.Ctx, p principal, route string, need auth.Scope
 		toast(c, msg, toastBad)
 		return c.Status(http.StatusForbidden).SendString(msg)
 	}
-	c.SetUserContext(views.WithScopes(c.UserContext(), p.scopes))
+	c.SetUserContext(views.WithAccess(c.UserContext(), viewAccess{p.scopes}))
 	return render(c, http.StatusForbidden, views.ErrorPage(s.chrome(c, "Not allowed", "", false), "Not allowed", msg))
 }
 
