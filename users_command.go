@@ -35,8 +35,8 @@ Commands:
   set-role        --email E --role viewer|operator|admin: applies on their next request
   remove          --email E: deletes the person (the audit trail keeps their email)
   reset-password  --email E [--password P]: sets a new password (generated and
-                  printed without --password) and ends their sessions; for an
-                  admin who is locked out
+                  printed without --password), ends their sessions and lifts
+                  the failed sign-in lockout; for an admin who is locked out
 `
 
 // usersCommand is `flint users …`; it returns the exit code.
