@@ -23,8 +23,8 @@ import (
 
 const usersUsage = `Usage: flint users <command> [flags]
 
-Manage the people who sign in to the dashboard, in the database at
-DATABASE_URL (migrated first).
+Manage the people who sign in to the dashboard, in Flint's database at
+DATABASE_URL (which must be set, and exist; it is migrated first).
 
 Commands:
   add             --email E --role viewer|operator|admin [--password P]
@@ -103,6 +103,10 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	store, err := openForCommand(ctx)
+	if errors.Is(err, errNoDatabaseURL) || errors.Is(err, db.ErrNoDatabase) {
+		fmt.Fprintln(stderr, "flint users:", err)
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "flint users:", err)
 		return 1
@@ -119,14 +123,28 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openForCommand migrates and opens the database at DATABASE_URL (see
-// commandDatabase for a pooler in front).
+// errNoDatabaseURL refuses to guess which database holds the people.
+var errNoDatabaseURL = errors.New("DATABASE_URL is not set: set it to the database Flint serves from " +
+	"(for the one make run serves, eval \"$(make -s env)\" sets it)")
+
+// openForCommand migrates and opens Flint's database at DATABASE_URL (see
+// commandDatabase for a pooler in front). Unlike the servers, it has no
+// default and creates no database: the people it manages live in the
+// database Flint serves from, and a new, empty one would only hide the
+// mistake.
 func openForCommand(ctx context.Context) (*db.Store, error) {
+	if os.Getenv("DATABASE_URL") == "" {
+		return nil, errNoDatabaseURL
+	}
 	migrateURL, dbConfig, err := commandDatabase("flint users")
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Migrate(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+	err = db.MigrateExisting(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if errors.Is(err, db.ErrNoDatabase) {
+		return nil, fmt.Errorf("%w; point DATABASE_URL at the database Flint serves from (flint serve or flint migrate creates it)", err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return db.Open(ctx, dbConfig)

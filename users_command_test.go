@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"flint/auth"
@@ -100,4 +103,40 @@ func TestUsersCommand(t *testing.T) {
 		actions = append(actions, e.Action)
 	}
 	require.ElementsMatch(t, []string{"user_add", "user_add", "user_disable", "password_reset", "user_enable", "user_role", "user_remove"}, actions)
+}
+
+// TestUsersCommandNeedsItsDatabase: without DATABASE_URL, or with one
+// naming a database that does not exist, flint users says so and creates
+// nothing, instead of making (and migrating) a new, empty database.
+func TestUsersCommandNeedsItsDatabase(t *testing.T) {
+	// Were the check to go, the command must still not reach a real
+	// server here: migrations go over this unreachable direct URL.
+	t.Setenv("FLINT_DIRECT_DATABASE_URL", "postgres://nobody@127.0.0.1:1/nowhere?sslmode=disable&connect_timeout=1")
+	t.Setenv("DATABASE_URL", "")
+	var out, errOut bytes.Buffer
+	code := usersCommand([]string{"list"}, &out, &errOut)
+	require.Equal(t, 2, code, errOut.String())
+	require.Contains(t, errOut.String(), "DATABASE_URL is not set")
+	require.Empty(t, out.String())
+
+	admin := dbtest.AdminURL(t)
+	u, err := url.Parse(admin)
+	require.NoError(t, err)
+	name := "flint_missing_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	u.Path = "/" + name
+	t.Setenv("FLINT_DIRECT_DATABASE_URL", "")
+	t.Setenv("DATABASE_URL", u.String())
+	errOut.Reset()
+	code = usersCommand([]string{"add", "--email", "ana@example.com", "--role", "admin"}, &out, &errOut)
+	require.Equal(t, 2, code, errOut.String())
+	require.Contains(t, errOut.String(), `database does not exist: "`+name+`"`)
+	require.Contains(t, errOut.String(), "DATABASE_URL")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists))
+	require.False(t, exists, "no database was created")
 }
