@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -224,7 +226,24 @@ func runUsers(ctx context.Context, store *db.Store, sub, email string, role auth
 // recordCLI puts a change made from a shell on the audit trail, naming the
 // operating-system user who ran it.
 func recordCLI(ctx context.Context, store *db.Store, action string, details map[string]any) error {
-	who := cmp.Or(os.Getenv("USER"), os.Getenv("LOGNAME"), "unknown")
 	b, _ := json.Marshal(details)
-	return store.RecordAudit(ctx, jobs.AuditEntry{Actor: "cli:" + who, Source: "cli", Action: action, Details: b})
+	actor := "cli:" + shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname)
+	return store.RecordAudit(ctx, jobs.AuditEntry{Actor: actor, Source: "cli", Action: action, Details: b})
+}
+
+// shellUser names who runs the command: $USER or $LOGNAME, else the
+// account the process runs as (a container or a cron job often sets
+// neither variable), else its user id on this host.
+func shellUser(getenv func(string) string, current func() (*user.User, error), uid func() int, hostname func() (string, error)) string {
+	if who := cmp.Or(getenv("USER"), getenv("LOGNAME")); who != "" {
+		return who
+	}
+	if u, err := current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	who := "uid " + strconv.Itoa(uid())
+	if host, err := hostname(); err == nil && host != "" {
+		who += "@" + host
+	}
+	return who
 }

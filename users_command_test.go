@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/url"
+	"os"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
@@ -139,4 +142,41 @@ func TestUsersCommandNeedsItsDatabase(t *testing.T) {
 	var exists bool
 	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists))
 	require.False(t, exists, "no database was created")
+}
+
+// TestShellUser: the audit trail names who ran flint users even when the
+// environment says nothing ($USER and $LOGNAME unset, as in a container).
+func TestShellUser(t *testing.T) {
+	t.Parallel()
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	ana := func() (*user.User, error) { return &user.User{Username: "ana"}, nil }
+	nobody := func() (*user.User, error) { return nil, user.UnknownUserIdError(1234) }
+	uid := func() int { return 1234 }
+	host := func() (string, error) { return "build-7", nil }
+	noHost := func() (string, error) { return "", errors.New("no hostname") }
+
+	require.Equal(t, "bo", shellUser(env(map[string]string{"USER": "bo", "LOGNAME": "x"}), ana, uid, host))
+	require.Equal(t, "x", shellUser(env(map[string]string{"LOGNAME": "x"}), ana, uid, host))
+	require.Equal(t, "ana", shellUser(env(nil), ana, uid, host), "the account the process runs as")
+	require.Equal(t, "uid 1234@build-7", shellUser(env(nil), nobody, uid, host), "no account name: its id and the host")
+	require.Equal(t, "uid 1234", shellUser(env(nil), nobody, uid, noHost))
+	require.NotContains(t, shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname), "unknown")
+}
+
+// TestUsersCommandAuditWithoutUserVariables: with $USER and $LOGNAME unset
+// the audit entry still names the account that ran the command.
+func TestUsersCommandAuditWithoutUserVariables(t *testing.T) {
+	t.Setenv("USER", "")
+	t.Setenv("LOGNAME", "")
+	store, _ := dbtest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, runUsers(ctx, store, "add", "cy@example.com", auth.RoleViewer, "cy-password-1", &out))
+	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "cli:"+shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname), entries[0].Actor)
+	require.NotEqual(t, "cli:unknown", entries[0].Actor)
+	require.NotEqual(t, "cli:", entries[0].Actor)
 }
