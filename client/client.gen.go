@@ -2054,7 +2054,7 @@ type ClientInterface interface {
 
 	// RevokeKey Revoke a key: its next request is refused
 	//
-	// Needs the `admin` scope.
+	// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 	//
 	// Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
 	RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2870,7 +2870,7 @@ func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, r
 
 // RevokeKey Revoke a key: its next request is refused
 //
-// Needs the `admin` scope.
+// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 //
 // Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
 func (c *Client) RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -6111,7 +6111,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeKeyWithResponse Revoke a key: its next request is refused
 	//
-	// Needs the `admin` scope.
+	// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -8310,6 +8310,8 @@ type RevokeKeyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8335,6 +8337,11 @@ func (r RevokeKeyResponse) GetJSON403() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RevokeKeyResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RevokeKeyResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -10447,7 +10454,7 @@ func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body Cr
 
 // RevokeKeyWithResponse Revoke a key: its next request is refused
 //
-// Needs the `admin` scope.
+// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12424,6 +12431,13 @@ func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	}
 

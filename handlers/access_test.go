@@ -777,3 +777,31 @@ func TestIdempotencyKeyRevealsOnlyThatItIsTaken(t *testing.T) {
 	require.Equal(t, http.StatusCreated, res.status, string(res.body))
 	require.Contains(t, string(res.body), "4111-secret")
 }
+
+// TestRevokingARevokedKey: revoking a key twice is a 409 that says so, on
+// the API and on the Keys page, and the audit trail has one revocation.
+func TestRevokingARevokedKey(t *testing.T) {
+	t.Parallel()
+	r := accessSetup(t)
+	id := r.keyIDs[auth.ScopeRead].String()
+	require.Equal(t, http.StatusOK, apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+id, "").status)
+	res := apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+id, "")
+	require.Equal(t, http.StatusConflict, res.status, string(res.body))
+	e := res.json(t)["error"].(map[string]any)
+	require.Equal(t, "already_revoked", e["code"])
+	require.Contains(t, e["message"], "revoked already")
+	p := dashCall(t, r.people[auth.RoleAdmin], "POST", "/keys/"+id+"/revoke", nil)
+	require.Equal(t, http.StatusConflict, p.status, p.body)
+	require.Contains(t, p.header.Get("HX-Trigger"), "revoked already")
+	require.Equal(t, http.StatusNotFound, apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+uuid.NewString(), "").status)
+
+	entries, err := r.store.ListAudit(r.ctx, jobs.AuditQuery{Limit: 100})
+	require.NoError(t, err)
+	revocations := 0
+	for _, en := range entries {
+		if en.Action == "key_revoke" {
+			revocations++
+		}
+	}
+	require.Equal(t, 1, revocations, "one audit entry for the one revocation")
+}
