@@ -121,9 +121,12 @@ dev-env:
 	@scripts/dev-env.sh
 
 # Prints the development settings as shell exports, for the README's
-# examples: eval "$$(make -s env)"
+# examples: eval "$$(make -s env)". DATABASE_URL is the database make run
+# serves (config.go's default), which flint users needs to be told.
+DEV_DATABASE_URL := postgres://postgres@127.0.0.1:5432/flint?sslmode=disable
 env: dev-env
 	@while IFS='=' read -r k v; do \
 		[[ $$k =~ ^FLINT_[A-Z_]+$$ ]] || continue; \
 		printf "export %s='%s'\n" "$$k" "$$v"; \
 	done <.flint/dev.env
+	@printf "export DATABASE_URL='%s'\n" "$${DATABASE_URL:-$(DEV_DATABASE_URL)}"

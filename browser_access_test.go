@@ -168,3 +168,23 @@ func apiStatus(t *testing.T, base, key, method, path string) int {
 	resp.Body.Close()
 	return resp.StatusCode
 }
+
+// TestDisablingSignsOutAnOpenPage: a person's open dashboard leaves for the
+// sign-in page by itself when they are disabled, because the live stream
+// re-checks the session and ends (it does not keep streaming to them).
+func TestDisablingSignsOutAnOpenPage(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	bg := context.Background()
+	u, err := rig.store.AddUser(bg, "leaver@example.com", "leaver-test-pw", auth.RoleOperator)
+	require.NoError(t, err)
+	ctx := browser(t)
+	signInAs(t, ctx, rig.base, "leaver@example.com", "leaver-test-pw")
+	visit(t, ctx, rig.base+"/jobs", `[data-testid="jobs-table"]`)
+	waitJS(t, ctx, `document.querySelector('[data-live]').getAttribute('data-state') === 'open'`, 15*time.Second)
+
+	_, err = rig.store.DisableUser(bg, u.ID)
+	require.NoError(t, err)
+	// One re-check interval (5 s) and a reload.
+	waitJS(t, ctx, `location.pathname === '/login' && !!document.querySelector('[data-testid="login-form"]')`, 20*time.Second)
+}

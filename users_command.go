@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"os/user"
+	"strconv"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -23,8 +25,8 @@ import (
 
 const usersUsage = `Usage: flint users <command> [flags]
 
-Manage the people who sign in to the dashboard, in the database at
-DATABASE_URL (migrated first).
+Manage the people who sign in to the dashboard, in Flint's database at
+DATABASE_URL (which must be set, and exist; it is migrated first).
 
 Commands:
   add             --email E --role viewer|operator|admin [--password P]
@@ -35,8 +37,8 @@ Commands:
   set-role        --email E --role viewer|operator|admin: applies on their next request
   remove          --email E: deletes the person (the audit trail keeps their email)
   reset-password  --email E [--password P]: sets a new password (generated and
-                  printed without --password) and ends their sessions; for an
-                  admin who is locked out
+                  printed without --password), ends their sessions and lifts
+                  the failed sign-in lockout; for an admin who is locked out
 `
 
 // usersCommand is `flint users …`; it returns the exit code.
@@ -103,6 +105,10 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	store, err := openForCommand(ctx)
+	if errors.Is(err, errNoDatabaseURL) || errors.Is(err, db.ErrNoDatabase) {
+		fmt.Fprintln(stderr, "flint users:", err)
+		return 2
+	}
 	if err != nil {
 		fmt.Fprintln(stderr, "flint users:", err)
 		return 1
@@ -119,14 +125,28 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-// openForCommand migrates and opens the database at DATABASE_URL (see
-// commandDatabase for a pooler in front).
+// errNoDatabaseURL refuses to guess which database holds the people.
+var errNoDatabaseURL = errors.New("DATABASE_URL is not set: set it to the database Flint serves from " +
+	"(for the one make run serves, eval \"$(make -s env)\" sets it)")
+
+// openForCommand migrates and opens Flint's database at DATABASE_URL (see
+// commandDatabase for a pooler in front). Unlike the servers, it has no
+// default and creates no database: the people it manages live in the
+// database Flint serves from, and a new, empty one would only hide the
+// mistake.
 func openForCommand(ctx context.Context) (*db.Store, error) {
+	if os.Getenv("DATABASE_URL") == "" {
+		return nil, errNoDatabaseURL
+	}
 	migrateURL, dbConfig, err := commandDatabase("flint users")
 	if err != nil {
 		return nil, err
 	}
-	if err := db.Migrate(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))); err != nil {
+	err = db.MigrateExisting(ctx, migrateURL, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if errors.Is(err, db.ErrNoDatabase) {
+		return nil, fmt.Errorf("%w; point DATABASE_URL at the database Flint serves from (flint serve or flint migrate creates it)", err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return db.Open(ctx, dbConfig)
@@ -206,7 +226,24 @@ func runUsers(ctx context.Context, store *db.Store, sub, email string, role auth
 // recordCLI puts a change made from a shell on the audit trail, naming the
 // operating-system user who ran it.
 func recordCLI(ctx context.Context, store *db.Store, action string, details map[string]any) error {
-	who := cmp.Or(os.Getenv("USER"), os.Getenv("LOGNAME"), "unknown")
 	b, _ := json.Marshal(details)
-	return store.RecordAudit(ctx, jobs.AuditEntry{Actor: "cli:" + who, Source: "cli", Action: action, Details: b})
+	actor := "cli:" + shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname)
+	return store.RecordAudit(ctx, jobs.AuditEntry{Actor: actor, Source: "cli", Action: action, Details: b})
+}
+
+// shellUser names who runs the command: $USER or $LOGNAME, else the
+// account the process runs as (a container or a cron job often sets
+// neither variable), else its user id on this host.
+func shellUser(getenv func(string) string, current func() (*user.User, error), uid func() int, hostname func() (string, error)) string {
+	if who := cmp.Or(getenv("USER"), getenv("LOGNAME")); who != "" {
+		return who
+	}
+	if u, err := current(); err == nil && u.Username != "" {
+		return u.Username
+	}
+	who := "uid " + strconv.Itoa(uid())
+	if host, err := hostname(); err == nil && host != "" {
+		who += "@" + host
+	}
+	return who
 }

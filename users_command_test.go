@@ -3,10 +3,16 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net/url"
+	"os"
+	"os/user"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"flint/auth"
@@ -100,4 +106,77 @@ func TestUsersCommand(t *testing.T) {
 		actions = append(actions, e.Action)
 	}
 	require.ElementsMatch(t, []string{"user_add", "user_add", "user_disable", "password_reset", "user_enable", "user_role", "user_remove"}, actions)
+}
+
+// TestUsersCommandNeedsItsDatabase: without DATABASE_URL, or with one
+// naming a database that does not exist, flint users says so and creates
+// nothing, instead of making (and migrating) a new, empty database.
+func TestUsersCommandNeedsItsDatabase(t *testing.T) {
+	// Were the check to go, the command must still not reach a real
+	// server here: migrations go over this unreachable direct URL.
+	t.Setenv("FLINT_DIRECT_DATABASE_URL", "postgres://nobody@127.0.0.1:1/nowhere?sslmode=disable&connect_timeout=1")
+	t.Setenv("DATABASE_URL", "")
+	var out, errOut bytes.Buffer
+	code := usersCommand([]string{"list"}, &out, &errOut)
+	require.Equal(t, 2, code, errOut.String())
+	require.Contains(t, errOut.String(), "DATABASE_URL is not set")
+	require.Empty(t, out.String())
+
+	admin := dbtest.AdminURL(t)
+	u, err := url.Parse(admin)
+	require.NoError(t, err)
+	name := "flint_missing_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	u.Path = "/" + name
+	t.Setenv("FLINT_DIRECT_DATABASE_URL", "")
+	t.Setenv("DATABASE_URL", u.String())
+	errOut.Reset()
+	code = usersCommand([]string{"add", "--email", "ana@example.com", "--role", "admin"}, &out, &errOut)
+	require.Equal(t, 2, code, errOut.String())
+	require.Contains(t, errOut.String(), `database does not exist: "`+name+`"`)
+	require.Contains(t, errOut.String(), "DATABASE_URL")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	var exists bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists))
+	require.False(t, exists, "no database was created")
+}
+
+// TestShellUser: the audit trail names who ran flint users even when the
+// environment says nothing ($USER and $LOGNAME unset, as in a container).
+func TestShellUser(t *testing.T) {
+	t.Parallel()
+	env := func(vars map[string]string) func(string) string { return func(k string) string { return vars[k] } }
+	ana := func() (*user.User, error) { return &user.User{Username: "ana"}, nil }
+	nobody := func() (*user.User, error) { return nil, user.UnknownUserIdError(1234) }
+	uid := func() int { return 1234 }
+	host := func() (string, error) { return "build-7", nil }
+	noHost := func() (string, error) { return "", errors.New("no hostname") }
+
+	require.Equal(t, "bo", shellUser(env(map[string]string{"USER": "bo", "LOGNAME": "x"}), ana, uid, host))
+	require.Equal(t, "x", shellUser(env(map[string]string{"LOGNAME": "x"}), ana, uid, host))
+	require.Equal(t, "ana", shellUser(env(nil), ana, uid, host), "the account the process runs as")
+	require.Equal(t, "uid 1234@build-7", shellUser(env(nil), nobody, uid, host), "no account name: its id and the host")
+	require.Equal(t, "uid 1234", shellUser(env(nil), nobody, uid, noHost))
+	require.NotContains(t, shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname), "unknown")
+}
+
+// TestUsersCommandAuditWithoutUserVariables: with $USER and $LOGNAME unset
+// the audit entry still names the account that ran the command.
+func TestUsersCommandAuditWithoutUserVariables(t *testing.T) {
+	t.Setenv("USER", "")
+	t.Setenv("LOGNAME", "")
+	store, _ := dbtest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	require.NoError(t, runUsers(ctx, store, "add", "cy@example.com", auth.RoleViewer, "cy-password-1", &out))
+	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+	require.Equal(t, "cli:"+shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname), entries[0].Actor)
+	require.NotEqual(t, "cli:unknown", entries[0].Actor)
+	require.NotEqual(t, "cli:", entries[0].Actor)
 }

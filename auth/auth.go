@@ -28,6 +28,10 @@ var ErrBadLogin = errors.New("wrong email or password")
 // ErrDisabled means the password was right but the account is disabled.
 var ErrDisabled = errors.New("this account is disabled; ask an admin to enable it")
 
+// ErrKeyRevoked means an API key was revoked before: revoking it again
+// changes nothing.
+var ErrKeyRevoked = errors.New("this key is revoked already")
+
 // User is a dashboard user.
 type User struct {
 	ID          uuid.UUID

@@ -1929,7 +1929,7 @@ type ClientInterface interface {
 
 	// EnqueueJobWithBody Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1938,7 +1938,7 @@ type ClientInterface interface {
 
 	// EnqueueJob Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1947,7 +1947,7 @@ type ClientInterface interface {
 
 	// EnqueueJobsWithBody Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -1956,7 +1956,7 @@ type ClientInterface interface {
 
 	// EnqueueJobs Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2057,7 +2057,7 @@ type ClientInterface interface {
 
 	// RevokeKey Revoke a key: its next request is refused
 	//
-	// Needs the `admin` scope.
+	// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 	//
 	// Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
 	RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2235,7 +2235,7 @@ type ClientInterface interface {
 
 	// EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2244,7 +2244,7 @@ type ClientInterface interface {
 
 	// EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2585,7 +2585,7 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 
 // EnqueueJobWithBody Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2604,7 +2604,7 @@ func (c *Client) EnqueueJobWithBody(ctx context.Context, contentType string, bod
 
 // EnqueueJob Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2623,7 +2623,7 @@ func (c *Client) EnqueueJob(ctx context.Context, body EnqueueJobJSONRequestBody,
 
 // EnqueueJobsWithBody Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -2642,7 +2642,7 @@ func (c *Client) EnqueueJobsWithBody(ctx context.Context, contentType string, bo
 
 // EnqueueJobs Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2873,7 +2873,7 @@ func (c *Client) CreateKey(ctx context.Context, body CreateKeyJSONRequestBody, r
 
 // RevokeKey Revoke a key: its next request is refused
 //
-// Needs the `admin` scope.
+// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 //
 // Corresponds with DELETE /api/v1/keys/{id} (the `RevokeKey` operationId).
 func (c *Client) RevokeKey(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -3291,7 +3291,7 @@ func (c *Client) ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn)
 
 // EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3310,7 +3310,7 @@ func (c *Client) EnqueueWorkflowWithBody(ctx context.Context, contentType string
 
 // EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5970,7 +5970,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobWithBodyWithResponse Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5979,7 +5979,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobWithResponse Enqueue a job
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5988,7 +5988,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobsWithBodyWithResponse Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -5997,7 +5997,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 	//
-	// Needs the `enqueue` scope.
+	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6114,7 +6114,7 @@ type ClientWithResponsesInterface interface {
 
 	// RevokeKeyWithResponse Revoke a key: its next request is refused
 	//
-	// Needs the `admin` scope.
+	// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -6328,7 +6328,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -6337,7 +6337,7 @@ type ClientWithResponsesInterface interface {
 
 	// EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 	//
-	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8313,6 +8313,8 @@ type RevokeKeyResponse struct {
 	JSON403 *Error
 	// JSON404 the response for an HTTP 404 `application/json` response
 	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
@@ -8338,6 +8340,11 @@ func (r RevokeKeyResponse) GetJSON403() *Error {
 // GetJSON404 returns the response for an HTTP 404 `application/json` response
 func (r RevokeKeyResponse) GetJSON404() *Error {
 	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RevokeKeyResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetBody returns the raw response body bytes
@@ -10210,7 +10217,7 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 
 // EnqueueJobWithBodyWithResponse Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10225,7 +10232,7 @@ func (c *ClientWithResponses) EnqueueJobWithBodyWithResponse(ctx context.Context
 
 // EnqueueJobWithResponse Enqueue a job
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10240,7 +10247,7 @@ func (c *ClientWithResponses) EnqueueJobWithResponse(ctx context.Context, body E
 
 // EnqueueJobsWithBodyWithResponse Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10255,7 +10262,7 @@ func (c *ClientWithResponses) EnqueueJobsWithBodyWithResponse(ctx context.Contex
 
 // EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 //
-// Needs the `enqueue` scope.
+// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10450,7 +10457,7 @@ func (c *ClientWithResponses) CreateKeyWithResponse(ctx context.Context, body Cr
 
 // RevokeKeyWithResponse Revoke a key: its next request is refused
 //
-// Needs the `admin` scope.
+// Needs the `admin` scope. Revoking a key that is revoked already is a 409 and changes nothing.
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -10808,7 +10815,7 @@ func (c *ClientWithResponses) ListWorkersWithResponse(ctx context.Context, reqEd
 
 // EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -10823,7 +10830,7 @@ func (c *ClientWithResponses) EnqueueWorkflowWithBodyWithResponse(ctx context.Co
 
 // EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 //
-// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope.
+// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -12427,6 +12434,13 @@ func ParseRevokeKeyResponse(rsp *http.Response) (*RevokeKeyResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	}
 

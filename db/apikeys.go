@@ -125,13 +125,20 @@ func (s *Store) LookupAPIKey(ctx context.Context, hash string) (auth.APIKey, err
 }
 
 const revokeAPIKeySQL = `
-UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()), prev_hash = NULL, prev_expires_at = NULL
-WHERE id = $1 RETURNING ` + apiKeyColumns
+UPDATE api_keys SET revoked_at = now(), prev_hash = NULL, prev_expires_at = NULL
+WHERE id = $1 AND revoked_at IS NULL RETURNING ` + apiKeyColumns
 
-// RevokeAPIKey ends a key (and any secret it replaced) for good. Revoking a
-// revoked key changes nothing.
+// RevokeAPIKey ends a key (and any secret it replaced) for good. A key
+// revoked before is auth.ErrKeyRevoked, and changes nothing: of two
+// concurrent revocations, one revokes and the other gets the error.
 func (s *Store) RevokeAPIKey(ctx context.Context, id uuid.UUID) (auth.APIKey, error) {
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, revokeAPIKeySQL, id))
+	if errors.Is(err, jobs.ErrNotFound) {
+		// Either there is no such key or it is revoked; say which.
+		if _, gerr := scanAPIKey(s.pool.QueryRow(ctx, apiKeyByIDSQL, id)); gerr == nil {
+			err = auth.ErrKeyRevoked
+		}
+	}
 	if err != nil {
 		return auth.APIKey{}, fmt.Errorf("revoke API key: %w", err)
 	}

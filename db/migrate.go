@@ -26,6 +26,22 @@ const (
 // pending migration. Processes that start at once take turns on an advisory
 // lock, so each migration runs exactly once.
 func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error {
+	return migrate(ctx, databaseURL, logger, true)
+}
+
+// ErrNoDatabase means the database a command was pointed at does not
+// exist (MigrateExisting).
+var ErrNoDatabase = errors.New("database does not exist")
+
+// MigrateExisting is Migrate for a database that must exist already: a
+// missing one is ErrNoDatabase, not created. Commands that manage what is
+// in Flint's database (flint users) use it, so that a wrong or missing
+// DATABASE_URL is an error rather than a new, empty database.
+func MigrateExisting(ctx context.Context, databaseURL string, logger *slog.Logger) error {
+	return migrate(ctx, databaseURL, logger, false)
+}
+
+func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, create bool) error {
 	u, err := url.Parse(databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: parse DATABASE_URL: %w", err)
@@ -43,6 +59,9 @@ func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error
 	exists, err := drv.DatabaseExists()
 	if err != nil {
 		return fmt.Errorf("migrate: check database exists: %w", err)
+	}
+	if !exists && !create {
+		return fmt.Errorf("%w: %q", ErrNoDatabase, strings.TrimPrefix(u.Path, "/"))
 	}
 	if !exists {
 		if err := drv.CreateDatabase(); err != nil && !strings.Contains(err.Error(), "already exists") {

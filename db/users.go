@@ -124,6 +124,28 @@ func (s *Store) GetSession(ctx context.Context, token string) (auth.Session, err
 	return sess, nil
 }
 
+// sincePasswordChangeSQL is how long ago the password of the user with
+// this email was set, by the database's clock (so that the caller's clock
+// need not agree with it); NULL when it was never changed.
+const sincePasswordChangeSQL = `
+SELECT extract(epoch FROM now() - password_changed_at)::float8 FROM users
+WHERE lower(email) = lower($1) AND password_changed_at IS NOT NULL`
+
+// SincePasswordChange returns how long ago the password of the user with
+// this email was last set (a reset or a change), or jobs.ErrNotFound when
+// there is no such user or the password was never changed.
+func (s *Store) SincePasswordChange(ctx context.Context, email string) (time.Duration, error) {
+	var secs float64
+	err := s.pool.QueryRow(ctx, sincePasswordChangeSQL, strings.TrimSpace(email)).Scan(&secs)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, jobs.ErrNotFound
+	}
+	if err != nil {
+		return 0, fmt.Errorf("read password change: %w", err)
+	}
+	return time.Duration(secs * float64(time.Second)), nil
+}
+
 // DeleteSession ends the session behind token.
 func (s *Store) DeleteSession(ctx context.Context, token string) error {
 	if _, err := s.pool.Exec(ctx, deleteSessionSQL, auth.HashToken(token)); err != nil {
@@ -249,7 +271,7 @@ const (
 	enableUserSQL       = `UPDATE users SET disabled_at = NULL WHERE id = $1 RETURNING ` + userColumns
 	deleteUserSQL       = `DELETE FROM users WHERE id = $1 RETURNING ` + userColumns
 	deleteSessionsOfSQL = `DELETE FROM sessions WHERE user_id = $1 AND id <> $2`
-	setPasswordSQL      = `UPDATE users SET password_hash = $2 WHERE id = $1 RETURNING ` + userColumns
+	setPasswordSQL      = `UPDATE users SET password_hash = $2, password_changed_at = now() WHERE id = $1 RETURNING ` + userColumns
 	passwordHashSQL     = `SELECT password_hash FROM users WHERE id = $1`
 )
 

@@ -59,6 +59,27 @@ func (r rule) raisedBy(field string, scope auth.Scope, values ...string) rule {
 	return r
 }
 
+// needFor is the scope the rule needs when its field has value v.
+func (r rule) needFor(v string) auth.Scope {
+	if raised, ok := r.raise[v]; ok && r.field != "" {
+		return raised
+	}
+	return r.need
+}
+
+// needOf is the scope the rule needs for request c: its field is read
+// from the query, or from the form of a request that is not a GET.
+func (r rule) needOf(c *fiber.Ctx) auth.Scope {
+	if r.field == "" {
+		return r.need
+	}
+	v := c.Query(r.field)
+	if v == "" && c.Method() != fiber.MethodGet {
+		v = c.FormValue(r.field)
+	}
+	return r.needFor(v)
+}
+
 // publicRoutes need no credentials at all.
 var publicRoutes = map[string]bool{
 	"GET /healthz":             true,
@@ -200,6 +221,10 @@ type principal struct {
 	scopes []auth.Scope
 	role   auth.Role // people only
 	keyID  uuid.UUID // keys only; zero for the bootstrap key
+	// keyHash is the hash of the secret a stored key was presented with,
+	// to look the key up again (open streams); "" for people and the
+	// bootstrap key.
+	keyHash string
 }
 
 const principalKey = "principal"
@@ -228,8 +253,8 @@ func forbidden(p principal, route string, need auth.Scope) *apiError {
 
 // authorize is the first handler of every guarded route: it looks the
 // matched route up in accessTable and refuses what the caller's scopes do
-// not grant. It also hands the templates the caller's scopes, so pages
-// show only the controls the caller may use.
+// not grant. It also hands the templates what the caller may use (the
+// same table, through viewAccess), so pages show only those controls.
 func (s *server) authorize(c *fiber.Ctx) error {
 	rt := c.Route()
 	key := routeKey(rt.Method, rt.Path)
@@ -242,21 +267,84 @@ func (s *server) authorize(c *fiber.Ctx) error {
 		s.logger.ErrorContext(c.UserContext(), "route has no access rule; refused", "component", "http", "route", key)
 		return s.refuse(c, p, key, auth.ScopeAdmin, "this route has no access rule, so it is refused to everybody")
 	}
-	need := r.need
-	if r.field != "" {
-		v := c.Query(r.field)
-		if v == "" && c.Method() != fiber.MethodGet {
-			v = c.FormValue(r.field)
-		}
-		if raised, ok := r.raise[v]; ok {
-			need = raised
-		}
-	}
+	need := r.needOf(c)
 	if !auth.Grants(p.scopes, need) {
 		return s.refuse(c, p, key, need, "")
 	}
-	c.SetUserContext(views.WithScopes(c.UserContext(), p.scopes))
+	c.SetUserContext(views.WithAccess(c.UserContext(), viewAccess{p.scopes}))
 	return c.Next()
+}
+
+// streamCheck asks again, for an open event stream, whether whoever
+// opened it may still read it. It returns why not ("" while they may), or
+// an error when it cannot tell now (the stream then waits for the next
+// check rather than ending on a passing database error).
+type streamCheck func(ctx context.Context) (ended string, err error)
+
+// recheck returns the check that the event streams of request c repeat
+// every streamRecheck, so that a stream does not outlive what let it
+// open: a person's session is looked up again (one primary-key read,
+// joined with the user: disabling deletes the sessions, and the role is
+// the current one), a key by the hash of the secret it was opened with
+// (one unique-index read, which finds nothing once the key is revoked or
+// the secret rotated out). The bootstrap key cannot be revoked while the
+// process runs: it gets no check (nil).
+func (s *server) recheck(c *fiber.Ctx) streamCheck {
+	rt := c.Route()
+	need := accessTable[routeKey(rt.Method, rt.Path)].needOf(c)
+	p, _ := principalOf(c)
+	switch {
+	case p.keyHash != "" && s.access != nil:
+		hash := p.keyHash
+		return func(ctx context.Context) (string, error) {
+			k, err := s.access.LookupAPIKey(ctx, hash)
+			switch {
+			case errors.Is(err, jobs.ErrNotFound):
+				return "this key was revoked, or the secret it was opened with was rotated out", nil
+			case err != nil:
+				return "", err
+			case !auth.Grants(k.Scopes, need):
+				return fmt.Sprintf("this key no longer has the %q scope", need), nil
+			}
+			return "", nil
+		}
+	case p.source == "dashboard" && s.sessions != nil:
+		tok, _ := c.Locals(tokKey).(string)
+		return func(ctx context.Context) (string, error) {
+			sess, err := s.sessions.db.GetSession(ctx, tok)
+			switch {
+			case errors.Is(err, jobs.ErrNotFound):
+				return "the session ended: signed out, expired, or the account was disabled", nil
+			case err != nil:
+				return "", err
+			case !auth.Grants(sess.User.Role.Scopes(), need):
+				return fmt.Sprintf("your role (%s) no longer allows this", sess.User.Role), nil
+			}
+			return "", nil
+		}
+	}
+	return nil
+}
+
+// viewAccess answers the templates' questions (views.Access) from
+// accessTable, for a caller holding scopes: a page shows a control exactly
+// when the route it leads to would let the caller in.
+type viewAccess struct{ scopes []auth.Scope }
+
+// Can reports whether the caller may use route (an accessTable key) with
+// value in the field that raises the route's need.
+func (a viewAccess) Can(route, value string) bool {
+	r, ok := accessTable[route]
+	return ok && auth.Grants(a.scopes, r.needFor(value))
+}
+
+// Needs names the least role that may use route.
+func (a viewAccess) Needs(route string) auth.Role {
+	r, ok := accessTable[route]
+	if !ok {
+		return auth.RoleAdmin
+	}
+	return auth.LeastRole(r.need)
 }
 
 // refuse answers a refused request: JSON on the API, a toast for an HTMX
@@ -278,7 +366,7 @@ func (s *server) refuse(c *fiber.Ctx, p principal, route string, need auth.Scope
 		toast(c, msg, toastBad)
 		return c.Status(http.StatusForbidden).SendString(msg)
 	}
-	c.SetUserContext(views.WithScopes(c.UserContext(), p.scopes))
+	c.SetUserContext(views.WithAccess(c.UserContext(), viewAccess{p.scopes}))
 	return render(c, http.StatusForbidden, views.ErrorPage(s.chrome(c, "Not allowed", "", false), "Not allowed", msg))
 }
 
@@ -381,10 +469,11 @@ func (s *server) authenticateKey(bootstrap string) fiber.Handler {
 			return c.Next()
 		}
 		if secret != "" && s.access != nil && strings.HasPrefix(secret, auth.KeySecretPrefix) {
-			k, err := s.access.LookupAPIKey(c.UserContext(), auth.HashToken(secret))
+			hash := auth.HashToken(secret)
+			k, err := s.access.LookupAPIKey(c.UserContext(), hash)
 			if err == nil {
 				s.keyUse.note(k, s.clock.Now())
-				c.Locals(principalKey, principal{actor: k.Actor(), source: "api", scopes: k.Scopes, keyID: k.ID})
+				c.Locals(principalKey, principal{actor: k.Actor(), source: "api", scopes: k.Scopes, keyID: k.ID, keyHash: hash})
 				return c.Next()
 			}
 			if !errors.Is(err, jobs.ErrNotFound) {

@@ -14,8 +14,12 @@ import (
 	"flint/jobs"
 )
 
-// Tests see batched key uses written within moments.
-func init() { keyUseFlush = 50 * time.Millisecond }
+// Tests see batched key uses written within moments, and open streams
+// re-check their access ten times a second.
+func init() {
+	keyUseFlush = 50 * time.Millisecond
+	streamRecheck = 100 * time.Millisecond
+}
 
 // AccessNeed is what accessTable says the route needs (the scope, and the
 // scope a field's values raise it to); ok is false for an unlisted route.

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -31,6 +32,7 @@ type accessRig struct {
 	app    *fiber.App
 	store  *db.Store
 	ctx    context.Context
+	broker *handlers.Broker // the test delivers events to it
 	people map[auth.Role]*dashBundle
 	emails map[auth.Role]string
 	keys   map[auth.Scope]string // secrets
@@ -46,13 +48,14 @@ func accessSetup(t *testing.T) *accessRig {
 	t.Cleanup(cancel)
 	reg := jobs.NewRegistry()
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	broker := handlers.NewBroker(1000)
 	app := handlers.New(handlers.Config{
-		APIKey: apiKey, Dashboard: store, Audit: store, Access: store, Alerts: store, Logs: nopLogs{},
+		APIKey: apiKey, Dashboard: store, Audit: store, Access: store, Alerts: store, Logs: nopLogs{}, Broker: broker,
 		Metrics: http.NotFoundHandler(), MailURL: "http://localhost:8025", BaseContext: ctx,
 		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	r := &accessRig{app: app, store: store, ctx: ctx, people: map[auth.Role]*dashBundle{}, emails: map[auth.Role]string{},
+	r := &accessRig{app: app, store: store, ctx: ctx, broker: broker, people: map[auth.Role]*dashBundle{}, emails: map[auth.Role]string{},
 		keys: map[auth.Scope]string{}, keyIDs: map[auth.Scope]uuid.UUID{}}
 	for _, role := range auth.Roles {
 		email := string(role) + "@example.com"
@@ -210,8 +213,11 @@ func TestEveryRouteHasAnAccessRule(t *testing.T) {
 
 // TestAccessMatrix sends every guarded route as every role (dashboard) or
 // with a key of every scope and the bootstrap key (API), and checks that
-// exactly what the table grants gets past the check, and that refusals say
-// what was missing.
+// exactly what the table grants gets past the check (and then does not
+// fail with a 5xx), and that refusals say what was missing. Every route
+// that is not public is also sent with no credentials at all and must be
+// refused: a table entry says nothing about a route registered outside
+// the guarded routers, which would let anybody in.
 func TestAccessMatrix(t *testing.T) {
 	t.Parallel()
 	r := accessSetup(t)
@@ -219,6 +225,7 @@ func TestAccessMatrix(t *testing.T) {
 		need, field, raise, ok := handlers.AccessNeed(rt.method, rt.path)
 		require.True(t, ok, "%s %s has no rule", rt.method, rt.path)
 		path := concrete(rt.path)
+		require.NoError(t, refusesStrangers(r.app, rt.method, path))
 		if strings.HasPrefix(rt.path, "/api/v1/") {
 			body := ""
 			if rt.method != http.MethodGet && rt.method != http.MethodDelete {
@@ -231,8 +238,6 @@ func TestAccessMatrix(t *testing.T) {
 			}
 			res := apiCall(t, r.app, apiKey, rt.method, path, body)
 			checkAPI(t, res, true, need, "%s %s with the bootstrap key", rt.method, rt.path)
-			res = apiCall(t, r.app, "", rt.method, path, body)
-			require.Equal(t, http.StatusUnauthorized, res.status, "%s %s without a key", rt.method, rt.path)
 			if field != "" {
 				for v, raised := range raise {
 					q := path + "?" + field + "=" + v
@@ -257,10 +262,51 @@ func TestAccessMatrix(t *testing.T) {
 	}
 }
 
+// refusesStrangers sends method path with no credentials at all (no
+// session cookie, no API key) and says what is wrong unless it is refused:
+// 401 or 403, or a redirect to the sign-in page.
+func refusesStrangers(app *fiber.App, method, path string) error {
+	req := httptest.NewRequest(method, path, nil)
+	resp, err := app.Test(req, 500)
+	if err != nil {
+		if strings.Contains(err.Error(), "timeout") {
+			return fmt.Errorf("%s %s without credentials: still answering after 500 ms (a stream let in?)", method, path)
+		}
+		return fmt.Errorf("%s %s without credentials: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized, resp.StatusCode == http.StatusForbidden:
+		return nil
+	case resp.StatusCode >= 300 && resp.StatusCode < 400 && strings.HasPrefix(resp.Header.Get("Location"), "/login"):
+		return nil
+	}
+	return fmt.Errorf("%s %s without credentials answered %d (Location %q), not a refusal: is the route registered outside the guarded routers? %.200s",
+		method, path, resp.StatusCode, resp.Header.Get("Location"), body)
+}
+
+// TestStrangersCheckCatchesAnUnguardedRoute: a route registered on the
+// app itself, outside the guarded routers, is open to anybody whatever
+// accessTable says; refusesStrangers (the matrix's check) says so, while
+// the guarded routes pass it.
+func TestStrangersCheckCatchesAnUnguardedRoute(t *testing.T) {
+	t.Parallel()
+	r := accessSetup(t)
+	r.app.Get("/sneaky", func(c *fiber.Ctx) error { return c.SendString("anybody gets this") })
+	r.app.Post("/sneaky/:id", func(c *fiber.Ctx) error { return c.SendString("anybody gets this") })
+	require.ErrorContains(t, refusesStrangers(r.app, http.MethodGet, "/sneaky"), "answered 200")
+	require.ErrorContains(t, refusesStrangers(r.app, http.MethodPost, "/sneaky/"+uuid.NewString()), "answered 200")
+	for _, ok := range []struct{ method, path string }{{"GET", "/jobs"}, {"POST", "/jobs/bulk"}, {"GET", "/events"}, {"GET", "/api/v1/jobs"}, {"GET", "/api/v1/sse/events"}} {
+		require.NoError(t, refusesStrangers(r.app, ok.method, ok.path))
+	}
+}
+
 func checkAPI(t *testing.T, res response, allowed bool, need auth.Scope, msg string, args ...any) {
 	t.Helper()
 	if allowed {
 		require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, res.status, append([]any{msg + ": %s"}, append(args, res.body)...)...)
+		require.Less(t, res.status, 500, append([]any{msg + ": let in, then failed: %s"}, append(args, res.body)...)...)
 		return
 	}
 	require.Equal(t, http.StatusForbidden, res.status, append([]any{msg + ": %s"}, append(args, res.body)...)...)
@@ -277,6 +323,7 @@ func checkDash(t *testing.T, p page, allowed bool, msg string, args ...any) {
 	t.Helper()
 	if allowed {
 		require.NotContains(t, []int{http.StatusUnauthorized, http.StatusForbidden}, p.status, append([]any{msg + ": %s"}, append(args, p.body)...)...)
+		require.Less(t, p.status, 500, append([]any{msg + ": let in, then failed: %s"}, append(args, p.body)...)...)
 		require.False(t, strings.HasPrefix(p.header.Get("Location"), "/login?next="), append([]any{msg + ": sent to sign in"}, args...)...)
 		return
 	}
@@ -649,4 +696,112 @@ func TestOpenAPINamesEachScope(t *testing.T) {
 		}
 	}
 	require.Greater(t, checked, 30)
+}
+
+// TestIdempotencyKeyRevealsOnlyThatItIsTaken: a key that may enqueue but
+// not read learns of an existing job its idempotency key matches only its
+// id, status, type, queue and creation time, from a single enqueue, a batch
+// or a workflow; a key that may read gets the job in full, as before.
+func TestIdempotencyKeyRevealsOnlyThatItIsTaken(t *testing.T) {
+	t.Parallel()
+	r := accessSetup(t)
+	_, readEnqueue, err := r.store.CreateAPIKey(r.ctx, "svc-enqueue-read", []auth.Scope{auth.ScopeEnqueue, auth.ScopeRead}, "test")
+	require.NoError(t, err)
+	// Another service's job, finished, with a payload, a result and an error.
+	res := apiCall(t, r.app, readEnqueue, "POST", "/api/v1/jobs",
+		`{"type":"noop","queue":"billing","payload":{"card":"4111-secret"},"idempotency_key":"invoice-42"}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	id := res.json(t)["id"].(string)
+	_, err = r.store.Pool().Exec(r.ctx, `UPDATE jobs SET status = 'completed', finished_at = now(),
+		result = '{"charged":"secret-result"}', last_error = 'secret-error' WHERE id = $1`, id)
+	require.NoError(t, err)
+	secrets := []string{"4111-secret", "secret-result", "secret-error", `"payload"`, `"result"`, `"last_error"`, `"idempotency_key"`}
+	refOnly := func(job map[string]any, raw string) {
+		t.Helper()
+		require.Equal(t, id, job["id"])
+		require.Equal(t, "completed", job["status"])
+		require.Equal(t, "noop", job["type"])
+		require.Equal(t, "billing", job["queue"])
+		require.NotEmpty(t, job["created_at"])
+		for _, s := range secrets {
+			require.NotContains(t, raw, s)
+		}
+	}
+	enqueueOnly := r.keys[auth.ScopeEnqueue]
+
+	// One job.
+	again := `{"type":"noop","payload":{"other":true},"idempotency_key":"invoice-42"}`
+	res = apiCall(t, r.app, enqueueOnly, "POST", "/api/v1/jobs", again)
+	require.Equal(t, http.StatusOK, res.status, string(res.body))
+	job := res.json(t)
+	refOnly(job, string(res.body))
+	require.Len(t, job, 5, "id, status, type, queue, created_at: %s", res.body)
+	for _, key := range []string{readEnqueue, apiKey} {
+		res = apiCall(t, r.app, key, "POST", "/api/v1/jobs", again)
+		require.Equal(t, http.StatusOK, res.status)
+		require.Contains(t, string(res.body), "4111-secret", "a key that may read sees the job in full")
+		require.Contains(t, string(res.body), "secret-error")
+	}
+
+	// A batch: the new job in full (the caller wrote it), the existing one
+	// as a reference.
+	batch := `{"jobs":[{"type":"noop","payload":{"mine":"visible"}},{"type":"noop","idempotency_key":"invoice-42"}]}`
+	res = apiCall(t, r.app, enqueueOnly, "POST", "/api/v1/jobs/batch", batch)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	var out struct{ Jobs []json.RawMessage }
+	require.NoError(t, json.Unmarshal(res.body, &out))
+	require.Len(t, out.Jobs, 2)
+	require.Contains(t, string(out.Jobs[0]), `"mine":"visible"`)
+	var ref map[string]any
+	require.NoError(t, json.Unmarshal(out.Jobs[1], &ref))
+	refOnly(ref, string(out.Jobs[1]))
+	require.Len(t, ref, 5)
+	res = apiCall(t, r.app, readEnqueue, "POST", "/api/v1/jobs/batch", `{"jobs":[{"type":"noop","idempotency_key":"invoice-42"}]}`)
+	require.Equal(t, http.StatusCreated, res.status)
+	require.Contains(t, string(res.body), "4111-secret")
+
+	// A workflow.
+	flow := `{"jobs":[{"key":"a","type":"noop","payload":{"mine":"visible"}},{"key":"b","type":"noop","idempotency_key":"invoice-42"}]}`
+	res = apiCall(t, r.app, enqueueOnly, "POST", "/api/v1/workflows", flow)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	require.NoError(t, json.Unmarshal(res.body, &out))
+	require.Len(t, out.Jobs, 2)
+	require.Contains(t, string(out.Jobs[0]), `"mine":"visible"`)
+	ref = nil
+	require.NoError(t, json.Unmarshal(out.Jobs[1], &ref))
+	require.Equal(t, "b", ref["key"])
+	delete(ref, "key")
+	refOnly(ref, string(out.Jobs[1]))
+	require.Len(t, ref, 5)
+	res = apiCall(t, r.app, readEnqueue, "POST", "/api/v1/workflows", `{"jobs":[{"key":"c","type":"noop","idempotency_key":"invoice-42"}]}`)
+	require.Equal(t, http.StatusCreated, res.status, string(res.body))
+	require.Contains(t, string(res.body), "4111-secret")
+}
+
+// TestRevokingARevokedKey: revoking a key twice is a 409 that says so, on
+// the API and on the Keys page, and the audit trail has one revocation.
+func TestRevokingARevokedKey(t *testing.T) {
+	t.Parallel()
+	r := accessSetup(t)
+	id := r.keyIDs[auth.ScopeRead].String()
+	require.Equal(t, http.StatusOK, apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+id, "").status)
+	res := apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+id, "")
+	require.Equal(t, http.StatusConflict, res.status, string(res.body))
+	e := res.json(t)["error"].(map[string]any)
+	require.Equal(t, "already_revoked", e["code"])
+	require.Contains(t, e["message"], "revoked already")
+	p := dashCall(t, r.people[auth.RoleAdmin], "POST", "/keys/"+id+"/revoke", nil)
+	require.Equal(t, http.StatusConflict, p.status, p.body)
+	require.Contains(t, p.header.Get("HX-Trigger"), "revoked already")
+	require.Equal(t, http.StatusNotFound, apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+uuid.NewString(), "").status)
+
+	entries, err := r.store.ListAudit(r.ctx, jobs.AuditQuery{Limit: 100})
+	require.NoError(t, err)
+	revocations := 0
+	for _, en := range entries {
+		if en.Action == "key_revoke" {
+			revocations++
+		}
+	}
+	require.Equal(t, 1, revocations, "one audit entry for the one revocation")
 }

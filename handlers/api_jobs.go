@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"flint/auth"
 	"flint/jobs"
 )
 
@@ -166,11 +167,36 @@ func (s *server) enqueue(c *fiber.Ctx) error {
 		return err
 	}
 	s.enqueued(res)
-	status := http.StatusCreated
 	if !res[0].Inserted {
-		status = http.StatusOK
+		if !mayRead(c) {
+			return c.Status(http.StatusOK).JSON(refOf(res[0].Job))
+		}
+		return c.Status(http.StatusOK).JSON(res[0].Job)
 	}
-	return c.Status(status).JSON(res[0].Job)
+	return c.Status(http.StatusCreated).JSON(res[0].Job)
+}
+
+// jobRef is all that a caller without the read scope learns of an existing
+// job that its idempotency key matched: that the key is taken, by which
+// job, and where that job stands. Not its payload, result or errors: an
+// enqueue-only key must not read other callers' jobs by guessing keys.
+type jobRef struct {
+	ID        uuid.UUID  `json:"id"`
+	Status    jobs.State `json:"status"`
+	Type      string     `json:"type"`
+	Queue     string     `json:"queue"`
+	CreatedAt time.Time  `json:"created_at"`
+}
+
+func refOf(j *jobs.Job) jobRef {
+	return jobRef{ID: j.ID, Status: j.Status, Type: j.Type, Queue: j.Queue, CreatedAt: j.CreatedAt}
+}
+
+// mayRead reports whether the caller may read jobs, and so be shown an
+// existing job in full.
+func mayRead(c *fiber.Ctx) bool {
+	p, ok := principalOf(c)
+	return ok && auth.Grants(p.scopes, auth.ScopeRead)
 }
 
 // batchRequest is the body of POST /api/v1/jobs/batch.
@@ -226,13 +252,24 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 	s.enqueued(res)
 	// Up to MaxBatch jobs: written directly (jobs.Job.AppendJSON), which
 	// costs a fraction of encoding/json's reflection and compaction.
+	// A job that was there already (its idempotency key matched) is shown
+	// in full only to a caller that may read jobs.
+	full := mayRead(c)
 	body := make([]byte, 0, 64+len(res)*512)
 	body = append(body, `{"jobs":[`...)
 	for i, r := range res {
 		if i > 0 {
 			body = append(body, ',')
 		}
-		body = r.Job.AppendJSON(body)
+		if r.Inserted || full {
+			body = r.Job.AppendJSON(body)
+			continue
+		}
+		ref, err := json.Marshal(refOf(r.Job))
+		if err != nil {
+			return err
+		}
+		body = append(body, ref...)
 	}
 	body = append(body, "]}"...)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 	"time"
 
@@ -67,13 +68,17 @@ func (s *server) listKeys(c *fiber.Ctx) error {
 }
 
 // revokeKey handles DELETE /api/v1/keys/{id}: the key stops working on the
-// next request.
+// next request. A key revoked before is a 409, and no audit entry.
 func (s *server) revokeKey(c *fiber.Ctx) error {
 	id, err := keyID(c)
 	if err != nil {
 		return err
 	}
 	k, err := s.access.RevokeAPIKey(c.UserContext(), id)
+	if errors.Is(err, auth.ErrKeyRevoked) {
+		return &apiError{Status: http.StatusConflict, Code: "already_revoked",
+			Message: "this key is revoked already; nothing changed"}
+	}
 	if err != nil {
 		return err
 	}

@@ -23,6 +23,13 @@ type workflowJob struct {
 	*jobs.Job
 }
 
+// workflowRef is a job of the response that existed already (its
+// idempotency key matched), for a caller that may not read jobs.
+type workflowRef struct {
+	Key string `json:"key"`
+	jobRef
+}
+
 // enqueueWorkflow handles POST /api/v1/workflows: the whole graph in one
 // transaction, refused with the cycle named if it has one.
 func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
@@ -88,9 +95,14 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 		return err
 	}
 	s.enqueued(res)
-	out := make([]workflowJob, len(res))
+	full := mayRead(c)
+	out := make([]any, len(res))
 	for i, r := range res {
-		out[i] = workflowJob{Key: *reqs[i].Key, Job: r.Job}
+		if r.Inserted || full {
+			out[i] = workflowJob{Key: *reqs[i].Key, Job: r.Job}
+		} else {
+			out[i] = workflowRef{Key: *reqs[i].Key, jobRef: refOf(r.Job)}
+		}
 	}
 	return c.Status(http.StatusCreated).JSON(fiber.Map{"jobs": out})
 }

@@ -235,6 +235,9 @@ func (s *server) keyActionHTML(c *fiber.Ctx, do func(uuid.UUID) (views.KeysView,
 	case errors.Is(err, jobs.ErrNotFound):
 		toast(c, "No such key.", toastBad)
 		return c.SendStatus(http.StatusUnprocessableEntity)
+	case errors.Is(err, auth.ErrKeyRevoked):
+		toast(c, "Not done: this key is revoked already.", toastBad)
+		return c.SendStatus(http.StatusConflict)
 	case err != nil:
 		return err
 	}

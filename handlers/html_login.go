@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -43,7 +44,7 @@ func (s *server) login(c *fiber.Ctx) error {
 		return render(c, http.StatusUnprocessableEntity, views.LoginPage(cookieTok, "", next, "Enter a valid email address and password."))
 	}
 	ip := c.IP()
-	if !s.sessions.limit.allowed(ip, email) {
+	if !s.signInAllowed(c, ip, email) {
 		c.Set("Retry-After", strconv.Itoa(int(loginWindow.Seconds())))
 		return render(c, http.StatusTooManyRequests, views.LoginPage(cookieTok, email, next, "Too many failed sign-ins. Wait 15 minutes and try again."))
 	}
@@ -68,6 +69,29 @@ func (s *server) login(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Redirect(next, http.StatusSeeOther)
+}
+
+// signInAllowed applies the sign-in throttle. An account refused for its
+// failures is let in again once its password has been set since them:
+// `flint users reset-password` for a locked-out admin runs in another
+// process and cannot reach this one's memory, so the time of the change
+// is read from the database (only for an account that is throttled).
+func (s *server) signInAllowed(c *fiber.Ctx, ip, email string) bool {
+	switch s.sessions.limit.check(ip, email) {
+	case notThrottled:
+		return true
+	case addressThrottled:
+		return false
+	}
+	ago, err := s.sessions.db.SincePasswordChange(c.UserContext(), email)
+	if err != nil {
+		if !errors.Is(err, jobs.ErrNotFound) {
+			s.logger.WarnContext(c.UserContext(), "could not read when a throttled account's password changed", "component", "auth", "error", err)
+		}
+		return false
+	}
+	s.sessions.limit.forgetBefore(email, time.Now().Add(-ago))
+	return s.sessions.limit.check(ip, email) == notThrottled
 }
 
 func (s *server) logout(c *fiber.Ctx) error {

@@ -186,6 +186,34 @@ func TestLoginFailuresAndThrottle(t *testing.T) {
 	require.Contains(t, p.body, "Too many failed sign-ins")
 }
 
+// TestPasswordResetLiftsTheLockout: an admin locked out by failed sign-ins
+// is given a new password from a shell (flint users reset-password, which
+// writes the database and cannot reach the server's memory) and signs in
+// with it at once; the guesses from before the reset no longer count, the
+// ones after it do.
+func TestPasswordResetLiftsTheLockout(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	c := &dashBundle{app: b.app, cookies: map[string]string{}}
+	for range 5 {
+		c.login(t, adminEmail, "a wrong guess", http.StatusUnauthorized)
+	}
+	c.login(t, adminEmail, adminPassword, http.StatusTooManyRequests)
+
+	admin, err := b.store.UserByEmail(b.ctx, adminEmail)
+	require.NoError(t, err)
+	_, err = b.store.SetPassword(b.ctx, admin.ID, "the new admin password", "") // what reset-password does
+	require.NoError(t, err)
+	c.login(t, adminEmail, "the new admin password", http.StatusSeeOther)
+
+	// Failures after the reset count again.
+	d := &dashBundle{app: b.app, cookies: map[string]string{}}
+	for range 5 {
+		d.login(t, adminEmail, "another wrong guess", http.StatusUnauthorized)
+	}
+	d.login(t, adminEmail, "the new admin password", http.StatusTooManyRequests)
+}
+
 // TestLoginReturnsToNext sends a user back to the page that asked them to
 // sign in, and never off the site or into a forged header.
 func TestLoginReturnsToNext(t *testing.T) {

@@ -46,7 +46,9 @@ import (
 //     refreshes on.
 //
 // The stream starts with an "event: ping" and has one every sseHeartbeat
-// (its heartbeat), which lets the leader notice a dead stream.
+// (its heartbeat), which lets the leader notice a dead stream. It ends
+// with an "event: ended" when the session no longer holds (openEventStream
+// re-checks it), upon which every tab reloads into the sign-in page.
 
 // livePing is the dashboard stream's first message and its heartbeat.
 const livePing = "event: ping\ndata: {}\n\n"

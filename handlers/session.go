@@ -55,6 +55,9 @@ type SessionStore interface {
 	CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, userAgent string) error
 	GetSession(ctx context.Context, token string) (auth.Session, error)
 	DeleteSession(ctx context.Context, token string) error
+	// SincePasswordChange is how long ago the user's password was last
+	// set; jobs.ErrNotFound when never (or no such user).
+	SincePasswordChange(ctx context.Context, email string) (time.Duration, error)
 }
 
 func newSessionManager(cfg SessionConfig, st SessionStore) *sessionManager {
@@ -224,12 +227,47 @@ func (l *loginLimiter) recent(key string, now time.Time) int {
 	return len(ts)
 }
 
-// allowed reports whether an attempt may be checked at all.
-func (l *loginLimiter) allowed(ip, email string) bool {
+// throttle says which limit refuses a sign-in attempt now.
+type throttle int
+
+const (
+	notThrottled throttle = iota
+	addressThrottled
+	accountThrottled
+)
+
+// check reports whether an attempt may be checked at all, and if not,
+// which limit refuses it.
+func (l *loginLimiter) check(ip, email string) throttle {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	return l.recent("ip:"+ip, now) < maxPerAddress && l.recent("acct:"+strings.ToLower(email), now) < maxPerAccount
+	switch {
+	case l.recent("ip:"+ip, now) >= maxPerAddress:
+		return addressThrottled
+	case l.recent("acct:"+strings.ToLower(email), now) >= maxPerAccount:
+		return accountThrottled
+	}
+	return notThrottled
+}
+
+// forgetBefore drops the account's failures from before t, when its
+// password was set: they were guesses at a password that is gone. (The
+// address keeps counting them.)
+func (l *loginLimiter) forgetBefore(email string, t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	key := "acct:" + strings.ToLower(email)
+	ts := l.failures[key]
+	i := 0
+	for i < len(ts) && !ts[i].After(t) {
+		i++
+	}
+	if i == len(ts) {
+		delete(l.failures, key)
+	} else {
+		l.failures[key] = ts[i:]
+	}
 }
 
 func (l *loginLimiter) fail(ip, email string) {

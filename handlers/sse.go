@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -19,12 +20,19 @@ import (
 // proxies keep an idle stream open and a client that went is noticed.
 const sseHeartbeat = 15 * time.Second
 
+// streamRecheck is how often an open event stream asks again whether
+// whoever opened it may still read it (server.recheck): a disabled
+// person's or a revoked key's stream ends within this long. Each check is
+// one indexed read per stream.
+var streamRecheck = 5 * time.Second
+
 // sseEvents handles GET /api/v1/sse/events: a Server-Sent Events stream of
 // job events {"job_id","status","type","queue","attempt","at"}, filtered by
 // job_id, type and status (comma-separated). Each event has an id; a client
 // that reconnects with Last-Event-ID gets the events it missed, or an
 // event named "resync" when they are no longer known, after which it
-// should reload what it shows from the API.
+// should reload what it shows from the API. A stream whose key is revoked
+// meanwhile ends with an event named "ended".
 func (s *server) sseEvents(c *fiber.Ctx) error {
 	f, err := parseEventFilter(c)
 	if err != nil {
@@ -44,6 +52,11 @@ func (s *server) sseEvents(c *fiber.Ctx) error {
 // the reconnect delay browsers should use, and beat (a comment, or an event
 // the client watches for) is sent every sseHeartbeat while it lasts.
 //
+// Every streamRecheck the stream asks s.recheck's check whether its caller
+// may still read it. When not (the session ended, the user was disabled,
+// the key was revoked), it sends a last event, "ended" with the reason,
+// and closes: nothing is written after it.
+//
 // The connection is not kept for another request ("Connection: close"): a
 // browser that stops a stream whose connection could be reused first
 // drains it for a while, and an event stream never ends, so six stopped
@@ -58,6 +71,8 @@ func (s *server) openEventStream(c *fiber.Ctx, beat string, write func(ctx conte
 	c.Context().SetConnectionClose()
 	conn := c.Context().Conn()
 	base := s.base
+	still := s.recheck(c)
+	logger := s.logger
 	c.Context().SetBodyStreamWriter(func(w *bufio.Writer) {
 		ctx, cancel := context.WithCancel(base)
 		defer cancel()
@@ -73,6 +88,9 @@ func (s *server) openEventStream(c *fiber.Ctx, beat string, write func(ctx conte
 		st := &eventStream{w: w}
 		var beating sync.WaitGroup
 		beating.Go(func() { st.heartbeat(ctx, cancel, sseHeartbeat, beat) })
+		if still != nil {
+			beating.Go(func() { st.guard(ctx, cancel, streamRecheck, still, logger) })
+		}
 		write(ctx, st)
 		cancel()
 		beating.Wait() // nothing may write to w once this function returns
@@ -81,19 +99,61 @@ func (s *server) openEventStream(c *fiber.Ctx, beat string, write func(ctx conte
 }
 
 // eventStream is an open event stream. Its writer is shared with the
-// heartbeat, so every write goes through send.
+// heartbeat and the guard, so every write goes through send.
 type eventStream struct {
-	mu sync.Mutex
-	w  *bufio.Writer
+	mu    sync.Mutex
+	w     *bufio.Writer
+	ended bool // the guard ended the stream: nothing more is written
 }
 
 // send writes one or more whole messages with write and flushes them. It
-// returns false when the flush fails: the client has gone.
+// returns false when the flush fails (the client has gone) or the stream
+// has ended.
 func (st *eventStream) send(write func(w *bufio.Writer)) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
+	if st.ended {
+		return false
+	}
 	write(st.w)
 	return st.w.Flush() == nil
+}
+
+// guard runs still every interval until ctx is done. When still says the
+// caller may no longer read, it writes the stream's last event ("ended",
+// with the reason), lets nothing else be written after it, and ends the
+// stream (stop). A check that fails (the database is unreachable) keeps
+// the stream until a check can tell.
+func (st *eventStream) guard(ctx context.Context, stop context.CancelFunc, every time.Duration, still streamCheck, logger *slog.Logger) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		checkCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		why, err := still(checkCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil {
+				logger.WarnContext(ctx, "could not re-check an open event stream's access; checking again later", "component", "http", "error", err)
+			}
+			continue
+		}
+		if why == "" {
+			continue
+		}
+		data, _ := json.Marshal(map[string]string{"reason": why})
+		st.mu.Lock()
+		fmt.Fprintf(st.w, "event: ended\ndata: %s\n\n", data)
+		_ = st.w.Flush()
+		st.ended = true
+		st.mu.Unlock()
+		stop()
+		return
+	}
 }
 
 // heartbeat sends beat every interval until ctx is done. A failed send

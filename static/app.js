@@ -96,6 +96,15 @@
       post({ t: "update", u: u });
       apply(u);
     });
+    src.addEventListener("ended", function () {
+      // The server ended the stream because this session is no longer
+      // valid (signed out elsewhere, expired, the account disabled): every
+      // tab reloads, which leads to the sign-in page.
+      src.close();
+      if (es === src) es = null;
+      post({ t: "ended" });
+      window.location.reload();
+    });
     src.addEventListener("error", function () {
       hadError = true;
       if (src.readyState === EventSource.CLOSED) {
@@ -202,6 +211,10 @@
         return;
       }
       if (role === "leader") return;
+      if (m.t === "ended") {
+        window.location.reload();
+        return;
+      }
       if (m.t === "state") showState(m.s);
       if (m.t === "update") {
         var justSynced = state !== "open" && showState("open");

@@ -10,27 +10,64 @@ import (
 	"flint/auth"
 )
 
-// scopesKey carries the signed-in person's scopes on the render context.
-type scopesKey struct{}
-
-// WithScopes returns ctx carrying the scopes of whoever the page is for;
-// templates show only the controls those scopes allow (the server refuses
-// the rest regardless).
-func WithScopes(ctx context.Context, scopes []auth.Scope) context.Context {
-	return context.WithValue(ctx, scopesKey{}, scopes)
+// Access is what the page's viewer may use, as the server's access table
+// (accessTable in handlers/access.go) says: templates ask it about the
+// route a control leads to, so that what a page shows cannot drift from
+// what the server allows. Routes are named as the table names them:
+// "POST /jobs/:id/retry". A test checks that every route named in views
+// is in the table.
+type Access interface {
+	// Can reports whether the viewer may use route; value is the value
+	// of the form field that raises the route's need (the bulk routes'
+	// action=purge), or "". A route not in the table is refused.
+	Can(route, value string) bool
+	// Needs is the least role that may use route.
+	Needs(route string) auth.Role
 }
 
-// Can reports whether the page's viewer may use what needs scope. Without
-// scopes on the context it shows nothing that needs any.
-func Can(ctx context.Context, need auth.Scope) bool {
-	scopes, _ := ctx.Value(scopesKey{}).([]auth.Scope)
-	return auth.Grants(scopes, need)
+// accessKey carries the viewer's Access on the render context.
+type accessKey struct{}
+
+// WithAccess returns ctx carrying what the page's viewer may use;
+// templates show only those controls (the server refuses the rest
+// regardless).
+func WithAccess(ctx context.Context, a Access) context.Context {
+	return context.WithValue(ctx, accessKey{}, a)
 }
 
-// canOperate, canEnqueue and canAdmin are Can for the templates.
-func canOperate(ctx context.Context) bool { return Can(ctx, auth.ScopeOperate) }
-func canEnqueue(ctx context.Context) bool { return Can(ctx, auth.ScopeEnqueue) }
-func canAdmin(ctx context.Context) bool   { return Can(ctx, auth.ScopeAdmin) }
+// Can reports whether the page's viewer may use route ("POST /benchmark").
+// Without Access on the context it shows nothing.
+func Can(ctx context.Context, route string) bool { return CanWith(ctx, route, "") }
+
+// CanWith is Can for a route whose need depends on a field's value:
+// CanWith(ctx, "POST /bin/bulk", "purge").
+func CanWith(ctx context.Context, route, value string) bool {
+	a, _ := ctx.Value(accessKey{}).(Access)
+	return a != nil && a.Can(route, value)
+}
+
+// needs names the least role that may use route, for a page that says why
+// a control is missing.
+func needs(ctx context.Context, route string) string {
+	if a, _ := ctx.Value(accessKey{}).(Access); a != nil {
+		return string(a.Needs(route))
+	}
+	return string(auth.RoleAdmin)
+}
+
+// canBulk reports whether the viewer may act on a list's jobs in bulk,
+// which is what the list's checkboxes are for.
+func canBulk(ctx context.Context, kind string) bool {
+	switch kind {
+	case "jobs":
+		return Can(ctx, "POST /jobs/bulk")
+	case "dlq":
+		return Can(ctx, "POST /dlq/bulk")
+	case "bin":
+		return Can(ctx, "POST /bin/bulk")
+	}
+	return false
+}
 
 // UsersView is the Users page: every person, the add form and, after an
 // add without a password, the generated one (shown once).

@@ -11,8 +11,7 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import (
 	"context"
-
-	"flint/auth"
+	"strings"
 )
 
 // htmxConfig: no eval, no script tags from responses, no indicator style
@@ -25,37 +24,38 @@ import (
 // nothing at all; nothing here animates on settle.
 const htmxConfig = `{"defaultSettleDelay":0,"includeIndicatorStyles":false,"allowEval":false,"allowScriptTags":false,"historyCacheSize":0,"responseHandling":[{"code":"204","swap":false},{"code":"[23]..","swap":true},{"code":"422","swap":true},{"code":"[45]..","swap":false,"error":true}]}`
 
+// navItem is a section of the dashboard; route is the page's route as the
+// access table names it ("GET /users").
 type navItem struct {
-	key, href, label string
+	key, label, route string
 }
+
+// href is the section's address.
+func (n navItem) href() string { return strings.TrimPrefix(n.route, "GET ") }
 
 var navItems = []navItem{
-	{"overview", "/", "Overview"},
-	{"jobs", "/jobs", "Jobs"},
-	{"recurring", "/recurring", "Recurring"},
-	{"dlq", "/dlq", "DLQ"},
-	{"bin", "/bin", "Bin"},
-	{"queues", "/queues", "Queues"},
-	{"workers", "/workers", "Workers"},
-	{"alerts", "/alerts", "Alerts"},
-	{"settings", "/settings", "Settings"},
-	{"logs", "/logs", "Logs"},
-	{"audit", "/audit", "Audit"},
-	{"benchmark", "/benchmark", "Benchmark"},
-	{"users", "/users", "Users"},
-	{"keys", "/keys", "Keys"},
+	{"overview", "Overview", "GET /"},
+	{"jobs", "Jobs", "GET /jobs"},
+	{"recurring", "Recurring", "GET /recurring"},
+	{"dlq", "DLQ", "GET /dlq"},
+	{"bin", "Bin", "GET /bin"},
+	{"queues", "Queues", "GET /queues"},
+	{"workers", "Workers", "GET /workers"},
+	{"alerts", "Alerts", "GET /alerts"},
+	{"settings", "Settings", "GET /settings"},
+	{"logs", "Logs", "GET /logs"},
+	{"audit", "Audit", "GET /audit"},
+	{"benchmark", "Benchmark", "GET /benchmark"},
+	{"users", "Users", "GET /users"},
+	{"keys", "Keys", "GET /keys"},
 }
-
-// navNeeds names the scope of each section that not every signed-in
-// person may open (accessTable in handlers has the same rule for the route).
-var navNeeds = map[string]auth.Scope{"users": auth.ScopeAdmin, "keys": auth.ScopeAdmin}
 
 // visibleNav is the sections the viewer may open; the server refuses the
 // others anyway.
 func visibleNav(ctx context.Context) []navItem {
 	out := make([]navItem, 0, len(navItems))
 	for _, n := range navItems {
-		if need, ok := navNeeds[n.key]; !ok || Can(ctx, need) {
+		if Can(ctx, n.route) {
 			out = append(out, n)
 		}
 	}
@@ -130,9 +130,9 @@ func Base(c Chrome) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var5 string
-				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(n.href)).ResolveURL(ctx)
+				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(n.href())).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 77, Col: 35}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 77, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 				if templ_7745c5c3_Err != nil {
@@ -145,7 +145,7 @@ func Base(c Chrome) templ.Component {
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(n.label)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 77, Col: 67}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 77, Col: 69}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
@@ -161,9 +161,9 @@ func Base(c Chrome) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var7 string
-				templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(n.href)).ResolveURL(ctx)
+				templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(n.href())).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 79, Col: 35}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 79, Col: 37}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
 				if templ_7745c5c3_Err != nil {
@@ -176,7 +176,7 @@ func Base(c Chrome) templ.Component {
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(n.label)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 79, Col: 47}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/layout.templ`, Line: 79, Col: 49}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {

@@ -324,7 +324,7 @@ func OverviewPage(c Chrome, o Overview) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if canEnqueue(ctx) {
+			if Can(ctx, "GET /jobs/new") {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<div class=\"actions\"><a class=\"btn btn-primary\" href=\"/jobs/new\">New job</a></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -340,12 +340,12 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if canOperate(ctx) {
+				if Can(ctx, "POST /queues/:name/pause") || Can(ctx, "POST /queues/:name/resume") {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 23, "<div class=\"btnrow\" hx-target=\"#queues-live\" hx-swap=\"outerHTML\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					if q.Paused {
+					if q.Paused && Can(ctx, "POST /queues/:name/resume") {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 24, "<button class=\"btn btn-sm\" data-testid=\"queue-resume\" hx-post=\"")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
@@ -363,7 +363,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
 						}
-					} else {
+					} else if !q.Paused && Can(ctx, "POST /queues/:name/pause") {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 26, "<button class=\"btn btn-sm\" data-testid=\"queue-pause\" hx-post=\"")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
@@ -387,7 +387,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				if canAdmin(ctx) {
+				if Can(ctx, "POST /queues/:name/limits") {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 29, "<details class=\"queue-limits\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
