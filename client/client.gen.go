@@ -295,18 +295,23 @@ const (
 	ExplainReasonCodeCancelled             ExplainReasonCode = "cancelled"
 	ExplainReasonCodeCancelledByDependency ExplainReasonCode = "cancelled_by_dependency"
 	ExplainReasonCodeCancelledByOperator   ExplainReasonCode = "cancelled_by_operator"
+	ExplainReasonCodeCancelledBySeries     ExplainReasonCode = "cancelled_by_series"
 	ExplainReasonCodeCompleted             ExplainReasonCode = "completed"
+	ExplainReasonCodeConcurrencyLimit      ExplainReasonCode = "concurrency_limit"
 	ExplainReasonCodeDeadLetter            ExplainReasonCode = "dead_letter"
 	ExplainReasonCodeDue                   ExplainReasonCode = "due"
 	ExplainReasonCodeInBin                 ExplainReasonCode = "in_bin"
 	ExplainReasonCodeInterrupted           ExplainReasonCode = "interrupted"
+	ExplainReasonCodeKeyLimit              ExplainReasonCode = "key_limit"
 	ExplainReasonCodeLeaseExpired          ExplainReasonCode = "lease_expired"
 	ExplainReasonCodeNoLiveWorker          ExplainReasonCode = "no_live_worker"
 	ExplainReasonCodeNoWorkerForQueue      ExplainReasonCode = "no_worker_for_queue"
+	ExplainReasonCodeNoWorkerForType       ExplainReasonCode = "no_worker_for_type"
+	ExplainReasonCodeQueuePaused           ExplainReasonCode = "queue_paused"
 	ExplainReasonCodeQueuePosition         ExplainReasonCode = "queue_position"
+	ExplainReasonCodeRateLimit             ExplainReasonCode = "rate_limit"
 	ExplainReasonCodeRetryBackoff          ExplainReasonCode = "retry_backoff"
 	ExplainReasonCodeRunning               ExplainReasonCode = "running"
-	ExplainReasonCodeUnknownType           ExplainReasonCode = "unknown_type"
 	ExplainReasonCodeWaitingForRunAt       ExplainReasonCode = "waiting_for_run_at"
 )
 
@@ -323,7 +328,11 @@ func (e ExplainReasonCode) Valid() bool {
 		return true
 	case ExplainReasonCodeCancelledByOperator:
 		return true
+	case ExplainReasonCodeCancelledBySeries:
+		return true
 	case ExplainReasonCodeCompleted:
+		return true
+	case ExplainReasonCodeConcurrencyLimit:
 		return true
 	case ExplainReasonCodeDeadLetter:
 		return true
@@ -333,19 +342,25 @@ func (e ExplainReasonCode) Valid() bool {
 		return true
 	case ExplainReasonCodeInterrupted:
 		return true
+	case ExplainReasonCodeKeyLimit:
+		return true
 	case ExplainReasonCodeLeaseExpired:
 		return true
 	case ExplainReasonCodeNoLiveWorker:
 		return true
 	case ExplainReasonCodeNoWorkerForQueue:
 		return true
+	case ExplainReasonCodeNoWorkerForType:
+		return true
+	case ExplainReasonCodeQueuePaused:
+		return true
 	case ExplainReasonCodeQueuePosition:
+		return true
+	case ExplainReasonCodeRateLimit:
 		return true
 	case ExplainReasonCodeRetryBackoff:
 		return true
 	case ExplainReasonCodeRunning:
-		return true
-	case ExplainReasonCodeUnknownType:
 		return true
 	case ExplainReasonCodeWaitingForRunAt:
 		return true
@@ -1230,7 +1245,10 @@ type Worker struct {
 	Queues      *[]string                 `json:"queues,omitempty"`
 	Running     *[]map[string]interface{} `json:"running,omitempty"`
 	StartedAt   *time.Time                `json:"started_at,omitempty"`
-	Version     *string                   `json:"version,omitempty"`
+
+	// Types the job types the process has handlers for; empty when it did not say (an older build)
+	Types   *[]string `json:"types,omitempty"`
+	Version *string   `json:"version,omitempty"`
 }
 
 // ListAlertsParams defines parameters for ListAlerts.

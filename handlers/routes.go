@@ -45,10 +45,10 @@ type Store interface {
 	GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error)
 	UpdateQueue(ctx context.Context, queue, by string, change func(jobs.QueueSettings) jobs.QueueSettings) (jobs.QueueSettings, error)
 	GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
-	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error)
 	ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
 	RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	DeleteSchedule(ctx context.Context, id uuid.UUID) error
+	DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
 }
 
 // Config configures the HTTP server.
