@@ -36,6 +36,7 @@ type Store interface {
 	ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error)
 	ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error)
 	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
+	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)
 	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
 	GetSettings(ctx context.Context) (jobs.Settings, error)
 	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error)
