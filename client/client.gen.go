@@ -2006,7 +2006,7 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 	//
 	// Needs the `read` scope.
 	//
@@ -2742,7 +2742,7 @@ func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEdito
 	return c.Client.Do(req)
 }
 
-// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 //
 // Needs the `read` scope.
 //
@@ -6055,7 +6055,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
 
-	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 	//
 	// Needs the `read` scope.
 	//
@@ -10343,7 +10343,7 @@ func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id ope
 	return ParseExplainJobResponse(rsp)
 }
 
-// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 //
 // Needs the `read` scope.
 //

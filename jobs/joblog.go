@@ -27,9 +27,14 @@ type LogEntry struct {
 	Source string `json:"source"`
 }
 
-// MaxJobLogLines caps what one attempt of a job stores in its log; later
-// lines are counted and dropped, and one line says how many.
+// MaxJobLogLines caps what one attempt of a job stores in its log; one
+// line says when later ones are dropped.
 const MaxJobLogLines = 1000
+
+// MaxJobLogTotal caps what a job stores in its log over all its attempts
+// (up to 101 of them, and interrupted runs besides); past it, one last
+// line counts the lines dropped.
+const MaxJobLogTotal = 5000
 
 type loggerKey struct{}
 
