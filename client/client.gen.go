@@ -848,7 +848,7 @@ type AlertRuleInput struct {
 	// GraceSeconds cron_overdue, no_worker (default 300)
 	GraceSeconds *int `json:"grace_seconds,omitempty"`
 
-	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
 	Kind *AlertRuleInputKind `json:"kind,omitempty"`
 
 	// MinRuns failure_rate: runs needed in the window (default 10)
@@ -861,7 +861,7 @@ type AlertRuleInput struct {
 	// Series cron_overdue: one recurring series; null watches every series
 	Series *openapi_types.UUID `json:"series,omitempty"`
 
-	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300)
+	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300); cron_overdue, no_worker: not used (0)
 	Threshold *float32 `json:"threshold,omitempty"`
 
 	// Type failure_rate: one job type; empty watches each type
@@ -877,7 +877,7 @@ type AlertRuleInput struct {
 	WindowSeconds *int `json:"window_seconds,omitempty"`
 }
 
-// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
 type AlertRuleInputKind string
 
 // AlertTestResult defines model for AlertTestResult.
