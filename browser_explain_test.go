@@ -51,6 +51,10 @@ func TestJobPageExplainsLive(t *testing.T) {
 	child, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "report.build", DependsOn: []uuid.UUID{parent[0].Job.ID}})
 	require.NoError(t, err)
 	pid, cid := parent[0].Job.ID, child[0].Job.ID
+	// The rig's workers, as a worker process's heartbeat registers them:
+	// they serve every queue, without a handler for report.build.
+	require.NoError(t, rig.store.RegisterWorker(bg, jobs.WorkerInfo{ID: "browser", Types: rig.registry.Types(), Concurrency: 4,
+		StartedAt: time.Now()}, time.Minute))
 
 	within(t, ctx, 20*time.Second, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(rig.base+"/jobs/"+cid.String()),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="explain"]`)))
@@ -58,7 +62,7 @@ func TestJobPageExplainsLive(t *testing.T) {
 	s := eval[explainShape](t, ctx, explainReport)
 	require.Equal(t, 1, s.Panels)
 	require.Equal(t, "Why it is blocked", s.Heading)
-	require.Equal(t, []string{"blocked", "unknown_type"}, s.Codes, "report.build has no handler here")
+	require.Equal(t, []string{"blocked", "no_worker_for_type"}, s.Codes, "no live worker has a handler for report.build")
 	require.Equal(t, []string{"/jobs/" + pid.String()}, s.Links)
 	shoot(t, ctx, "explain-blocked")
 

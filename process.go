@@ -314,7 +314,7 @@ func (p *process) startWorkers() {
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
 	reg := workers.NewRegistry(jobs.WorkerInfo{
 		ID: cfg.WorkerID, Queues: cfg.Queues, Concurrency: cfg.Workers, Version: version,
-	}, 0, p.store, p.clock, p.logger)
+	}, p.registry, 0, p.store, p.clock, p.logger)
 	p.g.Go(func() error { return reg.Run(p.gctx) })
 	p.listener.Handle(db.ChannelJobs, p.pool.Wake)
 	p.listener.Handle(db.ChannelCancel, p.pool.CancelRequested)

@@ -295,18 +295,23 @@ const (
 	ExplainReasonCodeCancelled             ExplainReasonCode = "cancelled"
 	ExplainReasonCodeCancelledByDependency ExplainReasonCode = "cancelled_by_dependency"
 	ExplainReasonCodeCancelledByOperator   ExplainReasonCode = "cancelled_by_operator"
+	ExplainReasonCodeCancelledBySeries     ExplainReasonCode = "cancelled_by_series"
 	ExplainReasonCodeCompleted             ExplainReasonCode = "completed"
+	ExplainReasonCodeConcurrencyLimit      ExplainReasonCode = "concurrency_limit"
 	ExplainReasonCodeDeadLetter            ExplainReasonCode = "dead_letter"
 	ExplainReasonCodeDue                   ExplainReasonCode = "due"
 	ExplainReasonCodeInBin                 ExplainReasonCode = "in_bin"
 	ExplainReasonCodeInterrupted           ExplainReasonCode = "interrupted"
+	ExplainReasonCodeKeyLimit              ExplainReasonCode = "key_limit"
 	ExplainReasonCodeLeaseExpired          ExplainReasonCode = "lease_expired"
 	ExplainReasonCodeNoLiveWorker          ExplainReasonCode = "no_live_worker"
 	ExplainReasonCodeNoWorkerForQueue      ExplainReasonCode = "no_worker_for_queue"
+	ExplainReasonCodeNoWorkerForType       ExplainReasonCode = "no_worker_for_type"
+	ExplainReasonCodeQueuePaused           ExplainReasonCode = "queue_paused"
 	ExplainReasonCodeQueuePosition         ExplainReasonCode = "queue_position"
+	ExplainReasonCodeRateLimit             ExplainReasonCode = "rate_limit"
 	ExplainReasonCodeRetryBackoff          ExplainReasonCode = "retry_backoff"
 	ExplainReasonCodeRunning               ExplainReasonCode = "running"
-	ExplainReasonCodeUnknownType           ExplainReasonCode = "unknown_type"
 	ExplainReasonCodeWaitingForRunAt       ExplainReasonCode = "waiting_for_run_at"
 )
 
@@ -323,7 +328,11 @@ func (e ExplainReasonCode) Valid() bool {
 		return true
 	case ExplainReasonCodeCancelledByOperator:
 		return true
+	case ExplainReasonCodeCancelledBySeries:
+		return true
 	case ExplainReasonCodeCompleted:
+		return true
+	case ExplainReasonCodeConcurrencyLimit:
 		return true
 	case ExplainReasonCodeDeadLetter:
 		return true
@@ -333,19 +342,25 @@ func (e ExplainReasonCode) Valid() bool {
 		return true
 	case ExplainReasonCodeInterrupted:
 		return true
+	case ExplainReasonCodeKeyLimit:
+		return true
 	case ExplainReasonCodeLeaseExpired:
 		return true
 	case ExplainReasonCodeNoLiveWorker:
 		return true
 	case ExplainReasonCodeNoWorkerForQueue:
 		return true
+	case ExplainReasonCodeNoWorkerForType:
+		return true
+	case ExplainReasonCodeQueuePaused:
+		return true
 	case ExplainReasonCodeQueuePosition:
+		return true
+	case ExplainReasonCodeRateLimit:
 		return true
 	case ExplainReasonCodeRetryBackoff:
 		return true
 	case ExplainReasonCodeRunning:
-		return true
-	case ExplainReasonCodeUnknownType:
 		return true
 	case ExplainReasonCodeWaitingForRunAt:
 		return true
@@ -833,7 +848,7 @@ type AlertRuleInput struct {
 	// GraceSeconds cron_overdue, no_worker (default 300)
 	GraceSeconds *int `json:"grace_seconds,omitempty"`
 
-	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
 	Kind *AlertRuleInputKind `json:"kind,omitempty"`
 
 	// MinRuns failure_rate: runs needed in the window (default 10)
@@ -846,7 +861,7 @@ type AlertRuleInput struct {
 	// Series cron_overdue: one recurring series; null watches every series
 	Series *openapi_types.UUID `json:"series,omitempty"`
 
-	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300)
+	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300); cron_overdue, no_worker: not used (0)
 	Threshold *float32 `json:"threshold,omitempty"`
 
 	// Type failure_rate: one job type; empty watches each type
@@ -862,7 +877,7 @@ type AlertRuleInput struct {
 	WindowSeconds *int `json:"window_seconds,omitempty"`
 }
 
-// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
 type AlertRuleInputKind string
 
 // AlertTestResult defines model for AlertTestResult.
@@ -1233,7 +1248,10 @@ type Worker struct {
 	Queues      *[]string                 `json:"queues,omitempty"`
 	Running     *[]map[string]interface{} `json:"running,omitempty"`
 	StartedAt   *time.Time                `json:"started_at,omitempty"`
-	Version     *string                   `json:"version,omitempty"`
+
+	// Types the job types the process has handlers for; empty when it did not say (an older build)
+	Types   *[]string `json:"types,omitempty"`
+	Version *string   `json:"version,omitempty"`
 }
 
 // ListAlertsParams defines parameters for ListAlerts.
@@ -1991,7 +2009,7 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 	//
 	// Needs the `read` scope.
 	//
@@ -2727,7 +2745,7 @@ func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEdito
 	return c.Client.Do(req)
 }
 
-// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 //
 // Needs the `read` scope.
 //
@@ -6040,7 +6058,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
 
-	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 	//
 	// Needs the `read` scope.
 	//
@@ -10335,7 +10353,7 @@ func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id ope
 	return ParseExplainJobResponse(rsp)
 }
 
-// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended; on the first page) merged in time order with what its handler logged, paged by the handler lines' sequence
+// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 //
 // Needs the `read` scope.
 //

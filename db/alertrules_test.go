@@ -209,7 +209,7 @@ func TestAlertRuleCronOverdue(t *testing.T) {
 	require.Contains(t, got[0].Alert.Message, "10 minutes overdue")
 
 	// Paused series are not overdue.
-	_, err = store.PauseSchedule(ctx, series)
+	_, _, err = store.PauseSchedule(ctx, series)
 	require.NoError(t, err)
 	got = evaluate(t, store, &n)
 	require.Len(t, got, 1)

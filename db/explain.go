@@ -26,10 +26,29 @@ SELECT count(*) FROM (
 	LIMIT $6
 ) ahead`
 
-// explainCancelSQL is the latest operator cancel of a job on the audit trail.
-const explainCancelSQL = `
+// cancelAuditSQL is the latest operator action on the audit trail that
+// cancelled a job: a cancel, or the pause or deletion of its series.
+const cancelAuditSQL = `
 SELECT id, at, actor, source, ip, action, job_id, details FROM audit_log
-WHERE job_id = $1 AND action = 'cancel' ORDER BY id DESC LIMIT 1`
+WHERE job_id = $1 AND action = ANY($2::text[]) ORDER BY id DESC LIMIT 1`
+
+// cancelActions are the audit actions that cancel jobs.
+var cancelActions = []string{jobs.AuditCancel, jobs.AuditSeriesPause, jobs.AuditSeriesDelete}
+
+// CancelAudit returns the operator action on the audit trail that
+// cancelled the job (a cancel, or the pause or deletion of its recurring
+// series), or nil when the trail has none.
+func (s *Store) CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error) {
+	var rows []auditRow
+	if err := s.sqlx.SelectContext(ctx, &rows, cancelAuditSQL, id, cancelActions); err != nil {
+		return nil, fmt.Errorf("read the audit trail: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	e := rows[0].entry()
+	return &e, nil
+}
 
 // liveWorkerTTL is how recent a worker's heartbeat must be to count as
 // alive, as the Workers page counts it.
@@ -37,8 +56,10 @@ const liveWorkerTTL = 15 * time.Second
 
 // ExplainFacts reads what Explain needs to say why the job is where it is:
 // the job, the database clock, and, as its state calls for, its
-// dependencies, its place in its queue, the live workers, the job whose
-// failure cancelled it and the operator's cancel on the audit trail.
+// dependencies, its place in its queue, the live workers (with the queues
+// they serve and the types they run), the job whose failure cancelled it,
+// the operator's action that cancelled it on the audit trail and its last
+// run.
 func (s *Store) ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error) {
 	j, err := s.GetJob(ctx, id)
 	if err != nil {
@@ -69,9 +90,6 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 			return f, fmt.Errorf("explain: count jobs ahead: %w", err)
 		}
 		f.AheadCapped = f.Ahead >= explainAheadCap
-		if f.Workers, err = s.ListWorkers(ctx, liveWorkerTTL); err != nil {
-			return f, fmt.Errorf("explain: %w", err)
-		}
 		if f.Queue, err = s.queueFacts(ctx, j); err != nil {
 			return f, fmt.Errorf("explain: %w", err)
 		}
@@ -85,14 +103,50 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 				return f, fmt.Errorf("explain: %w", err)
 			}
 		}
-		var rows []auditRow
-		if err := s.sqlx.SelectContext(ctx, &rows, explainCancelSQL, id); err != nil {
-			return f, fmt.Errorf("explain: read the audit trail: %w", err)
+		if f.Cancel, err = s.CancelAudit(ctx, id); err != nil {
+			return f, fmt.Errorf("explain: %w", err)
 		}
-		if len(rows) > 0 {
-			e := rows[0].entry()
-			f.Cancel = &e
+		if j.Executions > 0 {
+			runs, err := s.ListExecutions(ctx, j)
+			if err != nil {
+				return f, fmt.Errorf("explain: %w", err)
+			}
+			if len(runs) > 0 {
+				f.LastRun = &runs[len(runs)-1]
+			}
+		}
+	}
+	switch j.Status {
+	case jobs.StateQueued, jobs.StateScheduled, jobs.StateBlocked:
+		if f.Workers, err = s.workerScopes(ctx); err != nil {
+			return f, fmt.Errorf("explain: %w", err)
 		}
 	}
 	return f, nil
+}
+
+// workerScopeSQL reads who could run a job: the queues and job types of
+// the workers whose heartbeat is recent.
+const workerScopeSQL = `
+SELECT id, queues, types FROM workers
+WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
+ORDER BY started_at, id`
+
+// workerScopes returns the live workers from the workers table (every
+// worker heartbeats there, with Redis or without) with only their id,
+// queues and job types.
+func (s *Store) workerScopes(ctx context.Context) ([]jobs.WorkerInfo, error) {
+	var rows []struct {
+		ID     string    `db:"id"`
+		Queues textArray `db:"queues"`
+		Types  textArray `db:"types"`
+	}
+	if err := s.sqlx.SelectContext(ctx, &rows, workerScopeSQL, float64(liveWorkerTTL)/float64(time.Millisecond)); err != nil {
+		return nil, fmt.Errorf("read live workers: %w", err)
+	}
+	out := make([]jobs.WorkerInfo, len(rows))
+	for i, r := range rows {
+		out[i] = jobs.WorkerInfo{ID: r.ID, Queues: r.Queues, Types: r.Types}
+	}
+	return out, nil
 }

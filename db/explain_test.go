@@ -17,7 +17,6 @@ func (b *testBundle) explain(t *testing.T, id uuid.UUID) jobs.Explanation {
 	t.Helper()
 	f, err := b.store.ExplainFacts(b.ctx, id)
 	require.NoError(t, err)
-	f.KnownType = true
 	return jobs.Explain(f)
 }
 
@@ -97,12 +96,82 @@ func TestExplainWaitingJobs(t *testing.T) {
 	_ = first
 	e = b.explain(t, target.ID)
 	require.Contains(t, reason(t, e, "queue_position").Message, "behind about 4 jobs")
+}
 
-	// An unknown type says so.
-	f, err := b.store.ExplainFacts(b.ctx, target.ID)
+// A job is ready but waits for a worker: due and not yet moved to its
+// queue, or queued and next in line.
+func TestExplainDue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.EnqueueParams{Queue: "due", Delay: time.Hour})
+	_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET run_at = now() - interval '90 seconds' WHERE id = $1`, j.ID)
 	require.NoError(t, err)
-	f.KnownType = false
-	require.Contains(t, codes(jobs.Explain(f)), "unknown_type")
+	e := b.explain(t, j.ID)
+	require.Equal(t, []string{"due"}, codes(e))
+	require.True(t, strings.HasPrefix(e.Summary, "Due since "), e.Summary)
+	require.Contains(t, e.Summary, "the scheduler moves it to its queue within moments")
+	got, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.True(t, reason(t, e, "due").At.Equal(got.RunAt))
+
+	// Promoted: queued, first in line, a worker alive for its queue.
+	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w-due", Queues: []string{"due"},
+		Types: []string{jobs.TypeNoop}, Concurrency: 1, StartedAt: time.Now()}, time.Minute))
+	_, err = b.store.Pool().Exec(b.ctx, `UPDATE jobs SET status = 'queued' WHERE id = $1`, j.ID)
+	require.NoError(t, err)
+	e = b.explain(t, j.ID)
+	require.Equal(t, []string{"queue_position"}, codes(e))
+	require.Contains(t, e.Summary, `Queued in "due" and next in claim order: the next free worker serving it takes it.`)
+}
+
+// Whether a live worker can run a job's type comes from what the workers
+// registered in the database, not from the process that answers: workers
+// claim by queue, so one without the handler claims the job and fails the
+// attempt, which is retried.
+func TestExplainNoWorkerForType(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	two := 2
+	j := b.enqueue(t, jobs.EnqueueParams{Type: "report.build", Queue: "reports", MaxRetries: &two})
+	later := b.enqueue(t, jobs.EnqueueParams{Type: "report.build", Queue: "reports", Delay: time.Hour})
+	register := func(id string, queues, types []string) {
+		require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: id, Queues: queues, Types: types,
+			Concurrency: 2, StartedAt: time.Now()}, time.Minute))
+	}
+
+	// No worker at all: nothing to say about the type.
+	require.Equal(t, []string{"no_live_worker", "queue_position"}, codes(b.explain(t, j.ID)))
+
+	// Workers serve the queue, none with the handler; one that has it
+	// serves other queues only.
+	register("w-basic", nil, []string{jobs.TypeNoop, jobs.TypeSleep})
+	register("w-elsewhere", []string{"mail"}, []string{jobs.TypeNoop, "report.build"})
+	workers, err := b.store.ListWorkers(b.ctx, time.Minute)
+	require.NoError(t, err)
+	require.Len(t, workers, 2)
+	require.Equal(t, []string{jobs.TypeNoop, jobs.TypeSleep}, workers[0].Types, "the types are stored")
+	e := b.explain(t, j.ID)
+	require.Equal(t, []string{"no_worker_for_type", "queue_position"}, codes(e))
+	require.Equal(t, `No live worker serving queue "reports" can run type "report.build" (the worker serving it handles only noop, sleep). `+
+		`A worker that claims it fails the attempt, and it is retried like any failure: 3 attempts left, then the dead-letter queue, `+
+		`unless a worker with a handler for "report.build" starts first.`, e.Summary)
+	require.NotContains(t, e.Summary, "at once")
+	require.Equal(t, []string{"waiting_for_run_at", "no_worker_for_type"}, codes(b.explain(t, later.ID)))
+
+	// A worker that reports no types (an older build) may run any.
+	register("w-old", []string{"reports"}, nil)
+	require.Equal(t, []string{"queue_position"}, codes(b.explain(t, j.ID)))
+	_, err = b.store.Pool().Exec(b.ctx, `DELETE FROM workers WHERE id = 'w-old'`)
+	require.NoError(t, err)
+	require.Contains(t, codes(b.explain(t, j.ID)), "no_worker_for_type")
+
+	// One with the handler starts serving the queue; then it dies (its
+	// heartbeat stops) and the reason is back.
+	register("w-reports", []string{"reports"}, []string{"report.build"})
+	require.Equal(t, []string{"queue_position"}, codes(b.explain(t, j.ID)))
+	_, err = b.store.Pool().Exec(b.ctx, `UPDATE workers SET heartbeat_at = now() - interval '1 minute' WHERE id = 'w-reports'`)
+	require.NoError(t, err)
+	require.Equal(t, []string{"no_worker_for_type", "queue_position"}, codes(b.explain(t, j.ID)))
 }
 
 // claimFirstOf claims the next job of queue q.
@@ -207,4 +276,79 @@ func TestExplainFinishedJobs(t *testing.T) {
 
 	_, err = b.store.ExplainFacts(b.ctx, uuid.New())
 	require.ErrorIs(t, err, jobs.ErrNotFound)
+}
+
+// A cancelled job says who or what cancelled it: its handler, an operator
+// (named when the audit trail has the action), its recurring series.
+func TestExplainCancelled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+
+	// Its handler gave up on it.
+	h := b.enqueue(t, jobs.EnqueueParams{Queue: "h"})
+	b.finish(t, b.claimFirstOf(t, "h"), jobs.Finish{Outcome: jobs.OutcomeCancelled, Error: "the customer closed the account"})
+	e := b.explain(t, h.ID)
+	require.Equal(t, []string{"cancelled"}, codes(e))
+	require.Contains(t, e.Summary, "by its handler, in attempt 1: the customer closed the account.")
+
+	// An operator cancelled it while it waited out a retry; the audit
+	// entry was not written, and the failed attempt's error is not the
+	// handler cancelling it.
+	w := b.enqueue(t, jobs.EnqueueParams{Queue: "w"})
+	b.finish(t, b.claimFirstOf(t, "w"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "upstream said 503", RetryDelay: time.Hour})
+	_, err := b.store.CancelJob(b.ctx, w.ID)
+	require.NoError(t, err)
+	e = b.explain(t, w.ID)
+	require.Equal(t, []string{"cancelled"}, codes(e))
+	require.Contains(t, e.Summary, "while it waited for attempt 2 of 4 (the audit trail does not say by whom).")
+	require.NotContains(t, e.Summary, "handler")
+	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "key:billing", Source: "api", Action: jobs.AuditCancel}, w.ID))
+	e = b.explain(t, w.ID)
+	require.Equal(t, []string{"cancelled_by_operator"}, codes(e))
+	require.True(t, strings.HasPrefix(e.Summary, "Cancelled by key:billing (api) at "), e.Summary)
+
+	// Never ran: cancelled while it waited for its time.
+	n := b.enqueue(t, jobs.EnqueueParams{Queue: "n", Delay: time.Hour})
+	_, err = b.store.CancelJob(b.ctx, n.ID)
+	require.NoError(t, err)
+	require.Contains(t, b.explain(t, n.ID).Summary, "before it ever ran (the audit trail does not say by whom).")
+
+	// A cancel requested while it ran; its worker stopped the handler.
+	r := b.enqueue(t, jobs.EnqueueParams{Queue: "r"})
+	rc := b.claimFirstOf(t, "r")
+	_, err = b.store.CancelJob(b.ctx, r.ID)
+	require.NoError(t, err)
+	b.finish(t, rc, jobs.Finish{Outcome: jobs.OutcomeCancelled, Error: "cancelled while running: context canceled"})
+	e = b.explain(t, r.ID)
+	require.Equal(t, []string{"cancelled"}, codes(e))
+	require.Contains(t, e.Summary, "a cancel was requested while attempt 1 ran, and its worker stopped it")
+
+	// Its recurring series was paused: the occurrence says so, not that a
+	// handler cancelled it, also without an audit entry.
+	first := b.enqueue(t, jobs.EnqueueParams{Queue: "s", IntervalSeconds: 3600, Delay: time.Hour})
+	_, cancelled, err := b.store.PauseSchedule(b.ctx, *first.ScheduleID)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{first.ID}, cancelled)
+	e = b.explain(t, first.ID)
+	require.Equal(t, []string{"cancelled_by_series"}, codes(e))
+	require.Contains(t, e.Summary, "when its recurring series was paused; this occurrence never ran.")
+	require.NotContains(t, e.Summary, "handler")
+	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "ops@example.com", Source: "dashboard",
+		Action: jobs.AuditSeriesPause, Details: json.RawMessage(`{"series":"` + first.ScheduleID.String() + `"}`)}, cancelled...))
+	require.Contains(t, b.explain(t, first.ID).Summary, "when its recurring series was paused by ops@example.com (dashboard);")
+
+	// Deleted: the occurrence is unlinked from the series, and still says so.
+	_, err = b.store.ResumeSchedule(b.ctx, *first.ScheduleID)
+	require.NoError(t, err)
+	var next uuid.UUID
+	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT id FROM jobs WHERE schedule_id = $1 AND status = 'scheduled'`,
+		*first.ScheduleID).Scan(&next))
+	cancelled, err = b.store.DeleteSchedule(b.ctx, *first.ScheduleID)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{next}, cancelled)
+	e = b.explain(t, next)
+	require.Equal(t, []string{"cancelled_by_series"}, codes(e))
+	require.Contains(t, e.Summary, "when its recurring series was deleted; this occurrence never ran.")
+	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "key:deploy", Source: "api", Action: jobs.AuditSeriesDelete}, next))
+	require.Contains(t, b.explain(t, next).Summary, "when its recurring series was deleted by key:deploy (api);")
 }

@@ -15,15 +15,59 @@ import (
 const maxJobLogMessage = 8 << 10
 
 // insertJobLogsSQL stores a batch of job log lines in the order given (seq
-// follows it). Lines of a job that has been purged meanwhile are skipped
-// rather than failing the batch.
+// follows it), up to $7 lines per job in all. Lines of a job that has been
+// purged meanwhile are skipped rather than failing the batch.
+//
+// The cap is kept where lines are stored, whichever process wrote them
+// and however many attempts the job had: each job's stored lines are
+// counted (an index range of at most $7 + 1 entries, which the cap itself
+// bounds), the lines that fit are inserted, and the first line that does
+// not becomes a marker — the job's last line, a warning that counts the
+// lines dropped in attrs.dropped, raised by every later batch. Two
+// processes writing lines of one job at the same moment (a worker that
+// lost its lease still logging) may each see room for their batch; the
+// cap then yields by at most a batch.
 const insertJobLogsSQL = `
+WITH l AS (
+	SELECT l.*, row_number() OVER (PARTITION BY l.job_id ORDER BY l.ord) AS n
+	FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::text[], $5::text[], $6::text[])
+	     WITH ORDINALITY AS l(job_id, attempt, at, level, message, attrs, ord)
+),
+stored AS (
+	SELECT j.id AS job_id, (SELECT count(*) FROM (SELECT 1 FROM job_logs g WHERE g.job_id = j.id LIMIT $7::bigint + 1) c) AS n
+	FROM jobs j WHERE j.id IN (SELECT job_id FROM l)
+),
+over AS (
+	SELECT l.job_id, s.n AS stored, count(*) AS dropped, min(l.ord) AS ord
+	FROM l JOIN stored s USING (job_id)
+	WHERE s.n + l.n > $7::bigint
+	GROUP BY l.job_id, s.n
+),
+bumped AS (
+	UPDATE job_logs g SET
+		attrs = jsonb_build_object('dropped', coalesce((g.attrs->>'dropped')::bigint, 0) + o.dropped),
+		message = format('` + jobLogCapMessage + `', $7::bigint, coalesce((g.attrs->>'dropped')::bigint, 0) + o.dropped)
+	FROM over o
+	WHERE o.stored > $7::bigint AND g.job_id = o.job_id
+	  AND g.seq = (SELECT max(m.seq) FROM job_logs m WHERE m.job_id = o.job_id)
+)
 INSERT INTO job_logs (job_id, attempt, at, level, message, attrs)
-SELECT l.job_id, l.attempt, l.at, l.level, l.message, l.attrs::jsonb
-FROM unnest($1::uuid[], $2::integer[], $3::timestamptz[], $4::text[], $5::text[], $6::text[])
-     WITH ORDINALITY AS l(job_id, attempt, at, level, message, attrs, ord)
-WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.id = l.job_id)
-ORDER BY l.ord`
+SELECT x.job_id, x.attempt, x.at, x.level, x.message, x.attrs
+FROM (
+	SELECT l.job_id, l.attempt, l.at, l.level, l.message, l.attrs::jsonb AS attrs, l.ord, 0 AS marker
+	FROM l JOIN stored s USING (job_id)
+	WHERE s.n + l.n <= $7::bigint
+	UNION ALL
+	SELECT o.job_id, l.attempt, l.at, 'warn', format('` + jobLogCapMessage + `', $7::bigint, o.dropped),
+	       jsonb_build_object('dropped', o.dropped), o.ord, 1
+	FROM over o JOIN l ON l.job_id = o.job_id AND l.ord = o.ord
+	WHERE o.stored <= $7::bigint
+) x
+ORDER BY x.marker, x.ord`
+
+// jobLogCapMessage is the marker line of a job past its cap (a format
+// for the cap and the number of lines dropped).
+const jobLogCapMessage = `this job logged more than %s lines in all; %s later lines were not kept`
 
 // InsertJobLogs stores job log lines in one statement.
 func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error {
@@ -50,7 +94,7 @@ func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error 
 			}
 		}
 	}
-	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, uuidArray(ids), attempts, ats, levels, msgs, attrs); err != nil {
+	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, uuidArray(ids), attempts, ats, levels, msgs, attrs, jobs.MaxJobLogTotal); err != nil {
 		return fmt.Errorf("store job log lines: %w", err)
 	}
 	return nil

@@ -24,16 +24,20 @@ import (
 func (s *Store) SetRedis(r *Redis) { s.redis = r }
 
 const upsertWorkerSQL = `
-INSERT INTO workers (id, host, pid, queues, concurrency, version, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, now())
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), queues = excluded.queues, concurrency = excluded.concurrency`
+INSERT INTO workers (id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
+ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), queues = excluded.queues, types = excluded.types,
+	concurrency = excluded.concurrency`
 
 // RegisterWorker records (or refreshes) a worker's heartbeat, valid for ttl.
 func (s *Store) RegisterWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) error {
 	if w.Queues == nil {
 		w.Queues = []string{}
 	}
-	if _, err := s.pool.Exec(ctx, upsertWorkerSQL, w.ID, w.Host, w.PID, w.Queues, w.Concurrency, w.Version, w.StartedAt); err != nil {
+	if w.Types == nil {
+		w.Types = []string{}
+	}
+	if _, err := s.pool.Exec(ctx, upsertWorkerSQL, w.ID, w.Host, w.PID, w.Queues, w.Types, w.Concurrency, w.Version, w.StartedAt); err != nil {
 		return fmt.Errorf("register worker: %w", err)
 	}
 	if s.redis.Healthy() {
@@ -68,7 +72,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 }
 
 const liveWorkersSQL = `
-SELECT id, host, pid, queues, concurrency, version, started_at, heartbeat_at FROM workers
+SELECT id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at FROM workers
 WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
 ORDER BY started_at, id`
 
@@ -78,6 +82,7 @@ type workerRow struct {
 	Host        string    `db:"host"`
 	PID         int       `db:"pid"`
 	Queues      textArray `db:"queues"`
+	Types       textArray `db:"types"`
 	Concurrency int       `db:"concurrency"`
 	Version     string    `db:"version"`
 	StartedAt   time.Time `db:"started_at"`
@@ -115,7 +120,7 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
 		for _, r := range rows {
-			out = append(out, jobs.WorkerInfo{ID: r.ID, Host: r.Host, PID: r.PID, Queues: r.Queues, Concurrency: r.Concurrency,
+			out = append(out, jobs.WorkerInfo{ID: r.ID, Host: r.Host, PID: r.PID, Queues: r.Queues, Types: r.Types, Concurrency: r.Concurrency,
 				Version: r.Version, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt})
 		}
 	}

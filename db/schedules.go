@@ -216,8 +216,10 @@ RETURNING id, status, type, queue, attempt, effective_priority, run_at`
 const pauseScheduleSQL = `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`
 
 // PauseSchedule stops a series: its pending occurrence is cancelled and no
-// other is created until it is resumed.
-func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+// other is created until it is resumed. It returns the series and the id
+// of the occurrence it cancelled (none when there was none), for the
+// audit trail.
+func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error) {
 	var cancelled []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, pauseScheduleSQL, id)
@@ -227,14 +229,24 @@ func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule
 		if tag.RowsAffected() == 0 {
 			return ErrScheduleNotFound
 		}
-		cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, "cancelled: the recurring series was paused"))
+		cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, jobs.SeriesPausedError))
 		return err
 	})
 	if err != nil {
-		return nil, wrapSchedule("pause recurring series", err)
+		return nil, nil, wrapSchedule("pause recurring series", err)
 	}
 	s.emitMoved(cancelled)
-	return s.GetSchedule(ctx, id)
+	sc, err := s.GetSchedule(ctx, id)
+	return sc, movedIDs(cancelled), err
+}
+
+// movedIDs lists the ids of the jobs that moved.
+func movedIDs(moved []jobs.Moved) []uuid.UUID {
+	var ids []uuid.UUID
+	for _, m := range moved {
+		ids = append(ids, m.JobID)
+	}
+	return ids
 }
 
 const resumeScheduleSQL = `UPDATE job_schedules SET paused = false, updated_at = now() WHERE id = $1 RETURNING ` + scheduleColumns
@@ -283,12 +295,13 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 const deleteScheduleSQL = `DELETE FROM job_schedules WHERE id = $1`
 
 // DeleteSchedule ends a series for good: its pending occurrence is
-// cancelled; past occurrences stay, unlinked.
-func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
+// cancelled; past occurrences stay, unlinked. It returns the id of the
+// occurrence it cancelled, if any, for the audit trail.
+func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
 	var cancelled []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, "cancelled: the recurring series was deleted")); err != nil {
+		if cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, jobs.SeriesDeletedError)); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, deleteScheduleSQL, id)
@@ -300,10 +313,11 @@ func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) error {
 		}
 		return nil
 	})
-	if err == nil {
-		s.emitMoved(cancelled)
+	if err != nil {
+		return nil, wrapSchedule("delete recurring series", err)
 	}
-	return wrapSchedule("delete recurring series", err)
+	s.emitMoved(cancelled)
+	return movedIDs(cancelled), nil
 }
 
 func wrapSchedule(op string, err error) error {

@@ -94,9 +94,10 @@ func TestRecurringPauseResumeRunNow(t *testing.T) {
 	require.Equal(t, 3, first.RunAt.In(berlin).Hour())
 	id := *first.ScheduleID
 
-	sc, err := b.store.PauseSchedule(b.ctx, id)
+	sc, cancelled, err := b.store.PauseSchedule(b.ctx, id)
 	require.NoError(t, err)
 	require.True(t, sc.Paused)
+	require.Equal(t, []uuid.UUID{first.ID}, cancelled, "the occurrence it cancelled, for the audit trail")
 	require.Equal(t, jobs.StateCancelled, b.status(t, first.ID))
 	require.Contains(t, events.statusesOf(first.ID), jobs.StateCancelled, "pausing announces the cancelled occurrence")
 	moved, err := b.store.EnsureNextOccurrences(b.ctx, 10)
@@ -124,7 +125,9 @@ func TestRecurringPauseResumeRunNow(t *testing.T) {
 	require.NoError(t, err)
 	var pendingID uuid.UUID
 	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT id FROM jobs WHERE schedule_id = $1 AND status = 'scheduled'`, pending.ID).Scan(&pendingID))
-	require.NoError(t, b.store.DeleteSchedule(b.ctx, id))
+	cancelled, err = b.store.DeleteSchedule(b.ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{pendingID}, cancelled)
 	require.Equal(t, jobs.StateCancelled, b.status(t, pendingID))
 	require.Contains(t, events.statusesOf(pendingID), jobs.StateCancelled, "deleting announces the cancelled occurrence")
 	_, err = b.store.GetSchedule(b.ctx, id)

@@ -35,7 +35,7 @@ type jobAction string
 
 const (
 	jobRetry   jobAction = "retry"
-	jobCancel  jobAction = "cancel"
+	jobCancel  jobAction = jobs.AuditCancel
 	jobDelete  jobAction = "delete" // to the bin
 	jobRestore jobAction = "restore"
 	jobPurge   jobAction = "purge" // out of the bin, for good
@@ -65,8 +65,13 @@ var seriesActions = []seriesAction{seriesPause, seriesResume, seriesRunNow, seri
 
 // auditName is the action's name in the audit trail.
 func (a seriesAction) auditName() string {
-	if a == seriesRunNow {
+	switch a {
+	case seriesRunNow:
 		return "series_run_now"
+	case seriesPause:
+		return jobs.AuditSeriesPause
+	case seriesDelete:
+		return jobs.AuditSeriesDelete
 	}
 	return "series_" + string(a)
 }
@@ -97,28 +102,29 @@ func (s *server) jobOp(ctx context.Context, action jobAction, id uuid.UUID) (*jo
 }
 
 // seriesOp applies one action to a recurring series (run now returns the
-// extra occurrence). It records the action.
+// extra occurrence). It records the action, with the occurrence it made or
+// cancelled, so that the occurrence's own history says who did it.
 func (s *server) seriesOp(c *fiber.Ctx, action seriesAction, id uuid.UUID) (*jobs.Schedule, *jobs.Job, error) {
 	ctx := c.UserContext()
 	var sc *jobs.Schedule
 	var j *jobs.Job
+	var occurrence []uuid.UUID
 	var err error
 	switch action {
 	case seriesPause:
-		sc, err = s.store.PauseSchedule(ctx, id)
+		sc, occurrence, err = s.store.PauseSchedule(ctx, id)
 	case seriesResume:
 		sc, err = s.store.ResumeSchedule(ctx, id)
 	case seriesRunNow:
 		j, err = s.store.RunScheduleNow(ctx, id)
 	case seriesDelete:
-		err = s.store.DeleteSchedule(ctx, id)
+		occurrence, err = s.store.DeleteSchedule(ctx, id)
 	default:
 		return nil, nil, fmt.Errorf("unknown series action %q", action)
 	}
 	if err != nil {
 		return nil, nil, err
 	}
-	var occurrence []uuid.UUID
 	if j != nil {
 		s.wakeFor(j)
 		occurrence = append(occurrence, j.ID)

@@ -182,3 +182,90 @@ func TestAlertRulesAPI(t *testing.T) {
 }
 
 func jsonID(v any) string { return strconv.FormatFloat(v.(float64), 'f', -1, 64) }
+
+// Every number given for a rule is checked against its range whatever the
+// rule's kind — a value the kind does not use is still stored, and used to
+// reach the table's CHECK (or overflow its column) as a 500 — and a PATCH
+// cannot change a rule's kind. Each refusal is a 422 naming the field and
+// the range.
+func TestAlertRuleFieldsValidatedWhateverTheKind(t *testing.T) {
+	t.Parallel()
+	b, _, _ := setupAlerts(t)
+	huge := "99999999999999"
+	for _, c := range []struct{ body, field, says string }{
+		{`{"kind":"queue_latency","name":"x","min_runs":-5}`, "min_runs", "between 1 and 1000000"},
+		{`{"kind":"queue_latency","name":"x","window_seconds":0}`, "window_seconds", "between 60 and 86400"},
+		{`{"kind":"queue_latency","name":"x","window_seconds":` + huge + `}`, "window_seconds", "between 60 and 86400"},
+		{`{"kind":"queue_latency","name":"x","grace_seconds":-1}`, "grace_seconds", "between 0 and 604800"},
+		{`{"kind":"failure_rate","name":"x","grace_seconds":-1}`, "grace_seconds", "between 0 and 604800"},
+		{`{"kind":"failure_rate","name":"x","grace_seconds":` + huge + `}`, "grace_seconds", "between 0 and 604800"},
+		{`{"kind":"failure_rate","name":"x","window_seconds":` + huge + `}`, "window_seconds", "between 60 and 86400"},
+		{`{"kind":"failure_rate","name":"x","min_runs":` + huge + `}`, "min_runs", "between 1 and 1000000"},
+		{`{"kind":"cron_overdue","name":"x","min_runs":0}`, "min_runs", "between 1 and 1000000"},
+		{`{"kind":"cron_overdue","name":"x","window_seconds":-60}`, "window_seconds", "between 60 and 86400"},
+		{`{"kind":"cron_overdue","name":"x","threshold":5}`, "threshold", "not used by cron_overdue rules"},
+		{`{"kind":"no_worker","name":"x","min_runs":-1}`, "min_runs", "between 1 and 1000000"},
+		{`{"kind":"no_worker","name":"x","cooldown_seconds":` + huge + `}`, "cooldown_seconds", "between 60 and 604800"},
+		{`{"kind":"no_worker","name":"x","window_seconds":1e30}`, "window_seconds", "integer"},
+	} {
+		r := b.post(t, "/api/v1/alerts/rules", c.body)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", c.body, r.body)
+		e := r.json(t)["error"].(map[string]any)
+		require.Equal(t, c.field, e["field"], "%s: %s", c.body, r.body)
+		require.Contains(t, e["message"], c.says, "%s", c.body)
+	}
+
+	// The same through PATCH, on a rule of each kind; nothing changes.
+	rules := map[string]string{}
+	for _, kind := range []string{"failure_rate", "queue_latency", "cron_overdue", "no_worker"} {
+		r := b.post(t, "/api/v1/alerts/rules", `{"kind":"`+kind+`","name":"`+kind+` rule"}`)
+		require.Equal(t, http.StatusCreated, r.status, "%s", r.body)
+		rules[kind] = jsonID(r.json(t)["id"])
+	}
+	before := b.do(t, http.MethodGet, "/api/v1/alerts/rules", "", "")
+	require.Equal(t, http.StatusOK, before.status)
+	for _, c := range []struct{ kind, body, field, says string }{
+		{"queue_latency", `{"min_runs":0}`, "min_runs", "between 1 and 1000000"},
+		{"queue_latency", `{"min_runs":-5}`, "min_runs", "between 1 and 1000000"},
+		{"queue_latency", `{"window_seconds":0}`, "window_seconds", "between 60 and 86400"},
+		{"queue_latency", `{"window_seconds":` + huge + `}`, "window_seconds", "between 60 and 86400"},
+		{"failure_rate", `{"min_runs":0}`, "min_runs", "between 1 and 1000000"},
+		{"failure_rate", `{"grace_seconds":-1}`, "grace_seconds", "between 0 and 604800"},
+		{"failure_rate", `{"window_seconds":` + huge + `}`, "window_seconds", "between 60 and 86400"},
+		{"cron_overdue", `{"min_runs":0}`, "min_runs", "between 1 and 1000000"},
+		{"cron_overdue", `{"threshold":0.5}`, "threshold", "not used by cron_overdue rules"},
+		{"no_worker", `{"window_seconds":0,"name":"renamed"}`, "window_seconds", "between 60 and 86400"},
+		{"no_worker", `{"grace_seconds":` + huge + `}`, "grace_seconds", "between 0 and 604800"},
+		{"queue_latency", `{"kind":"failure_rate"}`, "kind", "cannot be changed; create a new rule"},
+		{"failure_rate", `{"kind":"no_worker","threshold":0.5}`, "kind", "cannot be changed; create a new rule"},
+		{"no_worker", `{"kind":"cpu"}`, "kind", "cannot be changed; create a new rule"},
+	} {
+		r := b.do(t, http.MethodPatch, "/api/v1/alerts/rules/"+rules[c.kind], "application/json", c.body)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s %s: %s", c.kind, c.body, r.body)
+		e := r.json(t)["error"].(map[string]any)
+		require.Equal(t, c.field, e["field"], "%s %s: %s", c.kind, c.body, r.body)
+		require.Contains(t, e["message"], c.says, "%s %s", c.kind, c.body)
+	}
+	after := b.do(t, http.MethodGet, "/api/v1/alerts/rules", "", "")
+	require.JSONEq(t, string(before.body), string(after.body), "refused changes change nothing")
+
+	// In range, a field another kind uses is accepted (and kept), and a
+	// PATCH may repeat the kind it has: a rule read back can be sent back.
+	r := b.do(t, http.MethodPatch, "/api/v1/alerts/rules/"+rules["queue_latency"], "application/json",
+		`{"kind":"queue_latency","min_runs":20,"window_seconds":600,"grace_seconds":0}`)
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+	got := r.json(t)
+	require.EqualValues(t, 20, got["min_runs"])
+	require.Equal(t, "queue_latency", got["kind"])
+	r = b.do(t, http.MethodGet, "/api/v1/alerts/rules/"+rules["cron_overdue"], "", "")
+	require.Equal(t, http.StatusOK, r.status)
+	var whole map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &whole))
+	for _, k := range []string{"id", "condition", "webhook_signed", "created_at", "updated_at"} {
+		delete(whole, k)
+	}
+	back, err := json.Marshal(whole)
+	require.NoError(t, err)
+	r = b.do(t, http.MethodPatch, "/api/v1/alerts/rules/"+rules["cron_overdue"], "application/json", string(back))
+	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
+}

@@ -32,7 +32,8 @@ type AlertStore interface {
 type AlertTester func(ctx context.Context, r jobs.AlertRule) []jobs.AlertDelivery
 
 // alertRuleInput is the body of POST and PATCH /api/v1/alerts/rules: every
-// field optional on PATCH; kind and name required on POST.
+// field optional on PATCH; kind and name required on POST. A PATCH may
+// repeat the rule's kind but not change it.
 type alertRuleInput struct {
 	Name            *string         `json:"name"`
 	Kind            *string         `json:"kind"`
@@ -50,8 +51,26 @@ type alertRuleInput struct {
 	Enabled         *bool           `json:"enabled"`
 }
 
-// apply sets the given fields on r.
+// apply sets the given fields on r, after checking each number given
+// against its range whatever r's kind: a value the kind does not use is
+// still stored, and must fit the rule's row.
 func (in *alertRuleInput) apply(r *jobs.AlertRule) error {
+	for _, f := range []struct {
+		name string
+		v    *int
+	}{{"window_seconds", in.WindowSeconds}, {"min_runs", in.MinRuns}, {"grace_seconds", in.GraceSeconds},
+		{"cooldown_seconds", in.CooldownSeconds}} {
+		if f.v != nil {
+			if err := jobs.CheckAlertField(f.name, *f.v); err != nil {
+				return err
+			}
+		}
+	}
+	if in.Threshold != nil {
+		if err := jobs.CheckAlertThreshold(r.Kind, *in.Threshold); err != nil {
+			return err
+		}
+	}
 	set := func(dst *string, v *string) {
 		if v != nil {
 			*dst = strings.TrimSpace(*v)
@@ -246,6 +265,9 @@ func (s *server) patchAlertRule(c *fiber.Ctx) error {
 	var in alertRuleInput
 	if err := decodeJSON(c, &in); err != nil {
 		return err
+	}
+	if in.Kind != nil && jobs.AlertKind(*in.Kind) != before.Kind {
+		return invalid("kind", "cannot be changed; create a new rule")
 	}
 	r := before
 	if err := in.apply(&r); err != nil {

@@ -65,8 +65,9 @@ func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limi
 	return s.jobLog(ctx, j, execs, after, limit)
 }
 
-// jobLog merges the lifecycle lines of j's runs execs (nil on later
-// pages) with up to limit lines its handler logged after seq after.
+// jobLog merges, on the first page (after 0), the lifecycle lines of j's
+// runs execs and of its row with up to limit lines its handler logged
+// after seq after.
 func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution, after int64, limit int) (jobLogPage, error) {
 	stored, err := s.store.JobLogs(ctx, j.ID, after, limit)
 	if err != nil {
@@ -76,6 +77,16 @@ func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution
 	if len(stored) > 0 {
 		page.NextAfter = stored[len(stored)-1].Seq
 	}
-	page.Entries = jobs.MergeLog(jobs.LifecycleLines(j, execs), stored)
+	var lifecycle []jobs.LogEntry
+	if after == 0 {
+		var cancel *jobs.AuditEntry
+		if j.Status == jobs.StateCancelled {
+			if cancel, err = s.store.CancelAudit(ctx, j.ID); err != nil {
+				return jobLogPage{}, err
+			}
+		}
+		lifecycle = jobs.LifecycleLines(j, execs, cancel)
+	}
+	page.Entries = jobs.MergeLog(lifecycle, stored)
 	return page, nil
 }

@@ -447,13 +447,7 @@ func (s *server) explainJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(s.explain(f))
-}
-
-// explain explains the facts about a job.
-func (s *server) explain(f jobs.ExplainFacts) jobs.Explanation {
-	_, f.KnownType = s.registry.Lookup(f.Job.Type)
-	return jobs.Explain(f)
+	return c.JSON(jobs.Explain(f))
 }
 
 // loadJob reads a job with its runs and dependencies, for the API and the

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -127,4 +128,61 @@ func attrOK(n *html.Node, key string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// The pending occurrence of a series paused or deleted says so, with who
+// did it (the series action's audit entry names the occurrence), in its
+// explanation and in its log; the job page's audit list shows the action.
+func TestSeriesCancelAttributed(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	first := b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, IntervalSeconds: 3600, Delay: time.Hour})
+	series := first.ScheduleID.String()
+	p := b.apiCall(t, http.MethodPost, "/api/v1/recurring/"+series+"/pause", "", "")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+
+	explained := func(id uuid.UUID) map[string]any {
+		t.Helper()
+		p := b.apiCall(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/explain", "", "")
+		require.Equal(t, http.StatusOK, p.status, p.body)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(p.body), &m))
+		return m
+	}
+	logged := func(id uuid.UUID) []string {
+		t.Helper()
+		p := b.apiCall(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/logs", "", "")
+		require.Equal(t, http.StatusOK, p.status, p.body)
+		var m struct {
+			Entries []jobs.LogEntry `json:"entries"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(p.body), &m))
+		var out []string
+		for _, e := range m.Entries {
+			out = append(out, e.Source+": "+e.Message)
+		}
+		return out
+	}
+	m := explained(first.ID)
+	r := m["reasons"].([]any)[0].(map[string]any)
+	require.Equal(t, "cancelled_by_series", r["code"])
+	require.Contains(t, m["summary"], "when its recurring series was paused by key:FLINT_API_KEY (api); this occurrence never ran.")
+	require.NotContains(t, m["summary"], "handler")
+	require.Equal(t, []string{"flint: Cancelled before it ran: its recurring series was paused by key:FLINT_API_KEY (api)."}, logged(first.ID))
+	page := b.request(t, http.MethodGet, "/jobs/"+first.ID.String(), nil)
+	require.Equal(t, http.StatusOK, page.status)
+	require.Contains(t, page.body, `data-reason="cancelled_by_series"`)
+	require.Contains(t, page.body, "series_pause")
+
+	// Resumed from the dashboard, then deleted from it: the new occurrence,
+	// unlinked from the series by the deletion, names the person.
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/recurring/"+series+"/resume", nil, "recurring-table").status)
+	var next uuid.UUID
+	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT id FROM jobs WHERE schedule_id = $1 AND status = 'scheduled'`,
+		*first.ScheduleID).Scan(&next))
+	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/recurring/"+series+"/delete", nil, "recurring-table").status)
+	m = explained(next)
+	require.Equal(t, "cancelled_by_series", m["reasons"].([]any)[0].(map[string]any)["code"])
+	require.Contains(t, m["summary"], "when its recurring series was deleted by "+adminEmail+" (dashboard);")
+	require.Equal(t, []string{"flint: Cancelled before it ran: its recurring series was deleted by " + adminEmail + " (dashboard)."}, logged(next))
 }

@@ -24,7 +24,7 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 	if err != nil {
 		return d, err
 	}
-	e := s.explain(f)
+	e := jobs.Explain(f)
 	d.Explain = &e
 	if d.Log, err = s.jobLogShown(ctx, jd.Job, jd.Executions); err != nil {
 		return d, err

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
@@ -109,4 +110,84 @@ func TestJobPageShowsProgressAndLog(t *testing.T) {
 	require.Len(t, cards, 1)
 	require.Empty(t, attr(cards[0], "hx-get"), "a finished job's log stops polling")
 	require.Len(t, findAll(cards[0], func(n *html.Node) bool { return n.Data == "li" }), 3)
+}
+
+// Lines the job's row implies are derived too: a failed attempt says when
+// it will be retried, and a job cancelled while it waited (never run, or
+// between runs) gets a line saying so, and by whom when the audit trail
+// knows.
+func TestJobLogLinesFromTheJobRow(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	type logPage struct {
+		Entries   []jobs.LogEntry `json:"entries"`
+		NextAfter int64           `json:"next_after"`
+	}
+	read := func(id uuid.UUID, query string) logPage {
+		t.Helper()
+		p := b.apiCall(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/logs"+query, "", "")
+		require.Equal(t, http.StatusOK, p.status, p.body)
+		var out logPage
+		require.NoError(t, json.Unmarshal([]byte(p.body), &out))
+		return out
+	}
+	messages := func(es []jobs.LogEntry) []string {
+		var out []string
+		for _, e := range es {
+			out = append(out, e.Message)
+		}
+		return out
+	}
+
+	// Cancelled before it ran, through the API: by the bootstrap key.
+	waiting := b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "lw", Delay: time.Hour})
+	p := b.apiCall(t, http.MethodPost, "/api/v1/jobs/"+waiting.ID.String()+"/cancel", "", "")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	got := read(waiting.ID, "").Entries
+	require.Len(t, got, 1)
+	require.Equal(t, "Cancelled before it ran, by key:FLINT_API_KEY (api).", got[0].Message)
+	require.Equal(t, jobs.LogFromFlint, got[0].Source)
+	require.Equal(t, "warn", got[0].Level)
+
+	// Cancelled with nothing on the audit trail (from Go, say).
+	quiet := b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "lq", Delay: time.Hour})
+	_, err := b.store.CancelJob(b.ctx, quiet.ID)
+	require.NoError(t, err)
+	require.Equal(t, []string{"Cancelled before it ran."}, messages(read(quiet.ID, "").Entries))
+
+	// A failed attempt with retries left says when the next one runs,
+	// before and after the retry comes due.
+	j := b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "lr"})
+	c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-r", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"lr"}})
+	require.NoError(t, err)
+	require.Len(t, c, 1)
+	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed,
+		Error: "upstream said 503", RetryDelay: time.Hour}})
+	require.NoError(t, err)
+	require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{{JobID: j.ID, Attempt: 1, At: time.Now().Add(-time.Hour),
+		Level: "info", Message: "calling upstream"}}))
+	failed, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	retryAt := failed.RunAt.UTC().Format(time.RFC3339)
+	lines := messages(read(j.ID, "").Entries)
+	require.Len(t, lines, 3)
+	require.Equal(t, "calling upstream", lines[0])
+	require.Contains(t, lines[2], ": upstream said 503. Will retry at "+retryAt+" (attempt 2 of 4).")
+	_, err = b.store.Pool().Exec(b.ctx, `UPDATE jobs SET status = 'queued' WHERE id = $1`, j.ID) // promoted
+	require.NoError(t, err)
+	require.Contains(t, messages(read(j.ID, "").Entries)[2], "Will retry at "+retryAt+" (attempt 2 of 4).")
+
+	// Cancelled while it waited for that retry: the failure no longer
+	// promises one, and the cancel has its own line, last.
+	p = b.apiCall(t, http.MethodPost, "/api/v1/jobs/"+j.ID.String()+"/cancel", "", "")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	first := read(j.ID, "")
+	lines = messages(first.Entries)
+	require.Len(t, lines, 4)
+	require.True(t, strings.HasSuffix(lines[2], ": upstream said 503."), lines[2])
+	require.Equal(t, "Cancelled while it waited to run again, by key:FLINT_API_KEY (api).", lines[3])
+	require.Equal(t, 1, first.Entries[3].Attempt)
+
+	// A later page holds stored lines only: the derived ones are not repeated.
+	require.Empty(t, read(j.ID, "?after="+strconv.FormatInt(first.NextAfter, 10)).Entries)
 }

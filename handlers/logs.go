@@ -73,8 +73,9 @@ func (s *server) logQuery(c *fiber.Ctx) (logs.Query, error) {
 		}
 	}
 	if v := c.Query("limit"); v != "" {
+		// Checked here: to logs.Query, a limit of 0 means the default.
 		n, err := strconv.Atoi(v)
-		if err != nil {
+		if err != nil || n < 1 || n > logs.MaxLimit {
 			return q, invalid("limit", fmt.Sprintf("must be a whole number between 1 and %d", logs.MaxLimit))
 		}
 		q.Limit = n
@@ -136,13 +137,19 @@ func (s *server) logsPage(c *fiber.Ctx) error {
 	if err := s.readLogPage(ctx, q, qerr, &page); err != nil {
 		return err
 	}
+	// Filters that do not make sense get the page with the message, as a
+	// 422 like the API's (htmx swaps a 422 in).
+	status := http.StatusOK
+	if page.Error != "" {
+		status = http.StatusUnprocessableEntity
+	}
 	if isHX(c) && c.Get("HX-Target") == "log-table" {
-		return render(c, http.StatusOK, views.LogTable(page))
+		return render(c, status, views.LogTable(page))
 	}
 	if page.Processes, err = s.logs.LogProcesses(ctx, logProcessChoices); err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.LogsPageView(s.chrome(c, "Logs", "logs", true), page))
+	return render(c, status, views.LogsPageView(s.chrome(c, "Logs", "logs", true), page))
 }
 
 // readLogPage fills the page's entries, or its message for filters that

@@ -155,8 +155,39 @@ func TestLogsOfTwoProcesses(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
 	require.Contains(t, bad.body, `"field":"before"`)
 	bad = b.request(t, http.MethodGet, "/logs?job_id=42", nil)
-	require.Equal(t, http.StatusOK, bad.status)
+	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
 	require.Contains(t, bad.body, "job_id must be a job id")
+}
+
+// A limit outside 1-500 is refused like every other bad filter, by the API
+// and the Logs page, naming limit and its range; 0 is not "the default".
+func TestLogsLimitOutOfRange(t *testing.T) {
+	t.Parallel()
+	b := logsSetup(t)
+	b.api.Slog().Info("listening", "component", "http")
+	b.stop()
+	for _, limit := range []string{"0", "-1", "501", "x"} {
+		r := b.request(t, http.MethodGet, "/api/v1/logs?limit="+limit, nil, "X-API-Key", apiKey)
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "limit=%s: %s", limit, r.body)
+		var e struct {
+			Error struct{ Field, Message string }
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.body), &e))
+		require.Equal(t, "limit", e.Error.Field)
+		require.Equal(t, "must be a whole number between 1 and 500", e.Error.Message)
+
+		p := b.request(t, http.MethodGet, "/logs?limit="+limit, nil)
+		require.Equal(t, http.StatusUnprocessableEntity, p.status, "limit=%s", limit)
+		require.Contains(t, p.body, "limit must be a whole number between 1 and 500")
+		require.Empty(t, findAll(parseHTML(t, p.body), func(n *html.Node) bool { return attr(n, "data-testid") == "log-row" }))
+		p = b.hx(t, http.MethodGet, "/logs?limit="+limit, nil, "log-table")
+		require.Equal(t, http.StatusUnprocessableEntity, p.status, "limit=%s", limit)
+		require.Contains(t, p.body, "limit must be a whole number between 1 and 500")
+	}
+	for _, limit := range []string{"1", "500"} {
+		require.Len(t, b.apiLogs(t, "limit="+limit), 1)
+		require.Equal(t, http.StatusOK, b.request(t, http.MethodGet, "/logs?limit="+limit, nil).status)
+	}
 }
 
 // TestLogSecretsNeverShown logs secrets in every place the scrubber covers

@@ -36,6 +36,7 @@ type Store interface {
 	ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error)
 	ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error)
 	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
+	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)
 	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
 	GetSettings(ctx context.Context) (jobs.Settings, error)
 	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error)
@@ -45,10 +46,10 @@ type Store interface {
 	GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error)
 	UpdateQueue(ctx context.Context, queue, by string, change func(jobs.QueueSettings) jobs.QueueSettings) (jobs.QueueSettings, error)
 	GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
-	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error)
 	ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
 	RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	DeleteSchedule(ctx context.Context, id uuid.UUID) error
+	DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
 }
 
 // Config configures the HTTP server.

@@ -83,8 +83,9 @@ func (c *sseClient) next(t *testing.T) sseMsg {
 }
 
 // sseRig runs the API with a broker fed by an event bus, and a worker
-// pool, in one process; redisURL empty means PostgreSQL-only mode.
-func sseRig(t *testing.T, redisURL, prefix string) (base string, store *db.Store) {
+// pool, in one process; redisURL empty means PostgreSQL-only mode. register
+// adds job types to the built-in ones.
+func sseRig(t *testing.T, redisURL, prefix string, register ...func(*jobs.Registry)) (base string, store *db.Store) {
 	t.Helper()
 	store, dbURL := dbtest.NewStore(t)
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -121,6 +122,9 @@ func sseRig(t *testing.T, redisURL, prefix string) (base string, store *db.Store
 	<-subscribed
 	reg := jobs.NewRegistry()
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	for _, r := range register {
+		r(reg)
+	}
 	pool := workers.NewPool(workers.Config{WorkerID: "sse", Workers: 2, PollInterval: 50 * time.Millisecond}, store, reg, logger)
 	run(pool.Run)
 	app := handlers.New(handlers.Config{APIKey: apiKey, Broker: broker, BaseContext: ctx}, store, reg, logger)
@@ -223,5 +227,84 @@ func TestSSEValidation(t *testing.T) {
 	for _, q := range []string{"?job_id=nope", "?status=claimed", "?type=%00"} {
 		r := b.do(t, http.MethodGet, "/api/v1/sse/events"+q, "", "")
 		require.Equal(t, http.StatusUnprocessableEntity, r.status, q)
+	}
+}
+
+// A handler's progress reaches API clients while the job runs: on the
+// event stream (progress, progress_message on the running job's events),
+// on the job and in the jobs list. Both transports.
+func TestProgressReachesTheAPI(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{"postgres", "redis"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			var redisURL, prefix string
+			if mode == "redis" {
+				redisURL, prefix = dbtest.RedisPrefix(t)
+			}
+			release := make(chan struct{})
+			var once sync.Once
+			base, _ := sseRig(t, redisURL, prefix, func(r *jobs.Registry) {
+				r.Register("export", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+					jobs.ReportProgress(ctx, 40, "copied 400 of 1000 rows")
+					select {
+					case <-release:
+					case <-ctx.Done():
+					}
+					return nil, nil
+				}))
+			})
+			t.Cleanup(func() { once.Do(func() { close(release) }) })
+			get := func(path string) map[string]any {
+				t.Helper()
+				req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+				req.Header.Set("X-API-Key", apiKey)
+				resp, err := http.DefaultClient.Do(req)
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				require.Equal(t, http.StatusOK, resp.StatusCode, path)
+				var out map[string]any
+				require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+				return out
+			}
+
+			stream := openSSE(t, base, "?type=export", "")
+			id := postJSON(t, base+"/api/v1/jobs", `{"type":"export","queue":"exports"}`)["id"].(string)
+			for {
+				m := stream.next(t)
+				require.Equal(t, "job", m.event)
+				var e map[string]any
+				require.NoError(t, json.Unmarshal([]byte(m.data), &e))
+				require.Equal(t, id, e["job_id"])
+				if e["progress"] == nil {
+					require.NotContains(t, e, "progress_message", "no progress yet: neither field")
+					continue
+				}
+				require.Equal(t, "running", e["status"])
+				require.EqualValues(t, 40, e["progress"])
+				require.Equal(t, "copied 400 of 1000 rows", e["progress_message"])
+				break
+			}
+
+			j := get("/api/v1/jobs/" + id)
+			require.Equal(t, "running", j["status"])
+			require.EqualValues(t, 40, j["progress"])
+			require.Equal(t, "copied 400 of 1000 rows", j["progress_message"])
+			list := get("/api/v1/jobs?queue=exports&status=running")["jobs"].([]any)
+			require.Len(t, list, 1)
+			row := list[0].(map[string]any)
+			require.Equal(t, id, row["id"])
+			require.EqualValues(t, 40, row["progress"])
+			require.Equal(t, "copied 400 of 1000 rows", row["progress_message"])
+
+			once.Do(func() { close(release) })
+			for {
+				var e map[string]any
+				require.NoError(t, json.Unmarshal([]byte(stream.next(t).data), &e))
+				if e["status"] == "completed" {
+					break
+				}
+			}
+		})
 	}
 }

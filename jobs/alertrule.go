@@ -101,6 +101,47 @@ const (
 	maxRuleName      = 200
 )
 
+// alertRanges are the ranges of a rule's whole-number fields. Each kind
+// uses some of them, but a rule keeps them all, so a value given for any
+// of them must fit its range whatever the kind (CheckAlertField).
+var alertRanges = map[string]struct{ min, max int }{
+	"window_seconds":   {60, maxAlertWindow},
+	"min_runs":         {1, 1_000_000},
+	"grace_seconds":    {0, maxAlertGrace},
+	"cooldown_seconds": {60, maxAlertCooldown},
+}
+
+// CheckAlertField checks the value given for one of a rule's whole-number
+// fields (window_seconds, min_runs, grace_seconds, cooldown_seconds)
+// against its range, whatever the rule's kind; other fields pass.
+func CheckAlertField(field string, v int) error {
+	r, ok := alertRanges[field]
+	if !ok || (v >= r.min && v <= r.max) {
+		return nil
+	}
+	return Invalid(field, "must be a whole number between %d and %d", r.min, r.max)
+}
+
+// CheckAlertThreshold checks the threshold given for a rule of kind: a
+// failure rate, an age in seconds, or nothing for the kinds that have none.
+func CheckAlertThreshold(kind AlertKind, v float64) error {
+	switch kind {
+	case AlertFailureRate:
+		if !(v > 0 && v < 1) {
+			return Invalid("threshold", "is a failure rate: more than 0 and less than 1 (0.2 means 20%%)")
+		}
+	case AlertQueueLatency:
+		if !(v >= 1 && v <= maxAlertLatency) || v != math.Trunc(v) {
+			return Invalid("threshold", "is the age in seconds of the oldest waiting job: a whole number between 1 and %d", maxAlertLatency)
+		}
+	case AlertCronOverdue, AlertNoWorker:
+		if v != 0 {
+			return Invalid("threshold", "is not used by %s rules (grace_seconds is their limit): leave it out or 0", kind)
+		}
+	}
+	return nil
+}
+
 // NewAlertRule is a rule with the defaults a new one starts from.
 func NewAlertRule(kind AlertKind) AlertRule {
 	r := AlertRule{Kind: kind, WindowSeconds: 300, MinRuns: 10, GraceSeconds: 300, CooldownSeconds: 3600, Enabled: true}
@@ -122,27 +163,30 @@ func (r *AlertRule) Validate() error {
 	if len(r.Name) > maxRuleName || !CleanText(r.Name) {
 		return Invalid("name", "must be at most %d characters of plain text", maxRuleName)
 	}
+	// The fields the kind uses; CheckAlertField checks the others where
+	// they are given.
+	var used []string
 	switch r.Kind {
 	case AlertFailureRate:
-		if !(r.Threshold > 0 && r.Threshold < 1) {
-			return Invalid("threshold", "is a failure rate: more than 0 and less than 1 (0.2 means 20%%)")
+		if err := CheckAlertThreshold(r.Kind, r.Threshold); err != nil {
+			return err
 		}
-		if r.WindowSeconds < 60 || r.WindowSeconds > maxAlertWindow {
-			return Invalid("window_seconds", "must be between 60 and %d", maxAlertWindow)
-		}
-		if r.MinRuns < 1 || r.MinRuns > 1_000_000 {
-			return Invalid("min_runs", "must be between 1 and 1000000")
-		}
+		used = []string{"window_seconds", "min_runs"}
 	case AlertQueueLatency:
-		if !(r.Threshold >= 1 && r.Threshold <= maxAlertLatency) || r.Threshold != math.Trunc(r.Threshold) {
-			return Invalid("threshold", "is the age in seconds of the oldest waiting job: a whole number between 1 and %d", maxAlertLatency)
+		if err := CheckAlertThreshold(r.Kind, r.Threshold); err != nil {
+			return err
 		}
 	case AlertCronOverdue, AlertNoWorker:
-		if r.GraceSeconds < 0 || r.GraceSeconds > maxAlertGrace {
-			return Invalid("grace_seconds", "must be between 0 and %d", maxAlertGrace)
-		}
+		used = []string{"grace_seconds"}
 	default:
 		return Invalid("kind", "must be one of failure_rate, queue_latency, cron_overdue, no_worker")
+	}
+	values := map[string]int{"window_seconds": r.WindowSeconds, "min_runs": r.MinRuns, "grace_seconds": r.GraceSeconds,
+		"cooldown_seconds": r.CooldownSeconds}
+	for _, f := range used {
+		if err := CheckAlertField(f, values[f]); err != nil {
+			return err
+		}
 	}
 	if r.Type != "" && (r.Kind != AlertFailureRate) {
 		return Invalid("type", "applies to failure_rate rules only")
@@ -159,8 +203,8 @@ func (r *AlertRule) Validate() error {
 	if len(r.Queue) > 200 || !CleanText(r.Queue) {
 		return Invalid("queue", "must be at most 200 characters of plain text")
 	}
-	if r.CooldownSeconds < 60 || r.CooldownSeconds > maxAlertCooldown {
-		return Invalid("cooldown_seconds", "must be between 60 and %d", maxAlertCooldown)
+	if err := CheckAlertField("cooldown_seconds", r.CooldownSeconds); err != nil {
+		return err
 	}
 	if r.Emails == nil {
 		r.Emails = []string{}

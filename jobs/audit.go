@@ -25,3 +25,12 @@ type AuditQuery struct {
 	Before int64 // entries with a smaller id; 0 means the newest
 	Limit  int
 }
+
+// Audit actions that cancel jobs, as the audit trail names them.
+const (
+	AuditCancel = "cancel"
+	// AuditSeriesPause and AuditSeriesDelete name the pending occurrence
+	// they cancelled, if any.
+	AuditSeriesPause  = "series_pause"
+	AuditSeriesDelete = "series_delete"
+)

@@ -57,10 +57,13 @@ func EventsFromJobs(js []*Job, at time.Time) []Event {
 
 // WorkerInfo describes a live worker process in the registry.
 type WorkerInfo struct {
-	ID          string       `json:"id"`
-	Host        string       `json:"host"`
-	PID         int          `json:"pid"`
-	Queues      []string     `json:"queues"`
+	ID     string   `json:"id"`
+	Host   string   `json:"host"`
+	PID    int      `json:"pid"`
+	Queues []string `json:"queues"`
+	// Types are the job types the process has handlers for; empty means
+	// it did not say (a process from before workers reported them).
+	Types       []string     `json:"types"`
 	Concurrency int          `json:"concurrency"`
 	Version     string       `json:"version"`
 	StartedAt   time.Time    `json:"started_at"`

@@ -22,16 +22,19 @@ type ExplainFacts struct {
 	// AheadCapped says the count stopped at its cap.
 	Ahead       int
 	AheadCapped bool
-	// Workers are the worker processes alive now.
+	// Workers are the worker processes alive now (read for waiting jobs),
+	// with the queues they serve and the job types they can run.
 	Workers []WorkerInfo
 	// CancelledBy is the job whose failure cancelled this one, if any.
 	CancelledBy *DependencyRef
-	// Cancel is the operator's cancel action on the audit trail, if any.
+	// Cancel is the operator's action on the audit trail that cancelled
+	// the job, if any: a cancel, or the pause or deletion of its recurring
+	// series.
 	Cancel *AuditEntry
+	// LastRun is a cancelled job's last execution, if it ever ran.
+	LastRun *Execution
 	// MaxInterruptions is how many lost leases send a job to the DLQ.
 	MaxInterruptions int
-	// KnownType says whether this Flint has a handler for the job's type.
-	KnownType bool
 	// Queue describes the flow control of a queued job's queue; nil when
 	// the queue is neither paused nor limited.
 	Queue *QueueFacts
@@ -42,10 +45,10 @@ type ExplainFacts struct {
 type Reason struct {
 	// Code names the reason for programs: waiting_for_run_at, retry_backoff,
 	// due, blocked, queue_position, no_live_worker, no_worker_for_queue,
-	// queue_paused, concurrency_limit, rate_limit, key_limit,
-	// unknown_type, running, lease_expired, cancel_requested, interrupted,
+	// no_worker_for_type, queue_paused, concurrency_limit, rate_limit,
+	// key_limit, running, lease_expired, cancel_requested, interrupted,
 	// completed, dead_letter, cancelled_by_dependency,
-	// cancelled_by_operator, cancelled, in_bin.
+	// cancelled_by_operator, cancelled_by_series, cancelled, in_bin.
 	Code    string `json:"code"`
 	Message string `json:"message"`
 	// At is the moment the reason is about (the run time, the lease
@@ -97,9 +100,14 @@ func Explain(f ExplainFacts) Explanation {
 			"Its worker was lost %s (lease expired); after %d it goes to the dead-letter queue.",
 			times(j.Interruptions), f.MaxInterruptions)})
 	}
-	if !f.KnownType && j.DeletedAt == nil && !j.Status.Terminal() {
-		rs = append(rs, Reason{Code: "unknown_type", Message: fmt.Sprintf(
-			"This Flint has no handler for type %q: a worker that claims it fails it at once.", j.Type)})
+	if j.DeletedAt == nil {
+		if r, ok := explainNoHandler(f); ok {
+			if j.Status == StateQueued {
+				rs = append([]Reason{r}, rs...) // what happens when it is claimed
+			} else {
+				rs = append(rs, r)
+			}
+		}
 	}
 	e := Explanation{JobID: j.ID, Status: j.Status, Reasons: rs, CheckedAt: f.Now}
 	if len(rs) > 0 {
@@ -142,21 +150,74 @@ func explainCancelled(f ExplainFacts) Reason {
 	if j.FinishedAt != nil {
 		at = *j.FinishedAt
 	}
-	switch {
-	case f.CancelledBy != nil:
+	if f.CancelledBy != nil {
 		return Reason{Code: "cancelled_by_dependency", At: &at, Jobs: []uuid.UUID{f.CancelledBy.ID}, Message: fmt.Sprintf(
 			"Cancelled at %s because job %s (%s), which it depends on, is %s and will not complete.",
 			stamp(at), ShortID(f.CancelledBy.ID), f.CancelledBy.Type, f.CancelledBy.Status)}
-	case f.Cancel != nil:
+	}
+	if how := SeriesCancel(j, f.Cancel); how != "" {
+		msg := fmt.Sprintf("Cancelled at %s when its recurring series was %s", stamp(at), how)
+		if f.Cancel != nil {
+			msg += fmt.Sprintf(" by %s (%s)", f.Cancel.Actor, f.Cancel.Source)
+		}
+		return Reason{Code: "cancelled_by_series", At: &at, Message: msg + "; this occurrence never ran."}
+	}
+	if f.Cancel != nil {
 		return Reason{Code: "cancelled_by_operator", At: &f.Cancel.At, Message: fmt.Sprintf(
 			"Cancelled by %s (%s) at %s.", f.Cancel.Actor, f.Cancel.Source, stamp(f.Cancel.At))}
-	default:
-		msg := fmt.Sprintf("Cancelled at %s", stamp(at))
-		if j.LastError != nil && *j.LastError != "" {
-			msg += " by its handler: " + TruncateBytes(*j.LastError, 300, "…")
+	}
+	r := run(f.LastRun)
+	switch {
+	case r.Outcome == OutcomeCancelled && !j.CancelRequested:
+		msg := fmt.Sprintf("Cancelled at %s by its handler, in attempt %d", stamp(at), r.Attempt)
+		if r.Error != nil && *r.Error != "" {
+			msg += ": " + TruncateBytes(*r.Error, 300, "…")
 		}
 		return Reason{Code: "cancelled", Message: msg + ".", At: &at}
+	case j.CancelRequested:
+		return reasonAt("cancelled", at,
+			"Cancelled at %s: a cancel was requested while attempt %d ran, and its worker stopped it (the audit trail does not say who asked).",
+			stamp(at), max(r.Attempt, j.Attempt))
+	case j.Executions == 0:
+		return reasonAt("cancelled", at, "Cancelled at %s before it ever ran (the audit trail does not say by whom).", stamp(at))
+	default:
+		return reasonAt("cancelled", at,
+			"Cancelled at %s while it waited for attempt %d of %d (the audit trail does not say by whom).",
+			stamp(at), j.Attempt+1, j.MaxRetries+1)
 	}
+}
+
+// run is e, or the zero execution.
+func run(e *Execution) Execution {
+	if e == nil {
+		return Execution{}
+	}
+	return *e
+}
+
+// SeriesCancel says how a cancelled job's recurring series cancelled it:
+// "paused" or "deleted", or "" when it did not. The audit entry of the
+// series action names the job; without one (audit entries are written
+// after the action, best effort), the job's own record says it.
+func SeriesCancel(j *Job, audit *AuditEntry) string {
+	if audit != nil {
+		switch audit.Action {
+		case AuditSeriesPause:
+			return "paused"
+		case AuditSeriesDelete:
+			return "deleted"
+		}
+	}
+	if j.Status != StateCancelled || j.Executions != 0 || j.LastError == nil {
+		return ""
+	}
+	switch *j.LastError {
+	case SeriesPausedError:
+		return "paused"
+	case SeriesDeletedError:
+		return "deleted"
+	}
+	return ""
 }
 
 func explainRunning(f ExplainFacts) []Reason {
@@ -258,6 +319,49 @@ func explainQueued(f ExplainFacts) []Reason {
 	rs = append([]Reason{{Code: "no_worker_for_queue", Message: fmt.Sprintf(
 		"No live worker serves queue %q (the %d alive serve only %s).", j.Queue, len(f.Workers), strings.Join(queues, ", "))}}, rs...)
 	return rs
+}
+
+// explainNoHandler says when none of the live workers that serve a waiting
+// job's queue has a handler for its type, as their heartbeats report it.
+// Workers claim by queue, not by type: such a worker claims the job and
+// fails the attempt, which is retried like any failure. With no live
+// worker for the queue there is nothing to compare (the queued reasons
+// say so), and a worker that reports no types may run any.
+func explainNoHandler(f ExplainFacts) (Reason, bool) {
+	j := f.Job
+	if j.Status != StateQueued && j.Status != StateScheduled && j.Status != StateBlocked {
+		return Reason{}, false
+	}
+	var serving int
+	var types []string
+	for _, w := range f.Workers {
+		if len(w.Queues) > 0 && !slices.Contains(w.Queues, j.Queue) {
+			continue
+		}
+		if len(w.Types) == 0 || slices.Contains(w.Types, j.Type) {
+			return Reason{}, false
+		}
+		serving++
+		types = append(types, w.Types...)
+	}
+	if serving == 0 {
+		return Reason{}, false
+	}
+	slices.Sort(types)
+	types = slices.Compact(types)
+	known := strings.Join(types, ", ")
+	if len(types) > 12 {
+		known = strings.Join(types[:12], ", ") + fmt.Sprintf(" and %d more", len(types)-12)
+	}
+	who := fmt.Sprintf("the %d workers serving it handle only %s", serving, known)
+	if serving == 1 {
+		who = "the worker serving it handles only " + known
+	}
+	left := j.MaxRetries + 1 - j.Attempt
+	return Reason{Code: "no_worker_for_type", Message: fmt.Sprintf(
+		"No live worker serving queue %q can run type %q (%s). A worker that claims it fails the attempt, "+
+			"and it is retried like any failure: %d %s left, then the dead-letter queue, unless a worker with a handler for %q starts first.",
+		j.Queue, j.Type, who, left, plural(left, "attempt", "attempts"), j.Type)}, true
 }
 
 // explainFlow says which of its queue's flow control holds a queued job

@@ -27,9 +27,14 @@ type LogEntry struct {
 	Source string `json:"source"`
 }
 
-// MaxJobLogLines caps what one attempt of a job stores in its log; later
-// lines are counted and dropped, and one line says how many.
+// MaxJobLogLines caps what one attempt of a job stores in its log; one
+// line says when later ones are dropped.
 const MaxJobLogLines = 1000
+
+// MaxJobLogTotal caps what a job stores in its log over all its attempts
+// (up to 101 of them, and interrupted runs besides); past it, one last
+// line counts the lines dropped.
+const MaxJobLogTotal = 5000
 
 type loggerKey struct{}
 
@@ -62,11 +67,13 @@ const (
 )
 
 // LifecycleLines are Flint's own lines in a job's log — claimed, and how
-// each attempt ended (succeeded, failed and retried, timed out,
-// interrupted, cancelled) — derived from its runs (execs, in order, the
-// running one included) rather than stored, so the hot path writes
-// nothing for them.
-func LifecycleLines(j *Job, execs []Execution) []LogEntry {
+// each attempt ended (succeeded, failed and when it will be retried, timed
+// out, interrupted, cancelled), and a cancel that came while the job
+// waited — derived from its runs (execs, in order, the running one
+// included) and its row rather than stored, so the hot path writes nothing
+// for them. cancel is the operator's action on the audit trail that
+// cancelled the job, if any (a cancel, or its series paused or deleted).
+func LifecycleLines(j *Job, execs []Execution, cancel *AuditEntry) []LogEntry {
 	var out []LogEntry
 	line := func(at time.Time, attempt int, level, format string, args ...any) {
 		out = append(out, LogEntry{JobID: j.ID, Attempt: attempt, At: at, Level: level, Source: LogFromFlint,
@@ -78,6 +85,9 @@ func LifecycleLines(j *Job, execs []Execution) []LogEntry {
 			continue
 		}
 		at, last := *e.FinishedAt, i == len(execs)-1
+		// ended says the job ended with this run (rather than later,
+		// while it waited).
+		ended := last && j.FinishedAt != nil && j.FinishedAt.Equal(at)
 		took := at.Sub(e.StartedAt).Round(time.Millisecond)
 		reason := ""
 		if e.Error != nil {
@@ -89,6 +99,10 @@ func LifecycleLines(j *Job, execs []Execution) []LogEntry {
 		case OutcomeCancelled:
 			line(at, e.Attempt, "warn", "Cancelled after %s: %s", took, reason)
 		case OutcomeInterrupted:
+			if ended && j.Status == StateCancelled {
+				line(at, e.Attempt, "warn", "Interrupted after %s (%s); not run again: a cancel was requested.", took, reason)
+				break
+			}
 			line(at, e.Attempt, "warn", "Interrupted after %s (%s); the job was queued again.", took, reason)
 		case OutcomeFailed:
 			what := "Failed"
@@ -98,16 +112,53 @@ func LifecycleLines(j *Job, execs []Execution) []LogEntry {
 			switch {
 			case !last:
 				line(at, e.Attempt, "error", "%s after %s: %s. Retried.", what, took, reason)
-			case j.Status == StateScheduled:
-				line(at, e.Attempt, "error", "%s after %s: %s. Retry at %s.", what, took, reason, j.RunAt.UTC().Format(time.RFC3339))
+			case (j.Status == StateScheduled || j.Status == StateQueued) && j.DeletedAt == nil && j.Attempt <= j.MaxRetries:
+				line(at, e.Attempt, "error", "%s after %s: %s. Will retry at %s (attempt %d of %d).", what, took, reason,
+					j.RunAt.UTC().Format(time.RFC3339), j.Attempt+1, j.MaxRetries+1)
 			case j.Status == StateDeadLetter:
 				line(at, e.Attempt, "error", "%s after %s: %s. Moved to the dead-letter queue.", what, took, reason)
+			case j.Status == StateCancelled && ended:
+				line(at, e.Attempt, "error", "%s after %s: %s. Not retried: a cancel was requested.", what, took, reason)
 			default:
 				line(at, e.Attempt, "error", "%s after %s: %s.", what, took, reason)
 			}
 		}
 	}
+	if l, ok := cancelledWhileWaiting(j, execs, cancel); ok {
+		out = append(out, l)
+	}
 	return out
+}
+
+// cancelledWhileWaiting is the line of a job cancelled while it waited
+// (before it ran, or between runs): its runs do not say so.
+func cancelledWhileWaiting(j *Job, execs []Execution, cancel *AuditEntry) (LogEntry, bool) {
+	if j.Status != StateCancelled || j.FinishedAt == nil {
+		return LogEntry{}, false
+	}
+	if n := len(execs); n > 0 && (execs[n-1].FinishedAt == nil || !j.FinishedAt.After(*execs[n-1].FinishedAt)) {
+		return LogEntry{}, false // the last run ended it, and its line says how
+	}
+	when := "Cancelled while it waited to run again"
+	if len(execs) == 0 {
+		when = "Cancelled before it ran"
+	}
+	var msg string
+	switch how := SeriesCancel(j, cancel); {
+	case j.CancelledBy != nil && j.LastError != nil:
+		msg = fmt.Sprintf("%s: %s.", when, strings.TrimPrefix(*j.LastError, "cancelled: "))
+	case how != "":
+		msg = fmt.Sprintf("%s: its recurring series was %s", when, how)
+		if cancel != nil {
+			msg += fmt.Sprintf(" by %s (%s)", cancel.Actor, cancel.Source)
+		}
+		msg += "."
+	case cancel != nil:
+		msg = fmt.Sprintf("%s, by %s (%s).", when, cancel.Actor, cancel.Source)
+	default:
+		msg = when + "."
+	}
+	return LogEntry{JobID: j.ID, Attempt: j.Attempt, At: *j.FinishedAt, Level: "warn", Source: LogFromFlint, Message: msg}, true
 }
 
 // MergeLog puts lifecycle lines and stored handler lines in time order;

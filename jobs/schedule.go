@@ -8,6 +8,13 @@ import (
 	"github.com/google/uuid"
 )
 
+// The last_error of a series' pending occurrence cancelled because the
+// series was paused or deleted.
+const (
+	SeriesPausedError  = "cancelled: the recurring series was paused"
+	SeriesDeletedError = "cancelled: the recurring series was deleted"
+)
+
 // Schedule is a recurring series. The series never runs itself: it always
 // has exactly one pending occurrence, a scheduled job, and each occurrence
 // that becomes due is followed by the next.

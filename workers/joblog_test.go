@@ -83,7 +83,7 @@ func TestHandlerProgressAndLog(t *testing.T) {
 	require.NoError(t, err)
 	execs, err := b.store.ListExecutions(b.ctx, done)
 	require.NoError(t, err)
-	merged := jobs.MergeLog(jobs.LifecycleLines(done, execs), all)
+	merged := jobs.MergeLog(jobs.LifecycleLines(done, execs, nil), all)
 	require.Equal(t, jobs.LogFromFlint, merged[0].Source)
 	require.True(t, strings.HasPrefix(merged[0].Message, "Claimed by worker "), merged[0].Message)
 	last := merged[len(merged)-1]

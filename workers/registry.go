@@ -16,10 +16,19 @@ type RegistryStore interface {
 	DeregisterWorker(ctx context.Context, id string) error
 }
 
+// TypeLister says which job types a process has handlers for;
+// *jobs.Registry implements it.
+type TypeLister interface {
+	Types() []string
+}
+
 // Registry keeps this worker process registered while it runs: a
 // heartbeat every Interval valid for TTL, and deregistration on stop.
+// Each heartbeat says which job types the process can run, as its
+// handlers are at that moment.
 type Registry struct {
 	info     jobs.WorkerInfo
+	handlers TypeLister
 	store    RegistryStore
 	logger   *slog.Logger
 	interval time.Duration
@@ -27,10 +36,12 @@ type Registry struct {
 	clock    jobs.Clock
 }
 
-// NewRegistry returns a registry for the process described by info;
-// interval zero means 5 s and the TTL is three intervals. clock stamps the
-// start and each heartbeat; nil means jobs.SystemClock.
-func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistryStore, clock jobs.Clock, logger *slog.Logger) *Registry {
+// NewRegistry returns a registry for the process described by info, whose
+// job types handlers lists (nil: info.Types as given); interval zero means
+// 5 s and the TTL is three intervals. clock stamps the start and each
+// heartbeat; nil means jobs.SystemClock.
+func NewRegistry(info jobs.WorkerInfo, handlers TypeLister, interval time.Duration, store RegistryStore, clock jobs.Clock,
+	logger *slog.Logger) *Registry {
 	if clock == nil {
 		clock = jobs.SystemClock{}
 	}
@@ -44,7 +55,7 @@ func NewRegistry(info jobs.WorkerInfo, interval time.Duration, store RegistrySto
 	if info.StartedAt.IsZero() {
 		info.StartedAt = clock.Now()
 	}
-	return &Registry{info: info, store: store, logger: logger.With("component", "registry", "worker_id", info.ID),
+	return &Registry{info: info, handlers: handlers, store: store, logger: logger.With("component", "registry", "worker_id", info.ID),
 		interval: interval, ttl: 3 * interval, clock: clock}
 }
 
@@ -54,6 +65,9 @@ func (r *Registry) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		info := r.info
+		if r.handlers != nil {
+			info.Types = r.handlers.Types()
+		}
 		info.HeartbeatAt = r.clock.Now()
 		hctx, cancel := context.WithTimeout(ctx, r.interval)
 		if err := r.store.RegisterWorker(hctx, info, r.ttl); err != nil && ctx.Err() == nil {
