@@ -58,16 +58,24 @@ func BenchmarkDashboardPages(b *testing.B) {
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	cookies := login(b, app)
 
-	var someID, deadID string
-	if err := store.Pool().QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = 'completed' ORDER BY id DESC LIMIT 1 OFFSET 5000`).Scan(&someID); err != nil {
+	// A completed job 5,000 from the newest and a dead-letter one, live or
+	// in the history, and the type and queue of the latter for the
+	// filtered lists.
+	var someID, deadID, deadType, deadQueue string
+	if err := store.Pool().QueryRow(ctx, `SELECT id::text FROM (
+		(SELECT id FROM jobs WHERE status = 'completed' ORDER BY id DESC LIMIT 5001)
+		UNION ALL (SELECT id FROM job_history WHERE status = 'completed' ORDER BY id DESC LIMIT 5001)
+		ORDER BY id DESC LIMIT 1 OFFSET 5000) x`).Scan(&someID); err != nil {
 		b.Fatal(err)
 	}
-	if err := store.Pool().QueryRow(ctx, `SELECT id::text FROM jobs WHERE status = 'dead_letter' LIMIT 1`).Scan(&deadID); err != nil {
+	if err := store.Pool().QueryRow(ctx, `(SELECT id::text, type, queue FROM jobs WHERE status = 'dead_letter' LIMIT 1)
+		UNION ALL (SELECT id::text, type, queue FROM job_history WHERE status = 'dead_letter' LIMIT 1) LIMIT 1`).
+		Scan(&deadID, &deadType, &deadQueue); err != nil {
 		b.Fatal(err)
 	}
 	pages := []string{
-		"/", "/overview/live", "/jobs", "/jobs?status=queued", "/jobs?status=dead_letter&type=send_email",
-		"/jobs?type=http_request", "/jobs?queue=reports", "/jobs?q=" + someID, "/jobs/" + someID, "/jobs/" + deadID,
+		"/", "/overview/live", "/jobs", "/jobs?status=queued", "/jobs?status=dead_letter&type=" + deadType,
+		"/jobs?type=" + deadType, "/jobs?queue=" + deadQueue, "/jobs?q=" + someID, "/jobs/" + someID, "/jobs/" + deadID,
 		"/dlq", "/bin", "/recurring", "/workers", "/settings", "/jobs/new", "/queues",
 		"/api/v1/jobs?status=completed", "/api/v1/stats",
 	}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -479,8 +481,23 @@ func TestCommandLine(t *testing.T) {
 	require.NoError(t, err, string(seeded))
 	require.Contains(t, string(seeded), "120 of 120 finished jobs written")
 	var n int
-	require.NoError(t, openStore(t, u).Pool().QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE finished_at IS NOT NULL`).Scan(&n))
+	count := `SELECT count(*) FROM (SELECT finished_at FROM jobs UNION ALL SELECT finished_at FROM job_history) j WHERE finished_at IS NOT NULL`
+	require.NoError(t, openStore(t, u).Pool().QueryRow(context.Background(), count).Scan(&n))
 	require.Equal(t, 120, n)
+
+	// drop-day removes the oldest day of completed jobs and says so.
+	drop := exec.Command(flintBinary(t), "bench", "drop-day")
+	drop.Env = seed.Env
+	dropped, err := drop.CombinedOutput()
+	require.NoError(t, err, string(dropped))
+	require.Regexp(t, `removed \d{4}-\d\d-\d\d's (\d+) completed jobs by dropping its history partition in `, string(dropped))
+	gone, _ := strconv.Atoi(regexp.MustCompile(`'s (\d+) completed`).FindStringSubmatch(string(dropped))[1])
+	require.Positive(t, gone)
+	require.NoError(t, openStore(t, u).Pool().QueryRow(context.Background(), count).Scan(&n))
+	require.Equal(t, 120-gone, n)
+	out, code = run("bench", "drop-day", "extra")
+	require.Equal(t, 2, code)
+	require.Contains(t, out, `unexpected argument "extra"`)
 	out, code = run("worker", "extra")
 	require.Equal(t, 2, code)
 	require.Contains(t, out, `unexpected argument "extra"`)

@@ -6,3 +6,6 @@ import "time"
 func init() {
 	liveTopicPoll = 50 * time.Millisecond
 }
+
+// LiveStatsTrail is liveStatsTrail, for the stream tests.
+const LiveStatsTrail = liveStatsTrail

@@ -41,7 +41,8 @@ import (
 //     changed in the window, so a filtered list can offer "new jobs" even
 //     when jobs overflowed; kinds_more says there were more kinds than
 //     listed. "new" marks a job just enqueued (no attempt yet).
-//   - topics: "stats" (jobs moved; at most once a second), "workers",
+//   - topics: "stats" (jobs moved; at most once a second, and once more
+//     liveStatsTrail after the last), "workers",
 //     "audit", "settings", "logs", "alerts": what a page without job rows
 //     refreshes on.
 //
@@ -56,6 +57,15 @@ const livePing = "event: ping\ndata: {}\n\n"
 const (
 	liveWindow    = 250 * time.Millisecond // coalescing window of updates
 	liveStatsEach = time.Second            // "stats" at most this often
+	// countsTTL is how long the overview's counts and GET /api/v1/stats
+	// are kept (server.overview, server.stats).
+	countsTTL = time.Second
+	// liveStatsTrail: once jobs stop moving, "stats" is sent once more
+	// this long after the last time, past countsTTL: a page that fetched
+	// its counts on the last "stats" may have been given counts kept from
+	// before the move that caused it, and no later move would correct
+	// them.
+	liveStatsTrail = countsTTL + 500*time.Millisecond
 	liveJobCap    = 200                    // jobs listed per update
 	liveKindCap   = 100                    // distinct kinds of jobs per update
 
@@ -301,6 +311,7 @@ func (s *server) streamDashboard(ctx context.Context, st *eventStream) {
 	var (
 		u         liveUpdate
 		flush     <-chan time.Time
+		trail     <-chan time.Time
 		lastStats time.Time
 	)
 	arm := func(d time.Duration) {
@@ -319,6 +330,13 @@ func (s *server) streamDashboard(ctx context.Context, st *eventStream) {
 			moved, seen, topicsMoved = s.live.since(seen)
 			u.addTopics(moved...)
 			arm(liveWindow)
+		case <-trail:
+			trail = nil
+			if !u.stats && time.Since(lastStats) >= liveStatsEach {
+				u.addTopics("stats")
+				lastStats = time.Now()
+				arm(0)
+			}
 		case <-flush:
 			flush = nil
 			fold.take(&u)
@@ -329,6 +347,7 @@ func (s *server) streamDashboard(ctx context.Context, st *eventStream) {
 					u.addTopics("stats")
 					u.stats = false
 					lastStats = time.Now()
+					trail = time.After(liveStatsTrail)
 				}
 			}
 			if !u.ready() {

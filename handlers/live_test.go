@@ -324,3 +324,33 @@ func attr(n *html.Node, key string) string {
 	}
 	return ""
 }
+
+// TestStatsTrailTheLastMove: once jobs stop moving, the counts are
+// announced once more after the counts' cache has expired, so a page that
+// fetched them on the last announcement, and was given counts kept from
+// before the move, is corrected; then nothing more comes.
+func TestStatsTrailTheLastMove(t *testing.T) {
+	t.Parallel()
+	r := liveSetup(t)
+	ch := r.openLive(t)
+	require.Equal(t, "ping", (<-ch).event)
+
+	sent := time.Now()
+	r.broker.Deliver([]jobs.Event{{JobID: uuid.New(), Status: jobs.StateScheduled, Type: "noop", Queue: "default"}})
+	var statsAt []time.Duration
+	deadline := time.After(handlers.LiveStatsTrail + 3*time.Second)
+	for waiting := true; waiting; {
+		select {
+		case m, ok := <-ch:
+			require.True(t, ok)
+			if slices.Contains(m.update.Topics, "stats") {
+				statsAt = append(statsAt, m.at.Sub(sent))
+			}
+		case <-deadline:
+			waiting = false
+		}
+	}
+	require.Len(t, statsAt, 2, "the move's counts, then once more: %v", statsAt)
+	require.Less(t, statsAt[0], time.Second)
+	require.GreaterOrEqual(t, statsAt[1]-statsAt[0], handlers.LiveStatsTrail-50*time.Millisecond)
+}

@@ -142,8 +142,8 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 		logger:   logger,
 		clock:    cmp.Or[jobs.Clock](cfg.Clock, jobs.SystemClock{}),
 		wake:     cfg.Wake,
-		stats:    &cached[*jobs.Stats]{ttl: time.Second},
-		overview: &cached[views.Overview]{ttl: time.Second},
+		stats:    &cached[*jobs.Stats]{ttl: countsTTL},
+		overview: &cached[views.Overview]{ttl: countsTTL},
 		settings: cfg.Settings,
 		live:     newLiveTopics(),
 	}
