@@ -66,8 +66,8 @@ const (
 	// before the move that caused it, and no later move would correct
 	// them.
 	liveStatsTrail = countsTTL + 500*time.Millisecond
-	liveJobCap    = 200                    // jobs listed per update
-	liveKindCap   = 100                    // distinct kinds of jobs per update
+	liveJobCap     = 200 // jobs listed per update
+	liveKindCap    = 100 // distinct kinds of jobs per update
 
 	maxRowsPerFetch = 100 // rows a page may fetch at once (a list shows 50)
 )
