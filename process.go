@@ -351,7 +351,8 @@ func (p *process) startScheduler() {
 	}}, p.store, p.logger)
 	ager := scheduler.NewAger(scheduler.AgerConfig{Holder: p.cfg.WorkerID}, p.store, p.settings, p.logger)
 	pruner := scheduler.NewPruner(scheduler.RetentionConfig{}, p.store, p.settings, p.logger)
-	for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run, p.alerter.Run} {
+	archiver := scheduler.NewArchiver(scheduler.ArchiveConfig{}, p.store, p.settings, p.logger)
+	for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run, archiver.Run, p.alerter.Run} {
 		p.g.Go(func() error { return loop(p.gctx) })
 	}
 }

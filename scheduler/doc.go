@@ -11,9 +11,13 @@
 //	Recurrer   the next occurrence of each recurring series (interval or cron)
 //	Ager       raises the effective priority of jobs that waited long, once
 //	           per aging_interval_seconds across the cluster
-//	Pruner     retention: deletes finished jobs, the bin, the audit trail and
-//	           the log entries of every process (log_retention_days) past
-//	           their settings' ages, in small SKIP LOCKED batches
+//	Archiver   moves jobs finished history_after_minutes ago to the
+//	           history, every 5 s in batches of 2,000 per state
+//	Pruner     retention: drops the history's days past their state's
+//	           retention, deletes finished jobs still in the live table, the
+//	           bin, the audit trail and the log entries of every process
+//	           (log_retention_days) past their settings' ages, in small SKIP
+//	           LOCKED batches
 //	Alerter    the DLQ alert email, once per cooldown across the cluster
 //
 // Every loop is safe to run in any number of processes at once: each pass

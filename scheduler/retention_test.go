@@ -12,10 +12,10 @@ import (
 	"flint/jobs"
 )
 
-// TestPrunerMovesFinishedJobsToTheHistory: the pruner's pass moves jobs
+// TestArchiverMovesFinishedJobsToTheHistory: the archiver's pass moves jobs
 // finished longer than history_after_minutes ago, leaves younger ones, and
 // moves nothing when the setting is 0.
-func TestPrunerMovesFinishedJobsToTheHistory(t *testing.T) {
+func TestArchiverMovesFinishedJobsToTheHistory(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
@@ -55,7 +55,7 @@ func TestPrunerMovesFinishedJobsToTheHistory(t *testing.T) {
 	st := jobs.DefaultSettings()
 	st.HistoryAfterMinutes = 0
 	settings.Set(st)
-	p := NewPruner(RetentionConfig{ArchiveBatch: 3}, store, settings, quiet())
+	p := NewArchiver(ArchiveConfig{BatchSize: 3}, store, settings, quiet())
 	_, _, err = p.runOnce(ctx)
 	require.NoError(t, err)
 	require.Zero(t, count("job_history"), "0 keeps finished jobs in jobs")
