@@ -167,25 +167,13 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 	if p.Queue != "" {
 		where = append(where, "queue = "+arg(p.Queue))
 	}
-	// Text search: an idempotency key, the start of a type, or a part of
-	// the last error. Each alternative has an index in each table (the
-	// key's unique index or job_history_keys; the types the counts know,
-	// then the type index; the error's trigram index), so that a term
-	// that matches little does not read every row. The history's
-	// alternatives differ from the live table's, so the statement says
-	// the search twice: searchLive and searchHistory stand for them.
-	var searchLive, searchHistory string
 	if q := strings.TrimSpace(p.Q); q != "" {
 		if id, err := uuid.Parse(q); err == nil {
 			where = append(where, "id = "+arg(id))
 		} else {
 			like := escapeLike(q)
-			key, prefix, part := arg(q), arg(like+"%"), arg("%"+like+"%")
-			searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part + ")"
-			searchHistory = "(id IN (SELECT job_id FROM job_history_keys WHERE idempotency_key = " + key + ")" +
-				" OR type = ANY(ARRAY(SELECT DISTINCT type FROM job_history_counts WHERE type LIKE " + prefix + "))" +
-				" OR last_error ILIKE " + part + ")"
-			where = append(where, searchMark)
+			where = append(where, "(idempotency_key = "+arg(q)+" OR type LIKE "+arg(like+"%")+
+				" OR last_error ILIKE "+arg("%"+like+"%")+")")
 		}
 	}
 	if p.Cursor != "" {
@@ -202,8 +190,7 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 			where = append(where, "id < "+arg(c.ID))
 		}
 	}
-	cond := strings.Join(where, " AND ")
-	query := listJobsSQL(strings.Replace(cond, searchMark, searchLive, 1), strings.Replace(cond, searchMark, searchHistory, 1), arg(limit+1), p)
+	query := listJobsSQL(strings.Join(where, " AND "), arg(limit+1), p)
 	js, err := collectJobs(s.pool.Query(ctx, query, args...))
 	if err != nil {
 		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
@@ -220,22 +207,17 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 // listJobsFrom starts every listing statement.
 const listJobsFrom = `SELECT ` + jobColumns + ` FROM jobs WHERE `
 
-// searchMark stands for the text search among a listing's conditions
-// until it is replaced by the live table's or the history's form.
-const searchMark = "/*search*/"
-
-// listJobsSQL is the listing statement for the conditions cond (on jobs)
-// and histCond (the same on job_history), returning up to lim rows (a
-// parameter placeholder): the live listing, merged with the history's
-// when finished jobs are asked for.
-func listJobsSQL(cond, histCond, lim string, p jobs.ListParams) string {
+// listJobsSQL is the listing statement for the conditions cond, returning
+// up to lim rows (a parameter placeholder): the live listing, merged with
+// the history's when finished jobs are asked for.
+func listJobsSQL(cond, lim string, p jobs.ListParams) string {
 	live := listLiveSQL(cond, lim, p)
 	if p.InBin || !listsHistory(p.Statuses) {
 		return live
 	}
 	// Each day partition's index gives its newest first; the history
 	// merges them, and its merge with jobs stops at the page's end.
-	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + histCond +
+	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + cond +
 		` ORDER BY id DESC LIMIT ` + lim + `) ORDER BY id DESC LIMIT ` + lim
 }
 
