@@ -76,6 +76,8 @@ func BenchmarkDashboardPages(b *testing.B) {
 	pages := []string{
 		"/", "/overview/live", "/jobs", "/jobs?status=queued", "/jobs?status=dead_letter&type=" + deadType,
 		"/jobs?type=" + deadType, "/jobs?queue=" + deadQueue, "/jobs?q=" + someID, "/jobs/" + someID, "/jobs/" + deadID,
+		// Text search: a term in many errors, one in none, a type's start.
+		"/jobs?q=permanent", "/jobs?q=no-such-text-anywhere", "/jobs?q=" + deadType[:3],
 		"/dlq", "/bin", "/recurring", "/workers", "/settings", "/jobs/new", "/queues",
 		"/api/v1/jobs?status=completed", "/api/v1/stats",
 	}

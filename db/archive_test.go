@@ -459,3 +459,56 @@ func TestArchiveAfterAnotherProcessDroppedTheDay(t *testing.T) {
 	require.Equal(t, 1, archiveAll(t, store))
 	require.Equal(t, "history", whereIs(t, store, id))
 }
+
+// TestSearchLiveAndHistory: the jobs list's text search finds the same
+// jobs in the live table and in the history, by idempotency key, start of
+// type and part of the last error, newest first.
+func TestSearchLiveAndHistory(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	types := []string{"report.build", "report.send", "email.send"}
+	var params []jobs.EnqueueParams
+	for i := range 24 {
+		params = append(params, jobs.EnqueueParams{Type: types[i%3], Queue: "s", MaxRetries: &zero, IdempotencyKey: fmt.Sprintf("order-%d", i)})
+	}
+	_, err := store.Enqueue(ctx, params...)
+	require.NoError(t, err)
+	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"s"}, Limit: 24, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	errs := []string{"dial tcp 10.0.0.1:443: connection refused", "context deadline exceeded (timeout)", "quota at 100% for today"}
+	fin := make([]jobs.Finish, len(claimed))
+	for i, j := range claimed {
+		fin[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Error: errs[i%3]}
+	}
+	_, _, err = store.FinishJobs(ctx, fin)
+	require.NoError(t, err)
+	// Half of them move to the history; the others stay live.
+	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET updated_at = now() + interval '1 hour' WHERE id IN (SELECT id FROM jobs ORDER BY id LIMIT 12)`)
+	require.NoError(t, err)
+	require.Equal(t, 12, archiveAll(t, store))
+
+	scan := func(q string) []uuid.UUID {
+		rows, err := store.Pool().Query(ctx, `SELECT id FROM (SELECT id, idempotency_key, type, last_error FROM jobs
+			UNION ALL SELECT id, idempotency_key, type, last_error FROM job_history) j
+			WHERE idempotency_key = $1 OR starts_with(type, $1) OR strpos(lower(last_error), lower($1)) > 0 ORDER BY id DESC`, q)
+		require.NoError(t, err)
+		defer rows.Close()
+		var out []uuid.UUID
+		for rows.Next() {
+			var id uuid.UUID
+			require.NoError(t, rows.Scan(&id))
+			out = append(out, id)
+		}
+		return out
+	}
+	for _, q := range []string{"order-3", "order-20", "report", "report.s", "REFUSED", "timeout", "100%", "nothing like it", "order"} {
+		want := scan(q)
+		got := listIDs(t, store, jobs.ListParams{Q: q})
+		require.Equal(t, want, got, "search %q", q)
+	}
+	require.Len(t, listIDs(t, store, jobs.ListParams{Q: "report"}), 16)
+	require.Len(t, listIDs(t, store, jobs.ListParams{Q: "100%"}), 8)
+	require.Empty(t, listIDs(t, store, jobs.ListParams{Q: "order"}), "a key matches whole")
+}
