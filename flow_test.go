@@ -171,13 +171,16 @@ func TestFlowConcurrencyExactAcrossProcesses(t *testing.T) {
 	halt := func() { stopOnce.Do(func() { close(stop) }); <-done }
 	t.Cleanup(halt)
 	startFlint(t, "scheduler", u)
+	// The victim starts first and the others once it runs jobs: started
+	// together, the others were sometimes up first and, their pools
+	// claiming again the moment a slot freed, ran every job before the
+	// victim got one.
 	victim := startFlint(t, "worker", u, "FLINT_WORKER_ID=victim")
-	startFlint(t, "worker", u, "FLINT_WORKER_ID=w1")
-	startFlint(t, "worker", u, "FLINT_WORKER_ID=w2")
-
 	waitFor(t, 60*time.Second, "the victim to run a job of c", func() bool {
 		return countWhere(t, conn, `queue = 'c' AND status = 'running' AND worker_id = 'victim'`) > 0
 	})
+	startFlint(t, "worker", u, "FLINT_WORKER_ID=w1")
+	startFlint(t, "worker", u, "FLINT_WORKER_ID=w2")
 	require.NoError(t, victim.cmd.Process.Signal(syscall.SIGKILL))
 	// A claim the victim sent just before it died still commits: count
 	// what it holds once such a statement has had time to finish.
