@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"flint/jobs"
 )
@@ -142,8 +144,9 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 		}
 	}
 	var (
-		where []string
-		args  []any
+		where                  []string
+		args                   []any
+		searchLive, searchNone string
 	)
 	arg := func(v any) string {
 		args = append(args, v)
@@ -167,13 +170,20 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 	if p.Queue != "" {
 		where = append(where, "queue = "+arg(p.Queue))
 	}
+	var text string // a text search (not an id)
 	if q := strings.TrimSpace(p.Q); q != "" {
 		if id, err := uuid.Parse(q); err == nil {
 			where = append(where, "id = "+arg(id))
 		} else {
+			text = q
 			like := escapeLike(q)
-			where = append(where, "(idempotency_key = "+arg(q)+" OR type LIKE "+arg(like+"%")+
-				" OR last_error ILIKE "+arg("%"+like+"%")+")")
+			where = append(where, searchMark)
+			key, prefix, part := arg(q), arg(like+"%"), arg("%"+like+"%")
+			searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part + ")"
+			// The history's statements search their own way but take the
+			// same arguments; this names the search's with their type
+			// and is true.
+			searchNone = "(" + key + "::text IS NULL OR " + prefix + "::text IS NULL OR " + part + "::text IS NULL OR true)"
 		}
 	}
 	if p.Cursor != "" {
@@ -190,7 +200,16 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 			where = append(where, "id < "+arg(c.ID))
 		}
 	}
-	query := listJobsSQL(strings.Join(where, " AND "), arg(limit+1), p)
+	cond := strings.Join(where, " AND ")
+	histCond := cond
+	if text != "" && !p.InBin && listsHistory(p.Statuses) {
+		ids, err := s.searchHistory(ctx, p, text, strings.Replace(cond, searchMark, searchNone, 1), args, limit+1)
+		if err != nil {
+			return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+		}
+		histCond = strings.Replace(cond, searchMark, "id = ANY("+arg(uuidArray(ids))+"::uuid[])", 1)
+	}
+	query := listJobsSQL(strings.Replace(cond, searchMark, searchLive, 1), histCond, arg(limit+1), p)
 	js, err := collectJobs(s.pool.Query(ctx, query, args...))
 	if err != nil {
 		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
@@ -207,17 +226,120 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 // listJobsFrom starts every listing statement.
 const listJobsFrom = `SELECT ` + jobColumns + ` FROM jobs WHERE `
 
-// listJobsSQL is the listing statement for the conditions cond, returning
-// up to lim rows (a parameter placeholder): the live listing, merged with
-// the history's when finished jobs are asked for.
-func listJobsSQL(cond, lim string, p jobs.ListParams) string {
+// searchMark stands for a text search among a listing's conditions: the
+// live table and the history search differently.
+const searchMark = "/*search*/"
+
+// historySearchSQL finds, in the history jobs that finished in [$n+1,
+// $n+2), those matching the listing's conditions (%s) and, by type ($n+3:
+// the types the text starts) or by a part of the last error ($n+4,
+// through its trigram index), newest first, up to $n+5.
+const historySearchSQL = `SELECT id FROM job_history
+WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
+  AND (type = ANY($%[4]d::text[]) OR last_error ILIKE $%[5]d)
+ORDER BY id DESC LIMIT $%[6]d`
+
+// historyErrorSQL is historySearchSQL without the types ($n+3, unused
+// but typed).
+const historyErrorSQL = `SELECT id FROM job_history
+WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
+  AND ($%[4]d::text[] IS NULL OR true) AND last_error ILIKE $%[5]d
+ORDER BY id DESC LIMIT $%[6]d`
+
+// historyKeySQL finds the job in the history that holds idempotency key
+// $n+1 if it matches the listing's conditions (%s).
+const historyKeySQL = `SELECT id FROM job_history
+WHERE id = ANY(ARRAY(SELECT job_id FROM job_history_keys WHERE idempotency_key = $%[2]d)) AND %[1]s`
+
+// historyTypesSQL finds the types in the history that start with $1.
+const historyTypesSQL = `SELECT DISTINCT type FROM job_history_counts WHERE type LIKE $1`
+
+// searchHistory returns the ids, newest first, of up to limit jobs in the
+// history that match a text search and the listing's other conditions
+// (cond, with args). It searches a day of the history at a time, newest
+// day first, each through the type and trigram indexes of that day's
+// partitions, and stops once it holds limit ids all newer than any job of
+// the days it has not searched can have: a job finishes after it is
+// created, so one that finished on an older day has an older id. Asked of
+// the whole history at once, the newest-first merge read every day
+// without a match to its end: 2.3 s over ten million jobs.
+func (s *Store) searchHistory(ctx context.Context, p jobs.ListParams, text, cond string, args []any, limit int) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	n := len(args)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(historyKeySQL, cond, n+1), append(slices.Clone(args), text)...)
+	if err == nil {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	}
+	if err != nil {
+		return nil, err
+	}
+	var types []string
+	if rows, err = s.pool.Query(ctx, historyTypesSQL, escapeLike(text)+"%"); err == nil {
+		types, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.HistoryPartitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var days []time.Time
+	for _, hp := range parts {
+		if (len(p.Statuses) == 0 || slices.Contains(p.Statuses, hp.State)) && !slices.ContainsFunc(days, hp.Day.Equal) {
+			days = append(days, hp.Day)
+		}
+	}
+	slices.SortFunc(days, func(a, b time.Time) int { return b.Compare(a) })
+	q := fmt.Sprintf(historySearchSQL, cond, n+1, n+2, n+3, n+4, n+5)
+	if len(types) == 0 {
+		// No type starts so: the error alone, without an alternative the
+		// planner would still scan an index for in every partition.
+		q = fmt.Sprintf(historyErrorSQL, cond, n+1, n+2, n+3, n+4, n+5)
+	}
+	part := "%" + escapeLike(text) + "%"
+	// The newest day first, then two, four, eight days at once: a term
+	// found at once costs one day, one found nowhere a handful of
+	// statements rather than one per day.
+	for i, width := 0, 1; i < len(days); i, width = i+width, width*2 {
+		newest, oldest := days[i], days[min(i+width, len(days))-1]
+		// Every job not searched yet finished before the end of newest's
+		// day, so was created before it (an hour of slack for the
+		// enqueuer's clock): once the page's last id is newer than that,
+		// nothing older can enter.
+		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(ids) >= limit && bytes.Compare(ids[limit-1][:], floor[:]) > 0 {
+			break
+		}
+		rows, err := s.pool.Query(ctx, q, append(slices.Clone(args), oldest, newest.Add(24*time.Hour), types, part, limit)...)
+		if err != nil {
+			return nil, err
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, found...)
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(b[:], a[:]) })
+		ids = slices.Compact(ids)
+		if len(ids) > limit {
+			ids = ids[:limit]
+		}
+	}
+	return ids, nil
+}
+
+// listJobsSQL is the listing statement for the conditions cond (on jobs)
+// and histCond (on job_history), returning up to lim rows (a parameter
+// placeholder): the live listing, merged with the history's when finished
+// jobs are asked for.
+func listJobsSQL(cond, histCond, lim string, p jobs.ListParams) string {
 	live := listLiveSQL(cond, lim, p)
 	if p.InBin || !listsHistory(p.Statuses) {
 		return live
 	}
 	// Each day partition's index gives its newest first; the history
 	// merges them, and its merge with jobs stops at the page's end.
-	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + cond +
+	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + histCond +
 		` ORDER BY id DESC LIMIT ` + lim + `) ORDER BY id DESC LIMIT ` + lim
 }
 
