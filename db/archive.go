@@ -140,13 +140,27 @@ undayed AS (
 )
 SELECT id FROM moved`
 
+// holdLiveSQL locks the given jobs that are in jobs. A job the archiver
+// is moving right now is locked by it: this waits for the move to commit
+// and then finds the row gone, so that the next statement, with a newer
+// snapshot, finds the job in the history.
+const holdLiveSQL = `SELECT count(*) FROM (SELECT 1 FROM jobs WHERE id = ANY($1::uuid[]) FOR KEY SHARE) x`
+
 // unarchive moves the given jobs back from the history into jobs, where
 // the statements that change jobs find them. Ids not in the history are
 // ignored. Run it in the transaction of the change, so that the archiver
-// cannot take them again in between.
+// cannot take them again in between: those in jobs are held (holdLiveSQL),
+// which also waits out a move under way.
 func unarchive(ctx context.Context, q DBTX, ids []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
+	}
+	var live int
+	if err := q.QueryRow(ctx, holdLiveSQL, uuidArray(ids)).Scan(&live); err != nil {
+		return fmt.Errorf("bring back from the history: %w", err)
+	}
+	if live == len(ids) {
+		return nil // all in jobs (ids are distinct where it matters; a repeat only costs the next statement)
 	}
 	if _, err := q.Exec(ctx, unarchiveSQL, uuidArray(ids), historyFloor(ids...)); err != nil {
 		return fmt.Errorf("bring back from the history: %w", err)
@@ -343,6 +357,9 @@ SELECT queue, type, status, false, 0, -sum(n) FROM gone
 GROUP BY 1, 2, 3 ORDER BY 1, 2, 3
 ON CONFLICT (queue, type, status, in_bin, shard) DO UPDATE SET n = job_counts.n + excluded.n`
 
+// errDroppedAlready: another process dropped the partition first.
+var errDroppedAlready = errors.New("history partition dropped already")
+
 // DropExpiredHistory drops the day partitions whose every job is past its
 // state's retention at now (nil: the database clock): a day goes once its
 // end is older than the retention. It returns the partitions dropped. A
@@ -379,6 +396,16 @@ func (s *Store) DropExpiredHistory(ctx context.Context, st jobs.Settings, now *t
 			if _, err := tx.Exec(ctx, historyLockTimeout); err != nil {
 				return err
 			}
+			// The partition's lock first: a move into this day that
+			// committed after the counts and keys below were read would
+			// otherwise leave them counting rows the drop removes.
+			if _, err := tx.Exec(ctx, `LOCK TABLE `+pgx.Identifier{p.Name}.Sanitize()+` IN ACCESS EXCLUSIVE MODE`); err != nil {
+				var pgErr *pgconn.PgError
+				if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+					return errDroppedAlready
+				}
+				return err
+			}
 			if _, err := tx.Exec(ctx, dropHistoryCountsSQL, string(p.State), p.Day); err != nil {
 				return err
 			}
@@ -388,6 +415,10 @@ func (s *Store) DropExpiredHistory(ctx context.Context, st jobs.Settings, now *t
 			_, err := tx.Exec(ctx, `DROP TABLE IF EXISTS `+pgx.Identifier{p.Name}.Sanitize())
 			return err
 		})
+		if errors.Is(err, errDroppedAlready) {
+			s.historyParts.Delete(p.Name)
+			continue // another process dropped it first
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("drop history partition %s: %w", p.Name, err))
 			continue

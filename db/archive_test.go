@@ -575,3 +575,99 @@ func TestSearchHistoryDayByDay(t *testing.T) {
 		require.Equal(t, wantTyped, got, "search %q among report.build", q)
 	}
 }
+
+// TestChangesWaitOutAMoveUnderWay: a replay, a delete to the bin and a new
+// dependency that reach a job while the archiver's move of it is under way
+// wait for the move and then find the job in the history (they used to
+// find it nowhere: "not found").
+func TestChangesWaitOutAMoveUnderWay(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "m", MaxRetries: &zero},
+		jobs.EnqueueParams{Type: "t", Queue: "m", MaxRetries: &zero}, jobs.EnqueueParams{Type: "t", Queue: "m", MaxRetries: &zero})
+	require.NoError(t, err)
+	dead := finishAll(t, store, "m", jobs.OutcomeFailed)
+	require.Len(t, dead, 3)
+	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET status = 'completed', last_error = NULL WHERE id = $1`, dead[2])
+	require.NoError(t, err)
+	ops := []func() error{
+		func() error { _, err := store.RetryJob(ctx, dead[0]); return err },
+		func() error { _, err := store.DeleteJob(ctx, dead[1]); return err },
+		func() error {
+			_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "n", DependsOn: []uuid.UUID{dead[2]}})
+			return err
+		},
+	}
+	for i, op := range ops {
+		id := dead[i]
+		var status string
+		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT status FROM jobs WHERE id = $1`, id).Scan(&status))
+		// Only this job may move now.
+		_, err := store.Pool().Exec(ctx, `UPDATE jobs SET updated_at = CASE WHEN id = $1 THEN now() - interval '1 minute' ELSE now() + interval '1 hour' END`, id)
+		require.NoError(t, err)
+		now := time.Now().Add(time.Minute)
+		day := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+		tx, err := store.Pool().Begin(ctx)
+		require.NoError(t, err)
+		// The partition must exist before the move: let Archive make it
+		// with a job of another queue, then hold a move of this one open.
+		var moved int
+		_, err = tx.Exec(ctx, fmt.Sprintf(`CREATE TABLE IF NOT EXISTS job_history_%s_%s PARTITION OF job_history_%s FOR VALUES FROM ('%s') TO ('%s')`,
+			status, day.Format("20060102"), status, day.Format(time.RFC3339), day.AddDate(0, 0, 1).Format(time.RFC3339)))
+		require.NoError(t, err)
+		err = tx.QueryRow(ctx, db.ArchiveSQL, db.ArchiveArgs(status, now, []time.Time{day}, 10)...).Scan(&moved)
+		if err != nil || moved != 1 {
+			_ = tx.Rollback(ctx)
+			t.Fatalf("op %d: the move of %s (%s): %d moved, %v", i, id, status, moved, err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- op() }()
+		select {
+		case err := <-done:
+			t.Fatalf("op %d did not wait for the move: %v", i, err)
+		case <-time.After(300 * time.Millisecond):
+		}
+		require.NoError(t, tx.Commit(ctx))
+		require.NoError(t, <-done, "op %d after the move", i)
+		require.Equal(t, "live", whereIs(t, store, id), "op %d brought the job back", i)
+	}
+	requireCounts(t, store, "after the moves and the changes")
+}
+
+// TestKeyedStandInInTheHistoryTakesEdges: a workflow whose keyed job
+// stands for an archived one (same key) gets its edges to that job, and
+// the dependent runs since that job completed.
+func TestKeyedStandInInTheHistoryTakesEdges(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx := context.Background()
+	zero := 0
+	_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "k", MaxRetries: &zero, IdempotencyKey: "nightly-1"})
+	require.NoError(t, err)
+	old := finishAll(t, store, "k", jobs.OutcomeSucceeded)
+	require.Equal(t, 1, archiveAll(t, store))
+	a, err := uuid.NewV7()
+	require.NoError(t, err)
+	res, err := store.Enqueue(ctx, jobs.EnqueueParams{ID: a, Type: "t", Queue: "k", IdempotencyKey: "nightly-1"},
+		jobs.EnqueueParams{Type: "t", Queue: "k2", DependsOn: []uuid.UUID{a}})
+	require.NoError(t, err)
+	require.False(t, res[0].Inserted)
+	require.Equal(t, old[0], res[0].Job.ID)
+	require.True(t, res[1].Inserted)
+	require.Equal(t, jobs.StateQueued, res[1].Job.Status, "its dependency completed")
+	require.Equal(t, "live", whereIs(t, store, old[0]))
+}
+
+// TestEnqueueTxNeedsATransactionForKeys: keyed jobs through a pool are
+// refused with a clear error rather than inserted where a duplicate could
+// be claimed before the history check removes it.
+func TestEnqueueTxNeedsATransactionForKeys(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	_, err := db.EnqueueTx(context.Background(), store.Pool(), jobs.EnqueueParams{Type: "t", IdempotencyKey: "k"})
+	require.ErrorContains(t, err, "need a transaction")
+	_, err = db.EnqueueTx(context.Background(), store.Pool(), jobs.EnqueueParams{Type: "t"})
+	require.NoError(t, err)
+}

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -195,11 +196,16 @@ func hasEdgesOrSeries(params []jobs.EnqueueParams) bool {
 
 // EnqueueTx inserts jobs through q, which may be the caller's own
 // transaction: the jobs then exist (and workers wake) only if it commits.
-// Jobs with dependencies or a recurrence need q to be a transaction (Store.
-// Enqueue opens one).
+// Jobs with dependencies, a recurrence or an idempotency key need q to be
+// a transaction (Store.Enqueue opens one): a keyed insert is checked
+// against the history after it, and a duplicate must not be visible, let
+// alone claimable, before it is removed.
 func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
 	if len(params) == 0 {
 		return nil, nil
+	}
+	if _, isTx := q.(pgx.Tx); !isTx && needsTx(params) {
+		return nil, errors.New("enqueue: jobs with dependencies, a recurrence or an idempotency key need a transaction; pass one (or use Store.Enqueue)")
 	}
 	n := len(params)
 	var (
@@ -438,15 +444,16 @@ func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, k
 // dependency in the same batch matched an existing, completed job by its
 // idempotency key).
 func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued, actual map[uuid.UUID]uuid.UUID) error {
-	var children, parents []uuid.UUID
+	var children, parents, standIns []uuid.UUID
 	var blockedKids []uuid.UUID
 	for i := range params {
 		if !out[i].Inserted || len(params[i].DependsOn) == 0 {
 			continue
 		}
 		for _, d := range params[i].DependsOn {
-			if a, ok := actual[d]; ok {
+			if a, ok := actual[d]; ok && a != d {
 				d = a
+				standIns = append(standIns, a) // an existing job, perhaps in the history
 			}
 			children = append(children, out[i].Job.ID)
 			parents = append(parents, d)
@@ -457,6 +464,11 @@ func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out [
 	}
 	if len(children) == 0 {
 		return nil
+	}
+	// A job of the batch whose key an existing job held stands for it; the
+	// edges to it need it in jobs.
+	if err := unarchive(ctx, q, standIns); err != nil {
+		return fmt.Errorf("enqueue: %w", err)
 	}
 	if _, err := q.Exec(ctx, insertEdgesSQL, children, parents); err != nil {
 		return fmt.Errorf("enqueue: record dependencies: %w", err)

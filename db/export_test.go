@@ -1,7 +1,17 @@
 package db
 
+import "time"
+
 // Statements the external tests inspect.
 const (
 	ClaimLimitedSQL     = claimLimitedSQL
 	ClaimLimitedLockSQL = claimLimitedLockSQL
 )
+
+// ArchiveSQL moves finished jobs to the history; ArchiveArgs are its
+// arguments for one state, moving what finished before now.
+const ArchiveSQL = archiveSQL
+
+func ArchiveArgs(state string, now time.Time, days []time.Time, limit int) []any {
+	return []any{state, uuidV7Floor(now), now, days, limit}
+}
