@@ -160,7 +160,7 @@ func unarchive(ctx context.Context, q DBTX, ids []uuid.UUID) error {
 		return fmt.Errorf("bring back from the history: %w", err)
 	}
 	if live == len(ids) {
-		return nil // all in jobs (ids are distinct where it matters; a repeat only costs the next statement)
+		return nil // all of them are in jobs (a repeated id only costs the statement below)
 	}
 	if _, err := q.Exec(ctx, unarchiveSQL, uuidArray(ids), historyFloor(ids...)); err != nil {
 		return fmt.Errorf("bring back from the history: %w", err)

@@ -1,6 +1,11 @@
 package db
 
-import "time"
+import (
+	"context"
+	"time"
+
+	"flint/jobs"
+)
 
 // Statements the external tests inspect.
 const (
@@ -14,4 +19,9 @@ const ArchiveSQL = archiveSQL
 
 func ArchiveArgs(state string, now time.Time, days []time.Time, limit int) []any {
 	return []any{state, uuidV7Floor(now), now, days, limit}
+}
+
+// EnsureHistoryPartitions creates the day partitions of state for days.
+func (s *Store) EnsureHistoryPartitions(ctx context.Context, state string, days []time.Time) error {
+	return s.ensureHistoryPartitions(ctx, jobs.State(state), days)
 }

@@ -239,13 +239,6 @@ WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
   AND (type = ANY($%[4]d::text[]) OR last_error ILIKE $%[5]d)
 ORDER BY id DESC LIMIT $%[6]d`
 
-// historyErrorSQL is historySearchSQL without the types ($n+3, unused
-// but typed).
-const historyErrorSQL = `SELECT id FROM job_history
-WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
-  AND ($%[4]d::text[] IS NULL OR true) AND last_error ILIKE $%[5]d
-ORDER BY id DESC LIMIT $%[6]d`
-
 // historyKeySQL finds the job in the history that holds idempotency key
 // $n+1 if it matches the listing's conditions (%s).
 const historyKeySQL = `SELECT id FROM job_history
@@ -292,11 +285,6 @@ func (s *Store) searchHistory(ctx context.Context, p jobs.ListParams, text, cond
 	}
 	slices.SortFunc(days, func(a, b time.Time) int { return b.Compare(a) })
 	q := fmt.Sprintf(historySearchSQL, cond, n+1, n+2, n+3, n+4, n+5)
-	if len(types) == 0 {
-		// No type starts so: the error alone, without an alternative the
-		// planner would still scan an index for in every partition.
-		q = fmt.Sprintf(historyErrorSQL, cond, n+1, n+2, n+3, n+4, n+5)
-	}
 	part := "%" + escapeLike(text) + "%"
 	// The newest day first, then two, four, eight days at once: a term
 	// found at once costs one day, one found nowhere a handful of
