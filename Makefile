@@ -29,7 +29,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: lint lint-api templ-check run build test bench bench-compare soak migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: lint lint-api templ-check run build test bench bench-compare bench-python soak chaos migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -57,14 +57,31 @@ bench: services
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m $(BENCHPKG)
 
 # Flint against River v0.51.2 (bench/riverbench, its own module) on the
-# same PostgreSQL server in one run: drain, batch enqueue over HTTP, pickup
-# latency; one table of rates and ratios. Settings: scripts/bench-compare.sh.
+# same PostgreSQL server in one run, with Asynq v0.26.0 (bench/asynqbench)
+# beside it: drain, single and batch enqueue over HTTP, pickup latency;
+# one table of rates and ratios. Settings: scripts/bench-compare.sh.
 bench-compare: services
 	scripts/bench-compare.sh
+
+# Two processes of the reference Python worker (clients/python) against the
+# in-process pool, 20,000 jobs each on one flint serve and one PostgreSQL,
+# and the Python worker's idle pickup latency; needs python3.
+bench-python: services
+	$(GO) test -run '^$$' -bench 'PythonWorkers' -benchtime $${BENCHTIME:-2x} -timeout 30m ./internal/e2e/
 
 # Long-running tests live behind the "soak" build tag; none matching is a pass.
 soak: services
 	$(GO) test -race -count=1 -run '$(SOAK)' -tags soak -timeout 90m ./...
+
+# Failover and switchover back and forth on a primary with a synchronous
+# standby (built by the test from the PostgreSQL binaries) under load, for
+# CHAOS_DURATION; prints the lost / doubled / open counts and how long
+# /readyz took to come back after each promotion.
+CHAOS_DURATION ?= 5m
+chaos: services
+	scripts/services.sh ensure postgres-server
+	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers' -tags chaos -timeout 90m -v ./internal/e2e/ \
+		| grep --line-buffered -v '^{'
 
 migrate: dev-env build
 	scripts/services.sh ensure postgres
@@ -110,12 +127,14 @@ services:
 	scripts/services.sh ensure all
 
 # Tests also drive the dashboard in headless Chromium, put Caddy (the
-# HTTPS proxy of compose.yaml) in front of Flint, and run worker processes
-# through PgBouncer in transaction-pooling mode.
+# HTTPS proxy of compose.yaml) in front of Flint, run worker processes
+# through PgBouncer in transaction-pooling mode, and build a PostgreSQL
+# primary and standby of their own from the server binaries.
 test-services: services
 	scripts/services.sh ensure chromium
 	scripts/services.sh ensure caddy
 	scripts/services.sh ensure pgbouncer
+	scripts/services.sh ensure postgres-server
 
 dev-env:
 	@scripts/dev-env.sh

@@ -3,13 +3,14 @@ package auth
 import (
 	"crypto/rand"
 	"encoding/base64"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Scope is one kind of access. Every route needs exactly one (the table in
@@ -22,6 +23,10 @@ const (
 	// ScopeEnqueue creates jobs and workflows, and nothing else: what a
 	// service that only submits work needs.
 	ScopeEnqueue Scope = "enqueue"
+	// ScopeWork runs jobs: a pull worker registers, claims jobs,
+	// heartbeats, logs and finishes them through it, and nothing else. A
+	// key with it may be limited to some queues (APIKey.Queues).
+	ScopeWork Scope = "work"
 	// ScopeRead reads everything: jobs, queues, workers, settings, logs,
 	// the audit trail.
 	ScopeRead Scope = "read"
@@ -35,7 +40,7 @@ const (
 )
 
 // Scopes lists every scope, in order of power.
-var Scopes = []Scope{ScopeEnqueue, ScopeRead, ScopeOperate, ScopeAdmin}
+var Scopes = []Scope{ScopeEnqueue, ScopeWork, ScopeRead, ScopeOperate, ScopeAdmin}
 
 // Valid reports whether s is a known scope.
 func (s Scope) Valid() bool { return slices.Contains(Scopes, s) }
@@ -127,18 +132,83 @@ func scopeNames() string {
 
 // APIKey is a service's key, without its secret.
 type APIKey struct {
-	ID         uuid.UUID  `json:"id"`
-	Name       string     `json:"name"`
-	Scopes     []Scope    `json:"scopes"`
-	Prefix     string     `json:"prefix"` // the secret's first characters, to tell keys apart
-	CreatedBy  string     `json:"created_by"`
-	CreatedAt  time.Time  `json:"created_at"`
-	RotatedAt  *time.Time `json:"rotated_at"`
+	ID uuid.UUID `json:"id"`
+	// Name is unique among keys and shown as the actor "key:<name>".
+	Name string `json:"name"`
+	// Scopes are what the key may do; see Grants for what implies what.
+	Scopes []Scope `json:"scopes"`
+	Prefix string  `json:"prefix"` // the secret's first characters, to tell keys apart
+	// CreatedBy is the actor that made the key.
+	CreatedBy string    `json:"created_by"`
+	CreatedAt time.Time `json:"created_at"`
+	// RotatedAt is when a new secret last replaced the old one, if ever.
+	RotatedAt *time.Time `json:"rotated_at"`
+	// LastUsedAt is when the key last authenticated a request, if ever;
+	// uses are recorded in batches, so it may lag a little.
 	LastUsedAt *time.Time `json:"last_used_at"`
-	RevokedAt  *time.Time `json:"revoked_at"`
+	// RevokedAt is set once the key no longer authenticates anything.
+	RevokedAt *time.Time `json:"revoked_at"`
 	// PreviousExpiresAt is when the secret replaced by the last rotation
 	// stops working; nil when none is still valid.
 	PreviousExpiresAt *time.Time `json:"previous_expires_at"`
+	// Queues limits what the key's work scope may take to these queues;
+	// nil means every queue.
+	Queues []string `json:"queues"`
+}
+
+// KeySpec is what a new key is made of.
+type KeySpec struct {
+	Name   string  // see CheckKeyName
+	Scopes []Scope // at least one, no duplicates
+	// Queues limits the work scope to these queues; empty means every
+	// queue.
+	Queues []string
+}
+
+// MaxKeyQueues bounds the queues a key may be limited to.
+const MaxKeyQueues = 100
+
+// Check applies the rules for a new key: its name, its scopes (known, no
+// duplicates, at least one) and its queues (valid names, no duplicates,
+// only with the work scope). It returns the spec with its scopes in
+// order.
+func (k KeySpec) Check() (KeySpec, error) {
+	if err := CheckKeyName(k.Name); err != nil {
+		return k, err
+	}
+	names := make([]string, len(k.Scopes))
+	for i, sc := range k.Scopes {
+		names[i] = string(sc)
+	}
+	scopes, err := ParseScopes(names)
+	if err != nil {
+		return k, err
+	}
+	k.Scopes = scopes
+	if len(k.Queues) == 0 {
+		k.Queues = nil
+		return k, nil
+	}
+	if !slices.Contains(k.Scopes, ScopeWork) {
+		return k, jobs.Invalid("queues", "limits the work scope; give it with the work scope, or leave it out")
+	}
+	if len(k.Queues) > MaxKeyQueues {
+		return k, jobs.Invalid("queues", "lists %d queues; the limit is %d", len(k.Queues), MaxKeyQueues)
+	}
+	for i, q := range k.Queues {
+		if !jobs.ValidQueue(q) {
+			return k, jobs.Invalid(fmt.Sprintf("queues[%d]", i), "%q is not a queue name (1-%d letters, digits or _ . : -)", q, jobs.MaxQueueLen)
+		}
+		if slices.Contains(k.Queues[:i], q) {
+			return k, jobs.Invalid(fmt.Sprintf("queues[%d]", i), "%q is listed twice", q)
+		}
+	}
+	return k, nil
+}
+
+// MayWork reports whether the key's work scope reaches queue.
+func (k APIKey) MayWork(queue string) bool {
+	return k.Queues == nil || slices.Contains(k.Queues, queue)
 }
 
 // Actor is how the audit trail names a request made with this key.

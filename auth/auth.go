@@ -1,12 +1,3 @@
-// Package auth holds what Flint knows about who may do what: the people
-// who sign in to the dashboard (users, sessions, roles, the password
-// policy), the services that call the API (API keys and their scopes), the
-// scopes themselves and what implies what (Grants), and how passwords,
-// session tokens and key secrets are stored. It has no storage of its own;
-// db keeps users, sessions and keys in PostgreSQL through the functions
-// here, and handlers checks them on every request against its access table.
-//
-// auth imports jobs (for its validation error type) and no adapter.
 package auth
 
 import (
@@ -18,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"golang.org/x/crypto/bcrypt"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // ErrBadLogin means the email is unknown or the password wrong; callers
@@ -45,8 +36,12 @@ type User struct {
 
 // Session is a signed-in browser.
 type Session struct {
-	User      User
+	// User is the signed-in user, as stored when the session was read.
+	User User
+	// CSRFToken is the token state-changing requests of this session must
+	// carry.
 	CSRFToken string
+	// ExpiresAt is when the session ends; it is never extended.
 	ExpiresAt time.Time
 }
 

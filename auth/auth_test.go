@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 func init() { BcryptCost = 4 }

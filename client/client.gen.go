@@ -24,6 +24,7 @@ const (
 	APIKeyScopesEnqueue APIKeyScopes = "enqueue"
 	APIKeyScopesOperate APIKeyScopes = "operate"
 	APIKeyScopesRead    APIKeyScopes = "read"
+	APIKeyScopesWork    APIKeyScopes = "work"
 )
 
 // Valid indicates whether the value is a known member of the APIKeyScopes enum.
@@ -37,6 +38,8 @@ func (e APIKeyScopes) Valid() bool {
 		return true
 	case APIKeyScopesRead:
 		return true
+	case APIKeyScopesWork:
+		return true
 	default:
 		return false
 	}
@@ -48,6 +51,7 @@ const (
 	APIKeyWithSecretScopesEnqueue APIKeyWithSecretScopes = "enqueue"
 	APIKeyWithSecretScopesOperate APIKeyWithSecretScopes = "operate"
 	APIKeyWithSecretScopesRead    APIKeyWithSecretScopes = "read"
+	APIKeyWithSecretScopesWork    APIKeyWithSecretScopes = "work"
 )
 
 // Valid indicates whether the value is a known member of the APIKeyWithSecretScopes enum.
@@ -60,6 +64,8 @@ func (e APIKeyWithSecretScopes) Valid() bool {
 	case APIKeyWithSecretScopesOperate:
 		return true
 	case APIKeyWithSecretScopesRead:
+		return true
+	case APIKeyWithSecretScopesWork:
 		return true
 	default:
 		return false
@@ -243,6 +249,7 @@ const (
 	ErrorErrorScopeEnqueue ErrorErrorScope = "enqueue"
 	ErrorErrorScopeOperate ErrorErrorScope = "operate"
 	ErrorErrorScopeRead    ErrorErrorScope = "read"
+	ErrorErrorScopeWork    ErrorErrorScope = "work"
 )
 
 // Valid indicates whether the value is a known member of the ErrorErrorScope enum.
@@ -255,6 +262,8 @@ func (e ErrorErrorScope) Valid() bool {
 	case ErrorErrorScopeOperate:
 		return true
 	case ErrorErrorScopeRead:
+		return true
+	case ErrorErrorScopeWork:
 		return true
 	default:
 		return false
@@ -307,6 +316,9 @@ const (
 	ExplainReasonCodeNoLiveWorker          ExplainReasonCode = "no_live_worker"
 	ExplainReasonCodeNoWorkerForQueue      ExplainReasonCode = "no_worker_for_queue"
 	ExplainReasonCodeNoWorkerForType       ExplainReasonCode = "no_worker_for_type"
+	ExplainReasonCodePushHeld              ExplainReasonCode = "push_held"
+	ExplainReasonCodePushPaused            ExplainReasonCode = "push_paused"
+	ExplainReasonCodePushQueue             ExplainReasonCode = "push_queue"
 	ExplainReasonCodeQueuePaused           ExplainReasonCode = "queue_paused"
 	ExplainReasonCodeQueuePosition         ExplainReasonCode = "queue_position"
 	ExplainReasonCodeRateLimit             ExplainReasonCode = "rate_limit"
@@ -351,6 +363,12 @@ func (e ExplainReasonCode) Valid() bool {
 	case ExplainReasonCodeNoWorkerForQueue:
 		return true
 	case ExplainReasonCodeNoWorkerForType:
+		return true
+	case ExplainReasonCodePushHeld:
+		return true
+	case ExplainReasonCodePushPaused:
+		return true
+	case ExplainReasonCodePushQueue:
 		return true
 	case ExplainReasonCodeQueuePaused:
 		return true
@@ -477,6 +495,36 @@ func (e JobLogEntrySource) Valid() bool {
 	}
 }
 
+// Defines values for PushDeliveryOutcome.
+const (
+	PushDeliveryOutcomeAccepted  PushDeliveryOutcome = "accepted"
+	PushDeliveryOutcomeCompleted PushDeliveryOutcome = "completed"
+	PushDeliveryOutcomeFailed    PushDeliveryOutcome = "failed"
+	PushDeliveryOutcomeGone      PushDeliveryOutcome = "gone"
+	PushDeliveryOutcomeHeld      PushDeliveryOutcome = "held"
+	PushDeliveryOutcomeRetry     PushDeliveryOutcome = "retry"
+)
+
+// Valid indicates whether the value is a known member of the PushDeliveryOutcome enum.
+func (e PushDeliveryOutcome) Valid() bool {
+	switch e {
+	case PushDeliveryOutcomeAccepted:
+		return true
+	case PushDeliveryOutcomeCompleted:
+		return true
+	case PushDeliveryOutcomeFailed:
+		return true
+	case PushDeliveryOutcomeGone:
+		return true
+	case PushDeliveryOutcomeHeld:
+		return true
+	case PushDeliveryOutcomeRetry:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for SettingsSchedulerStrategy.
 const (
 	SettingsSchedulerStrategyHeap        SettingsSchedulerStrategy = "heap"
@@ -489,6 +537,45 @@ func (e SettingsSchedulerStrategy) Valid() bool {
 	case SettingsSchedulerStrategyHeap:
 		return true
 	case SettingsSchedulerStrategyTimingWheel:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkerKind.
+const (
+	Process WorkerKind = "process"
+	Remote  WorkerKind = "remote"
+)
+
+// Valid indicates whether the value is a known member of the WorkerKind enum.
+func (e WorkerKind) Valid() bool {
+	switch e {
+	case Process:
+		return true
+	case Remote:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkerState.
+const (
+	WorkerStateQuiet     WorkerState = "quiet"
+	WorkerStateRunning   WorkerState = "running"
+	WorkerStateTerminate WorkerState = "terminate"
+)
+
+// Valid indicates whether the value is a known member of the WorkerState enum.
+func (e WorkerState) Valid() bool {
+	switch e {
+	case WorkerStateQuiet:
+		return true
+	case WorkerStateRunning:
+		return true
+	case WorkerStateTerminate:
 		return true
 	default:
 		return false
@@ -534,12 +621,37 @@ func (e RunBenchmarkJSONBodyAlgorithm) Valid() bool {
 	}
 }
 
+// Defines values for AppendJobLogJSONBodyLinesLevel.
+const (
+	AppendJobLogJSONBodyLinesLevelDebug AppendJobLogJSONBodyLinesLevel = "debug"
+	AppendJobLogJSONBodyLinesLevelError AppendJobLogJSONBodyLinesLevel = "error"
+	AppendJobLogJSONBodyLinesLevelInfo  AppendJobLogJSONBodyLinesLevel = "info"
+	AppendJobLogJSONBodyLinesLevelWarn  AppendJobLogJSONBodyLinesLevel = "warn"
+)
+
+// Valid indicates whether the value is a known member of the AppendJobLogJSONBodyLinesLevel enum.
+func (e AppendJobLogJSONBodyLinesLevel) Valid() bool {
+	switch e {
+	case AppendJobLogJSONBodyLinesLevelDebug:
+		return true
+	case AppendJobLogJSONBodyLinesLevelError:
+		return true
+	case AppendJobLogJSONBodyLinesLevelInfo:
+		return true
+	case AppendJobLogJSONBodyLinesLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateKeyJSONBodyScopes.
 const (
 	CreateKeyJSONBodyScopesAdmin   CreateKeyJSONBodyScopes = "admin"
 	CreateKeyJSONBodyScopesEnqueue CreateKeyJSONBodyScopes = "enqueue"
 	CreateKeyJSONBodyScopesOperate CreateKeyJSONBodyScopes = "operate"
 	CreateKeyJSONBodyScopesRead    CreateKeyJSONBodyScopes = "read"
+	CreateKeyJSONBodyScopesWork    CreateKeyJSONBodyScopes = "work"
 )
 
 // Valid indicates whether the value is a known member of the CreateKeyJSONBodyScopes enum.
@@ -552,6 +664,8 @@ func (e CreateKeyJSONBodyScopes) Valid() bool {
 	case CreateKeyJSONBodyScopesOperate:
 		return true
 	case CreateKeyJSONBodyScopesRead:
+		return true
+	case CreateKeyJSONBodyScopesWork:
 		return true
 	default:
 		return false
@@ -606,6 +720,63 @@ func (e ListLogsParamsLast) Valid() bool {
 	case N6h:
 		return true
 	case N7d:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FinishWorkJSONBodyOutcomesStatus.
+const (
+	FinishWorkJSONBodyOutcomesStatusCancelled FinishWorkJSONBodyOutcomesStatus = "cancelled"
+	FinishWorkJSONBodyOutcomesStatusCompleted FinishWorkJSONBodyOutcomesStatus = "completed"
+	FinishWorkJSONBodyOutcomesStatusFailed    FinishWorkJSONBodyOutcomesStatus = "failed"
+)
+
+// Valid indicates whether the value is a known member of the FinishWorkJSONBodyOutcomesStatus enum.
+func (e FinishWorkJSONBodyOutcomesStatus) Valid() bool {
+	switch e {
+	case FinishWorkJSONBodyOutcomesStatusCancelled:
+		return true
+	case FinishWorkJSONBodyOutcomesStatusCompleted:
+		return true
+	case FinishWorkJSONBodyOutcomesStatusFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FinishWork200JSONResponseBodyOutcomesError.
+const (
+	LeaseLost FinishWork200JSONResponseBodyOutcomesError = "lease_lost"
+)
+
+// Valid indicates whether the value is a known member of the FinishWork200JSONResponseBodyOutcomesError enum.
+func (e FinishWork200JSONResponseBodyOutcomesError) Valid() bool {
+	switch e {
+	case LeaseLost:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkerHeartbeat200JSONResponseBodyState.
+const (
+	WorkerHeartbeat200JSONResponseBodyStateQuiet     WorkerHeartbeat200JSONResponseBodyState = "quiet"
+	WorkerHeartbeat200JSONResponseBodyStateRunning   WorkerHeartbeat200JSONResponseBodyState = "running"
+	WorkerHeartbeat200JSONResponseBodyStateTerminate WorkerHeartbeat200JSONResponseBodyState = "terminate"
+)
+
+// Valid indicates whether the value is a known member of the WorkerHeartbeat200JSONResponseBodyState enum.
+func (e WorkerHeartbeat200JSONResponseBodyState) Valid() bool {
+	switch e {
+	case WorkerHeartbeat200JSONResponseBodyStateQuiet:
+		return true
+	case WorkerHeartbeat200JSONResponseBodyStateRunning:
+		return true
+	case WorkerHeartbeat200JSONResponseBodyStateTerminate:
 		return true
 	default:
 		return false
@@ -703,10 +874,13 @@ type APIKey struct {
 	Prefix string `json:"prefix"`
 
 	// PreviousExpiresAt when the secret replaced by the last rotation stops working; null when none works
-	PreviousExpiresAt *time.Time     `json:"previous_expires_at,omitempty"`
-	RevokedAt         *time.Time     `json:"revoked_at,omitempty"`
-	RotatedAt         *time.Time     `json:"rotated_at,omitempty"`
-	Scopes            []APIKeyScopes `json:"scopes"`
+	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
+
+	// Queues the queues the key's work scope may take; null for every queue
+	Queues    *[]string      `json:"queues,omitempty"`
+	RevokedAt *time.Time     `json:"revoked_at,omitempty"`
+	RotatedAt *time.Time     `json:"rotated_at,omitempty"`
+	Scopes    []APIKeyScopes `json:"scopes"`
 }
 
 // APIKeyScopes defines model for APIKey.Scopes.
@@ -728,10 +902,13 @@ type APIKeyWithSecret struct {
 	Prefix string `json:"prefix"`
 
 	// PreviousExpiresAt when the secret replaced by the last rotation stops working; null when none works
-	PreviousExpiresAt *time.Time               `json:"previous_expires_at,omitempty"`
-	RevokedAt         *time.Time               `json:"revoked_at,omitempty"`
-	RotatedAt         *time.Time               `json:"rotated_at,omitempty"`
-	Scopes            []APIKeyWithSecretScopes `json:"scopes"`
+	PreviousExpiresAt *time.Time `json:"previous_expires_at,omitempty"`
+
+	// Queues the queues the key's work scope may take; null for every queue
+	Queues    *[]string                `json:"queues,omitempty"`
+	RevokedAt *time.Time               `json:"revoked_at,omitempty"`
+	RotatedAt *time.Time               `json:"rotated_at,omitempty"`
+	Scopes    []APIKeyWithSecretScopes `json:"scopes"`
 
 	// Secret send as X-API-Key; shown only in this response, Flint keeps its SHA-256
 	Secret string `json:"secret"`
@@ -774,7 +951,9 @@ type AlertDelivery struct {
 	Recipients *[]string             `json:"recipients,omitempty"`
 	Status     *AlertDeliveryStatus  `json:"status,omitempty"`
 	Subject    *string               `json:"subject,omitempty"`
-	WebhookUrl *string               `json:"webhook_url,omitempty"`
+
+	// WebhookUrl whole for callers with the admin scope; others get its scheme and host only, the rest as /…, here and in last_error
+	WebhookUrl *string `json:"webhook_url,omitempty"`
 }
 
 // AlertDeliveryChannel defines model for AlertDelivery.Channel.
@@ -820,13 +999,13 @@ type AlertRule struct {
 	Type      *string    `json:"type,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
 
-	// WebhookSecret only in the response that created or changed it: X-Flint-Signature is t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with this secret>
+	// WebhookSecret only in the response that created or changed it: a whsec_ secret; deliveries are signed by the Standard Webhooks scheme (webhook-signature: v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">)
 	WebhookSecret *string `json:"webhook_secret,omitempty"`
 
-	// WebhookSigned true when deliveries carry X-Flint-Signature
+	// WebhookSigned true when deliveries are signed (Standard Webhooks: webhook-id, webhook-timestamp, webhook-signature)
 	WebhookSigned *bool `json:"webhook_signed,omitempty"`
 
-	// WebhookUrl http(s) URL that receives a JSON POST a Slack incoming webhook accepts as is; delivered through the same SSRF guard as http_request (FLINT_HTTP_ALLOW)
+	// WebhookUrl http(s) URL that receives a JSON POST a Slack incoming webhook accepts as is; delivered through the same SSRF guard as http_request (FLINT_HTTP_ALLOW). Whole for callers with the admin scope; others get its scheme and host only, the rest as /… (a webhook's URL is often its credential)
 	WebhookUrl *string `json:"webhook_url,omitempty"`
 
 	// WindowSeconds failure_rate window, rounded up to whole minutes (default 300)
@@ -885,14 +1064,18 @@ type AlertTestResult struct {
 	Channel *string `json:"channel,omitempty"`
 	Error   *string `json:"error,omitempty"`
 	Ok      *bool   `json:"ok,omitempty"`
-	Target  *string `json:"target,omitempty"`
+
+	// Target the email addresses, or the webhook URL: whole for callers with the admin scope, scheme and host only for others (here and in error)
+	Target *string `json:"target,omitempty"`
 }
 
 // AuditEntry defines model for AuditEntry.
 type AuditEntry struct {
-	Action  *string                 `json:"action,omitempty"`
-	Actor   *string                 `json:"actor,omitempty"`
-	At      *time.Time              `json:"at,omitempty"`
+	Action *string    `json:"action,omitempty"`
+	Actor  *string    `json:"actor,omitempty"`
+	At     *time.Time `json:"at,omitempty"`
+
+	// Details what the action changed; an alert rule's webhook_url is kept as scheme and host only, with webhook_url_fingerprint (a short hash) to tell a change, and shown so to callers without the admin scope even where an older entry holds it whole
 	Details *map[string]interface{} `json:"details,omitempty"`
 	Id      *int                    `json:"id,omitempty"`
 	Ip      *string                 `json:"ip,omitempty"`
@@ -902,6 +1085,25 @@ type AuditEntry struct {
 
 // AuditEntrySource defines model for AuditEntry.Source.
 type AuditEntrySource string
+
+// ClaimedJob defines model for ClaimedJob.
+type ClaimedJob struct {
+	// Attempt this attempt, 1 for the first
+	Attempt        int                `json:"attempt"`
+	ConcurrencyKey *string            `json:"concurrency_key,omitempty"`
+	Id             openapi_types.UUID `json:"id"`
+	LeaseExpiresAt time.Time          `json:"lease_expires_at"`
+
+	// LeaseToken fences every heartbeat, log and finish of this attempt
+	LeaseToken openapi_types.UUID     `json:"lease_token"`
+	MaxRetries int                    `json:"max_retries"`
+	Payload    map[string]interface{} `json:"payload"`
+	Queue      string                 `json:"queue"`
+
+	// TimeoutSeconds 0 for none; report a run past it as failed
+	TimeoutSeconds int    `json:"timeout_seconds"`
+	Type           string `json:"type"`
+}
 
 // EnqueueRequest defines model for EnqueueRequest.
 type EnqueueRequest struct {
@@ -1140,6 +1342,23 @@ type LogEntry struct {
 	WorkerId *string   `json:"worker_id,omitempty"`
 }
 
+// PushDelivery defines model for PushDelivery.
+type PushDelivery struct {
+	At         *time.Time           `json:"at,omitempty"`
+	Attempt    *int                 `json:"attempt,omitempty"`
+	DurationMs *int                 `json:"duration_ms,omitempty"`
+	Error      *string              `json:"error,omitempty"`
+	JobId      *openapi_types.UUID  `json:"job_id,omitempty"`
+	Outcome    *PushDeliveryOutcome `json:"outcome,omitempty"`
+	Queue      *string              `json:"queue,omitempty"`
+
+	// StatusCode 0 when there was no answer
+	StatusCode *int `json:"status_code,omitempty"`
+}
+
+// PushDeliveryOutcome defines model for PushDelivery.Outcome.
+type PushDeliveryOutcome string
+
 // Queue defines model for Queue.
 type Queue struct {
 	// Concurrency max jobs of the queue running at once across all processes; null = unlimited
@@ -1160,11 +1379,34 @@ type Queue struct {
 	PerKeyConcurrency *int     `json:"per_key_concurrency,omitempty"`
 	PerMinute         *float32 `json:"per_minute,omitempty"`
 
+	// Push where the queue's jobs are pushed; null when workers take them
+	Push *struct {
+		// HeldUntil the endpoint answered 429 or 503: pushes wait until then
+		HeldUntil *time.Time `json:"held_until,omitempty"`
+
+		// PausedAt the endpoint answered 410: nothing is pushed until push is set again
+		PausedAt     *time.Time `json:"paused_at,omitempty"`
+		PausedReason *string    `json:"paused_reason,omitempty"`
+
+		// Secret the new whsec_ signing secret: only in the answer that set the push up
+		Secret *string `json:"secret,omitempty"`
+
+		// Secrets signing secrets in use: 2 while a rotated-out one still signs
+		Secrets        *int `json:"secrets,omitempty"`
+		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+
+		// Url whole for admins; scheme and host for others
+		Url *string `json:"url,omitempty"`
+	} `json:"push,omitempty"`
+
 	// RateLimit at most limit starts per period_seconds across every process; tokens accrue evenly over the period (bucket of limit/5, at least 1), so starts are spread over it; null = none
 	RateLimit *struct {
 		Limit         int `json:"limit"`
 		PeriodSeconds int `json:"period_seconds"`
 	} `json:"rate_limit,omitempty"`
+
+	// RecentDeliveries a push queue's latest pushes, newest first (GET of one queue)
+	RecentDeliveries *[]PushDelivery `json:"recent_deliveries,omitempty"`
 
 	// Throughput runs finished per outcome over the last throughput_minutes
 	Throughput        *map[string]int `json:"throughput,omitempty"`
@@ -1173,13 +1415,21 @@ type Queue struct {
 	UpdatedBy         *string         `json:"updated_by,omitempty"`
 }
 
-// QueuePatch any of the limits; an absent field is left as it is, null removes the limit
+// QueuePatch any of the limits, or push; an absent field is left as it is, null removes the limit (or the push)
 type QueuePatch struct {
 	// Concurrency max jobs of the queue running at once across all processes; null = unlimited
 	Concurrency *int `json:"concurrency,omitempty"`
 
 	// PerKeyConcurrency max running jobs per concurrency_key, with claims rotating across keys; null = none
 	PerKeyConcurrency *int `json:"per_key_concurrency,omitempty"`
+
+	// Push POST each job of the queue to url instead of waiting for a worker (signed by the Standard Webhooks scheme); null stops pushing. Setting it up answers the signing secret once; setting it again keeps the secret and lifts a pause a 410 caused.
+	Push *struct {
+		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+
+		// Url http(s); the SSRF guard of http_request applies (FLINT_HTTP_ALLOW opens internal addresses)
+		Url string `json:"url"`
+	} `json:"push,omitempty"`
 
 	// RateLimit at most limit starts per period_seconds across every process; tokens accrue evenly over the period (bucket of limit/5, at least 1), so starts are spread over it; null = none
 	RateLimit *struct {
@@ -1240,19 +1490,45 @@ type Stats struct {
 
 // Worker defines model for Worker.
 type Worker struct {
-	Concurrency *int                      `json:"concurrency,omitempty"`
-	HeartbeatAt *time.Time                `json:"heartbeat_at,omitempty"`
-	Host        *string                   `json:"host,omitempty"`
-	Id          *string                   `json:"id,omitempty"`
-	Pid         *int                      `json:"pid,omitempty"`
-	Queues      *[]string                 `json:"queues,omitempty"`
-	Running     *[]map[string]interface{} `json:"running,omitempty"`
-	StartedAt   *time.Time                `json:"started_at,omitempty"`
+	Concurrency *int       `json:"concurrency,omitempty"`
+	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
+
+	// Host the machine; for a remote worker, the address it registered from
+	Host *string `json:"host,omitempty"`
+	Id   *string `json:"id,omitempty"`
+
+	// Kind a Flint process's pool, or a worker pulling work over this API
+	Kind *WorkerKind `json:"kind,omitempty"`
+
+	// Language the language a remote worker is written in (go for a Flint process)
+	Language *string `json:"language,omitempty"`
+
+	// Name what a remote worker calls itself; empty for a Flint process
+	Name   *string   `json:"name,omitempty"`
+	Pid    *int      `json:"pid,omitempty"`
+	Queues *[]string `json:"queues,omitempty"`
+
+	// Running the jobs it holds (their leases)
+	Running *[]struct {
+		Id        *openapi_types.UUID `json:"id,omitempty"`
+		StartedAt *time.Time          `json:"started_at,omitempty"`
+		Type      *string             `json:"type,omitempty"`
+	} `json:"running,omitempty"`
+	StartedAt *time.Time `json:"started_at,omitempty"`
+
+	// State what the worker was asked to do
+	State *WorkerState `json:"state,omitempty"`
 
 	// Types the job types the process has handlers for; empty when it did not say (an older build)
 	Types   *[]string `json:"types,omitempty"`
 	Version *string   `json:"version,omitempty"`
 }
+
+// WorkerKind a Flint process's pool, or a worker pulling work over this API
+type WorkerKind string
+
+// WorkerState what the worker was asked to do
+type WorkerState string
 
 // ListAlertsParams defines parameters for ListAlerts.
 type ListAlertsParams struct {
@@ -1390,6 +1666,21 @@ type GetJobLogsParams struct {
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
 
+// AppendJobLogJSONBody defines parameters for AppendJobLog.
+type AppendJobLogJSONBody struct {
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+	Lines      []struct {
+		// At when it was logged (default: when it arrives)
+		At      *time.Time                      `json:"at,omitempty"`
+		Attrs   *map[string]interface{}         `json:"attrs,omitempty"`
+		Level   *AppendJobLogJSONBodyLinesLevel `json:"level,omitempty"`
+		Message string                          `json:"message"`
+	} `json:"lines"`
+}
+
+// AppendJobLogJSONBodyLinesLevel defines parameters for AppendJobLog.
+type AppendJobLogJSONBodyLinesLevel string
+
 // ReplayJobJSONBody defines parameters for ReplayJob.
 type ReplayJobJSONBody struct {
 	// Payload the JSON object the job runs with from now on
@@ -1399,7 +1690,10 @@ type ReplayJobJSONBody struct {
 // CreateKeyJSONBody defines parameters for CreateKey.
 type CreateKeyJSONBody struct {
 	// Name unique, also among revoked keys
-	Name   string                    `json:"name"`
+	Name string `json:"name"`
+
+	// Queues limits the work scope to these queues (only with the work scope); omitted: every queue
+	Queues *[]string                 `json:"queues,omitempty"`
 	Scopes []CreateKeyJSONBodyScopes `json:"scopes"`
 }
 
@@ -1472,6 +1766,67 @@ type StreamEventsParams struct {
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
 }
 
+// RegisterWorkerJSONBody defines parameters for RegisterWorker.
+type RegisterWorkerJSONBody struct {
+	Concurrency *int    `json:"concurrency,omitempty"`
+	Language    *string `json:"language,omitempty"`
+	Name        *string `json:"name,omitempty"`
+
+	// Queues the queues it takes from; omitted or empty: every queue (every queue the key may work)
+	Queues *[]string `json:"queues,omitempty"`
+
+	// Types the job types it runs: it is offered no others, and the API accepts them for 24 hours after it was last seen
+	Types   []string `json:"types"`
+	Version *string  `json:"version,omitempty"`
+}
+
+// ClaimWorkJSONBody defines parameters for ClaimWork.
+type ClaimWorkJSONBody struct {
+	Max *int `json:"max,omitempty"`
+
+	// WaitSeconds long poll: wait up to this long for work (holding no database connection); use an HTTP timeout longer than this
+	WaitSeconds *float32 `json:"wait_seconds,omitempty"`
+}
+
+// FinishWorkJSONBody defines parameters for FinishWork.
+type FinishWorkJSONBody struct {
+	Outcomes []struct {
+		// Error failed or cancelled: why
+		Error      *string            `json:"error,omitempty"`
+		JobId      openapi_types.UUID `json:"job_id"`
+		LeaseToken openapi_types.UUID `json:"lease_token"`
+
+		// Result completed only: the job's JSON result (up to 1 MiB)
+		Result interface{} `json:"result,omitempty"`
+
+		// RetryAfterSeconds failed only: retry after this long instead of the backoff
+		RetryAfterSeconds *float32 `json:"retry_after_seconds,omitempty"`
+
+		// Retryable failed only: false sends the job to the dead-letter queue
+		Retryable *bool                            `json:"retryable,omitempty"`
+		Status    FinishWorkJSONBodyOutcomesStatus `json:"status"`
+	} `json:"outcomes"`
+}
+
+// FinishWorkJSONBodyOutcomesStatus defines parameters for FinishWork.
+type FinishWorkJSONBodyOutcomesStatus string
+
+// FinishWork200JSONResponseBodyOutcomesError defines parameters for FinishWork.
+type FinishWork200JSONResponseBodyOutcomesError string
+
+// WorkerHeartbeatJSONBody defines parameters for WorkerHeartbeat.
+type WorkerHeartbeatJSONBody struct {
+	Leases *[]struct {
+		JobId           openapi_types.UUID `json:"job_id"`
+		LeaseToken      openapi_types.UUID `json:"lease_token"`
+		Progress        *int               `json:"progress,omitempty"`
+		ProgressMessage *string            `json:"progress_message,omitempty"`
+	} `json:"leases,omitempty"`
+}
+
+// WorkerHeartbeat200JSONResponseBodyState defines parameters for WorkerHeartbeat.
+type WorkerHeartbeat200JSONResponseBodyState string
+
 // EnqueueWorkflowJSONBody defines parameters for EnqueueWorkflow.
 type EnqueueWorkflowJSONBody struct {
 	Jobs []struct {
@@ -1531,6 +1886,9 @@ type EnqueueJobJSONRequestBody = EnqueueRequest
 // EnqueueJobsJSONRequestBody defines body for EnqueueJobs for application/json ContentType.
 type EnqueueJobsJSONRequestBody EnqueueJobsJSONBody
 
+// AppendJobLogJSONRequestBody defines body for AppendJobLog for application/json ContentType.
+type AppendJobLogJSONRequestBody AppendJobLogJSONBody
+
 // ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
 type ReplayJobJSONRequestBody ReplayJobJSONBody
 
@@ -1545,6 +1903,18 @@ type UpdateQueueJSONRequestBody = QueuePatch
 
 // UpdateSettingsJSONRequestBody defines body for UpdateSettings for application/json ContentType.
 type UpdateSettingsJSONRequestBody = Settings
+
+// RegisterWorkerJSONRequestBody defines body for RegisterWorker for application/json ContentType.
+type RegisterWorkerJSONRequestBody RegisterWorkerJSONBody
+
+// ClaimWorkJSONRequestBody defines body for ClaimWork for application/json ContentType.
+type ClaimWorkJSONRequestBody ClaimWorkJSONBody
+
+// FinishWorkJSONRequestBody defines body for FinishWork for application/json ContentType.
+type FinishWorkJSONRequestBody FinishWorkJSONBody
+
+// WorkerHeartbeatJSONRequestBody defines body for WorkerHeartbeat for application/json ContentType.
+type WorkerHeartbeatJSONRequestBody WorkerHeartbeatJSONBody
 
 // EnqueueWorkflowJSONRequestBody defines body for EnqueueWorkflow for application/json ContentType.
 type EnqueueWorkflowJSONRequestBody EnqueueWorkflowJSONBody
@@ -2016,6 +2386,24 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
 	GetJobLogs(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// AppendJobLogWithBody Append lines to a running job's own log
+	//
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+	AppendJobLogWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AppendJobLog Append lines to a running job's own log
+	//
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+	AppendJobLog(ctx context.Context, id openapi_types.UUID, body AppendJobLogJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 	//
 	// Needs the `operate` scope.
@@ -2149,6 +2537,20 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/queues/{name}/pause (the `PauseQueue` operationId).
 	PauseQueue(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RevokePushSecret Revoke the replaced push signing secret
+	//
+	// The secret the last rotation replaced stops signing. 409 when none does. Needs the `admin` scope.
+	//
+	// Corresponds with POST /api/v1/queues/{name}/push/revoke (the `RevokePushSecret` operationId).
+	RevokePushSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RotatePushSecret Rotate the push signing secret
+	//
+	// A new whsec_ secret, shown once; the replaced one goes on signing (both signatures are sent) until it is revoked. 409 while a replaced one still signs. Needs the `admin` scope.
+	//
+	// Corresponds with POST /api/v1/queues/{name}/push/rotate (the `RotatePushSecret` operationId).
+	RotatePushSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ResumeQueue Resume a queue
 	//
 	// Its jobs start again in every process; audited. Needs the `operate` scope.
@@ -2251,6 +2653,99 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/workers (the `ListWorkers` operationId).
 	ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// RegisterWorkerWithBody Register a worker that pulls work over HTTP
+	//
+	// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+	RegisterWorkerWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RegisterWorker Register a worker that pulls work over HTTP
+	//
+	// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+	RegisterWorker(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// DeregisterWorker Deregister on a clean stop
+	//
+	// The jobs it still holds go back to their queues at once, their attempts refunded; it leaves the registry. Needs the `work` scope.
+	//
+	// Corresponds with DELETE /api/v1/workers/{id} (the `DeregisterWorker` operationId).
+	DeregisterWorker(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimWorkWithBody Claim jobs (long poll)
+	//
+	// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+	ClaimWorkWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ClaimWork Claim jobs (long poll)
+	//
+	// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+	ClaimWork(ctx context.Context, id string, body ClaimWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FinishWorkWithBody Finish jobs, many at once
+	//
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+	FinishWorkWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FinishWork Finish jobs, many at once
+	//
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+	FinishWork(ctx context.Context, id string, body FinishWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WorkerHeartbeatWithBody Heartbeat: extend every lease held
+	//
+	// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+	WorkerHeartbeatWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// WorkerHeartbeat Heartbeat: extend every lease held
+	//
+	// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+	WorkerHeartbeat(ctx context.Context, id string, body WorkerHeartbeatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// QuietWorker Ask a remote worker to stop claiming
+	//
+	// It finishes what it holds; it learns on its next heartbeat. Needs the `operate` scope.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/quiet (the `QuietWorker` operationId).
+	QuietWorker(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// TerminateWorker Ask a remote worker to stop
+	//
+	// It learns on its next heartbeat. Needs the `operate` scope.
+	//
+	// Corresponds with POST /api/v1/workers/{id}/terminate (the `TerminateWorker` operationId).
+	TerminateWorker(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 	//
 	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
@@ -2279,7 +2774,7 @@ type ClientInterface interface {
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// GetReadiness Readiness: 200 when the database answers, 503 otherwise
+	// GetReadiness Readiness: 200 when the database answers and takes writes, 503 with Retry-After otherwise; names the server (address, read_only, in_recovery)
 	//
 	// Corresponds with GET /readyz (the `GetReadiness` operationId).
 	GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
@@ -2762,6 +3257,44 @@ func (c *Client) GetJobLogs(ctx context.Context, id openapi_types.UUID, params *
 	return c.Client.Do(req)
 }
 
+// AppendJobLogWithBody Append lines to a running job's own log
+//
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+func (c *Client) AppendJobLogWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAppendJobLogRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AppendJobLog Append lines to a running job's own log
+//
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+func (c *Client) AppendJobLog(ctx context.Context, id openapi_types.UUID, body AppendJobLogJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAppendJobLogRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ReplayJobWithBody Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 //
 // Needs the `operate` scope.
@@ -3065,6 +3598,40 @@ func (c *Client) PauseQueue(ctx context.Context, name string, reqEditors ...Requ
 	return c.Client.Do(req)
 }
 
+// RevokePushSecret Revoke the replaced push signing secret
+//
+// The secret the last rotation replaced stops signing. 409 when none does. Needs the `admin` scope.
+//
+// Corresponds with POST /api/v1/queues/{name}/push/revoke (the `RevokePushSecret` operationId).
+func (c *Client) RevokePushSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRevokePushSecretRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RotatePushSecret Rotate the push signing secret
+//
+// A new whsec_ secret, shown once; the replaced one goes on signing (both signatures are sent) until it is revoked. 409 while a replaced one still signs. Needs the `admin` scope.
+//
+// Corresponds with POST /api/v1/queues/{name}/push/rotate (the `RotatePushSecret` operationId).
+func (c *Client) RotatePushSecret(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRotatePushSecretRequest(c.Server, name)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ResumeQueue Resume a queue
 //
 // Its jobs start again in every process; audited. Needs the `operate` scope.
@@ -3307,6 +3874,209 @@ func (c *Client) ListWorkers(ctx context.Context, reqEditors ...RequestEditorFn)
 	return c.Client.Do(req)
 }
 
+// RegisterWorkerWithBody Register a worker that pulls work over HTTP
+//
+// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+func (c *Client) RegisterWorkerWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterWorkerRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RegisterWorker Register a worker that pulls work over HTTP
+//
+// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+func (c *Client) RegisterWorker(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRegisterWorkerRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// DeregisterWorker Deregister on a clean stop
+//
+// The jobs it still holds go back to their queues at once, their attempts refunded; it leaves the registry. Needs the `work` scope.
+//
+// Corresponds with DELETE /api/v1/workers/{id} (the `DeregisterWorker` operationId).
+func (c *Client) DeregisterWorker(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewDeregisterWorkerRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimWorkWithBody Claim jobs (long poll)
+//
+// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+func (c *Client) ClaimWorkWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimWorkRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ClaimWork Claim jobs (long poll)
+//
+// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+func (c *Client) ClaimWork(ctx context.Context, id string, body ClaimWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewClaimWorkRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FinishWorkWithBody Finish jobs, many at once
+//
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+func (c *Client) FinishWorkWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFinishWorkRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FinishWork Finish jobs, many at once
+//
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+func (c *Client) FinishWork(ctx context.Context, id string, body FinishWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFinishWorkRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WorkerHeartbeatWithBody Heartbeat: extend every lease held
+//
+// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+func (c *Client) WorkerHeartbeatWithBody(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWorkerHeartbeatRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// WorkerHeartbeat Heartbeat: extend every lease held
+//
+// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+func (c *Client) WorkerHeartbeat(ctx context.Context, id string, body WorkerHeartbeatJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewWorkerHeartbeatRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// QuietWorker Ask a remote worker to stop claiming
+//
+// It finishes what it holds; it learns on its next heartbeat. Needs the `operate` scope.
+//
+// Corresponds with POST /api/v1/workers/{id}/quiet (the `QuietWorker` operationId).
+func (c *Client) QuietWorker(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewQuietWorkerRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// TerminateWorker Ask a remote worker to stop
+//
+// It learns on its next heartbeat. Needs the `operate` scope.
+//
+// Corresponds with POST /api/v1/workers/{id}/terminate (the `TerminateWorker` operationId).
+func (c *Client) TerminateWorker(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewTerminateWorkerRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // EnqueueWorkflowWithBody Enqueue a workflow (DAG) in one transaction
 //
 // Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
@@ -3375,7 +4145,7 @@ func (c *Client) GetMetrics(ctx context.Context, reqEditors ...RequestEditorFn) 
 	return c.Client.Do(req)
 }
 
-// GetReadiness Readiness: 200 when the database answers, 503 otherwise
+// GetReadiness Readiness: 200 when the database answers and takes writes, 503 with Retry-After otherwise; names the server (address, read_only, in_recovery)
 //
 // Corresponds with GET /readyz (the `GetReadiness` operationId).
 func (c *Client) GetReadiness(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
@@ -4568,6 +5338,53 @@ func NewGetJobLogsRequest(server string, id openapi_types.UUID, params *GetJobLo
 	return req, nil
 }
 
+// NewAppendJobLogRequest calls the generic AppendJobLog builder with application/json body
+func NewAppendJobLogRequest(server string, id openapi_types.UUID, body AppendJobLogJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAppendJobLogRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewAppendJobLogRequestWithBody constructs an http.Request for the AppendJobLog method, with any body, and a specified content type
+func NewAppendJobLogRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/logs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewReplayJobRequest calls the generic ReplayJob builder with application/json body
 func NewReplayJobRequest(server string, id openapi_types.UUID, body ReplayJobJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -5162,6 +5979,74 @@ func NewPauseQueueRequest(server string, name string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRevokePushSecretRequest constructs an http.Request for the RevokePushSecret method
+func NewRevokePushSecretRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues/%s/push/revoke", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewRotatePushSecretRequest constructs an http.Request for the RotatePushSecret method
+func NewRotatePushSecretRequest(server string, name string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/queues/%s/push/rotate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewResumeQueueRequest constructs an http.Request for the ResumeQueue method
 func NewResumeQueueRequest(server string, name string) (*http.Request, error) {
 	var err error
@@ -5661,6 +6546,289 @@ func NewListWorkersRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewRegisterWorkerRequest calls the generic RegisterWorker builder with application/json body
+func NewRegisterWorkerRequest(server string, body RegisterWorkerJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRegisterWorkerRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewRegisterWorkerRequestWithBody constructs an http.Request for the RegisterWorker method, with any body, and a specified content type
+func NewRegisterWorkerRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewDeregisterWorkerRequest constructs an http.Request for the DeregisterWorker method
+func NewDeregisterWorkerRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodDelete, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewClaimWorkRequest calls the generic ClaimWork builder with application/json body
+func NewClaimWorkRequest(server string, id string, body ClaimWorkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewClaimWorkRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewClaimWorkRequestWithBody constructs an http.Request for the ClaimWork method, with any body, and a specified content type
+func NewClaimWorkRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers/%s/claim", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewFinishWorkRequest calls the generic FinishWork builder with application/json body
+func NewFinishWorkRequest(server string, id string, body FinishWorkJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewFinishWorkRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewFinishWorkRequestWithBody constructs an http.Request for the FinishWork method, with any body, and a specified content type
+func NewFinishWorkRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers/%s/finish", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewWorkerHeartbeatRequest calls the generic WorkerHeartbeat builder with application/json body
+func NewWorkerHeartbeatRequest(server string, id string, body WorkerHeartbeatJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewWorkerHeartbeatRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewWorkerHeartbeatRequestWithBody constructs an http.Request for the WorkerHeartbeat method, with any body, and a specified content type
+func NewWorkerHeartbeatRequestWithBody(server string, id string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers/%s/heartbeat", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewQuietWorkerRequest constructs an http.Request for the QuietWorker method
+func NewQuietWorkerRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers/%s/quiet", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewTerminateWorkerRequest constructs an http.Request for the TerminateWorker method
+func NewTerminateWorkerRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/workers/%s/terminate", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewEnqueueWorkflowRequest calls the generic EnqueueWorkflow builder with application/json body
 func NewEnqueueWorkflowRequest(server string, body EnqueueWorkflowJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
@@ -6067,6 +7235,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/logs (the `GetJobLogs` operationId).
 	GetJobLogsWithResponse(ctx context.Context, id openapi_types.UUID, params *GetJobLogsParams, reqEditors ...RequestEditorFn) (*GetJobLogsResponse, error)
 
+	// AppendJobLogWithBodyWithResponse Append lines to a running job's own log
+	//
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+	AppendJobLogWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AppendJobLogResponse, error)
+
+	// AppendJobLogWithResponse Append lines to a running job's own log
+	//
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+	AppendJobLogWithResponse(ctx context.Context, id openapi_types.UUID, body AppendJobLogJSONRequestBody, reqEditors ...RequestEditorFn) (*AppendJobLogResponse, error)
+
 	// ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 	//
 	// Needs the `operate` scope.
@@ -6218,6 +7404,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/queues/{name}/pause (the `PauseQueue` operationId).
 	PauseQueueWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*PauseQueueResponse, error)
 
+	// RevokePushSecretWithResponse Revoke the replaced push signing secret
+	//
+	// The secret the last rotation replaced stops signing. 409 when none does. Needs the `admin` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/queues/{name}/push/revoke (the `RevokePushSecret` operationId).
+	RevokePushSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RevokePushSecretResponse, error)
+
+	// RotatePushSecretWithResponse Rotate the push signing secret
+	//
+	// A new whsec_ secret, shown once; the replaced one goes on signing (both signatures are sent) until it is revoked. 409 while a replaced one still signs. Needs the `admin` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/queues/{name}/push/rotate (the `RotatePushSecret` operationId).
+	RotatePushSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RotatePushSecretResponse, error)
+
 	// ResumeQueueWithResponse Resume a queue
 	//
 	// Its jobs start again in every process; audited. Needs the `operate` scope.
@@ -6344,6 +7548,105 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/workers (the `ListWorkers` operationId).
 	ListWorkersWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*ListWorkersResponse, error)
 
+	// RegisterWorkerWithBodyWithResponse Register a worker that pulls work over HTTP
+	//
+	// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+	RegisterWorkerWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error)
+
+	// RegisterWorkerWithResponse Register a worker that pulls work over HTTP
+	//
+	// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+	RegisterWorkerWithResponse(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error)
+
+	// DeregisterWorkerWithResponse Deregister on a clean stop
+	//
+	// The jobs it still holds go back to their queues at once, their attempts refunded; it leaves the registry. Needs the `work` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with DELETE /api/v1/workers/{id} (the `DeregisterWorker` operationId).
+	DeregisterWorkerWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeregisterWorkerResponse, error)
+
+	// ClaimWorkWithBodyWithResponse Claim jobs (long poll)
+	//
+	// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+	ClaimWorkWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClaimWorkResponse, error)
+
+	// ClaimWorkWithResponse Claim jobs (long poll)
+	//
+	// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+	ClaimWorkWithResponse(ctx context.Context, id string, body ClaimWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimWorkResponse, error)
+
+	// FinishWorkWithBodyWithResponse Finish jobs, many at once
+	//
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+	FinishWorkWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FinishWorkResponse, error)
+
+	// FinishWorkWithResponse Finish jobs, many at once
+	//
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+	FinishWorkWithResponse(ctx context.Context, id string, body FinishWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishWorkResponse, error)
+
+	// WorkerHeartbeatWithBodyWithResponse Heartbeat: extend every lease held
+	//
+	// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+	WorkerHeartbeatWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WorkerHeartbeatResponse, error)
+
+	// WorkerHeartbeatWithResponse Heartbeat: extend every lease held
+	//
+	// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+	WorkerHeartbeatWithResponse(ctx context.Context, id string, body WorkerHeartbeatJSONRequestBody, reqEditors ...RequestEditorFn) (*WorkerHeartbeatResponse, error)
+
+	// QuietWorkerWithResponse Ask a remote worker to stop claiming
+	//
+	// It finishes what it holds; it learns on its next heartbeat. Needs the `operate` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/quiet (the `QuietWorker` operationId).
+	QuietWorkerWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*QuietWorkerResponse, error)
+
+	// TerminateWorkerWithResponse Ask a remote worker to stop
+	//
+	// It learns on its next heartbeat. Needs the `operate` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/workers/{id}/terminate (the `TerminateWorker` operationId).
+	TerminateWorkerWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*TerminateWorkerResponse, error)
+
 	// EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 	//
 	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
@@ -6376,7 +7679,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /metrics (the `GetMetrics` operationId).
 	GetMetricsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetMetricsResponse, error)
 
-	// GetReadinessWithResponse Readiness: 200 when the database answers, 503 otherwise
+	// GetReadinessWithResponse Readiness: 200 when the database answers and takes writes, 503 with Retry-After otherwise; names the server (address, read_only, in_recovery)
 	//
 	// Returns a wrapper object for the known response body format(s).
 	//
@@ -7935,6 +9238,93 @@ func (r GetJobLogsResponse) ContentType() string {
 	return ""
 }
 
+type AppendJobLogResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Stored *int `json:"stored,omitempty"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r AppendJobLogResponse) GetJSON200() *struct {
+	Stored *int `json:"stored,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AppendJobLogResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AppendJobLogResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AppendJobLogResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AppendJobLogResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AppendJobLogResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AppendJobLogResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r AppendJobLogResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AppendJobLogResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AppendJobLogResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AppendJobLogResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ReplayJobResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -8856,6 +10246,172 @@ func (r PauseQueueResponse) ContentType() string {
 	return ""
 }
 
+type RevokePushSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Queue   *string `json:"queue,omitempty"`
+		Secrets *int    `json:"secrets,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RevokePushSecretResponse) GetJSON200() *struct {
+	Queue   *string `json:"queue,omitempty"`
+	Secrets *int    `json:"secrets,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RevokePushSecretResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RevokePushSecretResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RevokePushSecretResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RevokePushSecretResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RevokePushSecretResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r RevokePushSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RevokePushSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RevokePushSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RevokePushSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RotatePushSecretResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Queue   *string `json:"queue,omitempty"`
+		Secret  *string `json:"secret,omitempty"`
+		Secrets *int    `json:"secrets,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RotatePushSecretResponse) GetJSON200() *struct {
+	Queue   *string `json:"queue,omitempty"`
+	Secret  *string `json:"secret,omitempty"`
+	Secrets *int    `json:"secrets,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RotatePushSecretResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RotatePushSecretResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r RotatePushSecretResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RotatePushSecretResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RotatePushSecretResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r RotatePushSecretResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RotatePushSecretResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RotatePushSecretResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RotatePushSecretResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ResumeQueueResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9690,6 +11246,588 @@ func (r ListWorkersResponse) ContentType() string {
 	return ""
 }
 
+type RegisterWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *struct {
+		// HeartbeatSeconds heartbeat at least this often
+		HeartbeatSeconds float32 `json:"heartbeat_seconds"`
+		Id               string  `json:"id"`
+
+		// LeaseSeconds a lease not extended for this long is lost
+		LeaseSeconds float32 `json:"lease_seconds"`
+
+		// Queues the queues it takes from; empty: every queue
+		Queues *[]string `json:"queues,omitempty"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RegisterWorkerResponse) GetJSON201() *struct {
+	// HeartbeatSeconds heartbeat at least this often
+	HeartbeatSeconds float32 `json:"heartbeat_seconds"`
+	Id               string  `json:"id"`
+
+	// LeaseSeconds a lease not extended for this long is lost
+	LeaseSeconds float32 `json:"lease_seconds"`
+
+	// Queues the queues it takes from; empty: every queue
+	Queues *[]string `json:"queues,omitempty"`
+} {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RegisterWorkerResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RegisterWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RegisterWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RegisterWorkerResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RegisterWorkerResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r RegisterWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RegisterWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RegisterWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RegisterWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type DeregisterWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Released *int `json:"released,omitempty"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r DeregisterWorkerResponse) GetJSON200() *struct {
+	Released *int `json:"released,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r DeregisterWorkerResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r DeregisterWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r DeregisterWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r DeregisterWorkerResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r DeregisterWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r DeregisterWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r DeregisterWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r DeregisterWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type ClaimWorkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Jobs []ClaimedJob `json:"jobs"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ClaimWorkResponse) GetJSON200() *struct {
+	Jobs []ClaimedJob `json:"jobs"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r ClaimWorkResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ClaimWorkResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ClaimWorkResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r ClaimWorkResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r ClaimWorkResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ClaimWorkResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r ClaimWorkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ClaimWorkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ClaimWorkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ClaimWorkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FinishWorkResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Outcomes []struct {
+			Error *FinishWork200JSONResponseBodyOutcomesError `json:"error,omitempty"`
+			JobId openapi_types.UUID                          `json:"job_id"`
+			Ok    bool                                        `json:"ok"`
+		} `json:"outcomes"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FinishWorkResponse) GetJSON200() *struct {
+	Outcomes []struct {
+		Error *FinishWork200JSONResponseBodyOutcomesError `json:"error,omitempty"`
+		JobId openapi_types.UUID                          `json:"job_id"`
+		Ok    bool                                        `json:"ok"`
+	} `json:"outcomes"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r FinishWorkResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r FinishWorkResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r FinishWorkResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r FinishWorkResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r FinishWorkResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r FinishWorkResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r FinishWorkResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FinishWorkResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FinishWorkResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FinishWorkResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type WorkerHeartbeatResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Lost jobs whose lease is gone or whose cancellation was asked: stop them (finish a cancelled one with status cancelled)
+		Lost []openapi_types.UUID `json:"lost"`
+
+		// State quiet: stop claiming and finish what you hold; terminate: stop
+		State WorkerHeartbeat200JSONResponseBodyState `json:"state"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON200() *struct {
+	// Lost jobs whose lease is gone or whose cancellation was asked: stop them (finish a cancelled one with status cancelled)
+	Lost []openapi_types.UUID `json:"lost"`
+
+	// State quiet: stop claiming and finish what you hold; terminate: stop
+	State WorkerHeartbeat200JSONResponseBodyState `json:"state"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r WorkerHeartbeatResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r WorkerHeartbeatResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r WorkerHeartbeatResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r WorkerHeartbeatResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r WorkerHeartbeatResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type QuietWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Id    *string `json:"id,omitempty"`
+		State *string `json:"state,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r QuietWorkerResponse) GetJSON200() *struct {
+	Id    *string `json:"id,omitempty"`
+	State *string `json:"state,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r QuietWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r QuietWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r QuietWorkerResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r QuietWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r QuietWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r QuietWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r QuietWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type TerminateWorkerResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Id    *string `json:"id,omitempty"`
+		State *string `json:"state,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r TerminateWorkerResponse) GetJSON200() *struct {
+	Id    *string `json:"id,omitempty"`
+	State *string `json:"state,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r TerminateWorkerResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r TerminateWorkerResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r TerminateWorkerResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r TerminateWorkerResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r TerminateWorkerResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r TerminateWorkerResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r TerminateWorkerResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type EnqueueWorkflowResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -10368,6 +12506,36 @@ func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id ope
 	return ParseGetJobLogsResponse(rsp)
 }
 
+// AppendJobLogWithBodyWithResponse Append lines to a running job's own log
+//
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+func (c *ClientWithResponses) AppendJobLogWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AppendJobLogResponse, error) {
+	rsp, err := c.AppendJobLogWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAppendJobLogResponse(rsp)
+}
+
+// AppendJobLogWithResponse Append lines to a running job's own log
+//
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/logs (the `AppendJobLog` operationId).
+func (c *ClientWithResponses) AppendJobLogWithResponse(ctx context.Context, id openapi_types.UUID, body AppendJobLogJSONRequestBody, reqEditors ...RequestEditorFn) (*AppendJobLogResponse, error) {
+	rsp, err := c.AppendJobLog(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAppendJobLogResponse(rsp)
+}
+
 // ReplayJobWithBodyWithResponse Replay a dead-letter job with an edited payload; the audit trail keeps the payload it had
 //
 // Needs the `operate` scope.
@@ -10621,6 +12789,36 @@ func (c *ClientWithResponses) PauseQueueWithResponse(ctx context.Context, name s
 	return ParsePauseQueueResponse(rsp)
 }
 
+// RevokePushSecretWithResponse Revoke the replaced push signing secret
+//
+// The secret the last rotation replaced stops signing. 409 when none does. Needs the `admin` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/queues/{name}/push/revoke (the `RevokePushSecret` operationId).
+func (c *ClientWithResponses) RevokePushSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RevokePushSecretResponse, error) {
+	rsp, err := c.RevokePushSecret(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRevokePushSecretResponse(rsp)
+}
+
+// RotatePushSecretWithResponse Rotate the push signing secret
+//
+// A new whsec_ secret, shown once; the replaced one goes on signing (both signatures are sent) until it is revoked. 409 while a replaced one still signs. Needs the `admin` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/queues/{name}/push/rotate (the `RotatePushSecret` operationId).
+func (c *ClientWithResponses) RotatePushSecretWithResponse(ctx context.Context, name string, reqEditors ...RequestEditorFn) (*RotatePushSecretResponse, error) {
+	rsp, err := c.RotatePushSecret(ctx, name, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRotatePushSecretResponse(rsp)
+}
+
 // ResumeQueueWithResponse Resume a queue
 //
 // Its jobs start again in every process; audited. Needs the `operate` scope.
@@ -10831,6 +13029,171 @@ func (c *ClientWithResponses) ListWorkersWithResponse(ctx context.Context, reqEd
 	return ParseListWorkersResponse(rsp)
 }
 
+// RegisterWorkerWithBodyWithResponse Register a worker that pulls work over HTTP
+//
+// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+func (c *ClientWithResponses) RegisterWorkerWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error) {
+	rsp, err := c.RegisterWorkerWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterWorkerResponse(rsp)
+}
+
+// RegisterWorkerWithResponse Register a worker that pulls work over HTTP
+//
+// A worker in any language registers once, then claims, heartbeats and finishes with the id returned; it shows in the registry and on the Workers page. A key limited to queues may register only for those. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers (the `RegisterWorker` operationId).
+func (c *ClientWithResponses) RegisterWorkerWithResponse(ctx context.Context, body RegisterWorkerJSONRequestBody, reqEditors ...RequestEditorFn) (*RegisterWorkerResponse, error) {
+	rsp, err := c.RegisterWorker(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRegisterWorkerResponse(rsp)
+}
+
+// DeregisterWorkerWithResponse Deregister on a clean stop
+//
+// The jobs it still holds go back to their queues at once, their attempts refunded; it leaves the registry. Needs the `work` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with DELETE /api/v1/workers/{id} (the `DeregisterWorker` operationId).
+func (c *ClientWithResponses) DeregisterWorkerWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*DeregisterWorkerResponse, error) {
+	rsp, err := c.DeregisterWorker(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseDeregisterWorkerResponse(rsp)
+}
+
+// ClaimWorkWithBodyWithResponse Claim jobs (long poll)
+//
+// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+func (c *ClientWithResponses) ClaimWorkWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*ClaimWorkResponse, error) {
+	rsp, err := c.ClaimWorkWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimWorkResponse(rsp)
+}
+
+// ClaimWorkWithResponse Claim jobs (long poll)
+//
+// Up to max queued jobs of the worker's types and queues, each claim charging an attempt and minting a lease token, under the queues' flow control. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/claim (the `ClaimWork` operationId).
+func (c *ClientWithResponses) ClaimWorkWithResponse(ctx context.Context, id string, body ClaimWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*ClaimWorkResponse, error) {
+	rsp, err := c.ClaimWork(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseClaimWorkResponse(rsp)
+}
+
+// FinishWorkWithBodyWithResponse Finish jobs, many at once
+//
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+func (c *ClientWithResponses) FinishWorkWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FinishWorkResponse, error) {
+	rsp, err := c.FinishWorkWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFinishWorkResponse(rsp)
+}
+
+// FinishWorkWithResponse Finish jobs, many at once
+//
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/finish (the `FinishWork` operationId).
+func (c *ClientWithResponses) FinishWorkWithResponse(ctx context.Context, id string, body FinishWorkJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishWorkResponse, error) {
+	rsp, err := c.FinishWork(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFinishWorkResponse(rsp)
+}
+
+// WorkerHeartbeatWithBodyWithResponse Heartbeat: extend every lease held
+//
+// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+func (c *ClientWithResponses) WorkerHeartbeatWithBodyWithResponse(ctx context.Context, id string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*WorkerHeartbeatResponse, error) {
+	rsp, err := c.WorkerHeartbeatWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWorkerHeartbeatResponse(rsp)
+}
+
+// WorkerHeartbeatWithResponse Heartbeat: extend every lease held
+//
+// Keeps the worker in the registry and extends each lease it still holds; a lease of a job run past its timeout by more than the grace is not extended. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/heartbeat (the `WorkerHeartbeat` operationId).
+func (c *ClientWithResponses) WorkerHeartbeatWithResponse(ctx context.Context, id string, body WorkerHeartbeatJSONRequestBody, reqEditors ...RequestEditorFn) (*WorkerHeartbeatResponse, error) {
+	rsp, err := c.WorkerHeartbeat(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseWorkerHeartbeatResponse(rsp)
+}
+
+// QuietWorkerWithResponse Ask a remote worker to stop claiming
+//
+// It finishes what it holds; it learns on its next heartbeat. Needs the `operate` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/quiet (the `QuietWorker` operationId).
+func (c *ClientWithResponses) QuietWorkerWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*QuietWorkerResponse, error) {
+	rsp, err := c.QuietWorker(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseQuietWorkerResponse(rsp)
+}
+
+// TerminateWorkerWithResponse Ask a remote worker to stop
+//
+// It learns on its next heartbeat. Needs the `operate` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/workers/{id}/terminate (the `TerminateWorker` operationId).
+func (c *ClientWithResponses) TerminateWorkerWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*TerminateWorkerResponse, error) {
+	rsp, err := c.TerminateWorker(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseTerminateWorkerResponse(rsp)
+}
+
 // EnqueueWorkflowWithBodyWithResponse Enqueue a workflow (DAG) in one transaction
 //
 // Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
@@ -10887,7 +13250,7 @@ func (c *ClientWithResponses) GetMetricsWithResponse(ctx context.Context, reqEdi
 	return ParseGetMetricsResponse(rsp)
 }
 
-// GetReadinessWithResponse Readiness: 200 when the database answers, 503 otherwise
+// GetReadinessWithResponse Readiness: 200 when the database answers and takes writes, 503 with Retry-After otherwise; names the server (address, read_only, in_recovery)
 //
 // Returns a wrapper object for the known response body format(s).
 //
@@ -12101,6 +14464,76 @@ func ParseGetJobLogsResponse(rsp *http.Response) (*GetJobLogsResponse, error) {
 	return response, nil
 }
 
+// ParseAppendJobLogResponse parses an HTTP response from a AppendJobLogWithResponse call
+func ParseAppendJobLogResponse(rsp *http.Response) (*AppendJobLogResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AppendJobLogResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Stored *int `json:"stored,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseReplayJobResponse parses an HTTP response from a ReplayJobWithResponse call
 func ParseReplayJobResponse(rsp *http.Response) (*ReplayJobResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -12815,6 +15248,135 @@ func ParsePauseQueueResponse(rsp *http.Response) (*PauseQueueResponse, error) {
 	return response, nil
 }
 
+// ParseRevokePushSecretResponse parses an HTTP response from a RevokePushSecretWithResponse call
+func ParseRevokePushSecretResponse(rsp *http.Response) (*RevokePushSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RevokePushSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Queue   *string `json:"queue,omitempty"`
+			Secrets *int    `json:"secrets,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRotatePushSecretResponse parses an HTTP response from a RotatePushSecretWithResponse call
+func ParseRotatePushSecretResponse(rsp *http.Response) (*RotatePushSecretResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RotatePushSecretResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Queue   *string `json:"queue,omitempty"`
+			Secret  *string `json:"secret,omitempty"`
+			Secrets *int    `json:"secrets,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseResumeQueueResponse parses an HTTP response from a ResumeQueueWithResponse call
 func ParseResumeQueueResponse(rsp *http.Response) (*ResumeQueueResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -13441,6 +16003,451 @@ func ParseListWorkersResponse(rsp *http.Response) (*ListWorkersResponse, error) 
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRegisterWorkerResponse parses an HTTP response from a RegisterWorkerWithResponse call
+func ParseRegisterWorkerResponse(rsp *http.Response) (*RegisterWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RegisterWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest struct {
+			// HeartbeatSeconds heartbeat at least this often
+			HeartbeatSeconds float32 `json:"heartbeat_seconds"`
+			Id               string  `json:"id"`
+
+			// LeaseSeconds a lease not extended for this long is lost
+			LeaseSeconds float32 `json:"lease_seconds"`
+
+			// Queues the queues it takes from; empty: every queue
+			Queues *[]string `json:"queues,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseDeregisterWorkerResponse parses an HTTP response from a DeregisterWorkerWithResponse call
+func ParseDeregisterWorkerResponse(rsp *http.Response) (*DeregisterWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &DeregisterWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Released *int `json:"released,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseClaimWorkResponse parses an HTTP response from a ClaimWorkWithResponse call
+func ParseClaimWorkResponse(rsp *http.Response) (*ClaimWorkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ClaimWorkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Jobs []ClaimedJob `json:"jobs"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseFinishWorkResponse parses an HTTP response from a FinishWorkWithResponse call
+func ParseFinishWorkResponse(rsp *http.Response) (*FinishWorkResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FinishWorkResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Outcomes []struct {
+				Error *FinishWork200JSONResponseBodyOutcomesError `json:"error,omitempty"`
+				JobId openapi_types.UUID                          `json:"job_id"`
+				Ok    bool                                        `json:"ok"`
+			} `json:"outcomes"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseWorkerHeartbeatResponse parses an HTTP response from a WorkerHeartbeatWithResponse call
+func ParseWorkerHeartbeatResponse(rsp *http.Response) (*WorkerHeartbeatResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &WorkerHeartbeatResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Lost jobs whose lease is gone or whose cancellation was asked: stop them (finish a cancelled one with status cancelled)
+			Lost []openapi_types.UUID `json:"lost"`
+
+			// State quiet: stop claiming and finish what you hold; terminate: stop
+			State WorkerHeartbeat200JSONResponseBodyState `json:"state"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseQuietWorkerResponse parses an HTTP response from a QuietWorkerWithResponse call
+func ParseQuietWorkerResponse(rsp *http.Response) (*QuietWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &QuietWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Id    *string `json:"id,omitempty"`
+			State *string `json:"state,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseTerminateWorkerResponse parses an HTTP response from a TerminateWorkerWithResponse call
+func ParseTerminateWorkerResponse(rsp *http.Response) (*TerminateWorkerResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &TerminateWorkerResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Id    *string `json:"id,omitempty"`
+			State *string `json:"state,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
 
 	}
 

@@ -15,10 +15,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/client"
-	"flint/db/dbtest"
-	"flint/handlers"
-	"flint/jobs"
+	"github.com/flinthq/flint/client"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/jobs"
 )
 
 const apiKey = "client-test-api-key-0123456789"

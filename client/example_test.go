@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"os"
 
-	"flint/client"
+	"github.com/flinthq/flint/client"
 )
 
 // Enqueue a job and read it back. The key comes from the environment, as

@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/db/dbtest"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
 )
 
 // notices records what an evaluation asked to send, one email per notice.

@@ -8,7 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 const dlqCountSQL = `SELECT count(*) FROM (
@@ -80,6 +81,7 @@ func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.
 				rows.Close()
 				return err
 			}
+			d.Error = logs.Scrub(d.Error)
 			snap.Recent = append(snap.Recent, d)
 		}
 		rows.Close()

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"flint/auth"
-	"flint/jobs"
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/jobs"
 )
 
 // API keys: one row per calling service, holding the SHA-256 of its secret
@@ -20,12 +20,12 @@ import (
 // replaced.
 
 const apiKeyColumns = `id, name, scopes, prefix, created_by, created_at, rotated_at, last_used_at, revoked_at,
-	CASE WHEN prev_expires_at > now() THEN prev_expires_at END`
+	CASE WHEN prev_expires_at > now() THEN prev_expires_at END, queues`
 
 func scanAPIKey(row pgx.Row) (auth.APIKey, error) {
 	var k auth.APIKey
 	var scopes []string
-	err := row.Scan(&k.ID, &k.Name, &scopes, &k.Prefix, &k.CreatedBy, &k.CreatedAt, &k.RotatedAt, &k.LastUsedAt, &k.RevokedAt, &k.PreviousExpiresAt)
+	err := row.Scan(&k.ID, &k.Name, &scopes, &k.Prefix, &k.CreatedBy, &k.CreatedAt, &k.RotatedAt, &k.LastUsedAt, &k.RevokedAt, &k.PreviousExpiresAt, &k.Queues)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return auth.APIKey{}, fmt.Errorf("no such API key: %w", jobs.ErrNotFound)
 	}
@@ -40,30 +40,24 @@ func scanAPIKey(row pgx.Row) (auth.APIKey, error) {
 }
 
 const insertAPIKeySQL = `
-INSERT INTO api_keys (id, name, scopes, hash, prefix, created_by) VALUES ($1, $2, $3, $4, $5, $6)
+INSERT INTO api_keys (id, name, scopes, hash, prefix, created_by, queues) VALUES ($1, $2, $3, $4, $5, $6, $7)
 RETURNING ` + apiKeyColumns
 
 // CreateAPIKey stores a new key and returns it with its secret, which is
 // not kept and cannot be read again.
-func (s *Store) CreateAPIKey(ctx context.Context, name string, scopes []auth.Scope, createdBy string) (auth.APIKey, string, error) {
-	name = strings.TrimSpace(name)
-	if err := auth.CheckKeyName(name); err != nil {
-		return auth.APIKey{}, "", err
-	}
-	names := make([]string, len(scopes))
-	for i, sc := range scopes {
-		names[i] = string(sc)
-	}
-	scopes, err := auth.ParseScopes(names)
+func (s *Store) CreateAPIKey(ctx context.Context, spec auth.KeySpec, createdBy string) (auth.APIKey, string, error) {
+	spec.Name = strings.TrimSpace(spec.Name)
+	spec, err := spec.Check()
 	if err != nil {
 		return auth.APIKey{}, "", err
 	}
+	name := spec.Name
 	id, err := uuid.NewV7()
 	if err != nil {
 		return auth.APIKey{}, "", err
 	}
 	secret, prefix := auth.NewKeySecret()
-	k, err := scanAPIKey(s.pool.QueryRow(ctx, insertAPIKeySQL, id, name, scopeStrings(scopes), auth.HashToken(secret), prefix, truncate(createdBy, 300)))
+	k, err := scanAPIKey(s.pool.QueryRow(ctx, insertAPIKeySQL, id, name, scopeStrings(spec.Scopes), auth.HashToken(secret), prefix, truncate(createdBy, 300), spec.Queues))
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == "api_keys_name_idx" {
 		return auth.APIKey{}, "", jobs.Invalid("name", "a key named %q exists (revoked keys keep their names); choose another", name)

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 const insertAuditSQL = `
@@ -57,7 +57,8 @@ WHERE ($1::uuid IS NULL OR job_id = $1) AND ($2::bigint = 0 OR id < $2)
 ORDER BY id DESC
 LIMIT $3`
 
-// ListAudit returns audit entries newest first.
+// ListAudit returns the audit entries q selects, newest first, q.Limit of
+// them (100 when it is zero or above 500).
 func (s *Store) ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditEntry, error) {
 	limit := q.Limit
 	if limit <= 0 || limit > 500 {

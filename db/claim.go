@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // claimUpdate leases the rows chosen by the "next" CTE. Each claim charges
@@ -50,11 +50,28 @@ UPDATE jobs j SET
 const claimSQL = `
 WITH next AS MATERIALIZED (
 	SELECT id AS next_id FROM jobs
-	WHERE status = 'queued' AND deleted_at IS NULL` + versionGuard + `
+	WHERE status = 'queued' AND deleted_at IS NULL` + versionGuard + typeFilter5 + `
 	ORDER BY effective_priority, run_at, created_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 )` + claimUpdate
+
+// typeFilter5 limits a claim to the job types its worker serves, the
+// fifth parameter (NULL: any type). A worker never takes a job it has no
+// handler for: a stock process beside a program with types of its own, or
+// a remote worker that serves a few types, leaves the others to whoever
+// serves them. The filter is checked on the rows the claim order reaches,
+// so jobs of types nobody here serves cost a look each while they wait
+// ahead of served ones (explain names them: no live worker serves the
+// type).
+const typeFilter5 = ` AND ($5::text[] IS NULL OR type = ANY($5::text[]))`
+
+// typeFilter6 and typeFilter7 are typeFilter5 for statements whose sixth
+// and seventh parameters are the types.
+const (
+	typeFilter6 = ` AND ($6::text[] IS NULL OR type = ANY($6::text[]))`
+	typeFilter7 = ` AND ($7::text[] IS NULL OR type = ANY($7::text[]))`
+)
 
 // claimQueuesSQL is claimSQL limited to some queues. Each queue's next jobs
 // come from its own ordered range of the per-queue index, and the merged
@@ -69,7 +86,7 @@ WITH next AS MATERIALIZED (
 	FROM unnest($4::text[]) AS q(name)
 	CROSS JOIN LATERAL (
 		SELECT id, effective_priority, run_at, created_at FROM jobs
-		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name` + versionGuard5 + `
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name` + versionGuard5 + typeFilter6 + `
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
@@ -99,13 +116,16 @@ func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job,
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	var claimed []*jobs.Job
-	switch constrained := st.constrainedFor(p.Queues); {
+	if p.Push && len(p.Queues) == 0 {
+		return nil, nil // the pusher names the queues it pushes
+	}
+	switch constrained := st.constrainedFor(p.Queues, p.Push); {
 	case len(constrained) > 0:
 		claimed, err = s.claimFlow(ctx, p, st, constrained, ttl)
 	case len(p.Queues) == 0:
-		claimed, err = collectJobs(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl, st.version))
+		claimed, err = collectJobs(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl, st.version, p.Types))
 	default:
-		claimed, err = collectJobs(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues, st.version))
+		claimed, err = collectJobs(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -142,13 +162,22 @@ UPDATE jobs j SET
 	progress_message = CASE WHEN l.has_progress THEN nullif(l.message, '') ELSE j.progress_message END
 FROM unnest($1::uuid[], $2::uuid[], $4::boolean[], $5::smallint[], $6::text[]) AS l(id, token, has_progress, progress, message)
 WHERE j.id = l.id AND j.lease_token = l.token
+  AND ($7::float8 IS NULL OR j.timeout_seconds IS NULL
+       OR j.started_at + (j.timeout_seconds * 1000 + $7) * interval '1 millisecond' > now())
 RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, j.progress, j.progress_message`
 
-// ExtendLeases extends every lease in leases by ttl from now on the database
-// clock. Leases missing from the result were lost.
-// Progress written is announced as an event, so the job page and the jobs
-// list show it live.
+// ExtendLeases extends the lease of every heartbeat in beats by ttl from
+// now on the database clock, and stores the progress they carry. Leases
+// missing from the result were lost: the worker must stop the job. Progress
+// written is announced as an event, so the job page and the jobs list show
+// it live.
 func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+	return s.extendLeases(ctx, beats, ttl, nil)
+}
+
+// extendLeases extends leases; with grace set, not those of jobs that ran
+// past their timeout by more than grace.
+func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration) ([]jobs.LeaseStatus, error) {
 	if len(beats) == 0 {
 		return nil, nil
 	}
@@ -161,8 +190,13 @@ func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl ti
 			has[i], pcts[i], msgs[i] = true, int16(b.Progress.Percent), truncate(b.Progress.Message, jobs.MaxProgressMessage)
 		}
 	}
+	var graceMS *float64
+	if grace != nil {
+		g := float64(*grace) / float64(time.Millisecond)
+		graceMS = &g
+	}
 	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond),
-		has, pcts, msgs)
+		has, pcts, msgs, graceMS)
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}

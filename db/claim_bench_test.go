@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"flint/db/dbtest"
-	"flint/jobs"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
 )
 
 // BenchmarkClaim measures one claim of 100 jobs from a backlog, with the

@@ -2,12 +2,10 @@ package db
 
 import (
 	"context"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // versionGuard makes a claim take nothing when the queue settings changed
@@ -17,6 +15,11 @@ const versionGuard = ` AND EXISTS (SELECT 1 FROM flow_control_version WHERE vers
 // versionGuard5 is versionGuard for statements whose fifth parameter is
 // the version.
 const versionGuard5 = ` AND EXISTS (SELECT 1 FROM flow_control_version WHERE version = $5)`
+
+// pushSide keeps a flow-controlled claim to its side of the queues s:
+// the pusher's claims ($8 true) take only from queues with a push URL,
+// every other claim only from queues without one.
+const pushSide = ` AND (s.push_url IS NOT NULL) = $8::boolean`
 
 // queuedKeyed selects queued jobs that carry a concurrency key, in the
 // words jobs_claim_key_idx's predicate uses.
@@ -73,7 +76,7 @@ ok AS (
 		SELECT 1 FROM queues s CROSS JOIN LATERAL (
 			SELECT 1 FROM jobs k WHERE ` + queuedKeyed + ` AND k.queue = s.name
 			ORDER BY k.queue, k.concurrency_key LIMIT 1) k
-		WHERE s.name = ANY($6) AND NOT s.paused AND s.per_key_concurrency IS NOT NULL)
+		WHERE s.name = ANY($6) AND NOT s.paused AND s.per_key_concurrency IS NOT NULL` + pushSide + `)
 ),` + flowServedSQL + `,
 cq AS MATERIALIZED (
 	SELECT name, rate_limit, tokens,
@@ -81,7 +84,7 @@ cq AS MATERIALIZED (
 	FROM (
 		SELECT s.name, s.rate_limit,` + flowBucketSQL + `
 		FROM queues s, ok
-		WHERE s.name = ANY($6) AND NOT s.paused AND ` + flowLimitedSQL + `
+		WHERE s.name = ANY($6) AND NOT s.paused AND ` + flowLimitedSQL + pushSide + `
 	) b
 ),
 q AS (
@@ -93,7 +96,7 @@ pick AS MATERIALIZED (
 	SELECT c.id AS next_id, q.name AS queue
 	FROM q CROSS JOIN LATERAL (
 		SELECT id, effective_priority, run_at, created_at FROM jobs
-		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name` + typeFilter7 + `
 		ORDER BY queue, effective_priority, run_at, created_at, id -- jobs_claim_queue_idx's order
 		LIMIT q.cap
 		FOR UPDATE SKIP LOCKED
@@ -117,7 +120,8 @@ next AS (SELECT next_id FROM pick)` + claimUpdateByArray
 //
 // Parameters: $1 worker, $2 limit, $3 lease ms, $4 settings version,
 // $5 the queues served (NULL: all), $6 the constrained queues among them
-// (paused or limited).
+// (paused or limited), $7 the job types served (NULL: all; see
+// typeFilter5), $8 whether the claim is the pusher's (pushSide).
 //
 //   - plain: queues without settings, each from its own range of
 //     jobs_claim_queue_idx. Serving all queues, it finds the queues that
@@ -152,7 +156,7 @@ plain AS (
 	SELECT c.id, c.queue, c.effective_priority, c.run_at, c.created_at, NULL::text AS key, 0 AS pos
 	FROM plain_q CROSS JOIN LATERAL (
 		SELECT id, queue, effective_priority, run_at, created_at FROM jobs
-		WHERE status = 'queued' AND deleted_at IS NULL AND queue = plain_q.name
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = plain_q.name` + typeFilter7 + `
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT $2
 		FOR UPDATE SKIP LOCKED
@@ -161,7 +165,7 @@ plain AS (
 cq0 AS MATERIALIZED (
 	SELECT s.name, s.per_key_concurrency AS per_key, s.key_cursor, s.rate_limit,` + flowBucketSQL + `
 	FROM queues s, ok
-	WHERE s.name = ANY($6) AND NOT s.paused AND ` + flowLimitedSQL + `
+	WHERE s.name = ANY($6) AND NOT s.paused AND ` + flowLimitedSQL + pushSide + `
 ),
 cq AS MATERIALIZED (
 	SELECT cq0.*, greatest(0, least($2, coalesce(free, $2), coalesce(floor(tokens)::int, $2)))::int AS cap FROM cq0
@@ -170,7 +174,7 @@ limited AS (
 	SELECT c.id, cq.name AS queue, c.effective_priority, c.run_at, c.created_at, NULL::text AS key, 0 AS pos
 	FROM cq CROSS JOIN LATERAL (
 		SELECT id, effective_priority, run_at, created_at FROM jobs
-		WHERE status = 'queued' AND deleted_at IS NULL AND queue = cq.name
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = cq.name` + typeFilter7 + `
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT cq.cap
 		FOR UPDATE SKIP LOCKED
@@ -223,7 +227,7 @@ keyed AS (
 	LEFT JOIN krun ON krun.queue = ks.queue AND krun.key = ks.key
 	CROSS JOIN LATERAL (
 		SELECT id, effective_priority, run_at, created_at FROM jobs
-		WHERE ` + queuedKeyed + ` AND queue = ks.queue AND concurrency_key = ks.key
+		WHERE ` + queuedKeyed + ` AND queue = ks.queue AND concurrency_key = ks.key` + typeFilter7 + `
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT greatest(0, least(fq.per_key - coalesce(krun.n, 0), fq.cap))
 		FOR UPDATE SKIP LOCKED
@@ -238,7 +242,7 @@ keyless AS (
 			WHERE status = 'queued' AND deleted_at IS NULL AND queue = fq.name
 			ORDER BY effective_priority, run_at, created_at, id
 			LIMIT 2 * fq.cap + 16))
-		  AND concurrency_key IS NULL AND status = 'queued' AND deleted_at IS NULL
+		  AND concurrency_key IS NULL AND status = 'queued' AND deleted_at IS NULL` + typeFilter7 + `
 		ORDER BY effective_priority, run_at, created_at, id
 		LIMIT fq.cap
 		FOR UPDATE SKIP LOCKED
@@ -303,23 +307,6 @@ const claimLimitedLockSQL = `SELECT set_config('jit', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
 	set_config('enable_mergejoin', 'off', true), set_config('enable_material', 'off', true), ` + queueLocks
 
-// flowHoldSQL says, after a claim that came back short, for each limited
-// queue it served: its bucket, whether it still has queued jobs (so the
-// pool knows whether and when to claim again) and, for a fair queue,
-// whether any of them carries a key (which claimLimitedSQL leaves to
-// claimFlowSQL). A claim that came back full needs none of it: the pool
-// claims again as soon as a worker is free.
-const flowHoldSQL = `
-SELECT s.name, s.rate_limit, s.rate_period_seconds, s.tokens, extract(epoch FROM now() - s.tokens_at),
-       EXISTS (SELECT 1 FROM jobs j WHERE j.status = 'queued' AND j.deleted_at IS NULL AND j.queue = s.name),
-       s.per_key_concurrency IS NOT NULL AND EXISTS (SELECT 1 FROM jobs k WHERE ` + queuedKeyed + ` AND k.queue = s.name)
-FROM queues s
-WHERE s.name = ANY($1) AND NOT s.paused`
-
-// keyedFor is how long a fair queue found with keyed jobs is claimed
-// through claimFlowSQL before claimLimitedSQL is tried again.
-const keyedFor = time.Second
-
 // claimFlow claims from served queues some of which are paused or limited,
 // in one round trip carrying the locks and the claim; a claim that came
 // back short asks flowHoldSQL what held it back, in a second.
@@ -332,7 +319,7 @@ func (s *Store) claimFlow(ctx context.Context, p jobs.ClaimParams, st *flowState
 	var limited []string
 	full := false
 	for _, q := range constrained {
-		if qs := st.queues[q]; !qs.Paused && qs.Limited() {
+		if qs := st.queues[q]; !qs.Paused && qs.Limited() && (qs.Push != nil) == p.Push {
 			limited = append(limited, q)
 			full = full || (qs.PerKeyConcurrency != nil && s.keyedHint(q))
 		}
@@ -382,7 +369,7 @@ func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowS
 	}
 	b := &pgx.Batch{}
 	b.Queue(lock, limited)
-	b.Queue(claim, p.WorkerID, p.Limit, ttl, st.version, queues, constrained).Query(func(rows pgx.Rows) error {
+	b.Queue(claim, p.WorkerID, p.Limit, ttl, st.version, queues, constrained, p.Types, p.Push).Query(func(rows pgx.Rows) error {
 		claimed, err = collectJobs(rows, nil)
 		return err
 	})
@@ -390,75 +377,4 @@ func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowS
 		return nil, err
 	}
 	return claimed, nil
-}
-
-// flowHold reads flowHoldSQL: what holds the limited queues back, and
-// whether a fair one has keyed jobs waiting.
-func (s *Store) flowHold(ctx context.Context, limited []string) (hold jobs.FlowHold, keyed bool, err error) {
-	rows, err := s.pool.Query(ctx, flowHoldSQL, limited)
-	if err != nil {
-		return hold, false, err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var rate, period *int32
-		var tokens, elapsed float64
-		var waiting, hasKeys bool
-		if err := rows.Scan(&name, &rate, &period, &tokens, &elapsed, &waiting, &hasKeys); err != nil {
-			return hold, false, err
-		}
-		if hasKeys {
-			s.keyed.Store(name, time.Now().Add(keyedFor))
-			keyed = true
-		}
-		if !waiting {
-			continue
-		}
-		hold.Waiting = true
-		if rate == nil || period == nil {
-			continue
-		}
-		rl := jobs.RateLimit{Limit: int(*rate), PeriodSeconds: int(*period)}
-		now := min(rl.Burst(), tokens+max(0, elapsed)*float64(rl.Limit)/float64(rl.PeriodSeconds))
-		if now < 1 {
-			wait := time.Duration((1 - now) * float64(rl.Interval()))
-			if hold.RetryAfter == 0 || wait < hold.RetryAfter {
-				hold.RetryAfter = wait
-			}
-		}
-	}
-	return hold, keyed, rows.Err()
-}
-
-// keyedHint says whether a fair queue had queued jobs with a key within
-// the last keyedFor.
-func (s *Store) keyedHint(queue string) bool {
-	v, ok := s.keyed.Load(queue)
-	return ok && time.Now().Before(v.(time.Time))
-}
-
-// claimIDsFlowSQL is claimIDsSQL with the flow-control guards: the ready
-// queue's candidates never come from a paused or limited queue (those are
-// claimed by claimFlowSQL), and a changed setting makes it take nothing.
-const claimIDsFlowSQL = `
-WITH next AS MATERIALIZED (
-	SELECT id AS next_id FROM jobs
-	WHERE id = ANY($5::uuid[]) AND status = 'queued' AND deleted_at IS NULL AND queue <> ALL($6::text[])` + versionGuard + `
-	ORDER BY effective_priority, run_at, created_at, id
-	LIMIT $2
-	FOR UPDATE SKIP LOCKED
-)` + claimUpdate
-
-// claimByIDFlow claims candidate ids outside the constrained queues.
-func (s *Store) claimByIDFlow(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID, ttl float64) ([]*jobs.Job, error) {
-	st, err := s.flowFor(ctx)
-	if err != nil {
-		return nil, err
-	}
-	constrained := st.constrained
-	if constrained == nil {
-		constrained = []string{}
-	}
-	return collectJobs(s.pool.Query(ctx, claimIDsFlowSQL, p.WorkerID, len(ids), ttl, st.version, uuidArray(ids), constrained))
 }

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/db/dbtest"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
 )
 
 // TestClaimLimitedPlanPinned: claimLimitedSQL runs with a plan made once
@@ -36,13 +36,13 @@ func TestClaimLimitedPlanPinned(t *testing.T) {
 	var locked int
 	require.NoError(t, tx.QueryRow(ctx, db.ClaimLimitedLockSQL, []string{"fair", "limited"}).Scan(
 		new(string), new(string), new(string), new(string), new(string), new(string), new(string), new(string), &locked))
-	_, err = tx.Exec(ctx, `PREPARE pinned(text, int, float8, bigint, text[], text[]) AS `+db.ClaimLimitedSQL)
+	_, err = tx.Exec(ctx, `PREPARE pinned(text, int, float8, bigint, text[], text[], text[], boolean) AS `+db.ClaimLimitedSQL)
 	require.NoError(t, err)
 	var version int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT version FROM flow_control_version`).Scan(&version))
 	explain := func() []string {
 		var plan []map[string]any
-		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE pinned('w', 100, 60000, %d, NULL, ARRAY['fair', 'limited'])`, version)).Scan(&plan))
+		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE pinned('w', 100, 60000, %d, NULL, ARRAY['fair', 'limited'], ARRAY['noop', 'sleep'], false)`, version)).Scan(&plan))
 		var nodes []string
 		var walk func(n map[string]any)
 		walk = func(n map[string]any) {

@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/db/dbtest"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
 )
 
 // countsByScan is what Stats must report, counted the slow way: one scan
@@ -136,8 +136,42 @@ func TestFinishedCountsFollowEveryPath(t *testing.T) {
 	_, err = store.GetJob(ctx, child[0].Job.ID)
 	require.NoError(t, err)
 
-	// Operator actions: cancel a waiting job, bin and restore, purge,
-	// replay from the DLQ, edit and replay.
+	countsThroughOperatorActions(t, store, dead)
+
+	// A lease that expires for good ends in the DLQ through the reaper.
+	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "e"})
+	require.NoError(t, err)
+	_, err = store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"e"}, Limit: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET interruptions = 99 WHERE queue = 'e'`)
+	require.NoError(t, err)
+	later := time.Now().Add(time.Hour)
+	_, err = store.ReapExpired(ctx, &later, 100)
+	require.NoError(t, err)
+	requireCounts(t, store, "reaped")
+
+	// History written with COPY, then retention removes what is old.
+	require.NoError(t, store.SeedHistory(ctx, db.History{Jobs: 3000, Days: 30}, nil))
+	requireCounts(t, store, "seeded history")
+	st := jobs.DefaultSettings()
+	st.RetentionCompletedDays, st.RetentionCancelledDays, st.RetentionDeadDays = 10, 10, 10
+	for {
+		n, err := store.Prune(ctx, st, nil, 500)
+		require.NoError(t, err)
+		if n == 0 {
+			break
+		}
+	}
+	requireCounts(t, store, "pruned")
+}
+
+// countsThroughOperatorActions requires the counts to stay right as an
+// operator cancels a waiting job, bins and restores, purges, replays from
+// the DLQ (dead holds dead-lettered jobs of queue c), and edits and
+// replays.
+func countsThroughOperatorActions(t *testing.T, store *db.Store, dead []uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
 	w, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "d"}, jobs.EnqueueParams{Type: "t0", Queue: "d"})
 	require.NoError(t, err)
 	_, err = store.CancelJob(ctx, w[0].Job.ID)
@@ -165,32 +199,6 @@ func TestFinishedCountsFollowEveryPath(t *testing.T) {
 		require.NoError(t, err)
 	}
 	requireCounts(t, store, "edited and replayed")
-
-	// A lease that expires for good ends in the DLQ through the reaper.
-	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "e"})
-	require.NoError(t, err)
-	_, err = store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"e"}, Limit: 1, LeaseTTL: time.Minute})
-	require.NoError(t, err)
-	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET interruptions = 99 WHERE queue = 'e'`)
-	require.NoError(t, err)
-	later := time.Now().Add(time.Hour)
-	_, err = store.ReapExpired(ctx, &later, 100)
-	require.NoError(t, err)
-	requireCounts(t, store, "reaped")
-
-	// History written with COPY, then retention removes what is old.
-	require.NoError(t, store.SeedHistory(ctx, db.History{Jobs: 3000, Days: 30}, nil))
-	requireCounts(t, store, "seeded history")
-	st := jobs.DefaultSettings()
-	st.RetentionCompletedDays, st.RetentionCancelledDays, st.RetentionDeadDays = 10, 10, 10
-	for {
-		n, err := store.Prune(ctx, st, nil, 500)
-		require.NoError(t, err)
-		if n == 0 {
-			break
-		}
-	}
-	requireCounts(t, store, "pruned")
 }
 
 // TestFinishedCountsUnderConcurrentFinishers: many finishers at once, on

@@ -9,7 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // cappedCountsSQL counts each state up to $1. Running jobs are counted
@@ -139,7 +140,7 @@ func (s *Store) RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, 
 	}
 	var out []jobs.Failure
 	for _, r := range rows {
-		out = append(out, jobs.Failure{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Attempt: r.Attempt, Error: r.Error,
+		out = append(out, jobs.Failure{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Attempt: r.Attempt, Error: logs.Scrub(r.Error),
 			At: r.FinishedAt, Outcome: jobs.Outcome(r.Outcome), JobState: jobs.State(r.Status)})
 	}
 	return out, nil
@@ -173,11 +174,6 @@ func (s *Store) Queues(ctx context.Context) ([]string, error) {
 	return out, nil
 }
 
-const throughputSinceSQL = `
-SELECT bucket, outcome, sum(n)::bigint AS n FROM job_throughput
-WHERE bucket >= date_trunc('minute', now()) - interval '59 minutes'
-GROUP BY bucket, outcome ORDER BY bucket`
-
 // throughputRow is the runs that ended with one outcome in one minute.
 type throughputRow struct {
 	Bucket  time.Time `db:"bucket"`
@@ -187,8 +183,25 @@ type throughputRow struct {
 
 // Throughput returns finished runs per minute over the last hour.
 func (s *Store) Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error) {
+	return s.ThroughputOver(ctx, time.Hour, time.Minute)
+}
+
+// throughputOverSQL sums finished runs per outcome in bars of $2 seconds
+// over the last $1 seconds (whole bars, the current one included).
+const throughputOverSQL = `
+SELECT date_bin(make_interval(secs => $2), bucket, 'epoch'::timestamptz) AS bucket, outcome, sum(n)::bigint AS n
+FROM job_throughput
+WHERE bucket >= date_bin(make_interval(secs => $2), now(), 'epoch'::timestamptz) - make_interval(secs => $1 - $2)
+GROUP BY 1, 2 ORDER BY 1`
+
+// ThroughputOver returns finished runs per step (a whole number of
+// minutes) over the last span, oldest first. The table keeps two days.
+func (s *Store) ThroughputOver(ctx context.Context, span, step time.Duration) ([]jobs.ThroughputBucket, error) {
+	if step < time.Minute || step%time.Minute != 0 || span < step || span > 48*time.Hour {
+		return nil, jobs.Invalid("range", "must be whole minutes per bar over at most two days")
+	}
 	var rows []throughputRow
-	if err := s.sqlx.SelectContext(ctx, &rows, throughputSinceSQL); err != nil {
+	if err := s.sqlx.SelectContext(ctx, &rows, throughputOverSQL, span.Seconds(), step.Seconds()); err != nil {
 		return nil, fmt.Errorf("throughput: %w", err)
 	}
 	var out []jobs.ThroughputBucket
@@ -199,4 +212,21 @@ func (s *Store) Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error)
 		out[len(out)-1].Outcomes[r.Outcome] = r.N
 	}
 	return out, nil
+}
+
+// retryingSQL counts, up to $1, the jobs waiting to retry: scheduled after
+// a failed attempt.
+const retryingSQL = `
+SELECT count(*) FROM (
+	SELECT 1 FROM jobs WHERE status = 'scheduled' AND attempt > 0 AND deleted_at IS NULL LIMIT $1
+) r`
+
+// CountRetrying counts the jobs waiting for a retry (scheduled after a
+// failed attempt), up to limit.
+func (s *Store) CountRetrying(ctx context.Context, limit int64) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, retryingSQL, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count retrying jobs: %w", err)
+	}
+	return n, nil
 }

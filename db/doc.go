@@ -1,4 +1,4 @@
-// Package db is Flint's storage: the PostgreSQL Store, the embedded dbmate
+// Package db is Flint's storage: the PostgreSQL Store, the embedded
 // migrations, and the notification listener. Rows are read one of two ways,
 // chosen by what they are, never both for the same struct:
 //
@@ -30,4 +30,46 @@
 // on the database clock.
 //
 // db imports jobs and never handlers, workers or scheduler.
+//
+// # Where to start reading
+//
+// Start with store.go: Open and Config, the Store, and withTx, the one way
+// a multi-step write runs. rows.go holds jobColumns and the scanners that
+// every statement returning jobs shares. Then follow a job through its
+// life, one file per step:
+//
+//   - Enqueue: enqueue.go (Store.Enqueue, EnqueueTx and the insert
+//     statement), enqueue_deps.go (dependencies and recurring series),
+//     enqueue_keys.go (idempotency keys against the history),
+//     enqueue_copy.go (COPY for large batches of plain jobs) and
+//     groupcommit.go (single enqueues sharing one transaction). wakeup.go
+//     sends the notifications that wake workers, after the commit.
+//   - Claim: claim.go (ClaimJobs, the lease and ExtendLeases). Paused and
+//     limited queues are claimed through claim_flow.go, with the settings
+//     queues.go loads and flow_hold.go saying what held a claim back;
+//     ready.go claims the Redis ready queue's candidates by id.
+//   - Finish: finish.go (FinishJobs, every outcome of a batch in one round
+//     trip), with workflow.go releasing dependents and cascading failures;
+//     workflow_graph.go keeps the step keys and walks a job's workflow.
+//   - Reap and the other loops: maintenance.go holds what the scheduler
+//     runs (ReapExpired, PromoteDue, AgeQueued, Prune, TakeTurn);
+//     schedules.go the recurring series.
+//   - Archive: archive.go moves finished jobs into the partitioned
+//     history, unarchive.go brings them back for an operation that
+//     changes them, and history_partitions.go creates and drops the day
+//     partitions retention works on; history.go seeds a large history
+//     for measurement.
+//   - Operators: ops.go (cancel, retry, bin) and replay.go.
+//
+// Around the job's path: migrate.go applies migrations/ (embedded by
+// embed.go); conninfo.go and redis_url.go check connection settings before
+// anything connects; listener.go is the LISTEN connection; events.go the EventBus
+// that carries job events to every process; redis.go the optional Redis
+// fast path; registry.go and remote.go the workers; failover.go what a
+// standby or a failover looks like to the pool. The read models behind
+// the dashboard and the API are queries.go and list_jobs.go (jobs),
+// dashboard.go, stats.go, queue_info.go and explain.go; the dashboard's
+// own tables are users.go, sessions.go, apikeys.go, audit.go,
+// settings.go, alertrules.go, alert_evaluation.go, alerts.go, push.go,
+// joblogs.go, and process_logs.go with log_tail.go.
 package db

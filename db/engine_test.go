@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestConcurrentClaims has ten claimers race for a thousand jobs: every job

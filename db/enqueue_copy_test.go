@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Plain jobs (no dependencies, no series) are written with COPY when the
@@ -35,19 +35,14 @@ func TestEnqueuePlainJobsReturnWhatIsStored(t *testing.T) {
 	}
 }
 
-func testPlainJobsReturnWhatIsStored(t *testing.T, size int, keys bool) {
-	b := setup(t)
-	conn, err := pgx.Connect(b.ctx, b.url)
-	require.NoError(t, err)
-	defer conn.Close(context.Background())
-	_, err = conn.Exec(b.ctx, `LISTEN `+db.ChannelJobs+`; LISTEN `+db.ChannelScheduled)
-	require.NoError(t, err)
-
+// plainParams are size jobs of every kind the plain enqueue paths take:
+// three queues and priorities, delayed, past and future run times, a
+// timeout, no retries, and idempotency keys if keys.
+func plainParams(size int, keys bool) []jobs.EnqueueParams {
 	past := time.Now().Add(-time.Hour)
 	future := time.Now().Add(3 * time.Hour)
 	zero := 0
 	params := make([]jobs.EnqueueParams, size)
-	wantScheduled := map[uuid.UUID]bool{}
 	for i := range params {
 		p := jobs.EnqueueParams{
 			Type:     jobs.TypeNoop,
@@ -72,6 +67,19 @@ func testPlainJobsReturnWhatIsStored(t *testing.T, size int, keys bool) {
 		}
 		params[i] = p
 	}
+	return params
+}
+
+func testPlainJobsReturnWhatIsStored(t *testing.T, size int, keys bool) {
+	b := setup(t)
+	conn, err := pgx.Connect(b.ctx, b.url)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	_, err = conn.Exec(b.ctx, `LISTEN `+db.ChannelJobs+`; LISTEN `+db.ChannelScheduled)
+	require.NoError(t, err)
+
+	params := plainParams(size, keys)
+	wantScheduled := map[uuid.UUID]bool{}
 	res, err := b.store.Enqueue(b.ctx, params...)
 	require.NoError(t, err)
 	require.Len(t, res, len(params))

@@ -13,7 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // ChannelEvents carries job events (a JSON array) in PostgreSQL-only mode,

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestNotifyPayloads: every payload fits PostgreSQL's NOTIFY limit, is a

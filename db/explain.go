@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // explainAheadCap bounds the count of jobs ahead of a queued one: past it

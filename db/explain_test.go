@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // explain is what GET /api/v1/jobs/{id}/explain answers, from real rows.
@@ -152,9 +152,9 @@ func TestExplainNoWorkerForType(t *testing.T) {
 	require.Equal(t, []string{jobs.TypeNoop, jobs.TypeSleep}, workers[0].Types, "the types are stored")
 	e := b.explain(t, j.ID)
 	require.Equal(t, []string{"no_worker_for_type", "queue_position"}, codes(e))
-	require.Equal(t, `No live worker serving queue "reports" can run type "report.build" (the worker serving it handles only noop, sleep). `+
-		`A worker that claims it fails the attempt, and it is retried like any failure: 3 attempts left, then the dead-letter queue, `+
-		`unless a worker with a handler for "report.build" starts first.`, e.Summary)
+	require.Equal(t, `No live worker serving queue "reports" runs type "report.build" (the worker serving it handles only noop, sleep). `+
+		`Workers take only the types they have handlers for, so it waits until a worker that runs "report.build" starts: `+
+		`a program of your own with its handler, or a remote worker that registers it.`, e.Summary)
 	require.NotContains(t, e.Summary, "at once")
 	require.Equal(t, []string{"waiting_for_run_at", "no_worker_for_type"}, codes(b.explain(t, later.ID)))
 
@@ -213,7 +213,11 @@ func TestExplainRunningAndRetrying(t *testing.T) {
 	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-gone", Limit: 1, LeaseTTL: 10 * time.Millisecond, Queues: []string{"t"}})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	time.Sleep(50 * time.Millisecond)
+	require.Eventually(t, func() bool { // by the database's clock, which explain reads
+		var expired bool
+		require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT lease_expires_at < now() FROM jobs WHERE id = $1`, l.ID).Scan(&expired))
+		return expired
+	}, 5*time.Second, 5*time.Millisecond)
 	e = b.explain(t, l.ID)
 	require.Equal(t, []string{"running", "lease_expired"}, codes(e))
 	require.Contains(t, reason(t, e, "lease_expired").Message, "the reaper will queue the job again")
@@ -351,4 +355,25 @@ func TestExplainCancelled(t *testing.T) {
 	require.Contains(t, e.Summary, "when its recurring series was deleted; this occurrence never ran.")
 	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "key:deploy", Source: "api", Action: jobs.AuditSeriesDelete}, next))
 	require.Contains(t, b.explain(t, next).Summary, "when its recurring series was deleted by key:deploy (api);")
+}
+
+// TestExplainPushQueue: a push queue's waiting job says where it goes and
+// what holds the queue's pushes back, and needs no worker with a handler.
+func TestExplainPushQueue(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.store.UpdateQueue(b.ctx, "hooks", "test", func(q jobs.QueueSettings) jobs.QueueSettings {
+		return jobs.QueuePatch{SetPush: true, Push: &jobs.PushConfig{URL: "https://hooks.example.com/jobs?token=x", TimeoutSeconds: 30}}.Apply(q)
+	})
+	require.NoError(t, err)
+	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w", Types: []string{"noop"}, Concurrency: 1, StartedAt: time.Now()}, time.Minute))
+	j := b.enqueue(t, jobs.EnqueueParams{Type: "py.anything", Queue: "hooks"})
+	e := b.explain(t, j.ID)
+	require.Equal(t, []string{"push_queue", "queue_position"}, codes(e))
+	require.Contains(t, e.Summary, "https://hooks.example.com/…")
+	require.NotContains(t, e.Summary, "token")
+	require.NoError(t, b.store.HoldPush(b.ctx, "hooks", time.Now().Add(time.Minute)))
+	require.Equal(t, []string{"push_held", "queue_position"}, codes(b.explain(t, j.ID)))
+	require.NoError(t, b.store.PausePush(b.ctx, "hooks", "410 Gone"))
+	require.Equal(t, []string{"push_paused", "queue_position"}, codes(b.explain(t, j.ID)))
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Statements the external tests inspect.

@@ -9,7 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // finishSQL ends a batch of attempts in one statement. Each row is guarded by
@@ -73,12 +74,8 @@ counted AS (
 	INSERT INTO job_throughput (bucket, outcome, type, queue, shard, n)
 	SELECT date_trunc('minute', now()), outcome, type, queue, pg_backend_pid() % 16, count(*) FROM moved GROUP BY outcome, type, queue
 	ON CONFLICT (bucket, outcome, type, queue, shard) DO UPDATE SET n = job_throughput.n + excluded.n
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
-	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
-),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
-SELECT ` + movedColumns + `, moved.token FROM moved, notified, sched_notified`
+)
+SELECT ` + movedColumns + `, moved.token FROM moved`
 
 // FinishJobs records the end of a batch of attempts. finished has one entry
 // per input, in order; entries whose lease was lost have an empty Status.
@@ -93,87 +90,21 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 	if len(batch) == 0 {
 		return nil, nil, nil
 	}
-	n := len(batch)
-	ids := make([]uuid.UUID, n)
-	tokens := make([]uuid.UUID, n)
-	outcomes := make([]string, n)
-	results := make([]*string, n)
-	errs := make([]*string, n)
-	delays := make([]float64, n)
-	var succeeded, others []uuid.UUID
-	for i, f := range batch {
-		ids[i], tokens[i] = f.JobID, f.Token
-		outcomes[i] = string(f.Outcome)
-		if f.Outcome == jobs.OutcomeSucceeded {
-			succeeded = append(succeeded, f.JobID)
-			if len(f.Result) > 0 {
-				r := string(f.Result)
-				results[i] = &r
-			}
-		} else {
-			others = append(others, f.JobID)
-			e := truncate(f.Error, jobs.MaxErrorLen)
-			errs[i] = &e
-		}
-		delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
-		if f.Final {
-			delays[i] = -1 // no retry: see finishSQL
-		}
-	}
-	b := &pgx.Batch{}
-	b.Queue(finishSQL, uuidArray(ids), uuidArray(tokens), outcomes, results, errs, delays)
-	if len(succeeded) > 0 {
-		ok := uuidArray(succeeded)
-		b.Queue(lockChildrenSQL, ok)
-		b.Queue(releaseChildrenSQL, ok)
-	}
-	if len(others) > 0 {
-		b.Queue(cascadeSQL, uuidArray(others))
-	}
-	br := s.pool.SendBatch(ctx, b)
+	in := newFinishInput(batch)
+	br := s.pool.SendBatch(ctx, in.batch())
 	defer br.Close()
 
-	rows, err := br.Query()
+	done, err := readFinished(br, len(batch))
 	if err != nil {
-		return nil, nil, fmt.Errorf("finish jobs: %w", err)
+		return nil, nil, err
 	}
-	done := make(map[jobs.Lease]jobs.Moved, n)
-	for rows.Next() {
-		var f jobs.Moved
-		var status string
-		var token uuid.UUID
-		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &token); err != nil {
-			rows.Close()
-			return nil, nil, fmt.Errorf("finish jobs: %w", err)
-		}
-		f.Status = jobs.State(status)
-		done[jobs.Lease{JobID: f.JobID, Token: token}] = f
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("finish jobs: %w", err)
-	}
-	if len(succeeded) > 0 {
-		if _, err := br.Exec(); err != nil {
-			return nil, nil, fmt.Errorf("finish jobs: lock dependents: %w", err)
-		}
-		released, err := collectMoved(br.Query())
-		if err != nil {
-			return nil, nil, fmt.Errorf("finish jobs: release dependents: %w", err)
-		}
-		cascaded = append(cascaded, released...)
-	}
-	if len(others) > 0 {
-		cancelled, err := collectMoved(br.Query())
-		if err != nil {
-			return nil, nil, fmt.Errorf("finish jobs: cancel downstream: %w", err)
-		}
-		cascaded = append(cascaded, cancelled...)
+	if cascaded, err = in.readCascaded(br); err != nil {
+		return nil, nil, err
 	}
 	if err := br.Close(); err != nil {
 		return nil, nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	finished = make([]jobs.Moved, n)
+	finished = make([]jobs.Moved, len(batch))
 	for i, f := range batch {
 		if d, ok := done[f.Lease]; ok {
 			finished[i] = d
@@ -181,9 +112,122 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 			finished[i] = jobs.Moved{JobID: f.JobID}
 		}
 	}
+	s.wakeMoved(finished)
+	s.wakeMoved(cascaded)
 	s.emitMoved(finished)
 	s.emitMoved(cascaded)
 	return finished, cascaded, nil
+}
+
+// finishInput is a batch of outcomes laid out as finishSQL's parallel
+// arrays, with the jobs split by what follows them: dependents released
+// after a success, downstream jobs cancelled after anything else.
+type finishInput struct {
+	ids, tokens []uuid.UUID
+	outcomes    []string
+	results     []*string // the handler's result, succeeded entries only
+	errs        []*string // the scrubbed, truncated error, other entries only
+	delays      []float64 // retry delay in milliseconds; -1 for no retry
+	succeeded   []uuid.UUID
+	others      []uuid.UUID
+}
+
+func newFinishInput(batch []jobs.Finish) finishInput {
+	n := len(batch)
+	in := finishInput{
+		ids:      make([]uuid.UUID, n),
+		tokens:   make([]uuid.UUID, n),
+		outcomes: make([]string, n),
+		results:  make([]*string, n),
+		errs:     make([]*string, n),
+		delays:   make([]float64, n),
+	}
+	for i, f := range batch {
+		in.ids[i], in.tokens[i] = f.JobID, f.Token
+		in.outcomes[i] = string(f.Outcome)
+		if f.Outcome == jobs.OutcomeSucceeded {
+			in.succeeded = append(in.succeeded, f.JobID)
+			if len(f.Result) > 0 {
+				r := string(f.Result)
+				in.results[i] = &r
+			}
+		} else {
+			in.others = append(in.others, f.JobID)
+			e := truncate(logs.Scrub(f.Error), jobs.MaxErrorLen)
+			in.errs[i] = &e
+		}
+		in.delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
+		if f.Final {
+			in.delays[i] = -1 // no retry: see finishSQL
+		}
+	}
+	return in
+}
+
+// batch queues the outcome statement, then the dependency release when
+// anything succeeded, then the cascade when anything did not: the order
+// readFinished and readCascaded read the results in.
+func (in finishInput) batch() *pgx.Batch {
+	b := &pgx.Batch{}
+	b.Queue(finishSQL, uuidArray(in.ids), uuidArray(in.tokens), in.outcomes, in.results, in.errs, in.delays)
+	if len(in.succeeded) > 0 {
+		ok := uuidArray(in.succeeded)
+		b.Queue(lockChildrenSQL, ok)
+		b.Queue(releaseChildrenSQL, ok)
+	}
+	if len(in.others) > 0 {
+		b.Queue(cascadeSQL, uuidArray(in.others))
+	}
+	return b
+}
+
+// readFinished reads finishSQL's rows, keyed by the lease they ended; a
+// lease missing from the map was lost before its outcome arrived.
+func readFinished(br pgx.BatchResults, n int) (map[jobs.Lease]jobs.Moved, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	done := make(map[jobs.Lease]jobs.Moved, n)
+	for rows.Next() {
+		var f jobs.Moved
+		var status string
+		var token uuid.UUID
+		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &f.CreatedAt, &token); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("finish jobs: %w", err)
+		}
+		f.Status = jobs.State(status)
+		done[jobs.Lease{JobID: f.JobID, Token: token}] = f
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("finish jobs: %w", err)
+	}
+	return done, nil
+}
+
+// readCascaded reads what the batch's follow-up statements moved: the
+// dependents released, then the downstream jobs cancelled.
+func (in finishInput) readCascaded(br pgx.BatchResults) (cascaded []jobs.Moved, err error) {
+	if len(in.succeeded) > 0 {
+		if _, err := br.Exec(); err != nil {
+			return nil, fmt.Errorf("finish jobs: lock dependents: %w", err)
+		}
+		released, err := collectMoved(br.Query())
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: release dependents: %w", err)
+		}
+		cascaded = append(cascaded, released...)
+	}
+	if len(in.others) > 0 {
+		cancelled, err := collectMoved(br.Query())
+		if err != nil {
+			return nil, fmt.Errorf("finish jobs: cancel downstream: %w", err)
+		}
+		cascaded = append(cascaded, cancelled...)
+	}
+	return cascaded, nil
 }
 
 // truncate cuts s to at most n bytes without splitting a UTF-8 sequence,

@@ -5,8 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/jobs"
 )
 
 // The seeded history looks like the engine's: the promised mix of states,

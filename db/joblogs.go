@@ -8,7 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // maxJobLogMessage caps one stored log message, in bytes.
@@ -81,14 +82,14 @@ func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error 
 	levels, msgs, attrs := make([]string, n), make([]string, n), make([]string, n)
 	for i, l := range lines {
 		ids[i], attempts[i], ats[i], levels[i] = l.JobID, int32(l.Attempt), l.At, l.Level
-		msgs[i] = truncate(l.Message, maxJobLogMessage)
+		msgs[i] = truncate(logs.Scrub(l.Message), maxJobLogMessage)
 		attrs[i] = "{}"
 		if len(l.Attrs) > 0 {
 			b, err := json.Marshal(l.Attrs)
 			if err != nil {
 				b, _ = json.Marshal(map[string]string{"attrs": fmt.Sprint(l.Attrs)})
 			}
-			attrs[i] = truncate(string(b), maxJobLogMessage)
+			attrs[i] = truncate(logs.Scrub(string(b)), maxJobLogMessage)
 			if !json.Valid([]byte(attrs[i])) {
 				attrs[i] = "{}"
 			}
@@ -128,9 +129,9 @@ func (s *Store) JobLogs(ctx context.Context, id uuid.UUID, after int64, limit in
 	}
 	out := make([]jobs.LogEntry, len(rows))
 	for i, r := range rows {
-		out[i] = jobs.LogEntry{JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, At: r.At, Level: r.Level, Message: r.Message}
+		out[i] = jobs.LogEntry{JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, At: r.At, Level: r.Level, Message: logs.Scrub(r.Message)}
 		if len(r.Attrs) > 2 {
-			_ = json.Unmarshal(r.Attrs, &out[i].Attrs) // stored as valid JSON
+			_ = json.Unmarshal([]byte(logs.Scrub(string(r.Attrs))), &out[i].Attrs) // stored as valid JSON; scrubbing keeps it so
 		}
 	}
 	return out, nil

@@ -77,9 +77,13 @@ func (l *Listener) Run(ctx context.Context) error {
 	}
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		started := time.Now()
 		err := l.session(ctx)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if time.Since(started) > time.Minute {
+			backoff = 100 * time.Millisecond // it had been fine: a fresh loss, not a long outage
 		}
 		l.logger.WarnContext(ctx, "listen connection lost; reconnecting", "error", err, "retry_in", backoff)
 		select {
@@ -87,7 +91,9 @@ func (l *Listener) Run(ctx context.Context) error {
 			return nil
 		case <-time.After(backoff + time.Duration(rand.Int64N(int64(backoff/2+1)))):
 		}
-		backoff = min(backoff*2, 10*time.Second)
+		// Short enough that notifications resume within seconds of a
+		// failover's promotion, however long the database was away.
+		backoff = min(backoff*2, 2*time.Second)
 	}
 	return nil
 }
@@ -114,8 +120,14 @@ func (l *Listener) poll(ctx context.Context, every time.Duration) error {
 
 // session runs one connection until it fails or ctx is done.
 func (l *Listener) session(ctx context.Context) error {
+	cfg, err := ParseConnConfig("the LISTEN connection string", l.url)
+	if err != nil {
+		return err
+	}
 	connectCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	conn, err := pgx.Connect(connectCtx, l.url)
+	// A standby cannot LISTEN, and would never hear the primary's NOTIFY:
+	// ParseConnConfig's connections land on a writable server only.
+	conn, err := pgx.ConnectConfig(connectCtx, cfg)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // reapSQL returns jobs whose lease expired to the queue. A worker that stops
@@ -47,7 +47,7 @@ moved AS (
 	FROM expired
 	WHERE j.id = expired.expired_id
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, j.last_error,
-	          j.effective_priority, j.run_at
+	          j.effective_priority, j.run_at, j.created_at
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
@@ -59,12 +59,8 @@ counted AS (
 	INSERT INTO job_throughput (bucket, outcome, type, queue, shard, n)
 	SELECT date_trunc('minute', now()), 'interrupted', type, queue, pg_backend_pid() % 16, count(*) FROM moved GROUP BY type, queue
 	ON CONFLICT (bucket, outcome, type, queue, shard) DO UPDATE SET n = job_throughput.n + excluded.n
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
-	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
 )
-SELECT ` + movedColumns + ` FROM moved, notified`
+SELECT ` + movedColumns + ` FROM moved`
 
 // ReapExpired requeues up to limit running jobs whose lease expired before
 // now (nil: the database clock).
@@ -91,23 +87,21 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]j
 	if err != nil {
 		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
+	s.wakeMoved(out)
 	s.emitMoved(out)
 	return out, nil
 }
 
 // promoteMovedSQL follows a "due" CTE of locked scheduled ids: it queues
-// them, wakes the workers of their queues and returns what moved.
+// them and returns what moved (the caller wakes their workers).
 const promoteMovedSQL = `
 moved AS (
 	UPDATE jobs j SET status = 'queued', updated_at = now()
 	FROM due
 	WHERE j.id = due.due_id
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at
 )
-SELECT ` + movedColumns + ` FROM moved, notified`
+SELECT ` + movedColumns + ` FROM moved`
 
 // promoteSQL moves scheduled jobs whose run_at has come to queued and wakes
 // the workers of their queues.
@@ -128,13 +122,14 @@ func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jo
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
+	s.wakeMoved(out)
 	s.emitMoved(out)
 	return out, nil
 }
 
 // movedColumns is what every statement that moves jobs returns, in the
 // order collectMoved scans it, from a CTE named moved.
-const movedColumns = `moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.effective_priority, moved.run_at`
+const movedColumns = `moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.effective_priority, moved.run_at, moved.created_at`
 
 func collectMoved(rows interface {
 	Next() bool
@@ -150,7 +145,7 @@ func collectMoved(rows interface {
 	for rows.Next() {
 		var m jobs.Moved
 		var status string
-		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt); err != nil {
+		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt); err != nil {
 			return nil, err
 		}
 		m.Status = jobs.State(status)
@@ -195,9 +190,9 @@ WITH aged AS (
 		ORDER BY id
 		LIMIT $5
 		FOR UPDATE SKIP LOCKED)
-	RETURNING id, status, type, queue, attempt, effective_priority, run_at
+	RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at
 )
-SELECT id, status, type, queue, attempt, effective_priority, run_at FROM aged`
+SELECT id, status, type, queue, attempt, effective_priority, run_at, created_at FROM aged`
 
 // AgeQueued runs one aging step over up to limit waiting jobs and returns
 // how many it aged.
@@ -315,6 +310,7 @@ func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, 
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
+	s.wakeMoved(out)
 	s.emitMoved(out)
 	return out, nil
 }

@@ -1,17 +1,19 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"io/fs"
 	"log/slog"
-	"net/url"
+	"path"
+	"regexp"
+	"slices"
 	"strings"
 
-	"github.com/amacneil/dbmate/v2/pkg/dbmate"
-	_ "github.com/amacneil/dbmate/v2/pkg/driver/postgres" // dbmate's postgres driver
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // migrateLockKey serialises migrations across processes that start together.
@@ -20,11 +22,22 @@ const migrateLockKey = 0x666c696e74 // "flint"
 const (
 	migrateLockSQL   = `SELECT pg_advisory_lock($1)`
 	migrateUnlockSQL = `SELECT pg_advisory_unlock($1)`
+	// The ledger of applied migrations: one row per file, by the version
+	// its name starts with (the table dbmate keeps, so databases migrated
+	// by earlier releases carry on).
+	migrationsTableSQL   = `CREATE TABLE IF NOT EXISTS schema_migrations (version varchar PRIMARY KEY)`
+	appliedMigrationsSQL = `SELECT version FROM schema_migrations`
+	recordMigrationSQL   = `INSERT INTO schema_migrations (version) VALUES ($1)`
+	databaseExistsSQL    = `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`
 )
 
 // Migrate creates the database if it does not exist and applies every
 // pending migration. Processes that start at once take turns on an advisory
 // lock, so each migration runs exactly once.
+//
+// It connects with ParseConnConfig, the parser the store's pool uses, so a
+// connection string the pool accepts (several hosts, target_session_attrs,
+// connect_timeout, sslmode...) migrates too.
 func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error {
 	return migrate(ctx, databaseURL, logger, true)
 }
@@ -41,36 +54,77 @@ func MigrateExisting(ctx context.Context, databaseURL string, logger *slog.Logge
 	return migrate(ctx, databaseURL, logger, false)
 }
 
-func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, create bool) error {
-	u, err := url.Parse(databaseURL)
-	if err != nil {
-		return fmt.Errorf("migrate: parse DATABASE_URL: %w", err)
-	}
-	mig := dbmate.New(u)
-	mig.FS = FS
-	mig.MigrationsDir = []string{"migrations"}
-	mig.AutoDumpSchema = false
-	mig.Log = logWriter(logger)
+// migration is one file of migrations/: what "-- migrate:up" holds.
+type migration struct {
+	version string // the digits the file name starts with
+	name    string
+	up      string
+	noTx    bool // "-- migrate:up transaction:false"
+}
 
-	drv, err := mig.Driver()
+var (
+	migrationName = regexp.MustCompile(`^(\d+)_.*\.sql$`)
+	upMarker      = regexp.MustCompile(`(?m)^--\s*migrate:up\b(.*)$`)
+	downMarker    = regexp.MustCompile(`(?m)^--\s*migrate:down\b.*$`)
+)
+
+// loadMigrations reads every migration of FS, oldest first.
+func loadMigrations() ([]migration, error) {
+	entries, err := fs.ReadDir(FS, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		m := migrationName.FindStringSubmatch(e.Name())
+		if e.IsDir() || m == nil {
+			continue
+		}
+		b, err := fs.ReadFile(FS, path.Join("migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		text := string(b)
+		loc := upMarker.FindStringSubmatchIndex(text)
+		if loc == nil {
+			return nil, fmt.Errorf("migration %s has no -- migrate:up block", e.Name())
+		}
+		if strings.TrimSpace(text[:loc[0]]) != "" {
+			return nil, fmt.Errorf("migration %s has statements before -- migrate:up", e.Name())
+		}
+		up := text[loc[1]:]
+		if d := downMarker.FindStringIndex(up); d != nil {
+			up = up[:d[0]]
+		}
+		opts := strings.Fields(text[loc[2]:loc[3]])
+		out = append(out, migration{
+			version: m[1], name: e.Name(), up: up,
+			noTx: slices.Contains(opts, "transaction:false"),
+		})
+	}
+	slices.SortFunc(out, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
+	return out, nil
+}
+
+func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, create bool) error {
+	cfg, err := ParseConnConfig("DATABASE_URL", databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	exists, err := drv.DatabaseExists()
+	migrations, err := loadMigrations()
 	if err != nil {
-		return fmt.Errorf("migrate: check database exists: %w", err)
+		return fmt.Errorf("migrate: %w", err)
 	}
-	if !exists && !create {
-		return fmt.Errorf("%w: %q", ErrNoDatabase, strings.TrimPrefix(u.Path, "/"))
-	}
-	if !exists {
-		if err := drv.CreateDatabase(); err != nil && !strings.Contains(err.Error(), "already exists") {
-			return fmt.Errorf("migrate: create database: %w", err)
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if isMissingDatabase(err) {
+		if !create {
+			return fmt.Errorf("%w: %q", ErrNoDatabase, cfg.Database)
 		}
-		logger.InfoContext(ctx, "created database", "database", strings.TrimPrefix(u.Path, "/"))
+		if err := createDatabase(ctx, cfg, logger); err != nil {
+			return err
+		}
+		conn, err = pgx.ConnectConfig(ctx, cfg)
 	}
-
-	conn, err := pgx.Connect(ctx, databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: connect: %w", err)
 	}
@@ -80,22 +134,77 @@ func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, creat
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), migrateUnlockSQL, int64(migrateLockKey)) //nolint:errcheck // the connection closes anyway
 
-	if err := mig.Migrate(); err != nil && !errors.Is(err, dbmate.ErrNoMigrationFiles) {
-		return fmt.Errorf("migrate: %w", err)
+	if _, err := conn.Exec(ctx, migrationsTableSQL); err != nil {
+		return fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	rows, err := conn.Query(ctx, appliedMigrationsSQL)
+	if err != nil {
+		return fmt.Errorf("migrate: read schema_migrations: %w", err)
+	}
+	applied, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("migrate: read schema_migrations: %w", err)
+	}
+	for _, m := range migrations {
+		if slices.Contains(applied, m.version) {
+			continue
+		}
+		logger.InfoContext(ctx, "migration", "component", "migrate", "step", "Applying: "+m.name)
+		if err := applyMigration(ctx, conn, m); err != nil {
+			return fmt.Errorf("migrate: %s: %w", m.name, err)
+		}
 	}
 	return nil
 }
 
-// logWriter turns dbmate's progress lines into log entries.
-func logWriter(logger *slog.Logger) io.Writer { return lineLogger{logger} }
-
-type lineLogger struct{ logger *slog.Logger }
-
-func (l lineLogger) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(string(p), "\n") {
-		if line = strings.TrimSpace(line); line != "" {
-			l.logger.Info("migration", "component", "migrate", "step", line)
+// applyMigration runs m and records it, in one transaction unless m asks
+// for none.
+func applyMigration(ctx context.Context, conn *pgx.Conn, m migration) error {
+	if m.noTx {
+		if _, err := conn.Exec(ctx, m.up); err != nil {
+			return err
 		}
+		_, err := conn.Exec(ctx, recordMigrationSQL, m.version)
+		return err
 	}
-	return len(p), nil
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, m.up); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, recordMigrationSQL, m.version)
+		return err
+	})
+}
+
+// isMissingDatabase reports whether a connection failed because its
+// database does not exist (SQLSTATE 3D000).
+func isMissingDatabase(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "3D000"
+}
+
+// createDatabase creates cfg's database through the server's maintenance
+// database (postgres), with the same hosts and settings.
+func createDatabase(ctx context.Context, cfg *pgx.ConnConfig, logger *slog.Logger) error {
+	admin := cfg.Copy()
+	admin.Database = "postgres"
+	conn, err := pgx.ConnectConfig(ctx, admin)
+	if err != nil {
+		return fmt.Errorf("migrate: connect to create database %q: %w", cfg.Database, err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var exists bool
+	if err := conn.QueryRow(ctx, databaseExistsSQL, cfg.Database).Scan(&exists); err != nil {
+		return fmt.Errorf("migrate: check database exists: %w", err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = conn.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{cfg.Database}.Sanitize())
+	var pgErr *pgconn.PgError
+	if err != nil && !(errors.As(err, &pgErr) && pgErr.Code == "42P04") { // duplicate_database: another process won
+		return fmt.Errorf("migrate: create database: %w", err)
+	}
+	logger.InfoContext(ctx, "created database", "database", cfg.Database)
+	return nil
 }

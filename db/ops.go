@@ -4,16 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // cancelSQL cancels a waiting job at once, or asks a running one to stop:
-// its worker learns of it from the notification (or at the latest from its
-// next heartbeat) and cancels the handler's context.
+// its worker learns of it from the notification sent after the commit (or
+// at the latest from its next heartbeat) and cancels the handler's context.
 const cancelSQL = `
 WITH moved AS (
 	UPDATE jobs SET
@@ -23,11 +24,8 @@ WITH moved AS (
 		updated_at = now()
 	WHERE id = $1 AND deleted_at IS NULL AND status = ANY($2::text[])
 	RETURNING ` + jobColumns + `
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelCancel + `', id::text)) AS n FROM moved WHERE status = 'running'
 )
-SELECT moved.* FROM moved, notified`
+SELECT moved.* FROM moved`
 
 // CancelJob cancels a waiting job or requests cancellation of a running one.
 // A waiting job's downstream jobs are cancelled with it (cascade); a
@@ -51,6 +49,8 @@ func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 	}
 	if j.Status == jobs.StateCancelled {
 		s.emitJobs(j)
+	} else {
+		s.wakeCancel(j.ID)
 	}
 	s.emitMoved(downstream)
 	return j, nil
@@ -70,11 +70,8 @@ WITH moved AS (
 		updated_at = now()
 	WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL AND status = ANY($2::text[])
 	RETURNING ` + jobColumns + `
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n FROM (SELECT DISTINCT queue FROM moved) q
 )
-SELECT moved.* FROM moved, notified`
+SELECT moved.* FROM moved`
 
 // RetryJob replays a dead-letter job or runs a scheduled one now.
 // Replaying a dead-letter job also re-arms the downstream jobs its failure
@@ -94,6 +91,7 @@ func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 		return err
 	})
 	if err == nil {
+		s.wakeJobs(j)
 		s.emitJobs(j)
 		s.emitMoved(rearmed)
 	}
@@ -146,6 +144,7 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 		if err != nil {
 			return out, fmt.Errorf("replay dead-letter queue: %w", err)
 		}
+		s.wakeJobs(moved...)
 		s.emitJobs(moved...)
 		s.emitMoved(rearmed)
 		out = append(out, moved...)
@@ -165,11 +164,8 @@ WITH moved AS (
 		updated_at = now()
 	WHERE id = $1 AND deleted_at IS NULL
 	RETURNING ` + jobColumns + `
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelCancel + `', id::text)) AS n FROM moved WHERE status = 'running'
 )
-SELECT moved.* FROM moved, notified`
+SELECT moved.* FROM moved`
 
 // DeleteJob moves a job to the bin (from the history too: the bin is in
 // jobs).
@@ -189,6 +185,9 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 	if err != nil {
 		return nil, fmt.Errorf("delete job: %w", err)
 	}
+	if j.Status == jobs.StateRunning {
+		s.wakeCancel(j.ID)
+	}
 	return j, nil
 }
 
@@ -198,13 +197,12 @@ WITH moved AS (
 	UPDATE jobs SET deleted_at = NULL, updated_at = now()
 	WHERE id = $1 AND deleted_at IS NOT NULL
 	RETURNING ` + jobColumns + `
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', queue)) AS n FROM moved WHERE status = 'queued'
-),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
-SELECT moved.* FROM moved, notified, sched_notified`
+)
+SELECT moved.* FROM moved`
 
-// RestoreJob brings a job back from the bin.
+// RestoreJob brings a job back from the bin, waking the workers if it
+// returns queued. A job not in the bin is a *jobs.TransitionError saying
+// so; an unknown one is jobs.ErrNotFound.
 func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	j, err := collectOneJob(s.pool.Query(ctx, restoreSQL, id))
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -213,6 +211,7 @@ func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
 	if err != nil {
 		return nil, fmt.Errorf("restore job: %w", err)
 	}
+	s.wakeJobs(j)
 	return j, nil
 }
 
@@ -220,7 +219,9 @@ func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
 // running is left alone until its worker lets go.
 const purgeSQL = `DELETE FROM jobs WHERE id = $1 AND deleted_at IS NOT NULL AND status <> 'running'`
 
-// PurgeJob deletes a job from the bin for good.
+// PurgeJob deletes a job from the bin for good, with its runs. A job not
+// in the bin, or still running there, is a *jobs.TransitionError saying
+// so; an unknown one is jobs.ErrNotFound.
 func (s *Store) PurgeJob(ctx context.Context, id uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, purgeSQL, id)
 	if err != nil {
@@ -276,4 +277,82 @@ func (s *Store) explainBin(ctx context.Context, id uuid.UUID, op string, wantOut
 	default:
 		return &jobs.TransitionError{Op: op, From: st, Reason: "it is still running; cancel it and wait for its worker to stop"}
 	}
+}
+
+// deleteDLQSQL moves a page of dead-letter jobs to the bin.
+const deleteDLQSQL = `
+UPDATE jobs SET deleted_at = now(), updated_at = now()
+WHERE id = ANY($1::uuid[]) AND status = 'dead_letter' AND deleted_at IS NULL
+RETURNING id`
+
+// DeleteDLQ moves every dead-letter job (those in the history too) to the
+// bin, in batches so no statement holds many locks for long, and returns
+// their ids. They can be restored from the bin until it is emptied.
+func (s *Store) DeleteDLQ(ctx context.Context) ([]uuid.UUID, error) {
+	const batch = 1000
+	var out []uuid.UUID
+	for {
+		var moved []uuid.UUID
+		err := s.withTx(ctx, func(tx pgx.Tx) error {
+			if err := unarchiveDead(ctx, tx, nil, batch); err != nil {
+				return err
+			}
+			rows, err := tx.Query(ctx, dlqPageSQL, nil, batch)
+			if err != nil {
+				return err
+			}
+			page, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			if err != nil || len(page) == 0 {
+				return err
+			}
+			if rows, err = tx.Query(ctx, deleteDLQSQL, page); err != nil {
+				return err
+			}
+			moved, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+			return err
+		})
+		if err != nil {
+			return out, fmt.Errorf("delete dead-letter queue: %w", err)
+		}
+		out = append(out, moved...)
+		if len(moved) < batch {
+			return out, nil
+		}
+	}
+}
+
+// dlqGroupsSQL groups the dead-letter queue, the history's part included,
+// by type and the first line of the last error.
+const dlqGroupsSQL = `
+SELECT type, error, count(*) AS n, max(finished_at) AS latest FROM (
+	SELECT type, left(split_part(coalesce(last_error, ''), E'\n', 1), 300) AS error, finished_at
+	FROM jobs WHERE status = 'dead_letter' AND deleted_at IS NULL
+	UNION ALL
+	SELECT type, left(split_part(coalesce(last_error, ''), E'\n', 1), 300), finished_at
+	FROM job_history WHERE status = 'dead_letter'
+) d
+GROUP BY type, error
+ORDER BY n DESC, latest DESC
+LIMIT $1`
+
+// DLQGroups groups the dead-letter queue by type and error (the error's
+// first line), largest group first, up to limit groups.
+func (s *Store) DLQGroups(ctx context.Context, limit int) ([]jobs.ErrorGroup, error) {
+	rows, err := s.pool.Query(ctx, dlqGroupsSQL, limit)
+	if err != nil {
+		return nil, fmt.Errorf("group dead-letter queue: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.ErrorGroup, error) {
+		var g jobs.ErrorGroup
+		var latest *time.Time
+		err := r.Scan(&g.Type, &g.Error, &g.Count, &latest)
+		if latest != nil {
+			g.Latest = *latest
+		}
+		return g, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("group dead-letter queue: %w", err)
+	}
+	return out, nil
 }

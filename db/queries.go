@@ -1,21 +1,14 @@
 package db
 
 import (
-	"bytes"
 	"context"
-	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // getJobSQL reads one job, binned or not, live or in the history (looked
@@ -23,7 +16,8 @@ import (
 const getJobSQL = `(SELECT ` + jobColumns + ` FROM jobs WHERE id = $1)
 UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE id = $1 AND finished_at >= $2) LIMIT 1`
 
-// GetJob returns one job, including a binned one.
+// GetJob returns one job, live, binned or in the history, or
+// jobs.ErrNotFound when no job has id.
 func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	j, err := collectOneJob(s.pool.Query(ctx, getJobSQL, id, historyFloor(id)))
 	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
@@ -87,7 +81,7 @@ func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Executi
 		out = append(out, jobs.Execution{
 			JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, WorkerID: r.WorkerID,
 			StartedAt: r.StartedAt, FinishedAt: &finished, Outcome: jobs.Outcome(r.Outcome),
-			Error: r.Error, DurationMS: &dur,
+			Error: scrubbed(r.Error), DurationMS: &dur,
 		})
 	}
 	if j.Status == jobs.StateRunning && j.StartedAt != nil {
@@ -101,285 +95,4 @@ func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Executi
 		})
 	}
 	return out, nil
-}
-
-// cursor is the position after the last row of a page. Live listings are
-// ordered by id (UUIDv7: creation order), newest first; the bin by deletion
-// time, most recent first.
-type cursor struct {
-	ID        uuid.UUID  `json:"id"`
-	DeletedAt *time.Time `json:"d,omitempty"`
-}
-
-func (c cursor) encode() string {
-	b, _ := json.Marshal(c)
-	return base64.RawURLEncoding.EncodeToString(b)
-}
-
-func decodeCursor(s string) (cursor, error) {
-	var c cursor
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err == nil {
-		err = json.Unmarshal(b, &c)
-	}
-	if err != nil || c.ID == uuid.Nil {
-		return c, jobs.Invalid("cursor", "is not a cursor this server returned; start again without one")
-	}
-	return c, nil
-}
-
-// ListJobs returns one page of jobs, newest first. It never counts the whole
-// table: each page is one index range scan.
-func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error) {
-	limit := p.Limit
-	if limit == 0 {
-		limit = 50
-	}
-	if limit < 1 || limit > jobs.MaxListLimit {
-		return jobs.Page{}, jobs.Invalid("limit", "must be between 1 and %d", jobs.MaxListLimit)
-	}
-	for _, f := range []struct{ name, v string }{{"type", p.Type}, {"queue", p.Queue}, {"q", p.Q}} {
-		if len(f.v) > 200 || !jobs.CleanText(f.v) {
-			return jobs.Page{}, jobs.Invalid(f.name, "must be at most 200 characters of text without control characters")
-		}
-	}
-	var (
-		where                  []string
-		args                   []any
-		searchLive, searchNone string
-	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
-	if p.InBin {
-		where = append(where, "deleted_at IS NOT NULL")
-	} else {
-		where = append(where, "deleted_at IS NULL")
-	}
-	switch len(p.Statuses) {
-	case 0:
-	case 1:
-		where = append(where, "status = "+arg(string(p.Statuses[0])))
-	default:
-		where = append(where, "status = ANY("+arg(stateStrings(p.Statuses))+"::text[])")
-	}
-	if p.Type != "" {
-		where = append(where, "type = "+arg(p.Type))
-	}
-	if p.Queue != "" {
-		where = append(where, "queue = "+arg(p.Queue))
-	}
-	var text string // a text search (not an id)
-	if q := strings.TrimSpace(p.Q); q != "" {
-		if id, err := uuid.Parse(q); err == nil {
-			where = append(where, "id = "+arg(id))
-		} else {
-			text = q
-			like := escapeLike(q)
-			where = append(where, searchMark)
-			key, prefix, part := arg(q), arg(like+"%"), arg("%"+like+"%")
-			searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part + ")"
-			// The history's statements search their own way but take the
-			// same arguments; this names the search's with their type
-			// and is true.
-			searchNone = "(" + key + "::text IS NULL OR " + prefix + "::text IS NULL OR " + part + "::text IS NULL OR true)"
-		}
-	}
-	if p.Cursor != "" {
-		c, err := decodeCursor(p.Cursor)
-		if err != nil {
-			return jobs.Page{}, err
-		}
-		if p.InBin {
-			if c.DeletedAt == nil {
-				return jobs.Page{}, jobs.Invalid("cursor", "belongs to a different listing; start again without one")
-			}
-			where = append(where, "(deleted_at, id) < ("+arg(*c.DeletedAt)+", "+arg(c.ID)+")")
-		} else {
-			where = append(where, "id < "+arg(c.ID))
-		}
-	}
-	cond := strings.Join(where, " AND ")
-	histCond := cond
-	if text != "" && !p.InBin && listsHistory(p.Statuses) {
-		ids, err := s.searchHistory(ctx, p, text, strings.Replace(cond, searchMark, searchNone, 1), args, limit+1)
-		if err != nil {
-			return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
-		}
-		histCond = strings.Replace(cond, searchMark, "id = ANY("+arg(uuidArray(ids))+"::uuid[])", 1)
-	}
-	query := listJobsSQL(strings.Replace(cond, searchMark, searchLive, 1), histCond, arg(limit+1), p)
-	js, err := collectJobs(s.pool.Query(ctx, query, args...))
-	if err != nil {
-		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
-	}
-	page := jobs.Page{Jobs: js}
-	if len(js) > limit {
-		last := js[limit-1]
-		page.Jobs = js[:limit:limit]
-		page.NextCursor = cursor{ID: last.ID, DeletedAt: last.DeletedAt}.encode()
-	}
-	return page, nil
-}
-
-// listJobsFrom starts every listing statement.
-const listJobsFrom = `SELECT ` + jobColumns + ` FROM jobs WHERE `
-
-// searchMark stands for a text search among a listing's conditions: the
-// live table and the history search differently.
-const searchMark = "/*search*/"
-
-// historySearchSQL finds, in the history jobs that finished in [$n+1,
-// $n+2), those matching the listing's conditions (%s) and, by type ($n+3:
-// the types the text starts) or by a part of the last error ($n+4,
-// through its trigram index), newest first, up to $n+5.
-const historySearchSQL = `SELECT id FROM job_history
-WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
-  AND (type = ANY($%[4]d::text[]) OR last_error ILIKE $%[5]d)
-ORDER BY id DESC LIMIT $%[6]d`
-
-// historyKeySQL finds the job in the history that holds idempotency key
-// $n+1 if it matches the listing's conditions (%s).
-const historyKeySQL = `SELECT id FROM job_history
-WHERE id = ANY(ARRAY(SELECT job_id FROM job_history_keys WHERE idempotency_key = $%[2]d)) AND %[1]s`
-
-// historyTypesSQL finds the types in the history that start with $1.
-const historyTypesSQL = `SELECT DISTINCT type FROM job_history_counts WHERE type LIKE $1`
-
-// searchHistory returns the ids, newest first, of up to limit jobs in the
-// history that match a text search and the listing's other conditions
-// (cond, with args). It searches a day of the history at a time, newest
-// day first, each through the type and trigram indexes of that day's
-// partitions, and stops once it holds limit ids all newer than any job of
-// the days it has not searched can have: a job finishes after it is
-// created, so one that finished on an older day has an older id. Asked of
-// the whole history at once, the newest-first merge read every day
-// without a match to its end: 2.3 s over ten million jobs.
-func (s *Store) searchHistory(ctx context.Context, p jobs.ListParams, text, cond string, args []any, limit int) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
-	n := len(args)
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(historyKeySQL, cond, n+1), append(slices.Clone(args), text)...)
-	if err == nil {
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	}
-	if err != nil {
-		return nil, err
-	}
-	var types []string
-	if rows, err = s.pool.Query(ctx, historyTypesSQL, escapeLike(text)+"%"); err == nil {
-		types, err = pgx.CollectRows(rows, pgx.RowTo[string])
-	}
-	if err != nil {
-		return nil, err
-	}
-	parts, err := s.HistoryPartitions(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var days []time.Time
-	for _, hp := range parts {
-		if (len(p.Statuses) == 0 || slices.Contains(p.Statuses, hp.State)) && !slices.ContainsFunc(days, hp.Day.Equal) {
-			days = append(days, hp.Day)
-		}
-	}
-	slices.SortFunc(days, func(a, b time.Time) int { return b.Compare(a) })
-	q := fmt.Sprintf(historySearchSQL, cond, n+1, n+2, n+3, n+4, n+5)
-	part := "%" + escapeLike(text) + "%"
-	// The newest day first, then two, four, eight days at once: a term
-	// found at once costs one day, one found nowhere a handful of
-	// statements rather than one per day.
-	for i, width := 0, 1; i < len(days); i, width = i+width, width*2 {
-		newest, oldest := days[i], days[min(i+width, len(days))-1]
-		// Every job not searched yet finished before the end of newest's
-		// day, so was created before it (an hour of slack for the
-		// enqueuer's clock): once the page's last id is newer than that,
-		// nothing older can enter.
-		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(ids) >= limit && bytes.Compare(ids[limit-1][:], floor[:]) > 0 {
-			break
-		}
-		rows, err := s.pool.Query(ctx, q, append(slices.Clone(args), oldest, newest.Add(24*time.Hour), types, part, limit)...)
-		if err != nil {
-			return nil, err
-		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-		if err != nil {
-			return nil, err
-		}
-		ids = append(ids, found...)
-		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(b[:], a[:]) })
-		ids = slices.Compact(ids)
-		if len(ids) > limit {
-			ids = ids[:limit]
-		}
-	}
-	return ids, nil
-}
-
-// listJobsSQL is the listing statement for the conditions cond (on jobs)
-// and histCond (on job_history), returning up to lim rows (a parameter
-// placeholder): the live listing, merged with the history's when finished
-// jobs are asked for.
-func listJobsSQL(cond, histCond, lim string, p jobs.ListParams) string {
-	live := listLiveSQL(cond, lim, p)
-	if p.InBin || !listsHistory(p.Statuses) {
-		return live
-	}
-	// Each day partition's index gives its newest first; the history
-	// merges them, and its merge with jobs stops at the page's end.
-	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + histCond +
-		` ORDER BY id DESC LIMIT ` + lim + `) ORDER BY id DESC LIMIT ` + lim
-}
-
-// listsHistory reports whether a listing of these states (none: every
-// state) can show jobs from the history.
-func listsHistory(states []jobs.State) bool {
-	if len(states) == 0 {
-		return true
-	}
-	for _, s := range states {
-		if slices.Contains(historyStates, s) {
-			return true
-		}
-	}
-	return false
-}
-
-// listLiveSQL is the listing statement over jobs alone.
-func listLiveSQL(cond, lim string, p jobs.ListParams) string {
-	switch {
-	case p.InBin:
-		return listJobsFrom + cond + ` ORDER BY deleted_at DESC, id DESC LIMIT ` + lim
-	case !slices.Contains(p.Statuses, jobs.StateRunning) && len(p.Statuses) > 0:
-		// The listing indexes leave running jobs out; saying so lets the
-		// planner use them for states it only learns at run time.
-		return listNotRunning(cond, lim, p)
-	default:
-		// Running jobs (through the lease index: at most as many as
-		// workers) merged with the others (through the listing indexes).
-		return `(` + listNotRunning(cond, lim, p) + `)` +
-			` UNION ALL (` + listJobsFrom + cond + ` AND status = 'running' ORDER BY id DESC LIMIT ` + lim + `)` +
-			` ORDER BY id DESC LIMIT ` + lim
-	}
-}
-
-// listNotRunning is the listing of the jobs that are not running that
-// match cond, newest first. Filtered by type or queue, it first picks the
-// ids (an index-only scan of that column's listing index, which holds
-// type or queue then id descending) and then reads those rows. Asked for
-// whole rows at once, the planner preferred to read the primary key
-// backwards and filter, expecting the filtered column's jobs to be spread
-// evenly over time; with ten million jobs, a queue whose latest jobs lay
-// behind a million of a busier queue's took 350 ms to list, against 1 ms.
-func listNotRunning(cond, lim string, p jobs.ListParams) string {
-	if p.Type == "" && p.Queue == "" {
-		return listJobsFrom + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim
-	}
-	return listJobsFrom + `id IN (SELECT id FROM jobs WHERE ` + cond + ` AND status <> 'running' ORDER BY id DESC LIMIT ` + lim +
-		`) ORDER BY id DESC`
-}
-
-// escapeLike escapes LIKE wildcards so user text matches literally.
-func escapeLike(s string) string {
-	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
 }

@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sort"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // ChannelQueues carries a queue name whenever an operator changes a
@@ -31,18 +30,27 @@ type flowState struct {
 	version  int64
 	loadedAt time.Time
 	queues   map[string]jobs.QueueSettings
-	// constrained lists the paused or limited queues, sorted (the order in
-	// which claims take their locks, so claimers never deadlock).
+	// constrained lists the paused, limited or pushed queues, sorted (the
+	// order in which claims take their locks, so claimers never
+	// deadlock): workers never take the jobs of a pushed queue.
 	constrained []string
+	// pushConstrained lists the pushed queues that are paused or limited:
+	// the pusher's constrained queues.
+	pushConstrained []string
 }
 
-// for returns the constrained queues a claim of queues (nil: all) serves.
-func (f *flowState) constrainedFor(queues []string) []string {
+// constrainedFor returns the constrained queues a claim of queues (nil:
+// all) serves; push says the claim is the pusher's.
+func (f *flowState) constrainedFor(queues []string, push bool) []string {
+	list := f.constrained
+	if push {
+		list = f.pushConstrained
+	}
 	if len(queues) == 0 {
-		return f.constrained
+		return list
 	}
 	var out []string
-	for _, q := range f.constrained {
+	for _, q := range list {
 		if slices.Contains(queues, q) {
 			out = append(out, q)
 		}
@@ -50,7 +58,20 @@ func (f *flowState) constrainedFor(queues []string) []string {
 	return out
 }
 
-const queueColumns = `name, paused, concurrency, rate_limit, rate_period_seconds, per_key_concurrency, updated_at, updated_by`
+// PushedQueue reports whether queue pushes its jobs to an endpoint, as
+// of the settings last loaded.
+func (s *Store) PushedQueue(queue string) bool {
+	st := s.flow.Load()
+	if st == nil {
+		return false
+	}
+	q, ok := st.queues[queue]
+	return ok && q.Push != nil
+}
+
+const queueColumns = `name, paused, concurrency, rate_limit, rate_period_seconds, per_key_concurrency, updated_at, updated_by,
+	push_url, push_timeout_seconds, (push_secret IS NOT NULL)::int + (push_prev_secret IS NOT NULL)::int,
+	push_paused_at, push_paused_reason, push_hold_until`
 
 type queueRow struct {
 	Name              string
@@ -61,10 +82,32 @@ type queueRow struct {
 	PerKeyConcurrency *int32
 	UpdatedAt         time.Time
 	UpdatedBy         string
+	PushURL           *string
+	PushTimeout       *int32
+	PushSecrets       int32
+	PushPausedAt      *time.Time
+	PushPausedReason  *string
+	PushHoldUntil     *time.Time
+}
+
+// fields are the scan targets of queueColumns, in order.
+func (r *queueRow) fields() []any {
+	return []any{&r.Name, &r.Paused, &r.Concurrency, &r.RateLimit, &r.RatePeriod, &r.PerKeyConcurrency, &r.UpdatedAt, &r.UpdatedBy,
+		&r.PushURL, &r.PushTimeout, &r.PushSecrets, &r.PushPausedAt, &r.PushPausedReason, &r.PushHoldUntil}
 }
 
 func (r *queueRow) settings() jobs.QueueSettings {
 	q := jobs.QueueSettings{Name: r.Name, Paused: r.Paused, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
+	if r.PushURL != nil {
+		t := &jobs.PushTarget{URL: *r.PushURL, Secrets: int(r.PushSecrets), PausedAt: r.PushPausedAt, HeldUntil: r.PushHoldUntil}
+		if r.PushTimeout != nil {
+			t.TimeoutSeconds = int(*r.PushTimeout)
+		}
+		if r.PushPausedReason != nil {
+			t.PausedReason = *r.PushPausedReason
+		}
+		q.Push = t
+	}
 	if r.Concurrency != nil {
 		n := int(*r.Concurrency)
 		q.Concurrency = &n
@@ -98,24 +141,33 @@ func (s *Store) ReloadQueueSettings(ctx context.Context) error {
 		var paused *bool
 		var at *time.Time
 		var by *string
+		var secrets *int32
 		if err := rows.Scan(&st.version, &name, &paused, &r.Concurrency, &r.RateLimit, &r.RatePeriod,
-			&r.PerKeyConcurrency, &at, &by); err != nil {
+			&r.PerKeyConcurrency, &at, &by, &r.PushURL, &r.PushTimeout, &secrets, &r.PushPausedAt, &r.PushPausedReason,
+			&r.PushHoldUntil); err != nil {
 			return fmt.Errorf("load queue settings: %w", err)
 		}
 		if name == nil {
 			continue
 		}
 		r.Name, r.Paused, r.UpdatedAt, r.UpdatedBy = *name, *paused, *at, *by
+		if secrets != nil {
+			r.PushSecrets = *secrets
+		}
 		q := r.settings()
 		st.queues[q.Name] = q
 		if q.Constrained() {
 			st.constrained = append(st.constrained, q.Name)
+		}
+		if q.Push != nil && (q.Paused || q.Limited()) {
+			st.pushConstrained = append(st.pushConstrained, q.Name)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load queue settings: %w", err)
 	}
 	sort.Strings(st.constrained)
+	sort.Strings(st.pushConstrained)
 	// Keep the newest: a slow reload must not replace a fresher one.
 	for {
 		cur := s.flow.Load()
@@ -144,15 +196,16 @@ func (s *Store) flowFor(ctx context.Context) (*flowState, error) {
 	return s.flow.Load(), nil
 }
 
-// QueuePaused reports whether queue was paused when the settings were last
-// loaded; the pool ignores wake-ups for paused queues.
+// QueuePaused reports whether workers leave queue alone as of the
+// settings last loaded: it is paused, or pushes its jobs to an endpoint.
+// The pool ignores wake-ups for such queues.
 func (s *Store) QueuePaused(queue string) bool {
 	st := s.flow.Load()
 	if st == nil {
 		return false
 	}
 	q, ok := st.queues[queue]
-	return ok && q.Paused
+	return ok && (q.Paused || q.Push != nil)
 }
 
 // lockQueueSQL takes the advisory locks of queues, in the order given,
@@ -172,10 +225,19 @@ const queueLocks = `count(pg_advisory_xact_lock(7283948, hashtext(name))) FROM u
 const upsertQueueSQL = `
 WITH up AS (
 	INSERT INTO queues (name, paused, concurrency, rate_limit, rate_period_seconds, per_key_concurrency,
-	                    tokens, tokens_at, updated_at, updated_by)
-	VALUES ($1, $2, $3, $4, $5, $6, greatest(1, coalesce($4, 0) / 5.0), now(), now(), $7)
+	                    tokens, tokens_at, updated_at, updated_by,
+	                    push_url, push_timeout_seconds, push_secret, push_paused_at, push_paused_reason, push_hold_until)
+	VALUES ($1, $2, $3, $4, $5, $6, greatest(1, coalesce($4, 0) / 5.0), now(), now(), $7, $8, $9,
+	        -- the row to insert must hold the secret it keeps: its checks come before the conflict
+	        CASE WHEN $8::text IS NOT NULL THEN coalesce($10, (SELECT push_secret FROM queues WHERE name = $1)) END,
+	        $11, $12, $13)
 	ON CONFLICT (name) DO UPDATE SET
 		paused = excluded.paused, concurrency = excluded.concurrency,
+		push_url = excluded.push_url, push_timeout_seconds = excluded.push_timeout_seconds,
+		push_secret = CASE WHEN excluded.push_url IS NULL THEN NULL ELSE coalesce(excluded.push_secret, queues.push_secret) END,
+		push_prev_secret = CASE WHEN excluded.push_url IS NULL THEN NULL ELSE queues.push_prev_secret END,
+		push_paused_at = excluded.push_paused_at, push_paused_reason = excluded.push_paused_reason,
+		push_hold_until = excluded.push_hold_until,
 		rate_limit = excluded.rate_limit, rate_period_seconds = excluded.rate_period_seconds,
 		per_key_concurrency = excluded.per_key_concurrency,
 		tokens = CASE WHEN queues.rate_limit IS NOT DISTINCT FROM excluded.rate_limit
@@ -207,8 +269,7 @@ func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(j
 		}
 		cur := jobs.QueueSettings{Name: queue}
 		var r queueRow
-		err := tx.QueryRow(ctx, getQueueRowSQL, queue).Scan(&r.Name, &r.Paused, &r.Concurrency, &r.RateLimit,
-			&r.RatePeriod, &r.PerKeyConcurrency, &r.UpdatedAt, &r.UpdatedBy)
+		err := tx.QueryRow(ctx, getQueueRowSQL, queue).Scan(r.fields()...)
 		switch {
 		case err == nil:
 			cur = r.settings()
@@ -226,13 +287,28 @@ func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(j
 		if next.PerKeyConcurrency != nil {
 			perKey = ptr(int32(*next.PerKeyConcurrency))
 		}
+		var pushURL, secret, pausedReason *string
+		var pushTimeout *int32
+		var pausedAt, holdUntil *time.Time
+		if next.Push != nil {
+			pushURL, pushTimeout = &next.Push.URL, ptr(int32(next.Push.TimeoutSeconds))
+			pausedAt, holdUntil = next.Push.PausedAt, next.Push.HeldUntil
+			if next.Push.PausedReason != "" {
+				pausedReason = &next.Push.PausedReason
+			}
+			if cur.Push == nil {
+				secret = ptr(jobs.NewWebhookSecret()) // shown once, in the answer
+			}
+		}
 		var w queueRow
-		if err := tx.QueryRow(ctx, upsertQueueSQL, queue, next.Paused, conc, rate, period, perKey, by).Scan(
-			&w.Name, &w.Paused, &w.Concurrency, &w.RateLimit, &w.RatePeriod, &w.PerKeyConcurrency,
-			&w.UpdatedAt, &w.UpdatedBy, &version); err != nil {
+		if err := tx.QueryRow(ctx, upsertQueueSQL, queue, next.Paused, conc, rate, period, perKey, by,
+			pushURL, pushTimeout, secret, pausedAt, pausedReason, holdUntil).Scan(append(w.fields(), &version)...); err != nil {
 			return err
 		}
 		out = w.settings()
+		if secret != nil && out.Push != nil {
+			out.Push.Secret = *secret
+		}
 		return nil
 	})
 	if err != nil {
@@ -244,172 +320,3 @@ func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(j
 }
 
 func ptr[T any](v T) *T { return &v }
-
-// queueCountsSQL counts the jobs of every queue per state (the bin left
-// out), with the run time of each queue's longest-waiting queued job. The
-// live states are counted through their partial indexes, one state per
-// branch so each branch names its index's predicate; finished jobs, which
-// pile up by the million, come from the counts job_counts keeps. Grouping
-// the whole table took 1.8 s at ten million jobs.
-const queueCountsSQL = `
-SELECT queue, 'queued', count(*), min(run_at) FROM jobs
-WHERE status = 'queued' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
-UNION ALL
-SELECT queue, 'scheduled', count(*), NULL FROM jobs
-WHERE status = 'scheduled' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
-UNION ALL
-SELECT queue, 'blocked', count(*), NULL FROM jobs
-WHERE status = 'blocked' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
-UNION ALL
-SELECT queue, 'running', count(*), NULL FROM jobs
-WHERE status = 'running' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
-UNION ALL
-SELECT queue, status, sum(n)::bigint, NULL FROM job_counts
-WHERE NOT in_bin AND ($1::text IS NULL OR queue = $1) GROUP BY queue, status HAVING sum(n) > 0`
-
-// queueThroughputMinutes is the window of QueueInfo.Throughput.
-const queueThroughputMinutes = 5
-
-const queueThroughputSQL = `
-SELECT queue, outcome, sum(n)::bigint FROM job_throughput
-WHERE bucket > date_trunc('minute', now()) - $2 * interval '1 minute' AND ($1::text IS NULL OR queue = $1)
-GROUP BY queue, outcome`
-
-const allQueueRowsSQL = `SELECT ` + queueColumns + ` FROM queues WHERE ($1::text IS NULL OR name = $1)`
-
-// ListQueues returns every queue that has live jobs or settings, by name.
-func (s *Store) ListQueues(ctx context.Context) ([]jobs.QueueInfo, error) {
-	return s.queueInfos(ctx, nil)
-}
-
-// GetQueue returns one queue; a queue with neither jobs nor settings is
-// jobs.ErrNotFound.
-func (s *Store) GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error) {
-	out, err := s.queueInfos(ctx, &name)
-	if err != nil {
-		return jobs.QueueInfo{}, err
-	}
-	if len(out) == 0 {
-		return jobs.QueueInfo{}, jobs.ErrNotFound
-	}
-	return out[0], nil
-}
-
-func (s *Store) queueInfos(ctx context.Context, only *string) ([]jobs.QueueInfo, error) {
-	byName := map[string]*jobs.QueueInfo{}
-	get := func(name string) *jobs.QueueInfo {
-		qi, ok := byName[name]
-		if !ok {
-			qi = &jobs.QueueInfo{QueueSettings: jobs.QueueSettings{Name: name}, Counts: map[jobs.State]int64{},
-				Throughput: map[string]int64{}, ThroughputMinutes: queueThroughputMinutes}
-			byName[name] = qi
-		}
-		return qi
-	}
-	var now time.Time
-	b := &pgx.Batch{}
-	b.Queue(nowSQL).QueryRow(func(r pgx.Row) error { return r.Scan(&now) })
-	b.Queue(allQueueRowsSQL, only).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var q queueRow
-			if err := rows.Scan(&q.Name, &q.Paused, &q.Concurrency, &q.RateLimit, &q.RatePeriod,
-				&q.PerKeyConcurrency, &q.UpdatedAt, &q.UpdatedBy); err != nil {
-				return err
-			}
-			get(q.Name).QueueSettings = q.settings()
-		}
-		return rows.Err()
-	})
-	b.Queue(queueCountsSQL, only).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var name, status string
-			var n int64
-			var oldest *time.Time
-			if err := rows.Scan(&name, &status, &n, &oldest); err != nil {
-				return err
-			}
-			qi := get(name)
-			qi.Counts[jobs.State(status)] = n
-			if oldest != nil {
-				qi.OldestQueuedAt = oldest
-			}
-		}
-		return rows.Err()
-	})
-	b.Queue(queueThroughputSQL, only, queueThroughputMinutes).Query(func(rows pgx.Rows) error {
-		for rows.Next() {
-			var name, outcome string
-			var n int64
-			if err := rows.Scan(&name, &outcome, &n); err != nil {
-				return err
-			}
-			if qi, ok := byName[name]; ok {
-				qi.Throughput[outcome] += n
-				qi.PerMinute += float64(n) / queueThroughputMinutes
-			}
-		}
-		return rows.Err()
-	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("list queues: %w", err)
-	}
-	out := make([]jobs.QueueInfo, 0, len(byName))
-	for _, qi := range byName {
-		if qi.OldestQueuedAt != nil && now.After(*qi.OldestQueuedAt) {
-			qi.OldestWaitSeconds = math.Round(now.Sub(*qi.OldestQueuedAt).Seconds()*10) / 10
-		}
-		out = append(out, *qi)
-	}
-	slices.SortFunc(out, func(a, b jobs.QueueInfo) int {
-		switch {
-		case a.Name < b.Name:
-			return -1
-		case a.Name > b.Name:
-			return 1
-		}
-		return 0
-	})
-	return out, nil
-}
-
-// queueFactsSQL reads what flow control says about a queue now: its
-// settings, its running jobs, its bucket refilled to now, and the running
-// jobs that share a concurrency key ($2; NULL for none).
-const queueFactsSQL = `
-SELECT ` + queueColumns + `,
-       (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name),
-       CASE WHEN s.rate_limit IS NOT NULL THEN least(greatest(1, s.rate_limit / 5.0),
-            s.tokens + greatest(0, extract(epoch FROM now() - s.tokens_at)) * s.rate_limit / s.rate_period_seconds) END,
-       (SELECT count(*) FROM jobs r WHERE r.status = 'running' AND r.queue = s.name AND r.concurrency_key = $2),
-       now()
-FROM queues s WHERE s.name = $1`
-
-// queueFacts reads the flow control of a queued job's queue, or nil when
-// the queue is neither paused nor limited.
-func (s *Store) queueFacts(ctx context.Context, j *jobs.Job) (*jobs.QueueFacts, error) {
-	var r queueRow
-	var running, keyRunning int
-	var tokens *float64
-	var now time.Time
-	err := s.pool.QueryRow(ctx, queueFactsSQL, j.Queue, j.ConcurrencyKey).Scan(&r.Name, &r.Paused, &r.Concurrency,
-		&r.RateLimit, &r.RatePeriod, &r.PerKeyConcurrency, &r.UpdatedAt, &r.UpdatedBy, &running, &tokens, &keyRunning, &now)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read queue %s: %w", j.Queue, err)
-	}
-	st := r.settings()
-	if !st.Constrained() {
-		return nil, nil
-	}
-	f := &jobs.QueueFacts{Settings: st, Running: running, KeyRunning: keyRunning}
-	if tokens != nil && st.RateLimit != nil {
-		f.Tokens = *tokens
-		if f.Tokens < 1 {
-			at := now.Add(time.Duration((1 - f.Tokens) * float64(st.RateLimit.Interval())))
-			f.NextTokenAt = &at
-		}
-	}
-	return f, nil
-}

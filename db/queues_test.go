@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 func (b *testBundle) setQueue(t *testing.T, queue string, change func(q jobs.QueueSettings) jobs.QueueSettings) jobs.QueueSettings {

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // The Redis ready queue: a sorted set of queued job ids scored like the
@@ -89,24 +89,58 @@ func (s *Store) ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uui
 	return claimed, nil
 }
 
-// ReadyQueue is the Redis ready queue as the worker pool's fast path.
+// claimIDsFlowSQL is claimIDsSQL with the flow-control guards: the ready
+// queue's candidates never come from a paused or limited queue (those are
+// claimed by claimFlowSQL), and a changed setting makes it take nothing.
+const claimIDsFlowSQL = `
+WITH next AS MATERIALIZED (
+	SELECT id AS next_id FROM jobs
+	WHERE id = ANY($5::uuid[]) AND status = 'queued' AND deleted_at IS NULL AND queue <> ALL($6::text[])` + versionGuard + typeFilter7 + `
+	ORDER BY effective_priority, run_at, created_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)` + claimUpdate
+
+// claimByIDFlow claims candidate ids outside the constrained queues.
+func (s *Store) claimByIDFlow(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID, ttl float64) ([]*jobs.Job, error) {
+	st, err := s.flowFor(ctx)
+	if err != nil {
+		return nil, err
+	}
+	constrained := st.constrained
+	if constrained == nil {
+		constrained = []string{}
+	}
+	return collectJobs(s.pool.Query(ctx, claimIDsFlowSQL, p.WorkerID, len(ids), ttl, st.version, uuidArray(ids), constrained, p.Types))
+}
+
+// ReadyQueue is the Redis ready queue as the worker pool's fast path
+// (workers.FastPath): candidate ids popped from Redis, then claimed in
+// PostgreSQL under the ordinary claim's guards. The pool tries it first
+// while Healthy and claims the rest with Store.ClaimJobs.
 type ReadyQueue struct {
 	store *Store
 	redis *Redis
 }
 
-// NewReadyQueue returns the fast path over r.
+// NewReadyQueue returns the fast path of store over r, which must be the
+// Redis the store announces to (Store.SetRedis).
 func NewReadyQueue(store *Store, r *Redis) *ReadyQueue { return &ReadyQueue{store: store, redis: r} }
 
-// Healthy reports whether Redis answers.
+// Healthy reports whether Redis answered its last check; while it did
+// not, the pool claims from PostgreSQL alone.
 func (q *ReadyQueue) Healthy() bool { return q.redis.Healthy() }
 
-// ReadyCandidates pops candidate ids.
+// ReadyCandidates pops up to n candidate ids, most urgent first (see
+// Redis.ReadyCandidates). A popped id is only a hint: pass it to
+// ClaimJobsByID, which claims it only if it is still queued.
 func (q *ReadyQueue) ReadyCandidates(ctx context.Context, n int) ([]uuid.UUID, error) {
 	return q.redis.ReadyCandidates(ctx, n)
 }
 
-// ClaimJobsByID claims the candidates still queued.
+// ClaimJobsByID claims those of the candidates ids that are still queued
+// (see Store.ClaimJobsByID); the others are dropped, as the ready queue
+// already lost them.
 func (q *ReadyQueue) ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error) {
 	return q.store.ClaimJobsByID(ctx, p, ids)
 }

@@ -30,16 +30,12 @@ type Redis struct {
 // does not fail when Redis is down: Run keeps checking, and Healthy says
 // whether to use it.
 func OpenRedis(ctx context.Context, url, prefix string, logger *slog.Logger) (*Redis, error) {
-	opt, err := redis.ParseURL(url)
+	client, err := newRedisClient(url)
 	if err != nil {
-		return nil, fmt.Errorf("REDIS_URL: %w", err)
+		return nil, err
 	}
-	opt.DialTimeout = 2 * time.Second
-	opt.ReadTimeout = 2 * time.Second
-	opt.WriteTimeout = 2 * time.Second
-	opt.MaxRetries = 1
 	redisLogOnce.Do(func() { redis.SetLogger(redisLog{logger.With("component", "redis")}) })
-	r := &Redis{client: redis.NewClient(opt), prefix: prefix, logger: logger.With("component", "redis")}
+	r := &Redis{client: client, prefix: prefix, logger: logger.With("component", "redis")}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := r.client.Ping(pctx).Err(); err != nil {
@@ -50,7 +46,8 @@ func OpenRedis(ctx context.Context, url, prefix string, logger *slog.Logger) (*R
 	return r, nil
 }
 
-// Client exposes the client for tests.
+// Client exposes the underlying client, for tests that inspect or break
+// what Flint keeps in Redis.
 func (r *Redis) Client() *redis.Client { return r.client }
 
 // Healthy reports whether Redis answered its last check.
@@ -110,7 +107,8 @@ func (r *Redis) Run(ctx context.Context) error {
 	}
 }
 
-// Close closes the client.
+// Close closes the client. Close it after the store and the event bus
+// that use it have stopped.
 func (r *Redis) Close() error { return r.client.Close() }
 
 // Keys. Every key Flint uses comes from here, under the configured prefix.

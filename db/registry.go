@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,9 +10,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // The worker registry is for display: who is running, with which queues
@@ -23,39 +25,93 @@ import (
 // SetRedis gives the store the Redis fast path (nil: PostgreSQL only).
 func (s *Store) SetRedis(r *Redis) { s.redis = r }
 
+// upsertWorkerSQL records a worker's heartbeat and the types it serves
+// (job_types_served, refreshed at most once a minute a type, so that
+// heartbeats of many workers do not rewrite the same rows), and returns
+// what an operator asked of it.
 const upsertWorkerSQL = `
-INSERT INTO workers (id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now())
-ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), queues = excluded.queues, types = excluded.types,
-	concurrency = excluded.concurrency`
+WITH w AS (
+	INSERT INTO workers (id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, $10, $11, $12)
+	ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), queues = excluded.queues, types = excluded.types,
+		concurrency = excluded.concurrency
+	RETURNING requested_state
+),
+served AS (
+	INSERT INTO job_types_served (type, last_seen_at, worker_id)
+	SELECT t, now(), $1 FROM unnest($5::text[]) AS t
+	ON CONFLICT (type) DO UPDATE SET last_seen_at = now(), worker_id = excluded.worker_id
+	WHERE job_types_served.last_seen_at < now() - interval '1 minute'
+)
+SELECT requested_state FROM w`
 
-// RegisterWorker records (or refreshes) a worker's heartbeat, valid for ttl.
+// RegisterWorker records (or refreshes) a worker's heartbeat, valid for
+// ttl.
 func (s *Store) RegisterWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) error {
+	_, err := s.WorkerHeartbeat(ctx, w, ttl)
+	return err
+}
+
+// WorkerHeartbeat is RegisterWorker returning the state an operator asked
+// of the worker (jobs.WorkerRunning, WorkerQuiet or WorkerTerminate).
+func (s *Store) WorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) (string, error) {
 	if w.Queues == nil {
 		w.Queues = []string{}
 	}
 	if w.Types == nil {
 		w.Types = []string{}
 	}
-	if _, err := s.pool.Exec(ctx, upsertWorkerSQL, w.ID, w.Host, w.PID, w.Queues, w.Types, w.Concurrency, w.Version, w.StartedAt); err != nil {
-		return fmt.Errorf("register worker: %w", err)
+	w.Kind = cmp.Or(w.Kind, jobs.WorkerProcess)
+	if w.Language == "" && w.Kind == jobs.WorkerProcess {
+		w.Language = "go"
 	}
-	if s.redis.Healthy() {
-		info, _ := json.Marshal(w)
-		pipe := s.redis.client.Pipeline()
-		pipe.Set(ctx, s.redis.workerKey(w.ID), info, ttl)
-		pipe.ZAdd(ctx, s.redis.workersKey(), redis.Z{Score: float64(time.Now().Add(ttl).UnixMilli()), Member: w.ID})
-		pipe.ZRemRangeByScore(ctx, s.redis.workersKey(), "-inf", strconv.FormatInt(time.Now().UnixMilli(), 10))
-		if _, err := pipe.Exec(ctx); err != nil {
-			s.redis.MarkDown(err)
-		}
+	var state string
+	if err := s.pool.QueryRow(ctx, upsertWorkerSQL, w.ID, w.Host, w.PID, w.Queues, w.Types, w.Concurrency, w.Version, w.StartedAt,
+		w.Kind, w.Name, w.Language, w.KeyID).Scan(&state); err != nil {
+		return "", fmt.Errorf("register worker: %w", err)
 	}
-	return nil
+	w.State = state
+	s.publishWorker(ctx, w, ttl)
+	return state, nil
+}
+
+// publishWorker puts a worker's registry entry in Redis (valid for ttl),
+// when Redis is up, and forgets the entries that have expired.
+func (s *Store) publishWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) {
+	if !s.redis.Healthy() {
+		return
+	}
+	info, _ := json.Marshal(w)
+	pipe := s.redis.client.Pipeline()
+	pipe.Set(ctx, s.redis.workerKey(w.ID), info, ttl)
+	pipe.ZAdd(ctx, s.redis.workersKey(), redis.Z{Score: float64(time.Now().Add(ttl).UnixMilli()), Member: w.ID})
+	pipe.ZRemRangeByScore(ctx, s.redis.workersKey(), "-inf", strconv.FormatInt(time.Now().UnixMilli(), 10))
+	if _, err := pipe.Exec(ctx); err != nil {
+		s.redis.MarkDown(err)
+	}
+}
+
+const servedTypesSQL = `SELECT type FROM job_types_served WHERE last_seen_at > now() - $1 * interval '1 millisecond'`
+
+// ServedTypes returns the job types a worker has said it serves within
+// the last jobs.ServedTypesWindow.
+func (s *Store) ServedTypes(ctx context.Context) ([]string, error) {
+	rows, err := s.pool.Query(ctx, servedTypesSQL, float64(jobs.ServedTypesWindow)/float64(time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("served types: %w", err)
+	}
+	types, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("served types: %w", err)
+	}
+	return types, nil
 }
 
 const deleteWorkerSQL = `DELETE FROM workers WHERE id = $1`
 
-// DeregisterWorker removes a worker that is shutting down.
+// DeregisterWorker removes a worker that is shutting down from the
+// registry, in PostgreSQL and, when it is up, in Redis. A Redis failure is
+// not an error: the worker's entry there expires on its own.
 func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 	if _, err := s.pool.Exec(ctx, deleteWorkerSQL, id); err != nil {
 		return fmt.Errorf("deregister worker: %w", err)
@@ -72,21 +128,33 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 }
 
 const liveWorkersSQL = `
-SELECT id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at FROM workers
+SELECT id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id, requested_state
+FROM workers
 WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
 ORDER BY started_at, id`
 
 // workerRow is a workers row.
 type workerRow struct {
-	ID          string    `db:"id"`
-	Host        string    `db:"host"`
-	PID         int       `db:"pid"`
-	Queues      textArray `db:"queues"`
-	Types       textArray `db:"types"`
-	Concurrency int       `db:"concurrency"`
-	Version     string    `db:"version"`
-	StartedAt   time.Time `db:"started_at"`
-	HeartbeatAt time.Time `db:"heartbeat_at"`
+	ID          string     `db:"id"`
+	Host        string     `db:"host"`
+	PID         int        `db:"pid"`
+	Queues      textArray  `db:"queues"`
+	Types       textArray  `db:"types"`
+	Concurrency int        `db:"concurrency"`
+	Version     string     `db:"version"`
+	StartedAt   time.Time  `db:"started_at"`
+	HeartbeatAt time.Time  `db:"heartbeat_at"`
+	Kind        string     `db:"kind"`
+	Name        string     `db:"name"`
+	Language    string     `db:"language"`
+	KeyID       *uuid.UUID `db:"key_id"`
+	State       string     `db:"requested_state"`
+}
+
+func (r workerRow) info() jobs.WorkerInfo {
+	return jobs.WorkerInfo{ID: r.ID, Kind: r.Kind, Name: r.Name, Language: r.Language, Host: r.Host, PID: r.PID,
+		Queues: r.Queues, Types: r.Types, Concurrency: r.Concurrency, Version: r.Version, StartedAt: r.StartedAt,
+		HeartbeatAt: r.HeartbeatAt, State: r.State, KeyID: r.KeyID}
 }
 
 const runningJobsSQL = `
@@ -120,8 +188,7 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 			return nil, fmt.Errorf("list workers: %w", err)
 		}
 		for _, r := range rows {
-			out = append(out, jobs.WorkerInfo{ID: r.ID, Host: r.Host, PID: r.PID, Queues: r.Queues, Types: r.Types, Concurrency: r.Concurrency,
-				Version: r.Version, StartedAt: r.StartedAt, HeartbeatAt: r.HeartbeatAt})
+			out = append(out, r.info())
 		}
 	}
 	if len(out) == 0 {

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // lockPayloadSQL reads the payload being replaced and holds the row, so
@@ -62,6 +62,7 @@ func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.Ra
 	if err != nil {
 		return nil, nil, fmt.Errorf("edit and replay job: %w", err)
 	}
+	s.wakeJobs(j)
 	s.emitJobs(j)
 	s.emitMoved(rearmed)
 	return old, j, nil

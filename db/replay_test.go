@@ -4,11 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 func TestEditAndReplay(t *testing.T) {
@@ -59,4 +60,73 @@ func TestEditAndReplay(t *testing.T) {
 
 	_, _, err = b.store.EditAndReplay(b.ctx, uuid.New(), json.RawMessage(`{}`), by)
 	require.ErrorIs(t, err, jobs.ErrNotFound)
+}
+
+// TestDLQTriage: the dead-letter queue grouped by type and error (the
+// history's part included), listed oldest first or from a point in time,
+// and moved to the bin whole.
+func TestDLQTriage(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	zero := 0
+	fail := func(typ, msg string) uuid.UUID {
+		t.Helper()
+		j := b.enqueue(t, jobs.EnqueueParams{Type: typ, Queue: "triage", MaxRetries: &zero})
+		b.finish(t, b.claimFirstOf(t, "triage"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: msg})
+		return j.ID
+	}
+	// The oldest one moves to the history: still in the DLQ, and counted.
+	ids := []uuid.UUID{fail("mail", "smtp: 550 no such user\nat line 3")}
+	n, err := b.store.Archive(b.ctx, -time.Hour, 100)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	for range 2 {
+		ids = append(ids, fail("mail", "smtp: 550 no such user\nat line 3"))
+	}
+	ids = append(ids, fail("mail", "timeout"), fail("fetch", "timeout"))
+
+	groups, err := b.store.DLQGroups(b.ctx, 10)
+	require.NoError(t, err)
+	require.Len(t, groups, 3)
+	require.Equal(t, jobs.ErrorGroup{Type: "mail", Error: "smtp: 550 no such user", Count: 3, Latest: groups[0].Latest}, groups[0])
+	got := map[string]int{}
+	for _, g := range groups[1:] {
+		got[g.Type+"/"+g.Error] = g.Count
+	}
+	require.Equal(t, map[string]int{"mail/timeout": 1, "fetch/timeout": 1}, got)
+
+	dead := []jobs.State{jobs.StateDeadLetter}
+	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Oldest: true, Limit: 2})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{ids[0], ids[1]}, []uuid.UUID{page.Jobs[0].ID, page.Jobs[1].ID}, "oldest first, the history's too")
+	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Oldest: true, Limit: 2, Cursor: page.NextCursor})
+	require.NoError(t, err)
+	require.Equal(t, []uuid.UUID{ids[2], ids[3]}, []uuid.UUID{page.Jobs[0].ID, page.Jobs[1].ID})
+	_, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Oldest: true, Q: "timeout"})
+	var ve *jobs.ValidationError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "sort", ve.Field)
+
+	// The moment ids[3] was made (a UUIDv7 starts with its millisecond).
+	var ms int64
+	for _, c := range ids[3][:6] {
+		ms = ms<<8 | int64(c)
+	}
+	before := time.UnixMilli(ms)
+	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Before: &before})
+	require.NoError(t, err)
+	for _, j := range page.Jobs {
+		require.True(t, j.ID.String() < ids[3].String(), "only jobs created before the time")
+	}
+	require.Len(t, page.Jobs, 3)
+
+	deleted, err := b.store.DeleteDLQ(b.ctx)
+	require.NoError(t, err)
+	require.ElementsMatch(t, ids, deleted)
+	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead})
+	require.NoError(t, err)
+	require.Empty(t, page.Jobs)
+	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{InBin: true})
+	require.NoError(t, err)
+	require.Len(t, page.Jobs, 5, "all in the bin, where they can be restored")
 }

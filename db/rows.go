@@ -10,7 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // jobColumns lists the columns every job query returns, in jobRow order.
@@ -55,6 +56,20 @@ type jobRow struct {
 	ConcurrencyKey    *string
 }
 
+// scrubbed is an error text as Flint shows it: with the log file's
+// scrubbing (logs.Scrub), which writes apply too. Reads apply it again for
+// rows stored before writes did, and for errors written by processes that
+// do not.
+func scrubbed(s *string) *string {
+	if s == nil {
+		return nil
+	}
+	if out := logs.Scrub(*s); out != *s {
+		return &out
+	}
+	return s
+}
+
 // toJob converts a row to the domain type.
 func (r *jobRow) toJob() *jobs.Job {
 	j := &jobs.Job{
@@ -72,7 +87,7 @@ func (r *jobRow) toJob() *jobs.Job {
 		RunAt:             r.RunAt,
 		IdempotencyKey:    r.IdempotencyKey,
 		CancelRequested:   r.CancelRequested,
-		LastError:         r.LastError,
+		LastError:         scrubbed(r.LastError),
 		WorkerID:          r.WorkerID,
 		LeaseToken:        r.LeaseToken,
 		LeaseExpiresAt:    r.LeaseExpiresAt,

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // ErrScheduleNotFound means no recurring series has the given id.
@@ -92,8 +92,8 @@ const lastTargetSQL = `SELECT greatest(
 // $3 (NULL: now, to run at once). A conflict (the series already has a
 // pending occurrence, or one for that time) makes it a no-op: the unique
 // indexes, not the caller's care, keep a series to one pending occurrence.
-// Like every statement that makes jobs ready, it wakes the workers (a
-// queued occurrence) or the schedulers (a scheduled one).
+// Its caller wakes the workers (a queued occurrence) or the schedulers (a
+// scheduled one) once it has committed.
 const insertOccurrenceSQL = `
 WITH target AS (SELECT coalesce($3::timestamptz, now()) AS at),
 inserted AS (
@@ -105,13 +105,9 @@ inserted AS (
 	FROM job_schedules s, target WHERE s.id = $1
 	ON CONFLICT DO NOTHING
 	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
-	FROM (SELECT DISTINCT queue FROM inserted WHERE status = 'queued') q
-),` + notifyScheduledHead + `inserted` + notifyScheduledTail + `
+)
 SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt,
-       inserted.effective_priority, inserted.run_at FROM inserted, notified, sched_notified`
+       inserted.effective_priority, inserted.run_at, inserted.created_at FROM inserted`
 
 const markScheduleSQL = `
 UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`
@@ -145,6 +141,7 @@ func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Mo
 	if err != nil {
 		return nil, fmt.Errorf("create next occurrences: %w", err)
 	}
+	s.wakeMoved(out)
 	s.emitMoved(out)
 	return out, nil
 }
@@ -195,7 +192,7 @@ func (s *Store) ListSchedules(ctx context.Context) ([]*jobs.Schedule, error) {
 
 const getScheduleSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules WHERE id = $1`
 
-// GetSchedule returns one series.
+// GetSchedule returns one recurring series, or ErrScheduleNotFound.
 func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
 	out, err := collectSchedules(s.pool.Query(ctx, getScheduleSQL, id))
 	if err != nil {
@@ -211,7 +208,7 @@ func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, 
 const cancelPendingSQL = `
 UPDATE jobs SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = $2
 WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0
-RETURNING id, status, type, queue, attempt, effective_priority, run_at`
+RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at`
 
 const pauseScheduleSQL = `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`
 
@@ -288,6 +285,7 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 	if err != nil {
 		return nil, wrapSchedule("run recurring series now", err)
 	}
+	s.wakeMoved(moved)
 	s.emitMoved(moved)
 	return s.GetJob(ctx, jid)
 }

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/jobs"
 )
 
 func TestRecurringIntervalSeries(t *testing.T) {

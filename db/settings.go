@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // ChannelSettings carries a notification whenever a setting changes, so

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // liveCountsSQL counts the live jobs (waiting, blocked, scheduled or

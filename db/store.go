@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Notification channels.
@@ -31,35 +32,40 @@ const (
 	ChannelScheduled = "flint_scheduled"
 )
 
-// notifyScheduledHead and notifyScheduledTail wrap the name of a CTE that
-// returns id, status, run_at, effective_priority and created_at: the CTE
-// they form announces the rows that are scheduled on ChannelScheduled, 90
-// to a notification (well under PostgreSQL's 8,000-byte payload limit).
-// The statement must select from it (FROM ..., sched_notified) so it runs.
-const notifyScheduledHead = `
-sched_notified AS (
-	SELECT count(pg_notify('` + ChannelScheduled + `', chunk)) AS n FROM (
-		SELECT string_agg(format('%s %s %s %s', id, (extract(epoch FROM run_at) * 1000)::bigint,
-		                         effective_priority, (extract(epoch FROM created_at) * 1000000)::bigint), ',') AS chunk
-		FROM (SELECT id, run_at, effective_priority, created_at, (row_number() OVER ()) / 90 AS grp FROM `
-
-const notifyScheduledTail = ` WHERE status = 'scheduled') s
-		GROUP BY grp) c
-)`
-
 // Config configures a Store.
 type Config struct {
 	// URL is the PostgreSQL connection string.
 	URL string
-	// MaxConns caps the pool; zero means 4 × GOMAXPROCS plus headroom for
-	// LISTEN and maintenance (pgxpool's default is too small under load).
+	// MaxConns caps the pool; zero means URL's pool_max_conns, else
+	// pgxpool's default (the larger of 4 and the number of CPUs), raised
+	// to 16 if it is lower: pgxpool's default is too small under load.
 	MaxConns int32
 	// MaxInterruptions is how many lease expiries send a job to the DLQ;
-	// zero means jobs.DefaultMaxInterruptions.
+	// zero or less means jobs.DefaultMaxInterruptions.
 	MaxInterruptions int
 	// Pooler names the connection pooler URL goes through: "" for none
 	// (a direct connection), or PoolerPgBouncer.
 	Pooler string
+	// Logger receives the pool's reconnection notices; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// WakeupWindow is the shortest time between two notification
+	// statements (see wakeup.go); zero means DefaultWakeupWindow.
+	WakeupWindow time.Duration
+	// EnqueueWindow is how long a group commit of single enqueues waits,
+	// after its first job, for others (see groupcommit.go); zero means
+	// DefaultEnqueueWindow, negative turns group commit off.
+	EnqueueWindow time.Duration
+	// EnqueueBatch caps the jobs of one group commit; zero means
+	// DefaultEnqueueBatch.
+	EnqueueBatch int
+}
+
+func cmpLogger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.Default()
+	}
+	return l
 }
 
 // PoolerPgBouncer is PgBouncer in transaction-pooling mode: consecutive
@@ -82,8 +88,10 @@ type Store struct {
 	events           jobs.EventSink
 	redis            *Redis
 	flow             atomic.Pointer[flowState] // queue settings as last loaded (db/queues.go)
-	keyed            sync.Map                  // fair queue name -> time.Time: claimed with key rotation until then (db/claim_flow.go)
-	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/archive.go)
+	keyed            sync.Map                  // fair queue name -> time.Time: claimed with key rotation until then (db/flow_hold.go)
+	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/history_partitions.go)
+	waker            *waker                    // wake-ups sent after commit (db/wakeup.go)
+	group            *groupCommitter           // single enqueues gathered into batches; nil when off (db/groupcommit.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to
@@ -106,11 +114,17 @@ func (s *Store) emitJobs(js ...*jobs.Job) {
 	}
 }
 
-// Open connects to PostgreSQL and pings it.
+// Open connects to PostgreSQL as cfg says and pings it, giving up after
+// 10 s, then starts the store's wake-up sender and group committer; Close
+// stops them and closes the pool. A malformed cfg.URL is an error that
+// names the problem without echoing the password.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
-	pcfg, err := pgxpool.ParseConfig(cfg.URL)
+	if err := CheckConnString("DATABASE_URL", cfg.URL); err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.URL) // the same parser, with the pool's settings
 	if err != nil {
-		return nil, fmt.Errorf("open database: parse DATABASE_URL: %w", err)
+		return nil, fmt.Errorf("open database: %w", connStringError("DATABASE_URL", cfg.URL, err))
 	}
 	if cfg.MaxConns > 0 {
 		pcfg.MaxConns = cfg.MaxConns
@@ -121,6 +135,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Pooler == PoolerPgBouncer && !strings.Contains(cfg.URL, "default_query_exec_mode=") {
 		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
+	// A connection to a server that cannot take writes (a standby, a
+	// demoted primary) is refused, so the pool moves on (db/failover.go).
+	pcfg.ConnConfig.ValidateConnect = requireWritable(pcfg.ConnConfig.ValidateConnect)
+	watch := &failoverWatch{logger: cmpLogger(cfg.Logger).With("component", "database")}
+	pcfg.ConnConfig.Tracer = watch
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("open database: %w", err)
@@ -131,19 +150,33 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("open database: ping: %w", err)
 	}
+	watch.mu.Lock()
+	watch.pool = pool
+	watch.mu.Unlock()
 	maxInt := cfg.MaxInterruptions
 	if maxInt <= 0 {
-		maxInt = 3
+		maxInt = jobs.DefaultMaxInterruptions
 	}
-	return &Store{
+	s := &Store{
 		pool:             pool,
 		sqlx:             sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
 		maxInterruptions: maxInt,
-	}, nil
+		waker:            newWaker(pool, cfg.WakeupWindow),
+	}
+	s.waker.start()
+	if s.group = newGroupCommitter(s, cfg.EnqueueWindow, cfg.EnqueueBatch); s.group != nil {
+		s.group.start()
+	}
+	return s, nil
 }
 
-// Close closes every connection.
+// Close writes the single enqueues still waiting for a group commit, sends
+// the wake-ups still waiting and closes every connection.
 func (s *Store) Close() {
+	if s.group != nil {
+		s.group.close()
+	}
+	s.waker.close()
 	_ = s.sqlx.Close()
 	s.pool.Close()
 }
@@ -160,10 +193,16 @@ func (s *Store) Ping(ctx context.Context) error {
 // transactions (see EnqueueTx) and for tests.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// DBTX is what a query needs: a pool, a connection or a transaction.
+// DBTX is what a query needs: a pool, a connection or a transaction
+// (*pgxpool.Pool, *pgx.Conn and pgx.Tx all satisfy it). EnqueueTx and
+// AnnounceTx take one so that callers can enqueue in their own
+// transaction.
 type DBTX interface {
+	// Exec runs a statement that returns no rows.
 	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	// Query runs a statement and returns its rows, which the caller closes.
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	// QueryRow runs a statement for one row; its error is reported by Scan.
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 

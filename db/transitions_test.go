@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // force puts a job straight into a state, as if it had got there by the
@@ -44,30 +44,75 @@ func (b *testBundle) status(t *testing.T, id uuid.UUID) jobs.State {
 // state machine allows.
 func TestSQLGuardsFollowTheStateMachine(t *testing.T) {
 	t.Parallel()
-	type op struct {
-		name string
-		from []jobs.State
-		// run performs the operation on job id; it reports whether the
-		// operation took effect.
-		run func(t *testing.T, b *testBundle, id uuid.UUID) bool
-	}
-	finish := func(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBundle, id uuid.UUID) bool {
-		return func(t *testing.T, b *testBundle, id uuid.UUID) bool {
-			_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET max_retries = $2 WHERE id = $1`, id, maxRetries)
-			require.NoError(t, err)
-			j, err := b.store.GetJob(b.ctx, id)
-			require.NoError(t, err)
-			token := uuid.New() // a token that cannot match when not running
-			if j.LeaseToken != nil {
-				token = *j.LeaseToken
-			}
-			moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
-				Outcome: outcome, Error: "x", RetryDelay: time.Second}})
-			require.NoError(t, err)
-			return !moved[0].LeaseLost()
+	var mu sync.Mutex
+	exercised := map[[2]jobs.State]bool{}
+	for _, o := range storeOps() {
+		for _, from := range jobs.States {
+			t.Run(fmt.Sprintf("%s_from_%s", o.name, from), func(t *testing.T) {
+				t.Parallel()
+				// Each subtest has its own database so claim, reap and
+				// promote see only its job.
+				b := setup(t)
+				j := b.enqueue(t, jobs.EnqueueParams{})
+				b.force(t, j.ID, from)
+				took := o.run(t, b, j.ID)
+				require.Equal(t, slices.Contains(o.from, from), took, "did %s act on a %s job", o.name, from)
+				to := b.status(t, j.ID)
+				if !took {
+					require.Equal(t, from, to, "a refused operation must not move the job")
+					return
+				}
+				if o.name == "cancel" && from == jobs.StateRunning {
+					require.Equal(t, jobs.StateRunning, to, "a running job is only asked to stop")
+					return
+				}
+				require.True(t, jobs.CanTransition(from, to), "%s moved %s → %s, which the state machine forbids", o.name, from, to)
+				mu.Lock()
+				exercised[[2]jobs.State{from, to}] = true
+				mu.Unlock()
+			})
 		}
 	}
-	ops := []op{
+	t.Cleanup(func() {
+		if !t.Failed() {
+			requireEveryMoveExercised(t, exercised)
+		}
+	})
+}
+
+// storeOp is a state-changing operation of the store and the states it is
+// declared for.
+type storeOp struct {
+	name string
+	from []jobs.State
+	// run performs the operation on job id; it reports whether the
+	// operation took effect.
+	run func(t *testing.T, b *testBundle, id uuid.UUID) bool
+}
+
+// finishOp finishes the job with outcome, its max_retries set first; it
+// took effect unless the lease was lost.
+func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+	return func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET max_retries = $2 WHERE id = $1`, id, maxRetries)
+		require.NoError(t, err)
+		j, err := b.store.GetJob(b.ctx, id)
+		require.NoError(t, err)
+		token := uuid.New() // a token that cannot match when not running
+		if j.LeaseToken != nil {
+			token = *j.LeaseToken
+		}
+		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
+			Outcome: outcome, Error: "x", RetryDelay: time.Second}})
+		require.NoError(t, err)
+		return !moved[0].LeaseLost()
+	}
+}
+
+// storeOps are the operations TestSQLGuardsFollowTheStateMachine runs.
+func storeOps() []storeOp {
+	finish := finishOp
+	return []storeOp{
 		{"claim", []jobs.State{jobs.StateQueued}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			return len(b.claim(t, "w", 10, time.Minute)) == 1
 		}},
@@ -128,51 +173,23 @@ func TestSQLGuardsFollowTheStateMachine(t *testing.T) {
 			return true
 		}},
 	}
-	var mu sync.Mutex
-	exercised := map[[2]jobs.State]bool{}
-	for _, o := range ops {
-		for _, from := range jobs.States {
-			t.Run(fmt.Sprintf("%s_from_%s", o.name, from), func(t *testing.T) {
-				t.Parallel()
-				// Each subtest has its own database so claim, reap and
-				// promote see only its job.
-				b := setup(t)
-				j := b.enqueue(t, jobs.EnqueueParams{})
-				b.force(t, j.ID, from)
-				took := o.run(t, b, j.ID)
-				require.Equal(t, slices.Contains(o.from, from), took, "did %s act on a %s job", o.name, from)
-				to := b.status(t, j.ID)
-				if !took {
-					require.Equal(t, from, to, "a refused operation must not move the job")
-					return
-				}
-				if o.name == "cancel" && from == jobs.StateRunning {
-					require.Equal(t, jobs.StateRunning, to, "a running job is only asked to stop")
-					return
-				}
-				require.True(t, jobs.CanTransition(from, to), "%s moved %s → %s, which the state machine forbids", o.name, from, to)
-				mu.Lock()
-				exercised[[2]jobs.State{from, to}] = true
-				mu.Unlock()
-			})
-		}
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			return
-		}
-		// Every allowed move has an operation here, except release into
-		// scheduled (a released job whose run_at is ahead), which the
-		// workflow tests cover.
-		for _, from := range jobs.States {
-			for _, to := range jobs.States {
-				if !jobs.CanTransition(from, to) || from == jobs.StateBlocked && to == jobs.StateScheduled {
-					continue
-				}
-				if !exercised[[2]jobs.State{from, to}] {
-					t.Errorf("no store operation performs the allowed move %s → %s", from, to)
-				}
+}
+
+// requireEveryMoveExercised requires that every move the state machine
+// allows was made by some operation.
+func requireEveryMoveExercised(t *testing.T, exercised map[[2]jobs.State]bool) {
+	t.Helper()
+	// Every allowed move has an operation here, except release into
+	// scheduled (a released job whose run_at is ahead), which the
+	// workflow tests cover.
+	for _, from := range jobs.States {
+		for _, to := range jobs.States {
+			if !jobs.CanTransition(from, to) || from == jobs.StateBlocked && to == jobs.StateScheduled {
+				continue
+			}
+			if !exercised[[2]jobs.State{from, to}] {
+				t.Errorf("no store operation performs the allowed move %s → %s", from, to)
 			}
 		}
-	})
+	}
 }

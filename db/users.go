@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"flint/auth"
-	"flint/jobs"
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/jobs"
 )
 
 const insertUserSQL = `
@@ -66,94 +65,6 @@ func (s *Store) Authenticate(ctx context.Context, email, password string) (auth.
 	return u, nil
 }
 
-const (
-	insertSessionSQL = `
-INSERT INTO sessions (id, user_id, csrf_token, expires_at, ip, user_agent)
-VALUES ($1, $2, $3, now() + $4 * interval '1 second', $5, $6)`
-	touchLoginSQL            = `UPDATE users SET last_login_at = now() WHERE id = $1`
-	deleteExpiredSessionsSQL = `DELETE FROM sessions WHERE expires_at < now()`
-	deleteSessionSQL         = `DELETE FROM sessions WHERE id = $1`
-)
-
-// CreateSession stores a new session for the user behind token, valid for
-// ttl, and records the login.
-func (s *Store) CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, userAgent string) error {
-	if len(userAgent) > 300 {
-		userAgent = userAgent[:300]
-	}
-	userAgent = strings.ToValidUTF8(strings.ReplaceAll(userAgent, "\x00", ""), "")
-	b := &pgx.Batch{}
-	b.Queue(insertSessionSQL,
-		auth.HashToken(token), userID, csrf, ttl.Seconds(), ip, userAgent)
-	b.Queue(touchLoginSQL, userID)
-	b.Queue(deleteExpiredSessionsSQL)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("create session: %w", err)
-	}
-	return nil
-}
-
-// getSessionSQL reads a live session; last_seen_at is written at most once
-// a minute, so that the requests of an open dashboard (live swaps every
-// second) are reads. The user's role is read with it on every request, so
-// a changed role applies at once; a disabled user's sessions are deleted
-// when they are disabled, and the join refuses them besides.
-const getSessionSQL = `
-WITH live AS (
-	SELECT s.id, s.last_seen_at, u.id AS user_id, u.email, u.role, u.created_at, u.last_login_at, s.csrf_token, s.expires_at
-	FROM sessions s JOIN users u ON u.id = s.user_id
-	WHERE s.id = $1 AND s.expires_at > now() AND u.disabled_at IS NULL
-),
-touched AS (
-	UPDATE sessions SET last_seen_at = now()
-	FROM live WHERE sessions.id = live.id AND live.last_seen_at < now() - interval '1 minute'
-)
-SELECT user_id, email, role, created_at, last_login_at, csrf_token, expires_at FROM live`
-
-// GetSession returns the live session behind token.
-func (s *Store) GetSession(ctx context.Context, token string) (auth.Session, error) {
-	var sess auth.Session
-	err := s.pool.QueryRow(ctx, getSessionSQL, auth.HashToken(token)).
-		Scan(&sess.User.ID, &sess.User.Email, &sess.User.Role, &sess.User.CreatedAt, &sess.User.LastLoginAt, &sess.CSRFToken, &sess.ExpiresAt)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return auth.Session{}, jobs.ErrNotFound
-	}
-	if err != nil {
-		return auth.Session{}, fmt.Errorf("get session: %w", err)
-	}
-	return sess, nil
-}
-
-// sincePasswordChangeSQL is how long ago the password of the user with
-// this email was set, by the database's clock (so that the caller's clock
-// need not agree with it); NULL when it was never changed.
-const sincePasswordChangeSQL = `
-SELECT extract(epoch FROM now() - password_changed_at)::float8 FROM users
-WHERE lower(email) = lower($1) AND password_changed_at IS NOT NULL`
-
-// SincePasswordChange returns how long ago the password of the user with
-// this email was last set (a reset or a change), or jobs.ErrNotFound when
-// there is no such user or the password was never changed.
-func (s *Store) SincePasswordChange(ctx context.Context, email string) (time.Duration, error) {
-	var secs float64
-	err := s.pool.QueryRow(ctx, sincePasswordChangeSQL, strings.TrimSpace(email)).Scan(&secs)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, jobs.ErrNotFound
-	}
-	if err != nil {
-		return 0, fmt.Errorf("read password change: %w", err)
-	}
-	return time.Duration(secs * float64(time.Second)), nil
-}
-
-// DeleteSession ends the session behind token.
-func (s *Store) DeleteSession(ctx context.Context, token string) error {
-	if _, err := s.pool.Exec(ctx, deleteSessionSQL, auth.HashToken(token)); err != nil {
-		return fmt.Errorf("delete session: %w", err)
-	}
-	return nil
-}
-
 const userColumns = `id, email, role, created_at, last_login_at, disabled_at`
 
 func scanUser(row pgx.Row) (auth.User, error) {
@@ -197,12 +108,14 @@ ON CONFLICT (lower(email)) DO NOTHING
 RETURNING ` + userColumns
 )
 
-// UserByID returns one user.
+// UserByID returns one user, disabled or not, or an error wrapping
+// jobs.ErrNotFound.
 func (s *Store) UserByID(ctx context.Context, id uuid.UUID) (auth.User, error) {
 	return scanUser(s.pool.QueryRow(ctx, userByIDSQL, id))
 }
 
-// UserByEmail returns one user by email, whatever its case.
+// UserByEmail returns one user by email, whatever its case and the
+// spaces around it, or an error wrapping jobs.ErrNotFound.
 func (s *Store) UserByEmail(ctx context.Context, email string) (auth.User, error) {
 	return scanUser(s.pool.QueryRow(ctx, userByEmailOnly, strings.TrimSpace(email)))
 }

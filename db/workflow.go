@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Dependency release and cascade. Each is a pure function of the current
@@ -14,8 +14,8 @@ import (
 // another process finished, is harmless.
 
 // releaseBody moves blocked candidates whose every dependency has completed
-// to queued (or scheduled when their run_at is still ahead) and wakes the
-// workers. A released job's run_at becomes the release time, so aging
+// to queued (or scheduled when their run_at is still ahead); the caller
+// wakes their workers once it has committed. A released job's run_at becomes the release time, so aging
 // counts its wait from when it could first run.
 const releaseBody = `
 moved AS (
@@ -29,12 +29,8 @@ moved AS (
 		SELECT 1 FROM job_dependencies x JOIN jobs p ON p.id = x.depends_on_id
 		WHERE x.job_id = c.id AND p.status <> 'completed')
 	RETURNING c.id, c.status, c.type, c.queue, c.attempt, c.run_at, c.effective_priority, c.created_at
-),
-notified AS (
-	SELECT count(pg_notify('` + ChannelJobs + `', q.queue)) AS n
-	FROM (SELECT DISTINCT queue FROM moved WHERE status = 'queued') q
-),` + notifyScheduledHead + `moved` + notifyScheduledTail + `
-SELECT ` + movedColumns + ` FROM moved, notified, sched_notified`
+)
+SELECT ` + movedColumns + ` FROM moved`
 
 // releaseSQL releases the given blocked jobs if they are ready.
 const releaseSQL = `WITH candidates AS (SELECT DISTINCT unnest($1::uuid[]) AS cid),` + releaseBody
@@ -86,7 +82,7 @@ moved AS (
 			CASE t.why WHEN 'dead_letter' THEN 'failed permanently' ELSE 'was cancelled' END)
 	FROM targets t
 	WHERE j.id = t.id AND j.status = 'blocked'
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at
 )
 SELECT ` + movedColumns + ` FROM moved`
 
@@ -96,7 +92,7 @@ const rearmSQL = `
 WITH moved AS (
 	UPDATE jobs SET status = 'blocked', cancelled_by = NULL, finished_at = NULL, last_error = NULL, updated_at = now()
 	WHERE cancelled_by = ANY($1::uuid[]) AND status = 'cancelled'
-	RETURNING id, status, type, queue, attempt, effective_priority, run_at
+	RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at
 )
 SELECT ` + movedColumns + ` FROM moved`
 

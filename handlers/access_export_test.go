@@ -10,8 +10,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/stretchr/testify/require"
 
-	"flint/auth"
-	"flint/jobs"
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Tests see batched key uses written within moments, and open streams

@@ -15,9 +15,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"flint/auth"
-	"flint/handlers"
-	"flint/jobs"
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestViewsNameRoutesOfTheAccessTable: the templates decide what to show
@@ -187,28 +187,7 @@ func TestPagesOfferOnlyWhatTheRoleMayUse(t *testing.T) {
 		for _, pg := range pages {
 			p := b.request(t, http.MethodGet, pg, nil)
 			require.Contains(t, []int{http.StatusOK, http.StatusForbidden}, p.status, "%s as %s: %s", pg, role, p.body)
-			for _, c := range controls(t, p.body) {
-				u, err := url.Parse(c.path)
-				require.NoError(t, err, c.what)
-				if u.Host != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "/static/") {
-					continue // another site (the mail catcher), or a file
-				}
-				route, ok := matchRoute(r.app, c.method, u.Path)
-				require.True(t, ok, "%s as %s offers %s %s, which is no route: %s", pg, role, c.method, u.Path, c.what)
-				if handlers.IsPublicRoute(c.method, route) {
-					continue
-				}
-				need, field, raise, ok := handlers.AccessNeed(c.method, route)
-				require.True(t, ok, "%s %s has no access rule", c.method, route)
-				if v := c.value; field == "action" && v != "" {
-					if raised, ok := raise[v]; ok {
-						need = raised
-					}
-				}
-				require.True(t, auth.Grants(role.Scopes(), need),
-					"%s as %s offers %s %s, which needs %s: %s", pg, role, c.method, route, need, c.what)
-				seen++
-			}
+			seen += requireControlsAllowed(t, r, role, pg, p.body)
 		}
 		require.Greater(t, seen, 50, role)
 	}
@@ -244,4 +223,34 @@ func TestPagesOfferOnlyWhatTheRoleMayUse(t *testing.T) {
 		require.Equal(t, role == auth.RoleAdmin, strings.Contains(p.body, `data-testid="purge-selected"`), "%s: purge in the bin", role)
 		require.Equal(t, role != auth.RoleViewer, strings.Contains(p.body, `data-testid="restore-selected"`), "%s: restore in the bin", role)
 	}
+}
+
+// requireControlsAllowed requires that each link, form and HTMX request in
+// body, page pg as rendered for role, goes to a route the role may use, as
+// accessTable says. It returns how many controls it checked.
+func requireControlsAllowed(t *testing.T, r *accessRig, role auth.Role, pg, body string) (seen int) {
+	t.Helper()
+	for _, c := range controls(t, body) {
+		u, err := url.Parse(c.path)
+		require.NoError(t, err, c.what)
+		if u.Host != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "/static/") {
+			continue // another site (the mail catcher), or a file
+		}
+		route, ok := matchRoute(r.app, c.method, u.Path)
+		require.True(t, ok, "%s as %s offers %s %s, which is no route: %s", pg, role, c.method, u.Path, c.what)
+		if handlers.IsPublicRoute(c.method, route) {
+			continue
+		}
+		need, field, raise, ok := handlers.AccessNeed(c.method, route)
+		require.True(t, ok, "%s %s has no access rule", c.method, route)
+		if v := c.value; field == "action" && v != "" {
+			if raised, ok := raise[v]; ok {
+				need = raised
+			}
+		}
+		require.True(t, auth.Grants(role.Scopes(), need),
+			"%s as %s offers %s %s, which needs %s: %s", pg, role, c.method, route, need, c.what)
+		seen++
+	}
+	return seen
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Operator actions, one path for the API and the dashboard: the same store
@@ -17,14 +17,19 @@ import (
 // made work ready, so an in-process pool does not wait for the
 // notification round trip that wakes the others.
 func (s *server) wakeFor(js ...*jobs.Job) {
-	if s.wake == nil {
+	if s.wake == nil && s.work == nil {
 		return
 	}
 	seen := map[string]bool{}
 	for _, j := range js {
 		if j != nil && j.Status == jobs.StateQueued && !seen[j.Queue] {
 			seen[j.Queue] = true
-			s.wake(j.Queue)
+			if s.wake != nil {
+				s.wake(j.Queue)
+			}
+			if s.work != nil {
+				s.work.cfg.Hub.Wake(j.Queue)
+			}
 		}
 	}
 }
@@ -82,15 +87,15 @@ func (s *server) jobOp(ctx context.Context, action jobAction, id uuid.UUID) (*jo
 	var err error
 	switch action {
 	case jobRetry:
-		j, err = s.store.RetryJob(ctx, id)
+		j, err = s.jobActionStore.RetryJob(ctx, id)
 	case jobCancel:
-		j, err = s.store.CancelJob(ctx, id)
+		j, err = s.jobActionStore.CancelJob(ctx, id)
 	case jobDelete:
-		j, err = s.store.DeleteJob(ctx, id)
+		j, err = s.jobActionStore.DeleteJob(ctx, id)
 	case jobRestore:
-		j, err = s.store.RestoreJob(ctx, id)
+		j, err = s.jobActionStore.RestoreJob(ctx, id)
 	case jobPurge:
-		err = s.store.PurgeJob(ctx, id)
+		err = s.jobActionStore.PurgeJob(ctx, id)
 	default:
 		return nil, fmt.Errorf("unknown job action %q", action)
 	}
@@ -112,13 +117,13 @@ func (s *server) seriesOp(c *fiber.Ctx, action seriesAction, id uuid.UUID) (*job
 	var err error
 	switch action {
 	case seriesPause:
-		sc, occurrence, err = s.store.PauseSchedule(ctx, id)
+		sc, occurrence, err = s.scheduleStore.PauseSchedule(ctx, id)
 	case seriesResume:
-		sc, err = s.store.ResumeSchedule(ctx, id)
+		sc, err = s.scheduleStore.ResumeSchedule(ctx, id)
 	case seriesRunNow:
-		j, err = s.store.RunScheduleNow(ctx, id)
+		j, err = s.scheduleStore.RunScheduleNow(ctx, id)
 	case seriesDelete:
-		occurrence, err = s.store.DeleteSchedule(ctx, id)
+		occurrence, err = s.scheduleStore.DeleteSchedule(ctx, id)
 	default:
 		return nil, nil, fmt.Errorf("unknown series action %q", action)
 	}

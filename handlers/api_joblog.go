@@ -7,7 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Job log pages: at most maxJobLogPage stored lines per response.
@@ -52,13 +52,13 @@ func (s *server) jobLogs(c *fiber.Ctx) error {
 
 // loadJobLog reads one page of a job's log.
 func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limit int) (jobLogPage, error) {
-	j, err := s.store.GetJob(ctx, id)
+	j, err := s.jobStore.GetJob(ctx, id)
 	if err != nil {
 		return jobLogPage{}, err
 	}
 	var execs []jobs.Execution
 	if after == 0 {
-		if execs, err = s.store.ListExecutions(ctx, j); err != nil {
+		if execs, err = s.jobStore.ListExecutions(ctx, j); err != nil {
 			return jobLogPage{}, err
 		}
 	}
@@ -69,7 +69,7 @@ func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limi
 // runs execs and of its row with up to limit lines its handler logged
 // after seq after.
 func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution, after int64, limit int) (jobLogPage, error) {
-	stored, err := s.store.JobLogs(ctx, j.ID, after, limit)
+	stored, err := s.jobStore.JobLogs(ctx, j.ID, after, limit)
 	if err != nil {
 		return jobLogPage{}, err
 	}
@@ -81,7 +81,7 @@ func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution
 	if after == 0 {
 		var cancel *jobs.AuditEntry
 		if j.Status == jobs.StateCancelled {
-			if cancel, err = s.store.CancelAudit(ctx, j.ID); err != nil {
+			if cancel, err = s.jobStore.CancelAudit(ctx, j.ID); err != nil {
 				return jobLogPage{}, err
 			}
 		}

@@ -8,13 +8,14 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/auth"
+	"github.com/flinthq/flint/auth"
 )
 
 // keyCreateRequest is the body of POST /api/v1/keys.
 type keyCreateRequest struct {
 	Name   string   `json:"name"`
 	Scopes []string `json:"scopes"`
+	Queues []string `json:"queues"`
 }
 
 // keyWithSecret is a key as created or rotated: the only time its secret
@@ -47,12 +48,21 @@ func (s *server) createKey(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	k, secret, err := s.access.CreateAPIKey(c.UserContext(), req.Name, scopes, actorName(c))
+	k, secret, err := s.access.CreateAPIKey(c.UserContext(), auth.KeySpec{Name: req.Name, Scopes: scopes, Queues: req.Queues}, actorName(c))
 	if err != nil {
 		return err
 	}
-	s.audit(c, "key_create", map[string]any{"key": k.Name, "key_id": k.ID, "scopes": k.Scopes})
+	s.audit(c, "key_create", keyAudit(k))
 	return c.Status(http.StatusCreated).JSON(keyWithSecret{APIKey: k, Secret: secret})
+}
+
+// keyAudit is what the audit trail records of a new key.
+func keyAudit(k auth.APIKey) map[string]any {
+	d := map[string]any{"key": k.Name, "key_id": k.ID, "scopes": k.Scopes}
+	if k.Queues != nil {
+		d["queues"] = k.Queues
+	}
+	return d
 }
 
 // listKeys handles GET /api/v1/keys: every key without its secret.

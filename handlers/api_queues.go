@@ -1,166 +1,365 @@
+// Queues as things an operator manages: the API and the Queues page.
+
 package handlers
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
-	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
-// listDLQ handles GET /api/v1/dlq: dead-letter jobs, newest first.
-func (s *server) listDLQ(c *fiber.Ctx) error {
-	p, err := listParams(c)
+// queueName reads the :name parameter, refusing what cannot name a queue.
+func queueName(c *fiber.Ctx) (string, error) {
+	name := c.Params("name")
+	if !jobs.ValidQueue(name) {
+		return "", invalid("name", fmt.Sprintf("must be 1-%d letters, digits or _ . : -", jobs.MaxQueueLen))
+	}
+	return name, nil
+}
+
+// listQueues handles GET /api/v1/queues: every queue that has jobs or
+// settings.
+func (s *server) listQueues(c *fiber.Ctx) error {
+	qs, err := s.queueStore.ListQueues(c.UserContext())
 	if err != nil {
 		return err
 	}
-	if len(p.Statuses) > 0 {
-		return invalid("status", "the DLQ lists dead_letter jobs only; use /api/v1/jobs to filter by status")
+	for i := range qs {
+		qs[i] = queueForCaller(c, qs[i])
 	}
-	p.Statuses = []jobs.State{jobs.StateDeadLetter}
-	page, err := s.store.ListJobs(c.UserContext(), p)
+	return c.JSON(fiber.Map{"queues": qs})
+}
+
+// queueForCaller is q as the caller may see it: a push URL (which may
+// carry a token) whole for admins, its scheme and host for others.
+func queueForCaller(c *fiber.Ctx, q jobs.QueueInfo) jobs.QueueInfo {
+	if q.Push != nil && !seesSecrets(c) {
+		t := *q.Push
+		t.URL = jobs.RedactURL(t.URL)
+		q.Push = &t
+	}
+	return q
+}
+
+// getQueue handles GET /api/v1/queues/:name.
+func (s *server) getQueue(c *fiber.Ctx) error {
+	name, err := queueName(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(pageResponse(page))
-}
-
-// dlqRetryRequest is the body of POST /api/v1/dlq/retry.
-type dlqRetryRequest struct {
-	IDs []string `json:"ids"`
-}
-
-// retryDLQ handles POST /api/v1/dlq/retry: replay the given dead-letter
-// jobs, or all of them when no ids are given.
-func (s *server) retryDLQ(c *fiber.Ctx) error {
-	var req dlqRetryRequest
-	if len(c.Body()) > 0 {
-		if err := decodeJSON(c, &req); err != nil {
+	q, err := s.queueStore.GetQueue(c.UserContext(), name)
+	if err != nil {
+		return err
+	}
+	if q.Push != nil {
+		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(c.UserContext(), name, jobs.PushDeliveriesPerPage); err != nil {
 			return err
 		}
 	}
-	var ids []uuid.UUID
-	if req.IDs != nil {
-		if len(req.IDs) == 0 {
-			return invalid("ids", "is empty; omit it to replay the whole DLQ")
+	return c.JSON(queueForCaller(c, q))
+}
+
+// queueAfter reads a queue after a change; a queue with neither jobs nor
+// settings cannot be missing then, but a paused empty queue has settings.
+func (s *server) queueAfter(c *fiber.Ctx, st jobs.QueueSettings) (jobs.QueueInfo, error) {
+	q, err := s.queueStore.GetQueue(c.UserContext(), st.Name)
+	if err != nil {
+		return jobs.QueueInfo{QueueSettings: st}, err
+	}
+	return q, nil
+}
+
+// pauseQueue handles POST /api/v1/queues/:name/pause and /resume. Pausing
+// a queue that has no jobs yet is allowed: it holds what arrives.
+func (s *server) pauseQueue(paused bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		name, err := queueName(c)
+		if err != nil {
+			return err
 		}
-		if len(req.IDs) > MaxBatch {
-			return invalid("ids", fmt.Sprintf("holds %d ids; the limit is %d", len(req.IDs), MaxBatch))
+		st, err := s.setPaused(c, name, paused)
+		if err != nil {
+			return err
 		}
-		ids = make([]uuid.UUID, len(req.IDs))
-		for i, v := range req.IDs {
-			id, err := uuid.Parse(v)
-			if err != nil {
-				return invalid(fmt.Sprintf("ids[%d]", i), "must be a job id (UUID)")
-			}
-			ids[i] = id
+		q, err := s.queueAfter(c, st)
+		if err != nil {
+			return err
+		}
+		return c.JSON(q)
+	}
+}
+
+func (s *server) setPaused(c *fiber.Ctx, name string, paused bool) (jobs.QueueSettings, error) {
+	actor := auditActor(c).Actor
+	st, err := s.queueStore.UpdateQueue(c.UserContext(), name, actor, func(q jobs.QueueSettings) jobs.QueueSettings {
+		q.Paused = paused
+		return q
+	})
+	if err != nil {
+		return st, err
+	}
+	action := "queue_pause"
+	if !paused {
+		action = "queue_resume"
+		if s.wake != nil {
+			s.wake(name)
 		}
 	}
-	replayed, err := s.store.RetryDLQ(c.UserContext(), ids)
+	s.audit(c, action, map[string]any{"queue": name})
+	return st, nil
+}
+
+// patchQueue handles PATCH /api/v1/queues/:name: concurrency, rate_limit
+// and per_key_concurrency, each null to remove the limit.
+func (s *server) patchQueue(c *fiber.Ctx) error {
+	name, err := queueName(c)
 	if err != nil {
 		return err
 	}
-	out := make([]uuid.UUID, len(replayed))
-	scope := "selected"
-	if ids == nil {
-		scope = "all"
+	var raw map[string]json.RawMessage
+	if err := decodeJSON(c, &raw); err != nil {
+		return err
 	}
-	for i, j := range replayed {
-		out[i] = j.ID
-	}
-	s.wakeFor(replayed...)
-	s.audit(c, "dlq_replay", map[string]any{"scope": scope, "replayed": len(out)}, out...)
-	return c.Status(http.StatusOK).JSON(fiber.Map{"replayed": len(out), "ids": out})
-}
-
-// listBin handles GET /api/v1/bin: soft-deleted jobs, most recent first.
-func (s *server) listBin(c *fiber.Ctx) error {
-	p, err := listParams(c)
+	patch, err := jobs.ParseQueuePatch(c.Body())
 	if err != nil {
 		return err
 	}
-	p.InBin = true
-	page, err := s.store.ListJobs(c.UserContext(), p)
+	if err := s.checkPush(c, patch); err != nil {
+		return err
+	}
+	st, err := s.applyQueuePatch(c, name, patch)
 	if err != nil {
 		return err
 	}
-	return c.JSON(pageResponse(page))
-}
-
-// cached keeps the last value of an expensive read for ttl: the stats and
-// the overview count the live rows, and every open dashboard, scraper and
-// poller asks for them at once. Callers arriving while it loads wait for
-// that load instead of starting their own.
-type cached[T any] struct {
-	mu  sync.Mutex
-	ttl time.Duration
-	at  time.Time
-	ok  bool
-	val T
-}
-
-func (c *cached[T]) get(ctx context.Context, load func(context.Context) (T, error)) (T, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.ok && time.Since(c.at) < c.ttl {
-		return c.val, nil
-	}
-	v, err := load(ctx)
-	if err != nil {
-		var zero T
-		return zero, err
-	}
-	c.val, c.at, c.ok = v, time.Now(), true
-	return v, nil
-}
-
-// getStats handles GET /api/v1/stats.
-func (s *server) getStats(c *fiber.Ctx) error {
-	st, err := s.stats.get(c.UserContext(), s.store.Stats)
+	q, err := s.queueAfter(c, st)
 	if err != nil {
 		return err
 	}
-	return c.JSON(st)
+	if q.Push != nil && st.Push != nil {
+		q.Push.Secret = st.Push.Secret // a new push's secret, shown this once
+	}
+	return c.JSON(queueForCaller(c, q))
 }
 
-// healthz is liveness: the process serves requests. It reports the
-// database's state without failing on it.
-func (s *server) healthz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
+// checkPush refuses a push URL the SSRF guard would refuse to reach.
+func (s *server) checkPush(c *fiber.Ctx, patch jobs.QueuePatch) error {
+	if !patch.SetPush || patch.Push == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(c.UserContext(), 5*time.Second)
 	defer cancel()
-	db := "ok"
-	status := "ok"
-	if err := s.store.Ping(ctx); err != nil {
-		db, status = "unreachable", "degraded"
+	if err := s.pushGuard.Check(ctx, patch.Push.URL); err != nil {
+		return invalid("push.url", "Flint may not push there: "+err.Error())
 	}
-	redis := s.redis()
-	if redis == "down" {
-		status = "degraded"
-	}
-	return c.JSON(fiber.Map{"status": status, "database": db, "redis": redis})
+	return nil
 }
 
-// readyz is readiness: 200 when the database answers, 503 otherwise.
-func (s *server) readyz(c *fiber.Ctx) error {
-	ctx, cancel := context.WithTimeout(c.UserContext(), 2*time.Second)
-	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		return c.Status(http.StatusServiceUnavailable).JSON(fiber.Map{"status": "unavailable", "database": "unreachable"})
-	}
-	return c.JSON(fiber.Map{"status": "ready", "database": "ok"})
-}
-
-// listWorkers handles GET /api/v1/workers: live worker processes with the
-// jobs each is running.
-func (s *server) listWorkers(c *fiber.Ctx) error {
-	ws, err := s.workers(c.UserContext())
+// rotatePushSecret handles POST /api/v1/queues/:name/push/rotate: a new
+// signing secret, shown once; the replaced one goes on signing until it
+// is revoked.
+func (s *server) rotatePushSecret(c *fiber.Ctx) error {
+	name, err := queueName(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"workers": ws})
+	secret, err := s.queueStore.RotatePushSecret(c.UserContext(), name, auditActor(c).Actor)
+	if err != nil {
+		return pushSecretError(err)
+	}
+	s.audit(c, "queue_push_rotate", map[string]any{"queue": name})
+	return c.JSON(fiber.Map{"queue": name, "secret": secret, "secrets": 2})
+}
+
+// revokePushSecret handles POST /api/v1/queues/:name/push/revoke: the
+// secret the last rotation replaced stops signing.
+func (s *server) revokePushSecret(c *fiber.Ctx) error {
+	name, err := queueName(c)
+	if err != nil {
+		return err
+	}
+	if err := s.queueStore.RevokePushSecret(c.UserContext(), name, auditActor(c).Actor); err != nil {
+		return pushSecretError(err)
+	}
+	s.audit(c, "queue_push_revoke", map[string]any{"queue": name})
+	return c.JSON(fiber.Map{"queue": name, "secrets": 1})
+}
+
+// pushSecretError maps the refusals of a rotation or revocation.
+func pushSecretError(err error) error {
+	switch {
+	case errors.Is(err, jobs.ErrNoPush):
+		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "this queue does not push its jobs; set push first (PATCH /api/v1/queues/{name})"}
+	case errors.Is(err, jobs.ErrPreviousSecret), errors.Is(err, jobs.ErrNoPreviousSecret):
+		return &apiError{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
+	}
+	return err
+}
+
+func (s *server) applyQueuePatch(c *fiber.Ctx, name string, patch jobs.QueuePatch) (jobs.QueueSettings, error) {
+	st, err := s.queueStore.UpdateQueue(c.UserContext(), name, auditActor(c).Actor, patch.Apply)
+	if err != nil {
+		return st, err
+	}
+	if s.wake != nil {
+		s.wake(name) // a raised limit may let waiting jobs start
+	}
+	details := patch.Changes()
+	details["queue"] = name
+	if patch.SetPush && patch.Push != nil {
+		// The trail keeps where it points, not what may be a token.
+		details["push"] = map[string]any{"url": jobs.RedactURL(patch.Push.URL), "url_fingerprint": jobs.URLFingerprint(patch.Push.URL),
+			"timeout_seconds": patch.Push.TimeoutSeconds}
+	}
+	s.audit(c, "queue_limits", details)
+	return st, nil
+}
+
+// The Queues page.
+
+func (s *server) queuesPage(c *fiber.Ctx) error {
+	qs, err := s.queueStore.ListQueues(c.UserContext())
+	if err != nil {
+		return err
+	}
+	if isHX(c) && c.Get("HX-Target") == "queues-live" {
+		return render(c, http.StatusOK, views.QueuesTable(qs, nil))
+	}
+	return render(c, http.StatusOK, views.QueuesPage(s.chrome(c, "Queues", "queues", true), qs))
+}
+
+// queuePage handles GET /queues/:name: what a queue holds, its limits and,
+// for a push queue, its endpoint and latest pushes.
+func (s *server) queuePage(c *fiber.Ctx) error {
+	name := c.Params("name")
+	if !jobs.ValidQueue(name) {
+		return s.notFound(c)
+	}
+	q, err := s.queueStore.GetQueue(c.UserContext(), name)
+	if errors.Is(err, jobs.ErrNotFound) {
+		return s.notFound(c)
+	}
+	if err != nil {
+		return err
+	}
+	if q.Push != nil {
+		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(c.UserContext(), name, jobs.PushDeliveriesPerPage); err != nil {
+			return err
+		}
+	}
+	q = queueForCaller(c, q)
+	if isHX(c) && c.Get("HX-Target") == "queue-live" {
+		return render(c, http.StatusOK, views.QueueDetail(q, s.clock.Now()))
+	}
+	return render(c, http.StatusOK, views.QueuePage(s.chrome(c, "Queue "+name, "queues", true), q))
+}
+
+// queuePauseHTML pauses or resumes a queue from the Queues page.
+func (s *server) queuePauseHTML(paused bool) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		name := c.Params("name")
+		if !jobs.ValidQueue(name) {
+			return s.notFound(c)
+		}
+		if _, err := s.setPaused(c, name, paused); err != nil {
+			return err
+		}
+		msg := "Queue " + name + " paused: no process starts its jobs until it is resumed."
+		if !paused {
+			msg = "Queue " + name + " resumed."
+		}
+		toast(c, msg, toastOK)
+		return s.queuesTable(c, nil)
+	}
+}
+
+func (s *server) queuesTable(c *fiber.Ctx, form *views.QueueForm) error {
+	qs, err := s.queueStore.ListQueues(c.UserContext())
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if form != nil && form.Error != "" {
+		status = http.StatusUnprocessableEntity
+	}
+	return render(c, status, views.QueuesTable(qs, form))
+}
+
+// queueLimitsHTML saves the limits form of one queue. Empty fields mean
+// no limit; a refusal answers 422 with the form as typed and what to fix.
+func (s *server) queueLimitsHTML(c *fiber.Ctx) error {
+	name := c.Params("name")
+	if !jobs.ValidQueue(name) {
+		return s.notFound(c)
+	}
+	form := &views.QueueForm{Queue: name,
+		Concurrency:   strings.TrimSpace(c.FormValue("concurrency")),
+		RateLimit:     strings.TrimSpace(c.FormValue("rate_limit")),
+		RatePeriod:    strings.TrimSpace(c.FormValue("rate_period_seconds")),
+		PerKeyLimit:   strings.TrimSpace(c.FormValue("per_key_concurrency")),
+		RateLimitOpen: true}
+	patch, err := jobs.ParseQueuePatch(queueFormBody(form))
+	if err == nil {
+		_, err = s.applyQueuePatch(c, name, patch)
+	}
+	if err != nil {
+		var ve *jobs.ValidationError
+		if !asValidation(err, &ve) {
+			return err
+		}
+		form.Field, form.Error = ve.Field, ve.Message
+		toast(c, "Not saved: "+ve.Field+" "+ve.Message+".", toastBad)
+		return s.queuesTable(c, form)
+	}
+	toast(c, "Limits of queue "+name+" saved.", toastOK)
+	return s.queuesTable(c, nil)
+}
+
+// queueFormBody turns the limits form into the body PATCH takes, so the
+// page and the API refuse the same things with the same words: an empty
+// field removes the limit.
+func queueFormBody(f *views.QueueForm) []byte {
+	val := func(v string) json.RawMessage {
+		if v == "" {
+			return json.RawMessage("null")
+		}
+		if json.Valid([]byte(v)) && (v[0] >= '0' && v[0] <= '9' || v[0] == '-') {
+			return json.RawMessage(v)
+		}
+		b, _ := json.Marshal(v) // not a number: refused with the field's message
+		return b
+	}
+	body := map[string]any{"concurrency": val(f.Concurrency), "per_key_concurrency": val(f.PerKeyLimit)}
+	switch {
+	case f.RateLimit == "" && f.RatePeriod == "":
+		body["rate_limit"] = nil
+	default:
+		rl := map[string]json.RawMessage{}
+		if f.RateLimit != "" {
+			rl["limit"] = val(f.RateLimit)
+		}
+		if f.RatePeriod != "" {
+			rl["period_seconds"] = val(f.RatePeriod)
+		}
+		body["rate_limit"] = rl
+	}
+	b, _ := json.Marshal(body)
+	return b
+}
+
+// asValidation is errors.As for the validation errors a form can cause.
+func asValidation(err error, ve **jobs.ValidationError) bool {
+	if e, ok := err.(*jobs.ValidationError); ok {
+		*ve = e
+		return true
+	}
+	return false
 }

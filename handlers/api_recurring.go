@@ -6,7 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // scheduleID reads the {id} of a recurring series.
@@ -20,7 +20,7 @@ func scheduleID(c *fiber.Ctx) (uuid.UUID, error) {
 
 // listRecurring handles GET /api/v1/recurring.
 func (s *server) listRecurring(c *fiber.Ctx) error {
-	list, err := s.store.ListSchedules(c.UserContext())
+	list, err := s.scheduleStore.ListSchedules(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -36,7 +36,7 @@ func (s *server) getRecurring(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sc, err := s.store.GetSchedule(c.UserContext(), id)
+	sc, err := s.scheduleStore.GetSchedule(c.UserContext(), id)
 	if err != nil {
 		return err
 	}

@@ -5,12 +5,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // getSettings handles GET /api/v1/settings.
 func (s *server) getSettings(c *fiber.Ctx) error {
-	st, err := s.store.GetSettings(c.UserContext())
+	st, err := s.settingsStore.GetSettings(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -24,7 +24,7 @@ func (s *server) patchSettings(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &patch); err != nil {
 		return err
 	}
-	st, changed, err := s.store.UpdateSettings(c.UserContext(), patch, actor(c))
+	st, changed, err := s.settingsStore.UpdateSettings(c.UserContext(), patch, actor(c))
 	if err != nil {
 		return err
 	}
@@ -44,7 +44,7 @@ func (s *server) listSettingsChanges(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	changes, err := s.store.ListSettingsChanges(c.UserContext(), limit)
+	changes, err := s.settingsStore.ListSettingsChanges(c.UserContext(), limit)
 	if err != nil {
 		return err
 	}
@@ -64,5 +64,5 @@ func settingsDiff(st jobs.Settings, changed []string) map[string]json.RawMessage
 // actor names who made a request, for the record: the API key's name
 // (key:<name>), with the client address.
 func actor(c *fiber.Ctx) string {
-	return actorName(c) + "@" + c.IP()
+	return actorName(c) + "@" + clientAddr(c)
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // workflowRequest is the body of POST /api/v1/workflows: jobs with
@@ -79,7 +79,7 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 	now := s.clock.Now()
 	params := make([]jobs.EnqueueParams, len(reqs))
 	for i := range reqs {
-		p, err := reqs[i].params(s.registry, now, fmt.Sprintf("jobs[%d]", i), resolve)
+		p, err := reqs[i].params(c.UserContext(), s.types, now, fmt.Sprintf("jobs[%d]", i), resolve)
 		if err != nil {
 			return err
 		}
@@ -87,10 +87,11 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 			return invalid(fmt.Sprintf("jobs[%d].interval_seconds", i), "a workflow job cannot be recurring")
 		}
 		p.ID = ids[*reqs[i].Key]
+		p.StepKey = *reqs[i].Key
 		s.applyDefaults(&p)
 		params[i] = p
 	}
-	res, err := s.store.Enqueue(c.UserContext(), params...)
+	res, err := s.jobStore.Enqueue(c.UserContext(), params...)
 	if err != nil {
 		return err
 	}

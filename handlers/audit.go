@@ -9,13 +9,16 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 // AuditStore records and lists operator actions; *db.Store implements it.
 type AuditStore interface {
+	// RecordAudit stores an operator action, once per job it touched (or
+	// once when it touched none).
 	RecordAudit(ctx context.Context, e jobs.AuditEntry, jobIDs ...uuid.UUID) error
+	// ListAudit returns the entries q asks for, newest first.
 	ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditEntry, error)
 }
 
@@ -39,7 +42,7 @@ func (s *server) audit(c *fiber.Ctx, action string, details any, ids ...uuid.UUI
 // signed-in person's email on the dashboard, key:<name> for an API key
 // (key:FLINT_API_KEY for the bootstrap key).
 func auditActor(c *fiber.Ctx) jobs.AuditEntry {
-	e := jobs.AuditEntry{IP: c.IP(), Source: "api", Actor: "unknown"}
+	e := jobs.AuditEntry{IP: clientAddr(c), Source: "api", Actor: "unknown"}
 	if p, ok := principalOf(c); ok {
 		e.Source, e.Actor = p.source, p.actor
 	}
@@ -83,7 +86,7 @@ func (s *server) listAudit(c *fiber.Ctx) error {
 		n := entries[len(entries)-1].ID
 		next = &n
 	}
-	return c.JSON(fiber.Map{"entries": entries, "next_before": next})
+	return c.JSON(fiber.Map{"entries": auditForCaller(c, entries), "next_before": next})
 }
 
 // auditPage handles GET /audit.
@@ -100,6 +103,7 @@ func (s *server) auditPage(c *fiber.Ctx) error {
 	if len(entries) == q.Limit {
 		next = entries[len(entries)-1].ID
 	}
+	entries = auditForCaller(c, entries)
 	live := q.Before == 0 && q.JobID == nil // the newest entries, unfiltered, update live
 	if live && isHX(c) && c.Get("HX-Target") == "audit-live" {
 		return render(c, http.StatusOK, views.AuditCard(entries, next, true))

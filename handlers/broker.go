@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Broker fans job events out to SSE subscribers in this process. It numbers

@@ -7,7 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 func events(n int, status jobs.State) []jobs.Event {

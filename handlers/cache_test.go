@@ -14,10 +14,11 @@ import (
 // TestCachedSharesOneLoad: callers at the same moment share one load, a
 // value is kept for its ttl, and a failed load is not kept.
 func TestCachedSharesOneLoad(t *testing.T) {
-	c := &cached[int]{ttl: 200 * time.Millisecond}
+	c := &cached[int]{ttl: time.Hour}
 	var loads atomic.Int64
+	release := make(chan struct{})
 	load := func(context.Context) (int, error) {
-		time.Sleep(20 * time.Millisecond) // long enough for the others to arrive
+		<-release // the others call while this load is under way
 		return int(loads.Add(1)), nil
 	}
 	var wg sync.WaitGroup
@@ -30,11 +31,22 @@ func TestCachedSharesOneLoad(t *testing.T) {
 			require.Equal(t, 1, v)
 		}()
 	}
+	close(release)
 	wg.Wait()
 	require.Equal(t, int64(1), loads.Load())
 
-	time.Sleep(250 * time.Millisecond)
+	// Move the load back in time rather than wait out the ttl.
+	age := func(d time.Duration) {
+		c.mu.Lock()
+		c.at = c.at.Add(-d)
+		c.mu.Unlock()
+	}
+	age(c.ttl - time.Minute)
 	v, err := c.get(context.Background(), load)
+	require.NoError(t, err)
+	require.Equal(t, 1, v, "kept until the ttl")
+	age(time.Minute)
+	v, err = c.get(context.Background(), load)
 	require.NoError(t, err)
 	require.Equal(t, 2, v, "reloaded after the ttl")
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // limitQuery reads the limit query parameter of a listing: 1 to 500, def
@@ -90,6 +90,7 @@ func jsonError(err error, prefix string) *apiError {
 // problem precisely.
 type fieldError struct{ field, msg string }
 
+// Error names the field and says what is wrong with it.
 func (e *fieldError) Error() string { return e.field + ": " + e.msg }
 
 func join(prefix, field string) string {

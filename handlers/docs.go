@@ -9,7 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/views"
+	"github.com/flinthq/flint/views"
 )
 
 // openAPI is the API's OpenAPI 3 document. It is written by hand and kept

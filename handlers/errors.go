@@ -8,7 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // apiError is the JSON error every API failure returns.
@@ -21,6 +21,7 @@ type apiError struct {
 	Scope string `json:"scope,omitempty"`
 }
 
+// Error returns the message the client is sent.
 func (e *apiError) Error() string { return e.Message }
 
 // errorBody wraps an apiError as {"error": {...}}.
@@ -41,6 +42,11 @@ func invalid(field, msg string) *apiError {
 // ErrorHandler turns every error a route returns into a JSON response.
 func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
+		if databaseUnavailable(err) {
+			logger.WarnContext(c.UserContext(), "request failed: the database is unavailable", "component", "http",
+				"method", c.Method(), "path", c.Path(), "request_id", c.Locals(requestIDKey), "error", err)
+			return unavailable(c)
+		}
 		ae := toAPIError(err)
 		if ae.Status >= 500 {
 			logger.ErrorContext(c.UserContext(), "request failed", "component", "http",

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"flint/db"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/jobs"
 )
 
 // GET /api/v1/jobs/{id}/explain answers with reasons computed from the

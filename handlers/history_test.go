@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestJobsInTheHistoryThroughTheAPI: a job moved to the history reads the

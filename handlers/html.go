@@ -2,21 +2,33 @@ package handlers
 
 import (
 	"context"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/auth"
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 // DashboardStore is what the dashboard needs beyond the API's Store.
 type DashboardStore interface {
 	SessionStore
+	// CappedCounts counts jobs per state; a count of a live state stops
+	// at limit and then comes with the planner's estimate (Capped).
 	CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error)
+	// RecentFailures returns up to limit of the latest failed or
+	// interrupted runs.
 	RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, error)
+	// Queues lists the queues that hold live jobs.
 	Queues(ctx context.Context) ([]string, error)
+	// Throughput returns finished runs per minute over the last hour.
 	Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error)
+	// CountRetrying counts the jobs waiting for a retry, up to limit.
+	CountRetrying(ctx context.Context, limit int64) (int64, error)
+	// ThroughputOver returns finished runs per step (whole minutes) over
+	// the last span (at most two days), oldest first.
+	ThroughputOver(ctx context.Context, span, step time.Duration) ([]jobs.ThroughputBucket, error)
 }
 
 // countCap bounds every count the dashboard shows, so no page ever counts a
@@ -34,5 +46,5 @@ func (s *server) chrome(c *fiber.Ctx, title, nav string, live bool) views.Chrome
 // dashActor names the signed-in user for records of what they changed.
 func dashActor(c *fiber.Ctx) string {
 	u, _ := c.Locals(userKey).(auth.User)
-	return u.Email + "@" + c.IP()
+	return u.Email + "@" + clientAddr(c)
 }

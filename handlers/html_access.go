@@ -8,9 +8,9 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/auth"
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 // The Users, Keys and Account pages. Users and Keys are for admins
@@ -164,11 +164,13 @@ func (s *server) createKeyHTML(c *fiber.Ctx) error {
 	for _, v := range c.Context().PostArgs().PeekMulti("scopes") {
 		names = append(names, string(v))
 	}
+	queuesText := strings.TrimSpace(c.FormValue("queues"))
+	queues := strings.FieldsFunc(queuesText, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' || r == '\r' || r == '\t' })
 	scopes, err := auth.ParseScopes(names)
 	var k auth.APIKey
 	var secret string
 	if err == nil {
-		k, secret, err = s.access.CreateAPIKey(c.UserContext(), name, scopes, actorName(c))
+		k, secret, err = s.access.CreateAPIKey(c.UserContext(), auth.KeySpec{Name: name, Scopes: scopes, Queues: queues}, actorName(c))
 	}
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
@@ -176,13 +178,17 @@ func (s *server) createKeyHTML(c *fiber.Ctx) error {
 		if verr != nil {
 			return verr
 		}
-		v.Form = views.KeyForm{Name: name, Scopes: names, Errors: map[string]string{ve.Field: ve.Message}}
+		field := ve.Field
+		if strings.HasPrefix(field, "queues[") {
+			field = "queues"
+		}
+		v.Form = views.KeyForm{Name: name, Scopes: names, Queues: queuesText, Errors: map[string]string{field: ve.Message}}
 		return render(c, http.StatusUnprocessableEntity, views.KeysPanel(v))
 	}
 	if err != nil {
 		return err
 	}
-	s.audit(c, "key_create", map[string]any{"key": k.Name, "key_id": k.ID, "scopes": k.Scopes})
+	s.audit(c, "key_create", keyAudit(k))
 	v, err := s.keysView(c)
 	if err != nil {
 		return err

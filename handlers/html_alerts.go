@@ -12,8 +12,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 // alertsView reads what the Alerts page shows.
@@ -30,7 +30,13 @@ func (s *server) alertsView(c *fiber.Ctx) (views.AlertsPage, error) {
 	if p.History, err = s.alerts.ListAlerts(ctx, jobs.AlertQuery{Limit: 50}); err != nil {
 		return p, err
 	}
+	for i := range p.Rules {
+		p.Rules[i] = ruleForCaller(c, p.Rules[i])
+	}
 	p.Deliveries, err = s.alerts.AlertOutbox(ctx, 20)
+	for i := range p.Deliveries {
+		p.Deliveries[i] = recordForCaller(c, p.Deliveries[i])
+	}
 	return p, err
 }
 
@@ -177,7 +183,7 @@ func formFieldOf(kind jobs.AlertKind, field string) string {
 func (s *server) ruleForm(c *fiber.Ctx, id int64, kind jobs.AlertKind, values map[string]string) (views.RuleForm, error) {
 	f := views.RuleForm{ID: id, Kind: kind, Values: values, Errors: map[string]string{}}
 	if kind == jobs.AlertCronOverdue {
-		series, err := s.store.ListSchedules(c.UserContext())
+		series, err := s.scheduleStore.ListSchedules(c.UserContext())
 		if err != nil {
 			return f, err
 		}
@@ -279,7 +285,7 @@ func (s *server) editRulePage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	f, err := s.ruleForm(c, r.ID, r.Kind, ruleValues(r))
+	f, err := s.ruleForm(c, r.ID, r.Kind, ruleValues(ruleForCaller(c, r)))
 	if err != nil {
 		return err
 	}
@@ -315,14 +321,9 @@ func (s *server) saveRuleHTML(c *fiber.Ctx) error {
 
 // deleteRuleHTML handles POST /alerts/rules/{id}/delete.
 func (s *server) deleteRuleHTML(c *fiber.Ctx) error {
-	r, err := s.ruleFromPath(c)
-	if err != nil {
+	if err := s.deleteRule(c); err != nil {
 		return err
 	}
-	if err := s.alerts.DeleteAlertRule(c.UserContext(), r.ID); err != nil {
-		return ruleNotFound(err)
-	}
-	s.audit(c, "alert_rule_delete", ruleAudit(r))
 	toast(c, "Rule deleted.", toastOK)
 	return redirectHX(c, "/alerts")
 }
@@ -334,7 +335,7 @@ func (s *server) testRuleHTML(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	t := views.RuleTest{RuleID: r.ID, RuleName: r.Name, Deliveries: s.alertTest(c.UserContext(), r)}
+	t := views.RuleTest{RuleID: r.ID, RuleName: r.Name, Deliveries: deliveriesForCaller(c, r, s.alertTest(c.UserContext(), r))}
 	if len(t.Deliveries) == 0 {
 		t.Message = errNowhereToSend.Message
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/views"
+	"github.com/flinthq/flint/views"
 )
 
 func (s *server) benchmarkPage(c *fiber.Ctx) error {

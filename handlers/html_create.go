@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -14,15 +15,15 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 func (s *server) createPage(c *fiber.Ctx) error {
-	f := views.CreateForm{Values: map[string]string{"type": jobs.TypeNoop, "payload": "{}", "priority": "medium"}, Errors: map[string]string{}, Types: s.registry.Types()}
+	f := views.CreateForm{Values: map[string]string{"type": jobs.TypeNoop, "payload": "{}", "priority": "medium"}, Errors: map[string]string{}, Types: s.types.Known()}
 	if clone := c.Query("clone"); clone != "" {
 		if id, err := uuid.Parse(clone); err == nil {
-			if j, err := s.store.GetJob(c.UserContext(), id); err == nil {
+			if j, err := s.jobStore.GetJob(c.UserContext(), id); err == nil {
 				f.Values = map[string]string{"type": j.Type, "queue": j.Queue, "priority": views.PriorityLabel(j.Priority),
 					"payload": views.PrettyJSON(j.Payload), "max_retries": strconv.Itoa(j.MaxRetries)}
 				if j.TimeoutSeconds > 0 {
@@ -38,14 +39,14 @@ var createFields = []string{"type", "queue", "priority", "payload", "run_at", "d
 	"timeout_seconds", "interval_seconds", "cron", "timezone", "depends_on", "idempotency_key"}
 
 func (s *server) createJob(c *fiber.Ctx) error {
-	f := views.CreateForm{Values: map[string]string{}, Errors: map[string]string{}, Types: s.registry.Types()}
+	f := views.CreateForm{Values: map[string]string{}, Errors: map[string]string{}, Types: s.types.Known()}
 	for _, k := range createFields {
 		f.Values[k] = c.FormValue(k)
 	}
-	p, field, err := s.formParams(f.Values)
+	p, field, err := s.formParams(c.UserContext(), f.Values)
 	if err == nil {
 		var res []jobs.Enqueued
-		res, err = s.store.Enqueue(c.UserContext(), p)
+		res, err = s.jobStore.Enqueue(c.UserContext(), p)
 		if err == nil {
 			s.enqueued(res)
 			s.audit(c, "create", map[string]string{"type": res[0].Job.Type}, res[0].Job.ID)
@@ -92,7 +93,7 @@ func formField(hint, field string) string {
 
 // formParams turns the create form into enqueue parameters through the same
 // validation as the API.
-func (s *server) formParams(v map[string]string) (jobs.EnqueueParams, string, error) {
+func (s *server) formParams(ctx context.Context, v map[string]string) (jobs.EnqueueParams, string, error) {
 	r := enqueueRequest{Type: v["type"], Queue: strings.TrimSpace(v["queue"])}
 	if pl := strings.TrimSpace(v["payload"]); pl != "" {
 		r.Payload = json.RawMessage(pl)
@@ -153,7 +154,7 @@ func (s *server) formParams(v map[string]string) (jobs.EnqueueParams, string, er
 	if s := strings.TrimSpace(v["depends_on"]); s != "" {
 		r.DependsOn = append(r.DependsOn, strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == '\n' || r == ' ' || r == '\r' || r == '\t' })...)
 	}
-	p, err := r.params(s.registry, s.clock.Now(), "", parseJobRef)
+	p, err := r.params(ctx, s.types, s.clock.Now(), "", parseJobRef)
 	if err != nil {
 		return p, "", err
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, error) {
@@ -19,8 +19,13 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 	if err != nil {
 		return views.JobDetail{}, err
 	}
-	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions, Dependencies: jd.Dependencies}
-	f, err := s.store.ExplainFactsFor(ctx, jd.Job)
+	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions}
+	if len(jd.Dependencies.Upstream) > 0 || len(jd.Dependencies.Downstream) > 0 {
+		if d.Workflow, err = s.jobStore.WorkflowGraph(ctx, id); err != nil {
+			return d, err
+		}
+	}
+	f, err := s.jobStore.ExplainFactsFor(ctx, jd.Job)
 	if err != nil {
 		return d, err
 	}
@@ -57,7 +62,7 @@ func (s *server) jobFromPath(c *fiber.Ctx) (*jobs.Job, error) {
 	if err != nil {
 		return nil, s.notFound(c)
 	}
-	j, err := s.store.GetJob(c.UserContext(), id)
+	j, err := s.jobStore.GetJob(c.UserContext(), id)
 	if errors.Is(err, jobs.ErrNotFound) {
 		return nil, s.notFound(c)
 	}
@@ -72,7 +77,7 @@ func (s *server) jobLogCard(c *fiber.Ctx) error {
 		return err
 	}
 	ctx := c.UserContext()
-	execs, err := s.store.ListExecutions(ctx, j)
+	execs, err := s.jobStore.ListExecutions(ctx, j)
 	if err != nil {
 		return err
 	}

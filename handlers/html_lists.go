@@ -8,39 +8,37 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
+// listData reads one page of the jobs, dead-letter ("dlq") or bin list
+// kind, as the request's filter asks. A filter it cannot apply is shown
+// on the page (l.Error), not returned.
 func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
-	l := views.JobsList{Kind: kind, Types: s.registry.Types()}
-	l.Filter = views.JobsFilter{Status: c.Query("status"), Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"), Cursor: c.Query("cursor")}
-	if c.Method() == fiber.MethodPost {
-		l.Filter = views.JobsFilter{Status: c.FormValue("status"), Type: c.FormValue("type"), Queue: c.FormValue("queue"), Q: c.FormValue("q")}
+	l := views.JobsList{Kind: kind, Types: s.types.Known()}
+	l.Now = s.clock.Now()
+	l.Filter = listFilter(c)
+	p, ok := listFilterParams(&l)
+	if !ok {
+		return l, nil
 	}
-	p := jobs.ListParams{Type: l.Filter.Type, Queue: l.Filter.Queue, Q: l.Filter.Q, Cursor: l.Filter.Cursor, Limit: 50}
 	switch kind {
 	case "dlq":
-		p.Statuses = []jobs.State{jobs.StateDeadLetter}
-		l.Filter.Status = ""
+		if done, err := s.dlqListData(c, &l, &p); done || err != nil {
+			return l, err
+		}
 	case "bin":
 		p.InBin = true
 	}
-	if l.Filter.Status != "" {
-		st := jobs.State(l.Filter.Status)
-		if !st.Valid() {
-			l.Error = "Unknown status " + strconv.Quote(l.Filter.Status) + "."
-			l.Filter.Status = ""
-		} else {
-			p.Statuses = []jobs.State{st}
-		}
-	}
+	listStatusParams(&l, &p)
 	l.HasCursor = p.Cursor != ""
-	page, err := s.store.ListJobs(c.UserContext(), p)
+	page, err := s.jobStore.ListJobs(c.UserContext(), p)
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
 		l.Error = "Cannot filter that way: " + ve.Error()
@@ -51,6 +49,90 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 	}
 	l.Jobs, l.NextCursor = page.Jobs, page.NextCursor
 	return l, nil
+}
+
+// listFilter reads a list's filter from the query, or, for a bulk action
+// (POST), from its form, which carries no cursor.
+func listFilter(c *fiber.Ctx) views.JobsFilter {
+	if c.Method() == fiber.MethodPost {
+		return views.JobsFilter{Status: c.FormValue("status"), Type: c.FormValue("type"), Queue: c.FormValue("queue"), Q: c.FormValue("q"),
+			Series: c.FormValue("series"), Sort: c.FormValue("sort"), Before: c.FormValue("before")}
+	}
+	return views.JobsFilter{Status: c.Query("status"), Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"),
+		Series: c.Query("series"), Sort: c.Query("sort"), Before: c.Query("before"), Cursor: c.Query("cursor")}
+}
+
+// listFilterParams turns l's filter, but its status, into list parameters.
+// A value it cannot read is dropped from the filter and explained in
+// l.Error; an unknown series makes the page show nothing else (ok false).
+func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
+	p = jobs.ListParams{Type: l.Filter.Type, Queue: l.Filter.Queue, Q: l.Filter.Q, Cursor: l.Filter.Cursor, Limit: views.JobsPageSize}
+	if l.Filter.Series != "" {
+		id, err := uuid.Parse(l.Filter.Series)
+		if err != nil {
+			l.Error = "Unknown recurring series " + strconv.Quote(l.Filter.Series) + ": give a series id from the Recurring page."
+			l.Filter.Series = ""
+			return p, false
+		}
+		p.ScheduleID = &id
+	}
+	switch l.Filter.Sort {
+	case "":
+	case "oldest":
+		p.Oldest = true
+	default:
+		l.Error = "Unknown order " + strconv.Quote(l.Filter.Sort) + ": leave it out for newest first, or give oldest."
+		l.Filter.Sort = ""
+	}
+	if l.Filter.Before != "" {
+		at, err := time.ParseInLocation("2006-01-02T15:04", l.Filter.Before, time.UTC)
+		if err != nil {
+			l.Error = "Cannot jump to " + strconv.Quote(l.Filter.Before) + ": give a date and time such as 2026-12-01T09:30 (UTC)."
+			l.Filter.Before = ""
+		} else {
+			p.Before = &at
+		}
+	}
+	return p, true
+}
+
+// dlqListData narrows p to the dead-letter queue and reads its total. With
+// view=errors it reads the error groups instead of a page of jobs (done).
+func (s *server) dlqListData(c *fiber.Ctx, l *views.JobsList, p *jobs.ListParams) (done bool, err error) {
+	p.Statuses = []jobs.State{jobs.StateDeadLetter}
+	l.Filter.Status = ""
+	st, err := s.statusStore.Stats(c.UserContext())
+	if err != nil {
+		return false, err
+	}
+	l.Total = st.ByStatus[string(jobs.StateDeadLetter)]
+	if c.Query("view") != "errors" {
+		return false, nil
+	}
+	groups, err := s.dlqStore.DLQGroups(c.UserContext(), 100)
+	if err != nil {
+		return true, err
+	}
+	l.Groups = append([]jobs.ErrorGroup{}, groups...)
+	return true, nil
+}
+
+// listStatusParams applies l's status filter to p: a job state, or
+// "retrying" (scheduled jobs waiting for a retry; "scheduled" is the
+// others).
+func listStatusParams(l *views.JobsList, p *jobs.ListParams) {
+	if l.Filter.Status == "retrying" || l.Filter.Status == string(jobs.StateScheduled) {
+		retrying := l.Filter.Status == "retrying"
+		p.Statuses, p.Retrying = []jobs.State{jobs.StateScheduled}, &retrying
+	} else if l.Filter.Status != "" {
+		st := jobs.State(l.Filter.Status)
+		if !st.Valid() {
+			l.Error = "Unknown status " + strconv.Quote(l.Filter.Status) + "."
+			l.Filter.Status = ""
+		} else {
+			p.Statuses = []jobs.State{st}
+		}
+	}
 }
 
 func (s *server) listPage(kind, title string) fiber.Handler {
@@ -144,8 +226,24 @@ func (s *server) applyAll(c *fiber.Ctx, action jobAction, ids []uuid.UUID) (done
 	return len(applied), refused, nil
 }
 
+// deleteAllDLQ handles POST /dlq/delete-all: every dead-letter job to the
+// bin, where it can be restored until the bin is emptied.
+func (s *server) deleteAllDLQ(c *fiber.Ctx) error {
+	ids, err := s.dlqStore.DeleteDLQ(c.UserContext())
+	if err != nil {
+		return err
+	}
+	s.audit(c, "dlq_delete", map[string]any{"scope": "all", "deleted": len(ids)}, ids...)
+	toast(c, fmt.Sprintf("Moved %d jobs from the dead-letter queue to the bin.", len(ids)), toastOK)
+	l, err := s.listData(c, "dlq")
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+}
+
 func (s *server) replayAll(c *fiber.Ctx) error {
-	replayed, err := s.store.RetryDLQ(c.UserContext(), nil)
+	replayed, err := s.dlqStore.RetryDLQ(c.UserContext(), nil)
 	if err != nil {
 		return err
 	}

@@ -3,16 +3,18 @@
 package handlers
 
 import (
+	"errors"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 func (s *server) recurringPage(c *fiber.Ctx) error {
-	list, err := s.store.ListSchedules(c.UserContext())
+	list, err := s.scheduleStore.ListSchedules(c.UserContext())
 	if err != nil {
 		return err
 	}
@@ -38,7 +40,7 @@ func (s *server) recurringActionHTML(action seriesAction) fiber.Handler {
 		}
 		toast(c, map[seriesAction]string{seriesPause: "Series paused.", seriesResume: "Series resumed.",
 			seriesRunNow: "An extra occurrence was enqueued.", seriesDelete: "Series deleted."}[action], toastOK)
-		list, err := s.store.ListSchedules(c.UserContext())
+		list, err := s.scheduleStore.ListSchedules(c.UserContext())
 		if err != nil {
 			return err
 		}
@@ -55,4 +57,32 @@ func (s *server) workersPage(c *fiber.Ctx) error {
 		return render(c, http.StatusOK, views.WorkersTable(ws, s.clock.Now()))
 	}
 	return render(c, http.StatusOK, views.WorkersPage(s.chrome(c, "Workers", "workers", true), ws))
+}
+
+// workerStateHTML handles POST /workers/{id}/quiet and /terminate: an
+// operator asks a remote worker to stop claiming, or to stop. The table
+// comes back with the worker's new state.
+func (s *server) workerStateHTML(state string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if s.work == nil {
+			return fiber.ErrNotFound
+		}
+		id := c.Params("id")
+		if err := s.work.cfg.Store.SetWorkerState(c.UserContext(), id, state); err != nil {
+			if errors.Is(err, jobs.ErrNotFound) {
+				toast(c, "That worker is gone, or is a Flint process (stop it as you started it).", toastBad)
+			} else {
+				return err
+			}
+		} else {
+			s.work.cache.Delete(id)
+			s.audit(c, "worker_"+state, map[string]any{"worker_id": id})
+			toast(c, "Asked worker "+id+" to "+map[string]string{jobs.WorkerQuiet: "quiet down", jobs.WorkerTerminate: "stop"}[state]+"; it learns on its next heartbeat.", toastOK)
+		}
+		ws, err := s.workers(c.UserContext())
+		if err != nil {
+			return err
+		}
+		return render(c, http.StatusOK, views.WorkersTable(ws, s.clock.Now()))
+	}
 }

@@ -12,8 +12,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 const notInDLQ = "Only a job in the dead-letter queue can be edited and replayed; this one is %s."
@@ -69,7 +69,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 		f.Diff = views.LineDiff(views.CanonicalJSON(j.Payload), views.CanonicalJSON(clean))
 		return render(c, http.StatusOK, views.ReplayFormPartial(f))
 	case "replay":
-		_, _, err := s.store.EditAndReplay(c.UserContext(), j.ID, clean, auditActor(c))
+		_, _, err := s.jobActionStore.EditAndReplay(c.UserContext(), j.ID, clean, auditActor(c))
 		var te *jobs.TransitionError
 		if errors.As(err, &te) {
 			f.Refused, f.Error = true, err.Error()

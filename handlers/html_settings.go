@@ -13,8 +13,8 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 func settingsValues(st jobs.Settings) map[string]string {
@@ -32,13 +32,13 @@ func settingsValues(st jobs.Settings) map[string]string {
 func (s *server) settingsForm(ctx context.Context, values map[string]string) (views.SettingsForm, error) {
 	f := views.SettingsForm{Values: values, Errors: map[string]string{}}
 	if f.Values == nil {
-		st, err := s.store.GetSettings(ctx)
+		st, err := s.settingsStore.GetSettings(ctx)
 		if err != nil {
 			return f, err
 		}
 		f.Values = settingsValues(st)
 	}
-	changes, err := s.store.ListSettingsChanges(ctx, 15)
+	changes, err := s.settingsStore.ListSettingsChanges(ctx, 15)
 	f.Changes = changes
 	return f, err
 }
@@ -84,7 +84,7 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 			patch[name], _ = json.Marshal(n)
 		}
 	}
-	st, changed, err := s.store.UpdateSettings(ctx, patch, dashActor(c))
+	st, changed, err := s.settingsStore.UpdateSettings(ctx, patch, dashActor(c))
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
 		f, ferr := s.settingsForm(ctx, values)

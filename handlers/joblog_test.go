@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 func TestJobLogsAPI(t *testing.T) {
@@ -190,4 +191,64 @@ func TestJobLogLinesFromTheJobRow(t *testing.T) {
 
 	// A later page holds stored lines only: the derived ones are not repeated.
 	require.Empty(t, read(j.ID, "?after="+strconv.FormatInt(first.NextAfter, 10)).Entries)
+}
+
+// TestJobErrorsAndLogsAreScrubbed: a handler's error that quotes a
+// connection string or a password, and log lines that do, reach the job's
+// API (last_error, its runs, its log) scrubbed by the rules of the process
+// log, whether they were stored now (scrubbed on the way in) or by an
+// older version that stored them whole (scrubbed on the way out).
+func TestJobErrorsAndLogsAreScrubbed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const leaky = `connect to postgres://app:s3cr3tpw@db.internal:5432/app failed: password=hunter2xyz, "api_key":"k-9f8e7d6c"`
+	secrets := []string{"s3cr3tpw", "hunter2xyz", "k-9f8e7d6c"}
+	run := func(queue string) uuid.UUID {
+		t.Helper()
+		res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: queue})
+		require.NoError(t, err)
+		id := res[0].Job.ID
+		c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-scrub", Limit: 1, LeaseTTL: time.Minute, Queues: []string{queue}})
+		require.NoError(t, err)
+		require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{{JobID: id, Attempt: 1, At: time.Now(), Level: "error",
+			Message: "giving up: " + leaky, Attrs: map[string]any{"detail": leaky}}}))
+		// What the pool writes when the handler returns the error.
+		_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: leaky, RetryDelay: time.Hour}})
+		require.NoError(t, err)
+		return id
+	}
+	check := func(id uuid.UUID, what string) {
+		t.Helper()
+		for _, path := range []string{"/api/v1/jobs/" + id.String(), "/api/v1/jobs/" + id.String() + "/logs"} {
+			r := b.do(t, http.MethodGet, path, "", "")
+			require.Equal(t, http.StatusOK, r.status, string(r.body))
+			for _, s := range secrets {
+				require.NotContains(t, string(r.body), s, "%s: %s", what, path)
+			}
+			require.Contains(t, string(r.body), "[REDACTED]", "%s: %s still says what failed", what, path)
+			require.Contains(t, string(r.body), "db.internal:5432", "%s: %s", what, path)
+		}
+	}
+
+	id := run("scrub-new")
+	check(id, "stored now")
+	conn, err := pgx.Connect(b.ctx, b.dsn)
+	require.NoError(t, err)
+	defer conn.Close(b.ctx)
+	var stored string
+	require.NoError(t, conn.QueryRow(b.ctx, `SELECT last_error || (SELECT string_agg(coalesce(error, ''), '') FROM job_executions WHERE job_id = $1)
+		|| (SELECT string_agg(message || attrs::text, '') FROM job_logs WHERE job_id = $1) FROM jobs WHERE id = $1`, id).Scan(&stored))
+	for _, s := range secrets {
+		require.NotContains(t, stored, s, "the database keeps no secret")
+	}
+
+	// Rows an older version stored whole.
+	old := run("scrub-old")
+	_, err = conn.Exec(b.ctx, `UPDATE jobs SET last_error = $2 WHERE id = $1`, old, leaky)
+	require.NoError(t, err)
+	_, err = conn.Exec(b.ctx, `UPDATE job_executions SET error = $2 WHERE job_id = $1`, old, leaky)
+	require.NoError(t, err)
+	_, err = conn.Exec(b.ctx, `UPDATE job_logs SET message = $2, attrs = jsonb_build_object('detail', $2::text) WHERE job_id = $1`, old, leaky)
+	require.NoError(t, err)
+	check(old, "stored whole before")
 }

@@ -17,15 +17,15 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 // The dashboard's live stream.
 //
 // A browser holds one stream, however many dashboard tabs it has open: one
 // tab (the leader) opens GET /events and shares what arrives with the other
-// tabs over a BroadcastChannel (static/app.js). So the stream cannot be
+// tabs over a BroadcastChannel (static/live.js). So the stream cannot be
 // shaped for one page: it says what changed, in small JSON "update" events,
 // and each page fetches the fragments it shows (rows, counts, tables).
 //
@@ -224,7 +224,7 @@ func (s *server) pollTopics(ctx context.Context) {
 		slices.Sort(ids)
 		s.live.set("workers", strings.Join(ids, ","))
 	}
-	if ch, err := s.store.ListSettingsChanges(ctx, 1); err == nil {
+	if ch, err := s.settingsStore.ListSettingsChanges(ctx, 1); err == nil {
 		print := ""
 		if len(ch) > 0 {
 			print = ch[0].Key + "@" + ch[0].ChangedAt.Format(time.RFC3339Nano)
@@ -384,7 +384,7 @@ func (s *server) jobRows(c *fiber.Ctx) error {
 	if len(ids) == 0 {
 		return invalid("ids", "must name at least one job")
 	}
-	js, err := s.store.GetJobs(c.UserContext(), ids)
+	js, err := s.jobStore.GetJobs(c.UserContext(), ids)
 	if err != nil {
 		return err
 	}

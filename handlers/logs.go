@@ -10,16 +10,26 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"flint/logs"
-	"flint/views"
+	"github.com/flinthq/flint/logs"
+	"github.com/flinthq/flint/views"
 )
 
 // LogSource is what the log API and page read: the entries every Flint
 // process stored; *db.Store implements it.
 type LogSource interface {
+	// ReadLogs returns one page of the entries matching q, newest first,
+	// and the cursor of the next (older) page, "" at the end. An invalid
+	// query is a *logs.QueryError.
 	ReadLogs(ctx context.Context, q logs.Query) ([]logs.Entry, string, error)
+	// TailLogs returns up to limit of the newest entries matching q that
+	// became readable after the mark after, newest first, the mark to ask
+	// after next, and whether more matched than limit.
 	TailLogs(ctx context.Context, q logs.Query, after string, limit int) ([]logs.Entry, string, bool, error)
+	// LogMark returns the live tail's position now, to take before
+	// reading the page the tail continues.
 	LogMark(ctx context.Context) (string, error)
+	// LogProcesses returns up to limit processes that have entries in the
+	// log, the most recently heard from first.
 	LogProcesses(ctx context.Context, limit int) ([]logs.SeenProcess, error)
 }
 

@@ -15,10 +15,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"flint/db/dbtest"
-	"flint/handlers"
-	"flint/jobs"
-	"flint/logs"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // logsBundle is a dashboard whose Logs page reads the store that two

@@ -14,8 +14,8 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
-	"flint/handlers"
-	"flint/jobs"
+	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestOpenAPIMatchesRoutes fails when the server has an API route the
@@ -34,6 +34,7 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: b.store, Audit: b.store, Logs: nopLogs{}, Access: b.store, Alerts: b.store,
 		Metrics:   http.NotFoundHandler(),
+		Work:      &handlers.WorkConfig{Store: b.store},
 		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}, b.store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -11,12 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestQueuesAPI: queues are listed with their counts and settings; pause,
-// resume and limits change them, are audited, and bad bodies are refused
-// with a 4xx that names the field and says what to fix.
+// resume and limits change them, and are audited.
 func TestQueuesAPI(t *testing.T) {
 	t.Parallel()
 	b := dashSetup(t)
@@ -76,7 +75,16 @@ func TestQueuesAPI(t *testing.T) {
 			require.Contains(t, string(e.Details), `"rate_limit":{"limit":20,"period_seconds":1}`)
 		}
 	}
+}
 
+// TestQueuesAPIRefusesBadBodies: a bad change to a queue gets a 4xx that
+// names the field and says what to fix.
+func TestQueuesAPIRefusesBadBodies(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	send := func(method, path, body string) page { return b.apiCall(t, method, path, body, "application/json") }
+	b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "mail"})
+	var p page
 	bad := []struct {
 		path, body, field, words string
 		status                   int
@@ -146,14 +154,15 @@ func TestQueuesPage(t *testing.T) {
 	p = b.hx(t, http.MethodPost, "/queues/reports/limits", url.Values{"concurrency": {"lots"}, "rate_limit": {"10"},
 		"rate_period_seconds": {""}}, "queues-live")
 	require.Equal(t, http.StatusUnprocessableEntity, p.status, p.body)
-	require.Contains(t, p.body, `data-testid="queue-form-error"`)
-	require.Contains(t, p.body, "concurrency: must be a whole number")
+	require.Contains(t, p.body, `data-testid="limit-error-concurrency"`, "the error is said under the field")
+	require.Regexp(t, `Must be a whole number from 1 to [0-9]+, or leave it empty for no limit`, p.body)
 	require.Contains(t, p.body, `value="lots"`, "the form keeps what was typed")
 
 	p = b.hx(t, http.MethodPost, "/queues/reports/limits", url.Values{"concurrency": {""}, "rate_limit": {"10"},
 		"rate_period_seconds": {""}}, "queues-live")
 	require.Equal(t, http.StatusUnprocessableEntity, p.status, p.body)
-	require.Contains(t, p.body, "rate_limit.period_seconds: is required")
+	require.Contains(t, p.body, `data-testid="limit-error-rate_period_seconds"`)
+	require.Contains(t, p.body, "Required: the length of the period in seconds")
 
 	q, err := b.store.GetQueue(b.ctx, "reports")
 	require.NoError(t, err)

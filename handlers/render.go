@@ -32,7 +32,7 @@ const (
 	toastBad toastKind = "bad"
 )
 
-// toast asks the page to show a short message (app.js listens for it).
+// toast asks the page to show a short message (static/dashboard.js listens for it).
 func toast(c *fiber.Ctx, message string, kind toastKind) {
 	b, _ := json.Marshal(map[string]map[string]string{"flint:toast": {"message": message, "kind": string(kind)}})
 	c.Set("HX-Trigger", string(b))

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"flint/db"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/jobs"
 )
 
 // deadJob puts a job with payload in the dead-letter queue.

@@ -1,9 +1,7 @@
 package handlers
 
 import (
-	"cmp"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
 	"time"
@@ -11,193 +9,50 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
-	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/views"
+	"github.com/flinthq/flint/jobs"
 )
 
-// Store is what the HTTP layer needs from storage; *db.Store implements it.
-type Store interface {
-	Ping(ctx context.Context) error
-	Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error)
-	GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
-	ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error)
-	ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error)
-	CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	PurgeJob(ctx context.Context, id uuid.UUID) error
-	RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
-	Stats(ctx context.Context) (*jobs.Stats, error)
-	Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error)
-	ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error)
-	ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error)
-	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
-	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)
-	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
-	GetSettings(ctx context.Context) (jobs.Settings, error)
-	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error)
-	ListSettingsChanges(ctx context.Context, limit int) ([]jobs.SettingChange, error)
-	ListSchedules(ctx context.Context) ([]*jobs.Schedule, error)
-	ListQueues(ctx context.Context) ([]jobs.QueueInfo, error)
-	GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error)
-	UpdateQueue(ctx context.Context, queue, by string, change func(jobs.QueueSettings) jobs.QueueSettings) (jobs.QueueSettings, error)
-	GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
-	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error)
-	ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
-	RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
-}
-
-// Config configures the HTTP server.
-type Config struct {
-	// APIKey is the bootstrap key (FLINT_API_KEY): it opens /api/v1 with
-	// every scope. Services get keys of their own through Access. Required.
-	APIKey string
-	// BaseContext is the parent of every request context; nil means
-	// context.Background().
-	BaseContext context.Context
-	// RequestTimeout bounds each request; zero means 30 s.
-	RequestTimeout time.Duration
-	// BodyLimit caps request bodies; zero means 16 MiB.
-	BodyLimit int
-	// Wake, if set, is told which queue gained queued jobs, so an
-	// in-process worker pool claims at once.
-	Wake func(queue string)
-	// Clock tells the time for validation; nil means the system clock.
-	Clock jobs.Clock
-	// Settings holds the runtime settings this process has loaded; nil
-	// means the defaults.
-	Settings *jobs.SettingsHolder
-	// Broker streams job events to SSE clients; nil means a broker that
-	// receives nothing (no events configured).
-	Broker *Broker
-	// Workers lists the worker registry; nil means an empty list.
-	Workers func(ctx context.Context) ([]jobs.WorkerInfo, error)
-	// RedisState reports the Redis fast path for /healthz: "ok", "down"
-	// or "disabled"; nil means disabled.
-	RedisState func() string
-	// Dashboard, when set, serves the HTML dashboard with its own store
-	// needs; nil serves the JSON API only.
-	Dashboard DashboardStore
-	// Session configures dashboard sessions.
-	Session SessionConfig
-	// MailURL is the mail catcher's web UI, linked from the dashboard.
-	MailURL string
-	// Benchmark runs the scheduler benchmark; nil disables it.
-	Benchmark BenchmarkFunc
-	// Metrics serves /metrics (outside the API key; it has its own token).
-	Metrics http.Handler
-	// Logs reads the log entries every Flint process stored; nil disables
-	// the log API and page.
-	Logs LogSource
-	// Audit records operator actions; nil records nothing.
-	Audit AuditStore
-	// Alerts keeps alert rules and their history; nil disables the alert
-	// API and page.
-	Alerts AlertStore
-	// AlertTest sends a rule's test notification; nil means the rule's
-	// "send test" answers that this process cannot send.
-	AlertTest AlertTester
-	// Access stores people and API keys; nil means the bootstrap key
-	// (APIKey) is the only key, and no Users or Keys pages.
-	Access AccessStore
-}
-
-// server carries the dependencies of every route.
-type server struct {
-	store      Store
-	registry   *jobs.Registry
-	logger     *slog.Logger
-	clock      jobs.Clock
-	wake       func(string)
-	stats      *cached[*jobs.Stats]
-	overview   *cached[views.Overview]
-	settings   *jobs.SettingsHolder
-	broker     *Broker
-	base       context.Context
-	workers    func(ctx context.Context) ([]jobs.WorkerInfo, error)
-	redis      func() string
-	dash       DashboardStore
-	sessions   *sessionManager
-	mailURL    string
-	bench      BenchmarkFunc
-	logs       LogSource
-	auditStore AuditStore
-	alerts     AlertStore
-	alertTest  AlertTester
-	live       *liveTopics
-	access     AccessStore
-	keyUse     *keyUsage
-}
-
-// New builds the Fiber app with every route.
+// New builds the Fiber app that serves Flint's HTTP surface: the public
+// endpoints, the JSON API under /api/v1 and, when cfg.Dashboard is set,
+// the dashboard. The caller serves it (app.Listener) and stops it with
+// app.ShutdownWithTimeout.
+//
+// New also starts the loops some routes rely on (see background): they
+// run until cfg.BaseContext is done, and the app's shutdown stops them and
+// waits for them.
 func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) *fiber.App {
-	s := &server{
-		store:    store,
-		registry: registry,
-		logger:   logger,
-		clock:    cmp.Or[jobs.Clock](cfg.Clock, jobs.SystemClock{}),
-		wake:     cfg.Wake,
-		stats:    &cached[*jobs.Stats]{ttl: countsTTL},
-		overview: &cached[views.Overview]{ttl: countsTTL},
-		settings: cfg.Settings,
-		live:     newLiveTopics(),
-	}
-	if s.settings == nil {
-		s.settings = &jobs.SettingsHolder{}
-	}
-	base := cfg.BaseContext
-	if base == nil {
-		base = context.Background()
-	}
-	s.base = base
-	s.broker = cfg.Broker
-	if s.broker == nil {
-		s.broker = NewBroker(16)
-	}
-	s.workers = cfg.Workers
-	if s.workers == nil {
-		s.workers = func(context.Context) ([]jobs.WorkerInfo, error) { return []jobs.WorkerInfo{}, nil }
-	}
-	s.redis = cfg.RedisState
-	if s.redis == nil {
-		s.redis = func() string { return "disabled" }
-	}
-	s.dash, s.mailURL, s.bench, s.logs, s.auditStore = cfg.Dashboard, cfg.MailURL, cfg.Benchmark, cfg.Logs, cfg.Audit
-	s.access, s.keyUse = cfg.Access, newKeyUsage()
-	s.alerts, s.alertTest = cfg.Alerts, cfg.AlertTest
-	if s.alertTest == nil {
-		s.alertTest = func(context.Context, jobs.AlertRule) []jobs.AlertDelivery {
-			return []jobs.AlertDelivery{{Channel: "all", Error: "this Flint process has no mailer or webhook client configured"}}
-		}
-	}
-	if s.access != nil {
-		go s.recordKeyUse(base)
-	}
+	cfg = cfg.withDefaults()
+	s := newServer(cfg, store, registry, logger)
+	app := fiber.New(fiberConfig(cfg, logger))
+	s.useMiddleware(app, cfg.RequestTimeout)
+	s.routesPublic(app, cfg)
+	s.routesAPI(app, cfg.APIKey)
 	if cfg.Dashboard != nil {
-		go s.watchTopics(base)
+		s.routesHTML(app, cfg.Session.Secure)
 	}
-	app := fiber.New(fiber.Config{
-		AppName:               "Flint",
-		ErrorHandler:          ErrorHandler(logger),
-		BodyLimit:             cmp.Or(cfg.BodyLimit, 16<<20),
-		Immutable:             true, // values read from a request stay valid after it
-		DisableStartupMessage: true,
-		ReadTimeout:           30 * time.Second,
-		ReadBufferSize:        16 << 10, // request line and headers: a page asks for up to 100 rows by id
-		// No write timeout: SSE responses stream for as long as the client
-		// stays; each stream notices a gone client on its next flush.
-		IdleTimeout: 120 * time.Second,
-	})
-	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
-		logger.Error("panic in request", "component", "http", "path", c.Path(), "error", e)
-	}}))
-	app.Use(requestContext(base, cmp.Or(cfg.RequestTimeout, 30*time.Second)))
+	s.startBackground(app)
+	return app
+}
 
+// useMiddleware installs what runs before every route: panic recovery, the
+// request's context (from the server's base context, with timeout) and
+// the client's address.
+func (s *server) useMiddleware(app *fiber.App, timeout time.Duration) {
+	app.Use(recover.New(recover.Config{EnableStackTrace: true, StackTraceHandler: func(c *fiber.Ctx, e any) {
+		s.logger.Error("panic in request", "component", "http", "path", c.Path(), "error", e)
+	}}))
+	app.Use(requestContext(s.base, timeout))
+	app.Use(func(c *fiber.Ctx) error {
+		c.Locals(clientIPKey, s.clientIP(c))
+		return c.Next()
+	})
+}
+
+// routesPublic registers the routes that need no credentials (each is in
+// publicRoutes): health, metrics (its own token), the API's documentation
+// and the static files.
+func (s *server) routesPublic(app *fiber.App, cfg Config) {
 	app.Get("/healthz", s.healthz)
 	app.Get("/readyz", s.readyz)
 	if cfg.Metrics != nil {
@@ -219,9 +74,30 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	if cfg.Dashboard == nil {
 		app.Use("/static", staticFiles())
 	}
+}
 
-	// Every API route needs a key, and the scope accessTable names for it.
-	api := guarded{Router: app.Group("/api/v1", s.authenticateKey(cfg.APIKey)), check: s.authorize}
+// routesAPI registers the JSON API. Every route needs a key (the bootstrap
+// apiKey or a stored one) with the scope accessTable names for it; the
+// routes of an area whose store is not configured are left out.
+func (s *server) routesAPI(app *fiber.App, apiKey string) {
+	api := guarded{Router: app.Group("/api/v1", s.authenticateKey(apiKey)), check: s.authorize}
+	s.routesAPIJobs(api)
+	s.routesAPIWorkers(api)
+	s.routesAPIOperations(api)
+	if s.alerts != nil {
+		s.routesAPIAlerts(api)
+	}
+	if s.access != nil {
+		api.Get("/keys", s.listKeys)
+		api.Post("/keys", s.createKey)
+		api.Delete("/keys/:id", s.revokeKey)
+		api.Post("/keys/:id/rotate", s.rotateKey)
+	}
+}
+
+// routesAPIJobs registers enqueueing, the jobs, the dead-letter queue, the
+// bin and the counts.
+func (s *server) routesAPIJobs(api guarded) {
 	api.Post("/jobs", s.enqueue)
 	api.Post("/jobs/batch", s.enqueueBatch)
 	api.Post("/workflows", s.enqueueWorkflow)
@@ -238,7 +114,29 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Post("/dlq/retry", s.retryDLQ)
 	api.Get("/bin", s.listBin)
 	api.Get("/stats", s.getStats)
+}
+
+// routesAPIWorkers registers the worker registry and, with Config.Work,
+// the pull API of remote workers (api_workers.go).
+func (s *server) routesAPIWorkers(api guarded) {
 	api.Get("/workers", s.listWorkers)
+	if s.work == nil {
+		return
+	}
+	api.Post("/workers", s.registerWorker)
+	api.Post("/workers/:id/claim", s.claimWork)
+	api.Post("/workers/:id/heartbeat", s.workerHeartbeat)
+	api.Post("/workers/:id/finish", s.finishWork)
+	api.Delete("/workers/:id", s.deregisterWorker)
+	api.Post("/workers/:id/quiet", s.workerStateAPI(jobs.WorkerQuiet))
+	api.Post("/workers/:id/terminate", s.workerStateAPI(jobs.WorkerTerminate))
+	api.Post("/jobs/:id/logs", s.appendJobLog)
+}
+
+// routesAPIOperations registers what operators run Flint with: the
+// benchmark, the logs, the audit trail, the event stream, recurring
+// series, queues and the runtime settings.
+func (s *server) routesAPIOperations(api guarded) {
 	api.Post("/benchmark/run", s.runBenchmarkAPI)
 	if s.logs != nil {
 		api.Get("/logs", s.listLogs)
@@ -258,28 +156,21 @@ func New(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logger) 
 	api.Post("/queues/:name/pause", s.pauseQueue(true))
 	api.Post("/queues/:name/resume", s.pauseQueue(false))
 	api.Patch("/queues/:name", s.patchQueue)
+	api.Post("/queues/:name/push/rotate", s.rotatePushSecret)
+	api.Post("/queues/:name/push/revoke", s.revokePushSecret)
 	api.Get("/settings", s.getSettings)
 	api.Patch("/settings", s.patchSettings)
 	api.Get("/settings/changes", s.listSettingsChanges)
-	if s.alerts != nil {
-		api.Get("/alerts", s.listAlerts)
-		api.Get("/alerts/deliveries", s.listAlertDeliveries)
-		api.Get("/alerts/rules", s.listAlertRules)
-		api.Post("/alerts/rules", s.createAlertRule)
-		api.Get("/alerts/rules/:id", s.getAlertRule)
-		api.Patch("/alerts/rules/:id", s.patchAlertRule)
-		api.Delete("/alerts/rules/:id", s.deleteAlertRule)
-		api.Post("/alerts/rules/:id/test", s.testAlertRule)
-	}
-	if s.access != nil {
-		api.Get("/keys", s.listKeys)
-		api.Post("/keys", s.createKey)
-		api.Delete("/keys/:id", s.revokeKey)
-		api.Post("/keys/:id/rotate", s.rotateKey)
-	}
-	if cfg.Dashboard != nil {
-		s.sessions = newSessionManager(cfg.Session, cfg.Dashboard)
-		s.routesHTML(app, cfg.Session.Secure)
-	}
-	return app
+}
+
+// routesAPIAlerts registers alert history, deliveries and rules.
+func (s *server) routesAPIAlerts(api guarded) {
+	api.Get("/alerts", s.listAlerts)
+	api.Get("/alerts/deliveries", s.listAlertDeliveries)
+	api.Get("/alerts/rules", s.listAlertRules)
+	api.Post("/alerts/rules", s.createAlertRule)
+	api.Get("/alerts/rules/:id", s.getAlertRule)
+	api.Patch("/alerts/rules/:id", s.patchAlertRule)
+	api.Delete("/alerts/rules/:id", s.deleteAlertRule)
+	api.Post("/alerts/rules/:id/test", s.testAlertRule)
 }

@@ -17,7 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/gorilla/sessions"
 
-	"flint/auth"
+	"github.com/flinthq/flint/auth"
 )
 
 // Sessions. The cookie, signed and encrypted by gorilla/sessions, carries a
@@ -25,11 +25,16 @@ import (
 // session's CSRF token. A login always mints a new token (no session
 // fixation); logout deletes the row, so the cookie is worthless after it.
 
+const sessionTTL = 12 * time.Hour
+
+// The login cookie carries the CSRF token of the login form (double
+// submit), before there is a session. In production it is a __Host-
+// cookie (Secure, Path=/, no Domain): nothing but this origin over HTTPS
+// can set it, so a sibling subdomain or a network attacker cannot plant a
+// token of their choosing and then post their own credentials with it.
 const (
-	sessionTTL = 12 * time.Hour
-	// loginCookie carries the CSRF token of the login form (double submit),
-	// before there is a session.
-	loginCookie = "flint_login"
+	loginCookie       = "flint_login"
+	secureLoginCookie = "__Host-flint_login"
 )
 
 // SessionConfig configures dashboard sessions.
@@ -42,22 +47,34 @@ type SessionConfig struct {
 }
 
 type sessionManager struct {
-	store  *sessions.CookieStore
-	name   string
-	secure bool
-	db     SessionStore
-	limit  *loginLimiter
+	store     *sessions.CookieStore
+	name      string
+	loginName string // the login cookie's name
+	secure    bool
+	db        SessionStore
+	limit     *loginLimiter
 }
 
 // SessionStore is what sessions need from storage; *db.Store implements it.
 type SessionStore interface {
+	// Authenticate checks an email and password. A disabled person with
+	// the right password is auth.ErrDisabled; a wrong password never says
+	// whether the account exists.
 	Authenticate(ctx context.Context, email, password string) (auth.User, error)
-	CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, userAgent string) error
+	// CreateSession stores a session, and address (throttleAddress of
+	// ip) as one the user has signed in from.
+	CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, address, userAgent string) error
+	// GetSession returns the live session behind token; jobs.ErrNotFound
+	// when it ended or never was.
 	GetSession(ctx context.Context, token string) (auth.Session, error)
+	// DeleteSession ends the session behind token.
 	DeleteSession(ctx context.Context, token string) error
 	// SincePasswordChange is how long ago the user's password was last
 	// set; jobs.ErrNotFound when never (or no such user).
 	SincePasswordChange(ctx context.Context, email string) (time.Duration, error)
+	// KnownAddress reports whether the user with this email has signed in
+	// from address (as CreateSession recorded it) within 180 days.
+	KnownAddress(ctx context.Context, email, address string) (bool, error)
 }
 
 func newSessionManager(cfg SessionConfig, st SessionStore) *sessionManager {
@@ -66,19 +83,24 @@ func newSessionManager(cfg SessionConfig, st SessionStore) *sessionManager {
 	cs := sessions.NewCookieStore(hashKey[:], blockKey[:])
 	cs.Options = &sessions.Options{Path: "/", MaxAge: int(sessionTTL.Seconds()), HttpOnly: true,
 		Secure: cfg.Secure, SameSite: http.SameSiteLaxMode}
-	name := "flint_session"
+	name, loginName := "flint_session", loginCookie
 	if cfg.Secure {
-		name = "__Host-flint_session"
+		name, loginName = "__Host-flint_session", secureLoginCookie
 	}
-	return &sessionManager{store: cs, name: name, secure: cfg.Secure, db: st, limit: newLoginLimiter()}
+	return &sessionManager{store: cs, name: name, loginName: loginName, secure: cfg.Secure, db: st, limit: newLoginLimiter()}
 }
 
 // responseRecorder collects the headers gorilla writes (Set-Cookie).
 type responseRecorder struct{ h http.Header }
 
-func (r *responseRecorder) Header() http.Header         { return r.h }
+// Header returns the headers written so far.
+func (r *responseRecorder) Header() http.Header { return r.h }
+
+// Write discards the body: only the headers are wanted.
 func (r *responseRecorder) Write(b []byte) (int, error) { return len(b), nil }
-func (r *responseRecorder) WriteHeader(int)             {}
+
+// WriteHeader discards the status.
+func (r *responseRecorder) WriteHeader(int) {}
 
 // load reads the session token from the cookie.
 func (m *sessionManager) token(c *fiber.Ctx) string {
@@ -141,6 +163,9 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 			c.Locals(tokKey, tok)
 			return c.Next()
 		}
+		if databaseUnavailable(err) {
+			return err // not signed out: the database is away, and the error handler says so
+		}
 	}
 	next := c.OriginalURL()
 	if isHX(c) || c.Method() != fiber.MethodGet {
@@ -162,14 +187,8 @@ func csrfProtect(c *fiber.Ctx) error {
 	case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
 		return c.Next()
 	}
-	if site := c.Get("Sec-Fetch-Site"); site == "cross-site" {
+	if fromAnotherSite(c, false) {
 		return csrfRefused(c)
-	}
-	if origin := c.Get("Origin"); origin != "" && origin != "null" {
-		u, err := url.Parse(origin)
-		if err != nil || !strings.EqualFold(u.Host, string(c.Request().Host())) {
-			return csrfRefused(c)
-		}
 	}
 	want, _ := c.Locals(csrfKey).(string)
 	got := c.Get("X-CSRF-Token")
@@ -180,6 +199,28 @@ func csrfProtect(c *fiber.Ctx) error {
 		return csrfRefused(c)
 	}
 	return c.Next()
+}
+
+// fromAnotherSite reports whether the browser says the request was sent
+// by a page of another origin: Sec-Fetch-Site cross-site or same-site (a
+// sibling subdomain), or an Origin whose host is not this one. An Origin
+// of "null" (a sandboxed frame, a redirect across origins) counts as
+// foreign when nullForeign is set; elsewhere the session's CSRF token
+// decides. Requests without either header (not from a browser) pass.
+func fromAnotherSite(c *fiber.Ctx, nullForeign bool) bool {
+	switch c.Get("Sec-Fetch-Site") {
+	case "cross-site", "same-site":
+		return true
+	}
+	origin := c.Get("Origin")
+	if origin == "" {
+		return false
+	}
+	if origin == "null" {
+		return nullForeign
+	}
+	u, err := url.Parse(origin)
+	return err != nil || !strings.EqualFold(u.Host, string(c.Request().Host()))
 }
 
 func equalTokens(a, b string) bool {
@@ -194,25 +235,53 @@ func csrfRefused(c *fiber.Ctx) error {
 	return c.Status(http.StatusForbidden).SendString("Forbidden: missing or wrong CSRF token. Reload the page and try again.")
 }
 
-// loginLimiter throttles failed logins per client address and per account:
-// after 5 failures for an account or 20 from an address within 15 minutes,
-// further attempts are refused until the window passes, whatever the
-// password.
+// loginLimiter throttles failed sign-ins, in this process's memory, by
+// address and by account, slowing guesses down rather than locking anyone
+// out:
+//
+//   - An address (an IPv4 address, or an IPv6 /64) may fail 10 times in an
+//     hour; after that each further attempt waits 1 s, 2 s, 4 s, ... up to
+//     15 minutes after its last failure. An attacker's own address slows
+//     down; nobody else's does.
+//   - An account may fail 5 times in an hour; after that attempts from
+//     addresses it has never signed in from wait 1 s, 2 s, 4 s, ... up to 5
+//     minutes after its last failure. Addresses it has signed in from
+//     before (within 180 days, recorded in the database) are not slowed
+//     by the account's failures, so guesses from elsewhere cannot lock the
+//     owner out.
+//
+// A refused attempt is not checked and not counted. A success forgets
+// nothing (the owner signing in must not hand an attacker fresh
+// attempts); failures age out of the window, and setting a password
+// forgets the account's failures from before it (forgetBefore).
 type loginLimiter struct {
 	mu       sync.Mutex
 	failures map[string][]time.Time
+	now      func() time.Time
 }
 
+// throttleRule is how failures of one kind of key slow it down.
+type throttleRule struct {
+	free      int           // failures in the window before any wait
+	base, max time.Duration // the first wait, doubled per failure up to max
+}
+
+var (
+	addressThrottle = throttleRule{free: 10, base: time.Second, max: 15 * time.Minute}
+	accountThrottle = throttleRule{free: 5, base: time.Second, max: 5 * time.Minute}
+)
+
 const (
-	loginWindow    = 15 * time.Minute
-	maxPerAccount  = 5
-	maxPerAddress  = 20
+	loginWindow    = time.Hour
 	limiterMaxKeys = 100_000
 )
 
-func newLoginLimiter() *loginLimiter { return &loginLimiter{failures: map[string][]time.Time{}} }
+func newLoginLimiter() *loginLimiter {
+	return &loginLimiter{failures: map[string][]time.Time{}, now: time.Now}
+}
 
-func (l *loginLimiter) recent(key string, now time.Time) int {
+// recent returns key's failures within the window, dropping older ones.
+func (l *loginLimiter) recent(key string, now time.Time) []time.Time {
 	ts := l.failures[key]
 	i := 0
 	for i < len(ts) && now.Sub(ts[i]) > loginWindow {
@@ -224,31 +293,30 @@ func (l *loginLimiter) recent(key string, now time.Time) int {
 	} else {
 		l.failures[key] = ts
 	}
-	return len(ts)
+	return ts
 }
 
-// throttle says which limit refuses a sign-in attempt now.
-type throttle int
+// wait is how long after now a key with these failures must wait.
+func (r throttleRule) wait(ts []time.Time, now time.Time) time.Duration {
+	over := len(ts) - r.free
+	if over < 0 {
+		return 0
+	}
+	d := r.max
+	if over < 30 && r.base<<over < r.max {
+		d = r.base << over
+	}
+	return max(0, ts[len(ts)-1].Add(d).Sub(now))
+}
 
-const (
-	notThrottled throttle = iota
-	addressThrottled
-	accountThrottled
-)
-
-// check reports whether an attempt may be checked at all, and if not,
-// which limit refuses it.
-func (l *loginLimiter) check(ip, email string) throttle {
+// check returns how long the address and the account must each wait
+// before an attempt is checked (0: now).
+func (l *loginLimiter) check(address, email string) (addressWait, accountWait time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
-	switch {
-	case l.recent("ip:"+ip, now) >= maxPerAddress:
-		return addressThrottled
-	case l.recent("acct:"+strings.ToLower(email), now) >= maxPerAccount:
-		return accountThrottled
-	}
-	return notThrottled
+	now := l.now()
+	return addressThrottle.wait(l.recent("ip:"+address, now), now),
+		accountThrottle.wait(l.recent("acct:"+strings.ToLower(email), now), now)
 }
 
 // forgetBefore drops the account's failures from before t, when its
@@ -270,20 +338,14 @@ func (l *loginLimiter) forgetBefore(email string, t time.Time) {
 	}
 }
 
-func (l *loginLimiter) fail(ip, email string) {
+func (l *loginLimiter) fail(address, email string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if len(l.failures) > limiterMaxKeys {
 		l.failures = map[string][]time.Time{} // under a flood, forget rather than grow
 	}
-	now := time.Now()
-	for _, k := range []string{"ip:" + ip, "acct:" + strings.ToLower(email)} {
+	now := l.now()
+	for _, k := range []string{"ip:" + address, "acct:" + strings.ToLower(email)} {
 		l.failures[k] = append(l.failures[k], now)
 	}
-}
-
-func (l *loginLimiter) succeed(email string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.failures, "acct:"+strings.ToLower(email))
 }

@@ -9,9 +9,9 @@ import (
 // BackoffBase is the base of the exponential retry delay.
 const BackoffBase = 5 * time.Second
 
-// maxBackoff caps the delay so that a job with many retries still comes back
+// MaxBackoff caps the delay so that a job with many retries still comes back
 // within a day instead of overflowing.
-const maxBackoff = 24 * time.Hour
+const MaxBackoff = 24 * time.Hour
 
 // Backoff returns how long to wait before retrying a job whose attempt-th
 // attempt (1-based) just failed: base^(attempt-1) seconds, multiplied by a
@@ -31,9 +31,9 @@ func Backoff(attempt int, jitter func() float64) time.Duration {
 	}
 	base := math.Pow(BackoffBase.Seconds(), float64(attempt-1))
 	d := time.Duration(base * (0.5 + jitter()) * float64(time.Second))
-	if d > maxBackoff || d < 0 || math.IsInf(base, 0) {
+	if d > MaxBackoff || d < 0 || math.IsInf(base, 0) {
 		// Jitter the cap too, so capped retries do not synchronise either.
-		d = time.Duration(float64(maxBackoff) * (0.5 + jitter()/2))
+		d = time.Duration(float64(MaxBackoff) * (0.5 + jitter()/2))
 	}
 	return d
 }

@@ -17,6 +17,16 @@ const (
 	TypeSendEmail   = "send_email"
 )
 
+// IsBuiltin reports whether jobType is one of the built-in types, which
+// every Flint process runs and no program may register again.
+func IsBuiltin(jobType string) bool {
+	switch jobType {
+	case TypeNoop, TypeSleep, TypeFail, TypeHTTPRequest, TypeSendEmail:
+		return true
+	}
+	return false
+}
+
 // BuiltinDeps carries what the built-in handlers need from outside.
 type BuiltinDeps struct {
 	// Mailer delivers send_email jobs. Nil leaves send_email unregistered.

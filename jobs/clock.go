@@ -11,11 +11,12 @@ import (
 //
 // One rule, in every package: "what time is it" (a timestamp to record, a
 // due time to compare, the promoter's reckoning of the database clock)
-// asks the Clock that main passes to handlers, workers and scheduler alike.
+// asks the Clock that app passes to handlers, workers and scheduler alike.
 // Durations and deadlines that belong to the runtime — time.Since for a
 // log line, a context deadline, a timer to sleep on — use the time package,
 // whose monotonic clock a fake one cannot drive.
 type Clock interface {
+	// Now returns the current time.
 	Now() time.Time
 }
 

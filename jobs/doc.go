@@ -1,7 +1,62 @@
 // Package jobs is Flint's domain model: the Job, its states and the state
 // machine that connects them, the Handler interface and the Registry that maps
 // a job type to its handler, the retry policy, validation of enqueue requests,
-// and the built-in job types.
+// and the built-in job types. It is the package a program that runs its own
+// jobs reads first.
+//
+// # Handlers
+//
+// A Handler runs the jobs of one type: its Work method gets the Job (its
+// Payload is the JSON the job was enqueued with) and a context that ends
+// when the job is cancelled, times out, loses its lease or the process
+// shuts down. What Work returns decides the job's fate:
+//
+//   - a result and a nil error: the job completes, and the result (any
+//     value encoding/json accepts, up to MaxResultBytes) is stored with it;
+//   - an error: the attempt fails and the job is retried with backoff while
+//     retries are left, then goes to the dead-letter queue;
+//   - Permanent(err): the job fails for good, straight to the dead-letter
+//     queue, whatever retries are left;
+//   - Cancel(err): the job is cancelled.
+//
+// A panic fails the attempt with its stack trace. Inside Work,
+// ReportProgress reports progress to the dashboard and Logger(ctx) returns
+// a logger whose lines are kept with the job.
+//
+// A plain function becomes a Handler with HandlerFunc. Typed is the usual
+// way: it decodes the payload into a struct of the handler's own before
+// calling it, and refuses at enqueue, with a 422 naming the field, a
+// payload that does not fit the struct or whose Validate method (see
+// ArgsValidator) fails:
+//
+//	type ResizeArgs struct {
+//		URL   string `json:"url"`
+//		Width int    `json:"width"`
+//	}
+//
+//	h := jobs.Typed(func(ctx context.Context, job *jobs.Job, args ResizeArgs) (any, error) {
+//		return map[string]int{"width": args.Width}, nil
+//	})
+//
+// # Registering and running
+//
+// A program registers its handlers with app.App.Handle, which puts them in
+// the Registry of every process it runs (the worker pool looks handlers up
+// there, the API validates payloads with them), and starts the roles with
+// app.App.Main or app.App.Run; the app package's documentation shows the
+// whole program. A Registry of one's own (NewRegistry, Register) is for
+// tests and for code that wires the packages by hand.
+//
+// # Where to start reading
+//
+// registry.go (Handler, Registry) and typed.go are the contract with
+// handler authors; job.go is the Job they receive; errors.go holds the
+// control errors and the domain errors every layer checks with errors.Is;
+// state.go is the state machine below, the one table the SQL guards are
+// built from; enqueue.go validates what callers enqueue; lease.go holds the
+// value types the worker pool and the store exchange. The built-in job
+// types are builtin.go, http_request.go (with its SSRF guard, ssrf*.go) and
+// send_email.go.
 //
 // It imports only the standard library and small pure libraries. It never
 // touches SQL, Redis, HTTP serving or the environment (the http_request job

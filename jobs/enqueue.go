@@ -35,6 +35,12 @@ var (
 	queuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
 )
 
+// ValidType reports whether name can name a job type: 1 to MaxTypeLen
+// letters, digits or _ . : / -.
+func ValidType(name string) bool {
+	return len(name) <= MaxTypeLen && typePattern.MatchString(name)
+}
+
 // ValidQueue reports whether name can name a queue: 1 to MaxQueueLen
 // letters, digits or _ . : -.
 func ValidQueue(name string) bool {
@@ -43,6 +49,7 @@ func ValidQueue(name string) bool {
 
 // EnqueueParams describes a job to create. Zero values mean the defaults.
 type EnqueueParams struct {
+	// Type names the handler that runs the job. Required.
 	Type    string
 	Queue   string          // "" means DefaultQueue
 	Payload json.RawMessage // nil means {}
@@ -69,11 +76,18 @@ type EnqueueParams struct {
 	// DependsOn lists jobs that must complete before this one runs; the job
 	// waits in blocked until they have.
 	DependsOn []uuid.UUID
+	// StepKey names the job within its workflow (the key it was submitted
+	// with); the dashboard labels the job's node of the workflow graph
+	// with it. At most MaxStepKeyLen bytes of text.
+	StepKey string
 	// IntervalSeconds or Cron (with Timezone, default UTC) make the job a
 	// recurring series: each occurrence is a new job.
 	IntervalSeconds int64
-	Cron            string
-	Timezone        string
+	// Cron is a cron expression: five fields or a descriptor such as
+	// @daily (see ParseCron).
+	Cron string
+	// Timezone is the IANA zone Cron is read in; "" means UTC.
+	Timezone string
 }
 
 // Recurring reports whether p creates a recurring series.
@@ -83,13 +97,15 @@ func (p *EnqueueParams) Recurring() bool { return p.IntervalSeconds != 0 || p.Cr
 const (
 	MaxDependencies    = 100
 	MaxWorkflowJobs    = 1000
+	MaxStepKeyLen      = 100
 	MaxIntervalSeconds = 366 * 24 * 3600
 )
 
-// Validate checks p against reg and the limits above, and fills defaults. It
-// returns a *ValidationError naming the first bad field. now is used only to
-// bound run_at.
-func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
+// Validate checks p against the types types accepts (and the payload
+// against the handler it has for p's type, if any) and the limits above,
+// and fills defaults. It returns a *ValidationError naming the first bad
+// field. now is used only to bound run_at.
+func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 	switch {
 	case p.Type == "":
 		return Invalid("type", "is required")
@@ -98,16 +114,17 @@ func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
 	case !typePattern.MatchString(p.Type):
 		return Invalid("type", "may contain only letters, digits and _ . : / -")
 	}
-	h, ok := reg.Lookup(p.Type)
-	if !ok {
-		return Invalid("type", "unknown job type %q (known: %s)", p.Type, reg.TypeList())
-	}
 	if p.Queue == "" {
 		p.Queue = DefaultQueue
 	}
 	if !ValidQueue(p.Queue) {
 		return Invalid("queue", "must be 1-%d letters, digits or _ . : -", MaxQueueLen)
 	}
+	if !types.Accepts(p.Type, p.Queue) {
+		return Invalid("type", "unknown job type %q: no handler here, no worker seen in the last 24 hours serves it, "+
+			"and FLINT_JOB_TYPES does not name it (known: %s)", p.Type, strings.Join(types.Known(), ", "))
+	}
+	h, _ := types.Lookup(p.Type)
 	if err := validatePayload(p); err != nil {
 		return err
 	}
@@ -148,6 +165,9 @@ func (p *EnqueueParams) Validate(reg *Registry, now time.Time) error {
 		if len(p.ConcurrencyKey) > MaxConcurrencyKeyLen || !CleanText(p.ConcurrencyKey) {
 			return Invalid("concurrency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxConcurrencyKeyLen)
 		}
+	}
+	if p.StepKey != "" && (len(p.StepKey) > MaxStepKeyLen || !CleanText(p.StepKey)) {
+		return Invalid("key", "must be at most %d characters of text", MaxStepKeyLen)
 	}
 	return p.validateGraphAndRecurrence()
 }

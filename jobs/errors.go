@@ -24,12 +24,16 @@ var (
 // TransitionError says why an operation was refused for a job's state.
 // errors.Is(err, ErrInvalidTransition) holds for it.
 type TransitionError struct {
-	Op      string // what was asked: "cancel", "retry", "restore", ...
-	From    State  // the job's state when asked
+	Op   string // what was asked: "cancel", "retry", "restore", ...
+	From State  // the job's state when asked
+	// Allowed are the states the operation acts on; empty when Reason
+	// explains instead.
 	Allowed []State
 	Reason  string // optional extra explanation
 }
 
+// Error says what was refused and why: the Reason when set, or else the
+// states the operation is allowed from.
 func (e *TransitionError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cannot %s a job that is %s", e.Op, e.From)
@@ -52,10 +56,14 @@ func (e *TransitionError) Unwrap() error { return ErrInvalidTransition }
 // ValidationError names a request field and says what to fix. The HTTP layer
 // turns it into a 422 (or 400 for malformed input) carrying the field.
 type ValidationError struct {
-	Field   string
+	// Field is the request field at fault, in the request's own spelling
+	// ("payload", "max_retries", "push.url"); empty when the request as a whole is.
+	Field string
+	// Message says what is wrong and how to fix it, without the field.
 	Message string
 }
 
+// Error returns "field: message", or the message alone without a field.
 func (e *ValidationError) Error() string {
 	if e.Field == "" {
 		return e.Message

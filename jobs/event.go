@@ -10,12 +10,15 @@ import (
 // change commits, at most once: a subscriber that missed some (a dropped
 // connection, a transport outage) resynchronises from the API.
 type Event struct {
-	JobID   uuid.UUID `json:"job_id"`
-	Status  State     `json:"status"`
-	Type    string    `json:"type"`
-	Queue   string    `json:"queue"`
-	Attempt int       `json:"attempt"`
-	At      time.Time `json:"at"`
+	JobID uuid.UUID `json:"job_id"`
+	// Status is the job's state after the change.
+	Status  State  `json:"status"`
+	Type    string `json:"type"`
+	Queue   string `json:"queue"`
+	Attempt int    `json:"attempt"`
+	// At is when the change committed; zero on ready-queue re-scores,
+	// which are not state changes.
+	At time.Time `json:"at"`
 	// Progress and ProgressMessage are a running job's latest progress,
 	// on the events its heartbeat announces.
 	Progress        *int    `json:"progress,omitempty"`
@@ -29,6 +32,8 @@ type Event struct {
 // EventSink receives events after their changes commit. Publish must not
 // block: a sink that cannot keep up drops events (and counts them).
 type EventSink interface {
+	// Publish announces events, in commit order; it must not keep the
+	// slice after it returns.
 	Publish(events []Event)
 }
 
@@ -57,19 +62,43 @@ func EventsFromJobs(js []*Job, at time.Time) []Event {
 
 // WorkerInfo describes a live worker process in the registry.
 type WorkerInfo struct {
-	ID     string   `json:"id"`
+	ID string `json:"id"`
+	// Kind is WorkerProcess (a Flint process's pool) or WorkerRemote (a
+	// worker pulling work over the HTTP API, in any language).
+	Kind string `json:"kind"`
+	// Name, Language and Version are what a remote worker said of itself
+	// (Name is empty and Language "go" for a Flint process).
+	Name     string `json:"name"`
+	Language string `json:"language"`
+	// Host is the machine (for a remote worker, the address it called
+	// from); PID is zero for a remote worker.
 	Host   string   `json:"host"`
 	PID    int      `json:"pid"`
 	Queues []string `json:"queues"`
 	// Types are the job types the process has handlers for; empty means
 	// it did not say (a process from before workers reported them).
-	Types       []string     `json:"types"`
-	Concurrency int          `json:"concurrency"`
-	Version     string       `json:"version"`
-	StartedAt   time.Time    `json:"started_at"`
-	HeartbeatAt time.Time    `json:"heartbeat_at"`
-	Running     []RunningJob `json:"running"`
+	Types       []string  `json:"types"`
+	Concurrency int       `json:"concurrency"`
+	Version     string    `json:"version"`
+	StartedAt   time.Time `json:"started_at"`
+	HeartbeatAt time.Time `json:"heartbeat_at"`
+	// State is what the worker was asked to do: WorkerRunning, WorkerQuiet
+	// (stop claiming, finish what it holds) or WorkerTerminate (stop).
+	State   string       `json:"state"`
+	Running []RunningJob `json:"running"`
+	// KeyID is the API key that registered a remote worker (nil: the
+	// bootstrap key); only that key may act as the worker.
+	KeyID *uuid.UUID `json:"-"`
 }
+
+// Worker kinds and requested states.
+const (
+	WorkerProcess   = "process"
+	WorkerRemote    = "remote"
+	WorkerRunning   = "running"
+	WorkerQuiet     = "quiet"
+	WorkerTerminate = "terminate"
+)
 
 // RunningJob is a job a worker is running.
 type RunningJob struct {

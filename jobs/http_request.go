@@ -6,12 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Limits of the http_request payload and result.
@@ -48,154 +46,6 @@ type HTTPConfig struct {
 	// UserAgent is sent unless the payload sets User-Agent. Empty means
 	// "Flint/1".
 	UserAgent string
-}
-
-// httpMethods are the methods an http_request payload may use.
-var httpMethods = map[string]bool{
-	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
-	http.MethodPatch: true, http.MethodDelete: true, http.MethodOptions: true,
-}
-
-// httpForbiddenHeaders may not be set by a payload: Host would send the
-// request to one site under another's name, the hop-by-hop headers belong
-// to the connection (RFC 9110 section 7.6.1), and the framing headers are
-// set by the client from the body.
-var httpForbiddenHeaders = map[string]string{
-	"Host":                "the host comes from the url",
-	"Connection":          "it is a hop-by-hop header",
-	"Keep-Alive":          "it is a hop-by-hop header",
-	"Proxy-Connection":    "it is a hop-by-hop header",
-	"Proxy-Authenticate":  "it is a hop-by-hop header",
-	"Proxy-Authorization": "it is a hop-by-hop header",
-	"Te":                  "it is a hop-by-hop header",
-	"Trailer":             "it is a hop-by-hop header",
-	"Transfer-Encoding":   "it is a hop-by-hop header",
-	"Upgrade":             "it is a hop-by-hop header",
-	"Content-Length":      "it is set from the body",
-}
-
-// httpResultHeaders are the response headers copied into the result.
-var httpResultHeaders = []string{"Content-Type", "Content-Length", "Content-Encoding", "ETag", "Last-Modified", "Location", "Retry-After"}
-
-// httpRequestPayload is {"method", "url", "headers", "body", "timeout_seconds"}.
-type httpRequestPayload struct {
-	Method         string            `json:"method"`
-	URL            string            `json:"url"`
-	Headers        map[string]string `json:"headers"`
-	Body           string            `json:"body"`
-	TimeoutSeconds *int              `json:"timeout_seconds"`
-}
-
-// httpRequest is a validated payload.
-type httpRequest struct {
-	method  string
-	url     *url.URL
-	headers map[string]string
-	body    string
-	timeout time.Duration
-}
-
-// parseHTTPRequestPayload decodes and validates a payload. Its errors name
-// the payload field at fault. Nothing here depends on the allow list, so a
-// payload valid on one process is valid on all.
-func parseHTTPRequestPayload(payload json.RawMessage) (*httpRequest, error) {
-	var p httpRequestPayload
-	if err := decodeStrict(payload, &p); err != nil {
-		return nil, err
-	}
-	r := &httpRequest{method: strings.ToUpper(strings.TrimSpace(p.Method)), body: p.Body}
-	if r.method == "" {
-		r.method = http.MethodGet
-	}
-	if !httpMethods[r.method] {
-		return nil, fmt.Errorf(`"method" must be one of GET, HEAD, POST, PUT, PATCH, DELETE, OPTIONS, not %q`, p.Method)
-	}
-
-	switch {
-	case p.URL == "":
-		return nil, errors.New(`needs "url", the http or https URL to request`)
-	case len(p.URL) > httpMaxURLLen:
-		return nil, fmt.Errorf(`"url" must be at most %d bytes`, httpMaxURLLen)
-	}
-	u, err := url.Parse(p.URL)
-	if err != nil {
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err
-		}
-		return nil, fmt.Errorf(`"url" is not a valid URL: %v`, err)
-	}
-	if err := checkURLSyntax(u); err != nil {
-		var be *blockedError
-		if errors.As(err, &be) {
-			return nil, fmt.Errorf(`"url": %s is not allowed (%s)`, be.What, be.Why)
-		}
-		return nil, fmt.Errorf(`"url": %v`, err)
-	}
-	r.url = u
-
-	if len(p.Headers) > httpMaxHeaders {
-		return nil, fmt.Errorf(`"headers" may hold at most %d headers`, httpMaxHeaders)
-	}
-	seen := make(map[string]bool, len(p.Headers))
-	for name, value := range p.Headers {
-		if err := checkHeader(name, value); err != nil {
-			return nil, err
-		}
-		canon := http.CanonicalHeaderKey(name)
-		if seen[canon] {
-			return nil, fmt.Errorf(`"headers" sets %s twice (names are case-insensitive)`, canon)
-		}
-		seen[canon] = true
-	}
-	r.headers = p.Headers
-
-	if len(p.Body) > httpMaxBodyBytes {
-		return nil, fmt.Errorf(`"body" must be at most %d bytes`, httpMaxBodyBytes)
-	}
-
-	secs := httpDefaultTimeout
-	if p.TimeoutSeconds != nil {
-		secs = *p.TimeoutSeconds
-		if secs < 1 || secs > httpMaxTimeout {
-			return nil, fmt.Errorf(`"timeout_seconds" must be between 1 and %d`, httpMaxTimeout)
-		}
-	}
-	r.timeout = time.Duration(secs) * time.Second
-	return r, nil
-}
-
-// checkHeader refuses header names that are not HTTP tokens, the headers in
-// httpForbiddenHeaders, and values with CR, LF, NUL or other control
-// characters (which could smuggle a second header or request).
-func checkHeader(name, value string) error {
-	if name == "" {
-		return errors.New(`"headers" has an empty header name`)
-	}
-	for i := 0; i < len(name); i++ {
-		if !isTokenChar(name[i]) {
-			return fmt.Errorf(`"headers": name %q may contain only letters, digits and !#$%%&'*+-.^_`+"`"+`|~ (no spaces, colons, CR, LF or NUL)`, name)
-		}
-	}
-	if why, ok := httpForbiddenHeaders[http.CanonicalHeaderKey(name)]; ok {
-		return fmt.Errorf(`"headers" may not set %s: %s`, http.CanonicalHeaderKey(name), why)
-	}
-	if len(value) > httpMaxHeaderValueLen {
-		return fmt.Errorf(`"headers": value of %s must be at most %d bytes`, name, httpMaxHeaderValueLen)
-	}
-	if HasControl(value) {
-		return fmt.Errorf(`"headers": value of %s must not contain CR, LF, NUL or other control characters`, name)
-	}
-	return nil
-}
-
-// isTokenChar reports whether c may appear in an HTTP token (RFC 9110 5.6.2).
-func isTokenChar(c byte) bool {
-	switch {
-	case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		return true
-	}
-	return strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0
 }
 
 // httpRequestHandler runs http_request jobs.
@@ -276,22 +126,6 @@ func (h *httpRequestHandler) checkRedirect(req *http.Request, via []*http.Reques
 	return nil
 }
 
-// httpRequestResult is the result of a successful http_request job.
-type httpRequestResult struct {
-	Status  int               `json:"status"`
-	Headers map[string]string `json:"headers"`
-	// Body is the first 512 bytes of the response body.
-	Body string `json:"body"`
-	// Truncated is true when Body is not the whole response body.
-	Truncated bool `json:"truncated"`
-	// BytesRead is how much of the body was read, at most the cap.
-	BytesRead int64 `json:"bytes_read"`
-	// LimitReached is true when the body was longer than the cap and the
-	// rest was left unread.
-	LimitReached bool  `json:"limit_reached,omitempty"`
-	DurationMS   int64 `json:"duration_ms"`
-}
-
 // Work makes the request. A 2xx response is success; any other status, a
 // network error or a timeout fails the attempt (it is retried); a payload
 // that is invalid or a destination the SSRF guard refuses fails the job for
@@ -309,19 +143,9 @@ func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 
 	reqCtx, cancel := context.WithTimeout(ctx, r.timeout)
 	defer cancel()
-	var body io.Reader
-	if r.body != "" {
-		body = strings.NewReader(r.body)
-	}
-	req, err := http.NewRequestWithContext(reqCtx, r.method, r.url.String(), body)
+	req, err := h.newRequest(reqCtx, r)
 	if err != nil {
 		return nil, Permanent(fmt.Errorf("http_request: %s: %v", shown, err))
-	}
-	for name, value := range r.headers {
-		req.Header.Set(name, value)
-	}
-	if req.Header.Get("User-Agent") == "" {
-		req.Header.Set("User-Agent", h.userAgent)
 	}
 
 	log := Logger(ctx)
@@ -340,46 +164,43 @@ func (h *httpRequestHandler) Work(ctx context.Context, job *Job) (any, error) {
 	log.Info(fmt.Sprintf("%s answered %d", shown, resp.StatusCode), "status", resp.StatusCode, "bytes", n,
 		"duration_ms", elapsed.Milliseconds())
 	if readErr != nil && resp.StatusCode/100 == 2 {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("http_request: %s: %w", shown, context.Cause(ctx))
-		}
-		if reqCtx.Err() != nil {
-			return nil, fmt.Errorf("http_request: %s: timed out after %s reading the response (timeout_seconds)", shown, r.timeout)
-		}
-		return nil, fmt.Errorf("http_request: %s: reading the response: %v", shown, readErr)
+		return nil, readError(ctx, reqCtx, r, shown, readErr)
 	}
 	snippet := utf8Prefix(head)
-
+	truncated := limited || n > int64(len(head))
 	if resp.StatusCode/100 != 2 {
-		msg := fmt.Sprintf("http_request: %s returned %d", shown, resp.StatusCode)
-		if snippet != "" {
-			msg += fmt.Sprintf(" (body: %q", snippet)
-			if limited || n > int64(len(head)) {
-				msg += " …"
-			}
-			msg += ")"
-		}
-		return nil, errors.New(msg)
+		return nil, statusError(shown, resp.StatusCode, snippet, truncated)
 	}
-
 	res := httpRequestResult{
 		Status:       resp.StatusCode,
 		Body:         snippet,
-		Truncated:    limited || n > int64(len(head)),
+		Truncated:    truncated,
 		BytesRead:    n,
 		LimitReached: limited,
 		DurationMS:   elapsed.Milliseconds(),
-		Headers:      map[string]string{},
-	}
-	for _, name := range httpResultHeaders {
-		if v := resp.Header.Get(name); v != "" {
-			if len(v) > 256 {
-				v = utf8Prefix([]byte(v[:256]))
-			}
-			res.Headers[name] = v
-		}
+		Headers:      resultHeaders(resp.Header),
 	}
 	return res, nil
+}
+
+// newRequest builds the request r describes, under ctx (which carries the
+// payload's timeout), with the default User-Agent unless r sets one.
+func (h *httpRequestHandler) newRequest(ctx context.Context, r *httpRequest) (*http.Request, error) {
+	var body io.Reader
+	if r.body != "" {
+		body = strings.NewReader(r.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.method, r.url.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	for name, value := range r.headers {
+		req.Header.Set(name, value)
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", h.userAgent)
+	}
+	return req, nil
 }
 
 // requestError turns a failed client.Do into the handler's error. The URL in
@@ -414,46 +235,6 @@ func (h *httpRequestHandler) requestError(jobCtx, reqCtx context.Context, r *htt
 		return fmt.Errorf("http_request: %s: redirect to %s: %v", shown, redirect, err)
 	}
 	return fmt.Errorf("http_request: %s: %v", shown, err)
-}
-
-// readCapped reads r to its end or to limit bytes, whichever comes first,
-// and keeps only the first keep bytes. It returns those, the number of bytes
-// read (at most limit), and whether the body went on past limit.
-func readCapped(r io.Reader, limit int64, keep int) (head []byte, n int64, limited bool, err error) {
-	w := &headWriter{keep: keep}
-	n, err = io.Copy(w, io.LimitReader(r, min(limit, math.MaxInt64-1)+1))
-	if n > limit {
-		return w.buf, limit, true, nil
-	}
-	return w.buf, n, false, err
-}
-
-// headWriter keeps the first keep bytes written to it and discards the rest.
-type headWriter struct {
-	buf  []byte
-	keep int
-}
-
-func (w *headWriter) Write(p []byte) (int, error) {
-	if room := w.keep - len(w.buf); room > 0 {
-		w.buf = append(w.buf, p[:min(room, len(p))]...)
-	}
-	return len(p), nil
-}
-
-// utf8Prefix returns b as valid UTF-8 text: a rune cut at the end is
-// dropped and invalid bytes become U+FFFD.
-func utf8Prefix(b []byte) string {
-	for i := 1; i <= utf8.UTFMax && i <= len(b); i++ {
-		c := b[len(b)-i]
-		if utf8.RuneStart(c) {
-			if !utf8.FullRune(b[len(b)-i:]) {
-				b = b[:len(b)-i]
-			}
-			break
-		}
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // redactURL renders u for messages without its query string or fragment,

@@ -27,37 +27,61 @@ const DefaultMaxRetries = 3
 // before the job is parked in the DLQ as a suspected poison pill.
 const DefaultMaxInterruptions = 3
 
-// Job is one unit of work: a row of the jobs table.
+// Job is one unit of work: a row of the jobs table. A handler receives
+// the job it runs, read at the claim; it must not change it.
 type Job struct {
-	ID                uuid.UUID       `json:"id"`
-	Type              string          `json:"type"`
-	Queue             string          `json:"queue"`
-	Payload           json.RawMessage `json:"payload"`
-	Priority          int             `json:"priority"`
-	EffectivePriority float64         `json:"effective_priority"`
-	Status            State           `json:"status"`
+	// ID is the job's id, a UUIDv7 unless the enqueuer chose one.
+	ID uuid.UUID `json:"id"`
+	// Type names the handler that runs the job.
+	Type string `json:"type"`
+	// Queue is the queue the job waits in.
+	Queue string `json:"queue"`
+	// Payload is the JSON the job was enqueued with ({} when none).
+	Payload json.RawMessage `json:"payload"`
+	// Priority is the priority given at enqueue: 1 (high), 2 (medium) or
+	// 3 (low); lower runs first.
+	Priority int `json:"priority"`
+	// EffectivePriority is the priority the claim orders by: Priority,
+	// lowered by aging while a medium or low job waits.
+	EffectivePriority float64 `json:"effective_priority"`
+	// Status is the job's state.
+	Status State `json:"status"`
 	// Attempt counts the attempts charged so far, the running one included.
 	// Interrupted attempts (worker died, drain) are refunded.
-	Attempt    int `json:"attempt"`
+	Attempt int `json:"attempt"`
+	// MaxRetries is how many retries may follow a failed first attempt.
 	MaxRetries int `json:"max_retries"`
 	// Interruptions counts attempts that ended because their worker died.
 	Interruptions int `json:"interruptions"`
 	// Executions counts every run that was started, interrupted ones too;
 	// it numbers the rows of job_executions.
-	Executions     int       `json:"executions"`
-	RunAt          time.Time `json:"run_at"`
-	TimeoutSeconds int       `json:"timeout_seconds,omitempty"`
-	IdempotencyKey *string   `json:"idempotency_key,omitempty"`
+	Executions int `json:"executions"`
+	// RunAt is when the job is (or was) due: the time asked at enqueue, or
+	// when its retry's backoff ends.
+	RunAt time.Time `json:"run_at"`
+	// TimeoutSeconds bounds each attempt (see Timeout); 0 means none.
+	TimeoutSeconds int `json:"timeout_seconds,omitempty"`
+	// IdempotencyKey is the key the job was enqueued with, if any: another
+	// enqueue with the same key returns this job instead of a new one.
+	IdempotencyKey *string `json:"idempotency_key,omitempty"`
 	// ConcurrencyKey groups jobs of a queue (a tenant, a customer) for the
 	// queue's per-key limit and the rotation across keys.
-	ConcurrencyKey  *string         `json:"concurrency_key,omitempty"`
-	CancelRequested bool            `json:"cancel_requested"`
-	LastError       *string         `json:"last_error,omitempty"`
-	Result          json.RawMessage `json:"result,omitempty"`
-	WorkerID        *string         `json:"worker_id,omitempty"`
+	ConcurrencyKey *string `json:"concurrency_key,omitempty"`
+	// CancelRequested says an operator asked to cancel the running job;
+	// its handler's context is cancelled at the worker's next heartbeat.
+	CancelRequested bool `json:"cancel_requested"`
+	// LastError is the error of the last failed or interrupted attempt,
+	// cut to MaxErrorLen.
+	LastError *string `json:"last_error,omitempty"`
+	// Result is what the handler returned, as JSON, once the job completed.
+	Result json.RawMessage `json:"result,omitempty"`
+	// WorkerID names the worker process that runs (or last ran) the job.
+	WorkerID *string `json:"worker_id,omitempty"`
 	// LeaseToken fences every write a worker makes for this attempt. It is
 	// never shown outside the process that holds it.
-	LeaseToken     *uuid.UUID `json:"-"`
+	LeaseToken *uuid.UUID `json:"-"`
+	// LeaseExpiresAt is when the running job's lease runs out unless its
+	// worker renews it; the reaper takes back jobs past it.
 	LeaseExpiresAt *time.Time `json:"lease_expires_at,omitempty"`
 	// ScheduleID links an occurrence of a recurring series to the series;
 	// ScheduledFor is the firing time it stands for.
@@ -68,13 +92,18 @@ type Job struct {
 	CancelledBy *uuid.UUID `json:"cancelled_by,omitempty"`
 	// Progress (0-100) and ProgressMessage are what the handler last
 	// reported in this attempt (jobs.ReportProgress).
-	Progress        *int       `json:"progress,omitempty"`
-	ProgressMessage *string    `json:"progress_message,omitempty"`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	StartedAt       *time.Time `json:"started_at,omitempty"`
-	FinishedAt      *time.Time `json:"finished_at,omitempty"`
-	DeletedAt       *time.Time `json:"deleted_at,omitempty"`
+	Progress        *int    `json:"progress,omitempty"`
+	ProgressMessage *string `json:"progress_message,omitempty"`
+	// CreatedAt is when the job was enqueued; UpdatedAt when its row last
+	// changed.
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
+	// StartedAt is when the current or last run was claimed; FinishedAt
+	// when the job reached a final state.
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// DeletedAt is set while the job is in the bin (soft-deleted).
+	DeletedAt *time.Time `json:"deleted_at,omitempty"`
 }
 
 // Timeout returns the handler's time limit, or 0 for none.
@@ -86,22 +115,40 @@ type Outcome string
 const (
 	// OutcomeRunning marks the execution in progress (shown, never stored
 	// finished).
-	OutcomeRunning     Outcome = "running"
-	OutcomeSucceeded   Outcome = "succeeded"
-	OutcomeFailed      Outcome = "failed"
+	OutcomeRunning Outcome = "running"
+	// OutcomeSucceeded means the handler returned no error: the job
+	// completed.
+	OutcomeSucceeded Outcome = "succeeded"
+	// OutcomeFailed means the handler returned an error, panicked or timed
+	// out: the job is retried or, with no retries left (or a Permanent
+	// error), goes to the dead-letter queue.
+	OutcomeFailed Outcome = "failed"
+	// OutcomeInterrupted means the run ended without a verdict on the job
+	// (a drain on shutdown, or a lease that expired): the attempt is
+	// refunded and the job queued again, unless lost leases have reached
+	// the interruption limit, which sends it to the dead-letter queue.
 	OutcomeInterrupted Outcome = "interrupted"
-	OutcomeCancelled   Outcome = "cancelled"
+	// OutcomeCancelled means the job was cancelled while it ran or waited
+	// for a worker.
+	OutcomeCancelled Outcome = "cancelled"
 )
 
 // Execution is one attempt to run a job: a row of job_executions.
 type Execution struct {
-	JobID      uuid.UUID  `json:"job_id"`
-	Seq        int        `json:"seq"`
-	Attempt    int        `json:"attempt"`
-	WorkerID   string     `json:"worker_id"`
+	JobID uuid.UUID `json:"job_id"`
+	// Seq numbers the job's runs from 1, interrupted ones included (the
+	// job's Executions when this run was claimed).
+	Seq int `json:"seq"`
+	// Attempt is the attempt the run was charged as.
+	Attempt  int    `json:"attempt"`
+	WorkerID string `json:"worker_id"`
+	// StartedAt is when the run was claimed; FinishedAt when it ended (nil
+	// while it runs).
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	Outcome    Outcome    `json:"outcome"`
-	Error      *string    `json:"error,omitempty"`
-	DurationMS *int64     `json:"duration_ms,omitempty"`
+	// Error is the run's error, if it failed or was interrupted.
+	Error *string `json:"error,omitempty"`
+	// DurationMS is how long the run took, in milliseconds, once ended.
+	DurationMS *int64 `json:"duration_ms,omitempty"`
 }

@@ -41,6 +41,7 @@ type loggerKey struct{}
 // LoggerSource makes a running job's logger when its handler first asks
 // for it, so that handlers that do not log cost nothing.
 type LoggerSource interface {
+	// JobLogger returns the job's logger, the same one on every call.
 	JobLogger() *slog.Logger
 }
 
@@ -110,6 +111,10 @@ func LifecycleLines(j *Job, execs []Execution, cancel *AuditEntry) []LogEntry {
 				what = "Timed out"
 			}
 			switch {
+			case !last && execs[i+1].Attempt <= e.Attempt:
+				// The next run counts attempts afresh: this failure sent the
+				// job to the dead-letter queue, and it was replayed from there.
+				line(at, e.Attempt, "error", "%s after %s: %s. Moved to the dead-letter queue.", what, took, reason)
 			case !last:
 				line(at, e.Attempt, "error", "%s after %s: %s. Retried.", what, took, reason)
 			case (j.Status == StateScheduled || j.Status == StateQueued) && j.DeletedAt == nil && j.Attempt <= j.MaxRetries:

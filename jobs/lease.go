@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
@@ -8,9 +10,18 @@ import (
 
 // ClaimParams says what a worker process wants to claim.
 type ClaimParams struct {
+	// WorkerID names the claiming process in the jobs it claims and their
+	// executions.
 	WorkerID string
 	// Queues limits the claim to these queues; empty means every queue.
 	Queues []string
+	// Types limits the claim to jobs of these types, the ones the worker
+	// has handlers for; nil means any type.
+	Types []string
+	// Push makes the claim the pusher's: it takes only from queues that
+	// push their jobs to an endpoint (named in Queues), which every other
+	// claim leaves alone.
+	Push bool
 	// Limit is the most jobs to claim at once.
 	Limit int
 	// LeaseTTL is how long the lease lasts before a heartbeat must extend it.
@@ -37,6 +48,7 @@ type FlowHold struct {
 // refuses the write once the token no longer matches.
 type Lease struct {
 	JobID uuid.UUID
+	// Token is the lease token the claim drew for this attempt.
 	Token uuid.UUID
 }
 
@@ -58,13 +70,15 @@ type Heartbeat struct {
 
 // Progress is what a handler reported with ReportProgress.
 type Progress struct {
-	Percent int
-	Message string
+	Percent int    // 0 to 100
+	Message string // at most MaxProgressMessage bytes
 }
 
 // LeaseStatus is what a heartbeat learned about a lease it extended.
 type LeaseStatus struct {
-	JobID           uuid.UUID
+	JobID uuid.UUID
+	// CancelRequested says an operator asked to cancel the job: the worker
+	// cancels its handler's context.
 	CancelRequested bool
 }
 
@@ -89,13 +103,17 @@ type Finish struct {
 // Moved reports a job that a write moved, with its new state. A Moved with
 // an empty Status means the write was refused because the lease was lost.
 type Moved struct {
-	JobID             uuid.UUID
-	Status            State
+	JobID  uuid.UUID
+	Status State // the new state; "" when the lease was lost
+	// Type, Queue and Attempt are the job's after the move, for events and
+	// metrics; EffectivePriority, RunAt and CreatedAt let the Redis ready
+	// queue and the scheduler's index place it.
 	Type              string
 	Queue             string
 	Attempt           int
 	EffectivePriority float64
 	RunAt             time.Time
+	CreatedAt         time.Time
 }
 
 // LeaseLost reports whether the write was refused because the worker no
@@ -104,8 +122,50 @@ func (m Moved) LeaseLost() bool { return m.Status == "" }
 
 // Timer is a scheduled job as the scheduler's in-memory index sees it.
 type Timer struct {
-	ID        uuid.UUID
-	Priority  float64 // effective priority
+	ID       uuid.UUID
+	Priority float64 // effective priority
+	// RunAt is when the job becomes due; CreatedAt breaks ties in the
+	// claim order.
 	RunAt     time.Time
 	CreatedAt time.Time
+}
+
+// Claimed is what the API checks of a job a remote worker reports on.
+type Claimed struct {
+	// Mine says the worker claimed the job at some point: it holds its
+	// lease now or held it before (a run of it was interrupted or
+	// finished).
+	Mine bool
+	// Attempt is the job's attempt now, for the retry backoff.
+	Attempt int
+}
+
+// LogFailures writes the failures among written outcomes to the process
+// log at the level an operator filters by: a failure that sent its job to
+// the dead-letter queue at error, one that will be retried at warn. batch
+// is what was written and moved what the write reported (in any order).
+func LogFailures(ctx context.Context, logger *slog.Logger, batch []Finish, moved []Moved) {
+	errs := make(map[uuid.UUID]string, len(batch))
+	for _, f := range batch {
+		if f.Outcome == OutcomeFailed {
+			errs[f.JobID] = f.Error
+		}
+	}
+	if len(errs) == 0 {
+		return
+	}
+	for _, m := range moved {
+		msg, failed := errs[m.JobID]
+		if !failed {
+			continue
+		}
+		switch m.Status {
+		case StateDeadLetter:
+			logger.ErrorContext(ctx, "job failed for good: moved to the dead-letter queue", "job_id", m.JobID,
+				"type", m.Type, "queue", m.Queue, "attempt", m.Attempt, "error", msg)
+		case StateScheduled, StateQueued:
+			logger.WarnContext(ctx, "job failed; it will be retried", "job_id", m.JobID,
+				"type", m.Type, "queue", m.Queue, "attempt", m.Attempt, "retry_at", m.RunAt, "error", msg)
+		}
+	}
 }

@@ -11,6 +11,8 @@ const MaxProgressMessage = 200
 // ProgressReporter receives a running job's progress. The worker pool puts
 // one in each handler's context.
 type ProgressReporter interface {
+	// ReportProgress records the latest progress; ReportProgress (the
+	// function) has already clamped percent and cut message.
 	ReportProgress(percent int, message string)
 }
 

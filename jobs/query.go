@@ -17,14 +17,24 @@ type Enqueued struct {
 type ListParams struct {
 	// Statuses keeps jobs in any of these states; empty keeps all.
 	Statuses []State
-	Type     string
-	Queue    string
+	// Type and Queue, when set, keep jobs of that type and queue.
+	Type  string
+	Queue string
 	// Q searches: a job id, an idempotency key, a type prefix or error text.
 	Q string
+	// Retrying, if set, keeps only scheduled jobs waiting for a retry
+	// (true) or only those not yet tried (false).
+	Retrying *bool
+	// ScheduleID keeps the runs of one recurring series.
+	ScheduleID *uuid.UUID
 	// InBin lists the bin (soft-deleted jobs) instead of live jobs.
 	InBin bool
 	// Cursor continues a previous listing (its NextCursor).
 	Cursor string
+	// Before starts the listing at jobs created before this time (a jump
+	// into a long list); Oldest lists oldest first, then Before is ignored.
+	Before *time.Time
+	Oldest bool
 	// Limit is the page size, 1 to MaxListLimit; zero means 50.
 	Limit int
 }
@@ -81,4 +91,26 @@ type Failure struct {
 	At       time.Time
 	Outcome  Outcome
 	JobState State
+}
+
+// ErrorGroup is one group of the dead-letter queue: its jobs of one type
+// that failed with the same error (its first line).
+type ErrorGroup struct {
+	Type   string    `json:"type"`
+	Error  string    `json:"error"`
+	Count  int       `json:"count"`
+	Latest time.Time `json:"latest"`
+}
+
+// DatabaseServer is the PostgreSQL server a process's pool is on, as
+// /readyz reports it.
+type DatabaseServer struct {
+	// Address is the server's address and port as it reports them
+	// (inet_server_addr, inet_server_port).
+	Address string `json:"address"`
+	// ReadOnly is true when the server cannot take writes: a standby, or
+	// transaction_read_only on.
+	ReadOnly bool `json:"read_only"`
+	// InRecovery is true on a standby (pg_is_in_recovery).
+	InRecovery bool `json:"in_recovery"`
 }

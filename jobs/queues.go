@@ -21,8 +21,8 @@ const (
 // process. Tokens accrue evenly over the period, so starts are spread over
 // it instead of coming in a burst at its start.
 type RateLimit struct {
-	Limit         int `json:"limit"`
-	PeriodSeconds int `json:"period_seconds"`
+	Limit         int `json:"limit"`          // starts per period, at least 1
+	PeriodSeconds int `json:"period_seconds"` // the period, in seconds
 }
 
 // Interval is the time one token takes to accrue.
@@ -57,9 +57,13 @@ type QueueSettings struct {
 	RateLimit *RateLimit `json:"rate_limit"`
 	// PerKeyConcurrency caps the running jobs of each concurrency key and
 	// makes claims rotate across keys; nil means neither.
-	PerKeyConcurrency *int      `json:"per_key_concurrency"`
-	UpdatedAt         time.Time `json:"updated_at,omitzero"`
-	UpdatedBy         string    `json:"updated_by,omitempty"`
+	PerKeyConcurrency *int `json:"per_key_concurrency"`
+	// Push, when set, makes Flint POST each job of the queue to an HTTP
+	// endpoint instead of waiting for a worker; nil means workers take
+	// them.
+	Push      *PushTarget `json:"push"`
+	UpdatedAt time.Time   `json:"updated_at,omitzero"`
+	UpdatedBy string      `json:"updated_by,omitempty"`
 }
 
 // Limited reports whether any limit applies: claims of the queue then take
@@ -69,8 +73,8 @@ func (q *QueueSettings) Limited() bool {
 }
 
 // Constrained reports whether claims of the queue cannot take the plain
-// path: it is paused or limited.
-func (q *QueueSettings) Constrained() bool { return q.Paused || q.Limited() }
+// path: it is paused, limited, or pushed (workers never take its jobs).
+func (q *QueueSettings) Constrained() bool { return q.Paused || q.Limited() || q.Push != nil }
 
 // QueueInfo is a queue as the API and the Queues page show it: its
 // settings and what it holds now.
@@ -87,11 +91,17 @@ type QueueInfo struct {
 	ThroughputMinutes int              `json:"throughput_minutes"`
 	Throughput        map[string]int64 `json:"throughput"`
 	PerMinute         float64          `json:"per_minute"`
+	// RecentDeliveries are a push queue's latest pushes, newest first
+	// (GET of one queue only).
+	RecentDeliveries []PushDelivery `json:"recent_deliveries,omitempty"`
 }
 
 // QueuePatch is a change to a queue's limits. A nil Set* field leaves the
 // setting alone; a set one with a nil value removes the limit.
 type QueuePatch struct {
+	// SetPush with a nil Push turns pushing off.
+	SetPush              bool
+	Push                 *PushConfig
 	SetConcurrency       bool
 	Concurrency          *int
 	SetRateLimit         bool
@@ -111,6 +121,18 @@ func (p QueuePatch) Apply(q QueueSettings) QueueSettings {
 	if p.SetPerKeyConcurrency {
 		q.PerKeyConcurrency = p.PerKeyConcurrency
 	}
+	if p.SetPush {
+		if p.Push == nil {
+			q.Push = nil
+		} else {
+			t := PushTarget{}
+			if q.Push != nil {
+				t = *q.Push
+			}
+			t.URL, t.TimeoutSeconds, t.PausedAt, t.PausedReason, t.HeldUntil = p.Push.URL, p.Push.TimeoutSeconds, nil, "", nil
+			q.Push = &t
+		}
+	}
 	return q
 }
 
@@ -126,10 +148,17 @@ func (p QueuePatch) Changes() map[string]any {
 	if p.SetPerKeyConcurrency {
 		out["per_key_concurrency"] = p.PerKeyConcurrency
 	}
+	if p.SetPush {
+		if p.Push == nil {
+			out["push"] = nil
+		} else {
+			out["push"] = map[string]any{"url": p.Push.URL, "timeout_seconds": p.Push.TimeoutSeconds}
+		}
+	}
 	return out
 }
 
-var queuePatchFields = []string{"concurrency", "per_key_concurrency", "rate_limit"}
+var queuePatchFields = []string{"concurrency", "per_key_concurrency", "rate_limit", "push"}
 
 // ParseQueuePatch decodes and checks the body of PATCH /api/v1/queues/{name}:
 // a JSON object with any of concurrency, rate_limit and per_key_concurrency,
@@ -165,6 +194,12 @@ func ParseQueuePatch(body []byte) (QueuePatch, error) {
 	if v, ok := raw["rate_limit"]; ok {
 		p.SetRateLimit = true
 		if p.RateLimit, err = parseRateLimit(v); err != nil {
+			return p, err
+		}
+	}
+	if v, ok := raw["push"]; ok {
+		p.SetPush = true
+		if p.Push, err = parsePush(v); err != nil {
 			return p, err
 		}
 	}

@@ -17,6 +17,8 @@ import (
 // fails the job for good (straight to the dead-letter queue), and
 // Cancel(err) cancels it. A panic fails the attempt with the stack trace.
 type Handler interface {
+	// Work runs one attempt of job. It may be called for several jobs at
+	// once, from several goroutines.
 	Work(ctx context.Context, job *Job) (result any, err error)
 }
 
@@ -29,6 +31,8 @@ func (f HandlerFunc) Work(ctx context.Context, job *Job) (any, error) { return f
 // PayloadValidator is implemented by handlers that can reject a payload at
 // enqueue time, so the caller gets a 4xx instead of a job doomed to fail.
 type PayloadValidator interface {
+	// ValidatePayload returns an error, best a *ValidationError naming the
+	// payload field, if payload could never run.
 	ValidatePayload(payload json.RawMessage) error
 }
 

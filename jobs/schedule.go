@@ -19,17 +19,22 @@ const (
 // has exactly one pending occurrence, a scheduled job, and each occurrence
 // that becomes due is followed by the next.
 type Schedule struct {
-	ID              uuid.UUID       `json:"id"`
-	Type            string          `json:"type"`
-	Queue           string          `json:"queue"`
-	Payload         json.RawMessage `json:"payload"`
-	Priority        int             `json:"priority"`
-	MaxRetries      int             `json:"max_retries"`
-	TimeoutSeconds  int             `json:"timeout_seconds,omitempty"`
-	IntervalSeconds int64           `json:"interval_seconds,omitempty"`
-	Cron            string          `json:"cron,omitempty"`
-	Timezone        string          `json:"timezone"`
-	Paused          bool            `json:"paused"`
+	ID uuid.UUID `json:"id"`
+	// Type, Queue, Payload, Priority, MaxRetries and TimeoutSeconds are
+	// given to every occurrence, as EnqueueParams would give them.
+	Type           string          `json:"type"`
+	Queue          string          `json:"queue"`
+	Payload        json.RawMessage `json:"payload"`
+	Priority       int             `json:"priority"`
+	MaxRetries     int             `json:"max_retries"`
+	TimeoutSeconds int             `json:"timeout_seconds,omitempty"`
+	// IntervalSeconds or Cron (read in Timezone) is the series' rule;
+	// exactly one is set.
+	IntervalSeconds int64  `json:"interval_seconds,omitempty"`
+	Cron            string `json:"cron,omitempty"`
+	Timezone        string `json:"timezone"`
+	// Paused says no occurrence is released until the series is resumed.
+	Paused bool `json:"paused"`
 	// LastRunAt is the target time of the latest occurrence released to
 	// run; NextRunAt that of the pending one.
 	LastRunAt *time.Time `json:"last_run_at,omitempty"`

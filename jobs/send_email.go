@@ -49,6 +49,7 @@ type Email struct {
 // a retry cannot fix wraps ErrPermanentDelivery; any other error is taken to
 // be temporary.
 type Mailer interface {
+	// Send delivers e, giving up when ctx is done.
 	Send(ctx context.Context, e Email) error
 }
 

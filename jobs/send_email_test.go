@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // fakeMailer records what it is asked to send and fails as told.
@@ -64,22 +64,26 @@ func addresses(n int) []string {
 	return out
 }
 
+// emailPayload is a valid send_email payload with the fields in over set,
+// or removed where over gives nil.
+func emailPayload(over map[string]any) map[string]any {
+	m := map[string]any{"to": "a@example.com", "subject": "Hello", "text": "Hi"}
+	for k, val := range over {
+		if val == nil {
+			delete(m, k)
+		} else {
+			m[k] = val
+		}
+	}
+	return m
+}
+
+func long(n int) string { return strings.Repeat("x", n) }
+
 func TestSendEmailValidatePayload(t *testing.T) {
 	t.Parallel()
 	v := emailValidator(t)
-	base := func(over map[string]any) map[string]any {
-		m := map[string]any{"to": "a@example.com", "subject": "Hello", "text": "Hi"}
-		for k, val := range over {
-			if val == nil {
-				delete(m, k)
-			} else {
-				m[k] = val
-			}
-		}
-		return m
-	}
-	long := func(n int) string { return strings.Repeat("x", n) }
-
+	base := emailPayload
 	valid := []struct {
 		name string
 		p    map[string]any
@@ -104,7 +108,12 @@ func TestSendEmailValidatePayload(t *testing.T) {
 			require.NoError(t, v.ValidatePayload(payload(t, tc.p)))
 		})
 	}
+}
 
+func TestSendEmailValidatePayloadRefuses(t *testing.T) {
+	t.Parallel()
+	v := emailValidator(t)
+	base := emailPayload
 	invalid := []struct {
 		name string
 		raw  string // used when set

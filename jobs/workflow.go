@@ -19,6 +19,7 @@ type WorkflowNode struct {
 // end: a → b → c → a.
 type CycleError struct{ Path []string }
 
+// Error names the cycle: "dependency cycle: a → b → c → a".
 func (e *CycleError) Error() string {
 	return "dependency cycle: " + strings.Join(e.Path, " → ")
 }
@@ -41,8 +42,8 @@ func CheckWorkflow(nodes []WorkflowNode, isExternal func(ref string) bool) ([]st
 		switch {
 		case n.Key == "":
 			return nil, Invalid(field, "is required: each job of a workflow needs a key the others can refer to")
-		case len(n.Key) > 100 || !CleanText(n.Key):
-			return nil, Invalid(field, "must be at most 100 characters of text")
+		case len(n.Key) > MaxStepKeyLen || !CleanText(n.Key):
+			return nil, Invalid(field, "must be at most %d characters of text", MaxStepKeyLen)
 		}
 		if j, dup := index[n.Key]; dup {
 			return nil, Invalid(field, "%q is also the key of jobs[%d]", n.Key, j)
@@ -120,4 +121,33 @@ type Dependencies struct {
 	Upstream        []DependencyRef `json:"upstream"`
 	Downstream      []DependencyRef `json:"downstream"`
 	DownstreamTotal int             `json:"downstream_total"`
+}
+
+// MaxGraphSteps bounds the workflow graph a job page draws: the jobs
+// nearest the one shown, through dependencies either way.
+const MaxGraphSteps = 200
+
+// WorkflowStep is one job of a workflow graph.
+type WorkflowStep struct {
+	ID uuid.UUID
+	// Key is the step key the job was submitted with (POST
+	// /api/v1/workflows); empty for a job that was given its dependencies
+	// one at a time.
+	Key    string
+	Type   string
+	Status State
+}
+
+// WorkflowEdge says that Job waits for DependsOn.
+type WorkflowEdge struct{ Job, DependsOn uuid.UUID }
+
+// WorkflowGraph is the workflow a job belongs to: every job connected to
+// it through dependencies, upstream and downstream and across (a sibling
+// of a common parent), nearest first. Complete is false when the workflow
+// holds more than MaxGraphSteps jobs and only the nearest are in Steps;
+// Edges join only jobs in Steps.
+type WorkflowGraph struct {
+	Steps    []WorkflowStep
+	Edges    []WorkflowEdge
+	Complete bool
 }

@@ -55,4 +55,14 @@
 // Query, its Validate and Cursor describe a read of the stored log (newest
 // first by time, then id) for the stores that implement it; invalid
 // queries yield *QueryError.
+//
+// # Where to start reading
+//
+// logs.go has New, Config and the Logger; scrub_handler.go the slog
+// handler that wraps every output, with the rules in scrub_keys.go (which
+// keys are secret), scrub.go (free text) and scrub_json.go (JSON values);
+// ship.go the buffer and the Sink; entry.go the stored Entry and its Query.
+//
+// logs imports only the standard library, uuid and lumberjack: it knows
+// nothing of jobs or the database.
 package logs

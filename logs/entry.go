@@ -111,9 +111,12 @@ type Query struct {
 	Limit     int       // 1..MaxLimit; 0 = DefaultLimit
 }
 
+// Limits of a Query.
 const (
+	// DefaultLimit is the page size of a Query whose Limit is zero.
 	DefaultLimit = 100
-	MaxLimit     = 500
+	// MaxLimit is the largest page a Query may ask for.
+	MaxLimit = 500
 	// MaxLineBytes caps one log line kept for the file and the database;
 	// longer records are shortened to their time, level, message,
 	// component and job id.
@@ -124,10 +127,13 @@ const (
 
 // QueryError reports an invalid Query field (the API answers 422).
 type QueryError struct {
-	Field   string
+	// Field is the query parameter at fault ("level", "limit", "q", ...).
+	Field string
+	// Message says what is wrong with it.
 	Message string
 }
 
+// Error returns "field: message".
 func (e *QueryError) Error() string { return e.Field + ": " + e.Message }
 
 // Validate checks q and fills in defaults (Limit, canonical Level and

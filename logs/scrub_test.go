@@ -135,62 +135,67 @@ type smtpConfig struct {
 	Password string
 }
 
+// scrubPlace is a place the handler scrubs: how to log a secret there,
+// and a part of the record that must stay.
+type scrubPlace struct {
+	name   string
+	secret string
+	keep   string
+	log    func(l *slog.Logger)
+}
+
+// scrubPlaces are the places TestScrubbingEverywhere logs a secret in.
+var scrubPlaces = []scrubPlace{
+	{"attr key", "attrsecret1", "visible-attr", func(l *slog.Logger) {
+		l.Info("login", "password", "attrsecret1", "user", "visible-attr")
+	}},
+	{"header-style key", "apikeysecret2", "visible-h", func(l *slog.Logger) {
+		l.Info("req", "X-Api-Key", "apikeysecret2", "path", "visible-h")
+	}},
+	{"nested group", "groupsecret3", "visible-group", func(l *slog.Logger) {
+		l.Info("cfg", slog.Group("smtp", slog.String("host", "visible-group"),
+			slog.Group("auth2", slog.String("smtp_password", "groupsecret3"))))
+	}},
+	{"secret group name", "wholegroup4", "visible-wg", func(l *slog.Logger) {
+		l.Info("cfg", "note", "visible-wg", slog.Group("credentials", slog.String("user", "wholegroup4")))
+	}},
+	{"WithGroup secret", "withgroup5", "visible-wgr", func(l *slog.Logger) {
+		l.WithGroup("session").Info("visible-wgr", "id", "withgroup5")
+	}},
+	{"WithAttrs", "withattrs6", "visible-wa", func(l *slog.Logger) {
+		l.With("token", "withattrs6").Info("visible-wa")
+	}},
+	{"URL password in attr", "urlpass7", "db.example", func(l *slog.Logger) {
+		l.Error("db down", "error", errors.New("connect postgres://flint:urlpass7@db.example/flint: refused"))
+	}},
+	{"bearer header string", "bearertok8", "upstream said", func(l *slog.Logger) {
+		l.Warn("upstream said no", "header", "Authorization: Bearer bearertok8")
+	}},
+	{"payload JSON field", "payloadpw9", "visible-payload", func(l *slog.Logger) {
+		l.Info("enqueued", "payload", json.RawMessage(`{"to":"visible-payload","smtp":{"password":"payloadpw9"}}`))
+	}},
+	{"payload bytes", "bytespw10", "visible-bytes", func(l *slog.Logger) {
+		l.Info("enqueued", "payload", []byte(`{"to":"visible-bytes","api_key":"bytespw10"}`))
+	}},
+	{"payload map", "mappw11", "visible-map", func(l *slog.Logger) {
+		l.Info("enqueued", "payload", map[string]any{"to": "visible-map", "headers": map[string]any{"Authorization": "mappw11"}})
+	}},
+	{"struct", "structpw12", "visible-struct", func(l *slog.Logger) {
+		l.Info("config", "smtp", smtpConfig{Host: "visible-struct", Password: "structpw12"})
+	}},
+	{"key=value in message", "msgpw13", "connecting as", func(l *slog.Logger) {
+		l.Info("connecting as user=bob password=msgpw13")
+	}},
+	{"LogValuer", "valuerpw14", "visible-valuer", func(l *slog.Logger) {
+		l.Info("x", "v", valuer{"visible-valuer", "valuerpw14"})
+	}},
+}
+
 // TestScrubbingEverywhere logs a secret in each place the handler scrubs and
 // checks that it reaches neither the file, nor stdout (JSON and text), nor
 // the entries shipped to the database, while the rest of the record does.
 func TestScrubbingEverywhere(t *testing.T) {
 	t.Parallel()
-	type place struct {
-		name   string
-		secret string
-		keep   string
-		log    func(l *slog.Logger)
-	}
-	places := []place{
-		{"attr key", "attrsecret1", "visible-attr", func(l *slog.Logger) {
-			l.Info("login", "password", "attrsecret1", "user", "visible-attr")
-		}},
-		{"header-style key", "apikeysecret2", "visible-h", func(l *slog.Logger) {
-			l.Info("req", "X-Api-Key", "apikeysecret2", "path", "visible-h")
-		}},
-		{"nested group", "groupsecret3", "visible-group", func(l *slog.Logger) {
-			l.Info("cfg", slog.Group("smtp", slog.String("host", "visible-group"),
-				slog.Group("auth2", slog.String("smtp_password", "groupsecret3"))))
-		}},
-		{"secret group name", "wholegroup4", "visible-wg", func(l *slog.Logger) {
-			l.Info("cfg", "note", "visible-wg", slog.Group("credentials", slog.String("user", "wholegroup4")))
-		}},
-		{"WithGroup secret", "withgroup5", "visible-wgr", func(l *slog.Logger) {
-			l.WithGroup("session").Info("visible-wgr", "id", "withgroup5")
-		}},
-		{"WithAttrs", "withattrs6", "visible-wa", func(l *slog.Logger) {
-			l.With("token", "withattrs6").Info("visible-wa")
-		}},
-		{"URL password in attr", "urlpass7", "db.example", func(l *slog.Logger) {
-			l.Error("db down", "error", errors.New("connect postgres://flint:urlpass7@db.example/flint: refused"))
-		}},
-		{"bearer header string", "bearertok8", "upstream said", func(l *slog.Logger) {
-			l.Warn("upstream said no", "header", "Authorization: Bearer bearertok8")
-		}},
-		{"payload JSON field", "payloadpw9", "visible-payload", func(l *slog.Logger) {
-			l.Info("enqueued", "payload", json.RawMessage(`{"to":"visible-payload","smtp":{"password":"payloadpw9"}}`))
-		}},
-		{"payload bytes", "bytespw10", "visible-bytes", func(l *slog.Logger) {
-			l.Info("enqueued", "payload", []byte(`{"to":"visible-bytes","api_key":"bytespw10"}`))
-		}},
-		{"payload map", "mappw11", "visible-map", func(l *slog.Logger) {
-			l.Info("enqueued", "payload", map[string]any{"to": "visible-map", "headers": map[string]any{"Authorization": "mappw11"}})
-		}},
-		{"struct", "structpw12", "visible-struct", func(l *slog.Logger) {
-			l.Info("config", "smtp", smtpConfig{Host: "visible-struct", Password: "structpw12"})
-		}},
-		{"key=value in message", "msgpw13", "connecting as", func(l *slog.Logger) {
-			l.Info("connecting as user=bob password=msgpw13")
-		}},
-		{"LogValuer", "valuerpw14", "visible-valuer", func(l *slog.Logger) {
-			l.Info("x", "v", valuer{"visible-valuer", "valuerpw14"})
-		}},
-	}
 	for _, format := range []string{"json", "text"} {
 		dir := t.TempDir()
 		out := &syncBuffer{}
@@ -198,12 +203,12 @@ func TestScrubbingEverywhere(t *testing.T) {
 		require.NoError(t, err)
 		db := &memSink{}
 		stop := ship(t, lg, db, ShipConfig{Process: testProcess})
-		for _, p := range places {
+		for _, p := range scrubPlaces {
 			p.log(lg.Slog())
 		}
 		stop()
 		entries := db.stored()
-		require.Len(t, entries, len(places))
+		require.Len(t, entries, len(scrubPlaces))
 		var shipped []string
 		for _, e := range entries {
 			b, err := json.Marshal(e)
@@ -216,7 +221,7 @@ func TestScrubbingEverywhere(t *testing.T) {
 		sinks := map[string]string{
 			"file": string(file), "stdout": out.String(), "database": strings.Join(shipped, "\n"),
 		}
-		for _, p := range places {
+		for _, p := range scrubPlaces {
 			for sink, content := range sinks {
 				require.NotContains(t, content, p.secret, "%s: %s leaked to %s", format, p.name, sink)
 				require.Contains(t, content, p.keep, "%s: %s lost its non-secret part in %s", format, p.name, sink)

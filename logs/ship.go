@@ -10,6 +10,7 @@ import (
 
 // Sink stores shipped entries; *db.Store implements it.
 type Sink interface {
+	// InsertLogs stores entries as logged by process p, in one write.
 	InsertLogs(ctx context.Context, p Process, entries []Entry) error
 }
 

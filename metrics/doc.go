@@ -87,4 +87,11 @@
 // ObserveEvents from this process's own sink (Tee), never from the events
 // delivered from other processes, or every API process would count every
 // change again.
+//
+// # Where to start reading
+//
+// metrics.go has Metrics, New (every family it registers) and the
+// /metrics handler; observe.go the Observe methods and Tee; gauges.go the
+// values read at scrape time; family.go the capped, lock-free label
+// families the hot path goes through; tables.go the table-health gauges.
 package metrics

@@ -6,12 +6,16 @@ import (
 	"log/slog"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // AgerStore is what the ager needs; *db.Store implements it.
 type AgerStore interface {
+	// TakeTurn reports whether holder gets the named pass for the current
+	// interval; of several processes asking, exactly one does.
 	TakeTurn(ctx context.Context, name, holder string, interval time.Duration) (bool, error)
+	// AgeQueued runs one aging step over up to limit waiting jobs and
+	// returns how many it aged.
 	AgeQueued(ctx context.Context, st jobs.Settings, limit int) (int, error)
 }
 

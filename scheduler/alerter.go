@@ -11,14 +11,24 @@ import (
 	texttemplate "text/template"
 	"time"
 
-	"flint/jobs"
-	"flint/logs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // AlerterStore is what the alerter needs; *db.Store implements it.
 type AlerterStore interface {
+	// ClaimDLQAlert puts the DLQ alert that build makes in the outbox when
+	// one is due (threshold reached, cooldown past) and reports whether it
+	// did; of several processes asking at once, one gets true.
 	ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.Duration, build func(jobs.DLQSnapshot) (jobs.Email, error)) (bool, error)
+	// SendDueAlerts hands each due outbox notification to send, recording
+	// it sent, or to retry later, or given up after maxAttempts; it stops
+	// at the first failure and returns how many were sent.
 	SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Notification) error) (int, error)
+	// EvaluateAlertRules evaluates the enabled rules at most once per
+	// interval across the cluster, queueing what render makes of each
+	// alert opened, repeated or resolved; it returns whether this call
+	// evaluated and how many notifications it queued.
 	EvaluateAlertRules(ctx context.Context, interval time.Duration, render func(jobs.AlertNotice) ([]jobs.Notification, error)) (bool, int, error)
 }
 

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/db/dbtest"
-	"flint/jobs"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
 )
 
 // The promoter reckons the database clock through the Clock it is given

@@ -1,5 +1,5 @@
 // Package scheduler holds the loops that move jobs by time and keep the
-// system tidy. `flint scheduler` runs all six (as does `flint serve`):
+// system tidy. `flint scheduler` runs them all (as does `flint serve`):
 //
 //	Promoter   scheduled → queued when run_at comes, from an in-memory index
 //	           (heap or timing wheel, the scheduler_strategy setting) fed by
@@ -18,12 +18,18 @@
 //	           bin, the audit trail and the log entries of every process
 //	           (log_retention_days) past their settings' ages, in small SKIP
 //	           LOCKED batches
-//	Alerter    the DLQ alert email, once per cooldown across the cluster
+//	Alerter    the DLQ alert email, once per cooldown across the cluster,
+//	           and the alert rules, evaluated once per interval across the
+//	           cluster, their notifications sent from an outbox
+//	Vacuumer   VACUUM (ANALYZE) of jobs when its dead row versions pass
+//	           20,000 + 5% of its live rows and no VACUUM ran for a minute
+//	           (autovacuum off or behind), checked every 30 s across the
+//	           cluster
 //
 // Every loop is safe to run in any number of processes at once: each pass
 // takes its rows with FOR UPDATE SKIP LOCKED and decides on the database
 // clock, so no leader election is needed for correctness.
 //
-// scheduler imports jobs only; the store is an interface that *db.Store
-// satisfies.
+// scheduler imports jobs, logs (to scrub error text in alert emails) and
+// internal/minheap; the store is an interface that *db.Store satisfies.
 package scheduler

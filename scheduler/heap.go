@@ -47,7 +47,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/internal/minheap"
+	"github.com/flinthq/flint/internal/minheap"
 )
 
 type heapIndex struct {

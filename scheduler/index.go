@@ -8,15 +8,15 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Entry is a job waiting in the in-memory index.
 type Entry struct {
-	ID        uuid.UUID
+	ID        uuid.UUID // the job's id; one entry per job
 	Priority  float64   // effective priority, 1.0 (high) .. 3.0 (low)
 	RunAt     time.Time // when it becomes due
-	CreatedAt time.Time
+	CreatedAt time.Time // breaks ties between equal priorities and RunAt
 }
 
 // Index holds scheduled work and hands out what is due, most urgent first.

@@ -6,7 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // runLoop calls pass at once and then every interval (with up to 10%

@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/db/dbtest"
-	"flint/jobs"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
 )
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
@@ -148,7 +148,7 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 			st.SchedulerStrategy = StrategyTimingWheel
 		}
 		settings.Set(st)
-		time.Sleep(150 * time.Millisecond)
+		time.Sleep(150 * time.Millisecond) // the scenario: a switch every 150 ms while earlier batches come due
 	}
 	require.Eventually(t, func() bool {
 		var n int

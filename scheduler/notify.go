@@ -11,7 +11,7 @@ import (
 	texttemplate "text/template"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // NotifierConfig configures a Notifier.
@@ -26,6 +26,7 @@ type NotifierConfig struct {
 // Sender delivers one notification (workers.AlertSender: email through the
 // mailer, webhooks over HTTP).
 type Sender interface {
+	// Send delivers m once; an error leaves it in the outbox to retry.
 	Send(ctx context.Context, m jobs.Notification) error
 }
 

@@ -11,14 +11,22 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // PromoterStore is what the promoter needs; *db.Store implements it.
 type PromoterStore interface {
+	// PromoteDue moves up to limit scheduled jobs due by now (nil: the
+	// database clock) to queued.
 	PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error)
+	// PromoteIDs promotes the given jobs if they are still scheduled and
+	// due.
 	PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error)
+	// ScheduledTimers returns the given jobs that are still scheduled (all
+	// of them when ids is nil, a page of limit after the id after), with
+	// what the index needs.
 	ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]jobs.Timer, error)
+	// DatabaseNow returns the database clock, which decides what is due.
 	DatabaseNow(ctx context.Context) (time.Time, error)
 }
 

@@ -6,11 +6,14 @@ import (
 	"log/slog"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // ReaperStore is what the reaper needs; *db.Store implements it.
 type ReaperStore interface {
+	// ReapExpired requeues up to limit running jobs whose lease expired
+	// before now (nil: the database clock), with the jobs that moved with
+	// them (dependents cancelled or dead-lettered in cascade).
 	ReapExpired(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error)
 }
 

@@ -6,11 +6,13 @@ import (
 	"log/slog"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // RecurrerStore is what the recurrer needs; *db.Store implements it.
 type RecurrerStore interface {
+	// EnsureNextOccurrences gives up to limit series that lack one their
+	// next pending occurrence and returns the occurrences created.
 	EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Moved, error)
 }
 

@@ -8,8 +8,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/db/dbtest"
-	"flint/jobs"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
 )
 
 // TestArchiverMovesFinishedJobsToTheHistory: the archiver's pass moves jobs

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Flint against River (bench/riverbench, River v0.51.2) on one PostgreSQL
-# server, in one run, one measurement at a time, and one table of rates and
-# ratios at the end. Absolute rates drift between machines and minutes; the
+# server, with Asynq (bench/asynqbench, Asynq v0.26.0, on Redis) beside it
+# for single enqueues and drains, in one run, one measurement at a time,
+# and one table of rates and ratios at the end. Absolute rates drift between machines and minutes; the
 # ratio measured in one run is the figure that means something.
 #
 #   make bench-compare                   (or scripts/bench-compare.sh)
@@ -10,19 +11,26 @@
 #   BENCH_DATABASE_URL  a database on the server from which fresh ones are
 #                       created (default: TEST_DATABASE_URL, else the local postgres)
 #   BENCH_REDIS_URL     Redis for the "Redis" runs (default: TEST_REDIS_URL, else local)
+#   ASYNQ_REDIS_URL     Redis database for Asynq's tasks (default: database 9
+#                       of the local server; its asynq:* keys are deleted)
 #   DRAIN_N=100000      jobs pre-inserted for each drain
 #   RIVER_WORKERS=1000  River's MaxWorkers in its drain
 #   BATCH_N=100000      jobs enqueued over HTTP (and by River's InsertMany)
 #   BATCH_SIZE=1000     jobs per request / per InsertMany call
 #   BATCH_CONC=4        concurrent HTTP connections
+#   SINGLE_CONC=64 SINGLE_DURATION=15s   single enqueues: POST /api/v1/jobs
+#                       from keep-alive connections against River's Insert
+#                       from as many goroutines (and as many connections)
 #   RATE=500 RATE_DURATION=10s   steady pickup latency
 #   IDLE_SAMPLES=100    pickup latency at idle, one job at a time
 #   ONLY=""             a regexp: run only the steps whose names match
 #                       (river-drain, river-insert, river-latency, river-idle,
 #                       drain-worker-defaults-redis, ...,
 #                       drain-worker-defaults-noredis-limits,
-#                       drain-worker-1000-noredis-limits, batch-nokeys,
-#                       batch-keys, latency, idle)
+#                       drain-worker-1000-noredis-limits, river-single,
+#                       single, batch-nokeys, batch-keys, latency, idle)
+#   WAITS=1             sample pg_stat_activity during each step and print
+#                       what PostgreSQL's backends waited on (WAITS lines)
 #   OUT=.flint/bench-compare-<time>.txt   where every step's output goes
 set -euo pipefail
 
@@ -31,6 +39,7 @@ cd "$ROOT"
 
 ADMIN="${BENCH_DATABASE_URL:-${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable}}"
 REDIS="${BENCH_REDIS_URL:-${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}}"
+ASYNQ_REDIS="${ASYNQ_REDIS_URL:-redis://127.0.0.1:6379/9}"
 DRAIN_N="${DRAIN_N:-100000}"
 RIVER_WORKERS="${RIVER_WORKERS:-1000}"
 BATCH_N="${BATCH_N:-100000}"
@@ -39,6 +48,9 @@ BATCH_CONC="${BATCH_CONC:-4}"
 RATE="${RATE:-500}"
 RATE_DURATION="${RATE_DURATION:-10s}"
 IDLE_SAMPLES="${IDLE_SAMPLES:-100}"
+SINGLE_CONC="${SINGLE_CONC:-64}"
+SINGLE_DURATION="${SINGLE_DURATION:-15s}"
+WAITS="${WAITS:-1}"
 ONLY="${ONLY:-.}"
 mkdir -p .flint
 OUT="${OUT:-.flint/bench-compare-$(date +%Y%m%d-%H%M%S).txt}"
@@ -47,10 +59,11 @@ OUT="${OUT:-.flint/bench-compare-$(date +%Y%m%d-%H%M%S).txt}"
 BIN="$(mktemp -d)"
 trap 'rm -rf "$BIN"' EXIT
 
-echo "building flint, flintbench and riverbench..."
+echo "building flint, flintbench, riverbench and asynqbench..."
 go build -o "$BIN/flint" .
 go build -o "$BIN/flintbench" ./bench/flintbench
 (cd bench/riverbench && go build -o "$BIN/riverbench" .)
+(cd bench/asynqbench && go build -o "$BIN/asynqbench" .)
 
 FB=("$BIN/flintbench" -admin "$ADMIN" -bin "$BIN/flint")
 
@@ -60,7 +73,17 @@ step() {
 	shift
 	[[ $name =~ $ONLY ]] || return 0
 	echo "== $name" | tee -a "$OUT"
+	local sampler=""
+	if [[ $WAITS == 1 ]]; then
+		"$BIN/flintbench" -mode=waits -admin "$ADMIN" -duration 30m -label "$name" >"$BIN/waits" 2>&1 &
+		sampler=$!
+	fi
 	"$@" 2>&1 | tee -a "$OUT"
+	if [[ -n $sampler ]]; then
+		kill -TERM "$sampler" 2>/dev/null || true
+		wait "$sampler" || true
+		tee -a "$OUT" <"$BIN/waits"
+	fi
 }
 
 # River gets its own fresh database, as each Flint step does.
@@ -71,6 +94,7 @@ trap 'psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $RIVER_DB_NAME WITH (FORCE)" 
 "$BIN/riverbench" -mode=migrate -db "$RIVER_DB" >/dev/null
 
 step river-drain "$BIN/riverbench" -mode=drain -n "$DRAIN_N" -workers "$RIVER_WORKERS" -reps 1 -db "$RIVER_DB"
+step asynq-drain "$BIN/asynqbench" -mode=drain -n "$DRAIN_N" -workers "$RIVER_WORKERS" -redis "$ASYNQ_REDIS"
 step drain-worker-defaults-redis "${FB[@]}" -mode=drain -cmd worker -n "$DRAIN_N" -redis "$REDIS" -label worker-defaults-redis
 step drain-worker-defaults-noredis "${FB[@]}" -mode=drain -cmd worker -n "$DRAIN_N" -redis "" -label worker-defaults-noredis
 step drain-worker-1000-redis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n "$DRAIN_N" -redis "$REDIS" -label worker-1000-redis
@@ -90,6 +114,10 @@ step drain-worker-1000-noredis-limits "${FB[@]}" -mode=drain -cmd worker -worker
 step drain-worker-1000-noredis-limits "${FB[@]}" -mode=drain -cmd worker -workers 1000 -limits -n "$DRAIN_N" -redis "" -label worker-1000-noredis-limits
 step drain-worker-1000-noredis-again "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n "$DRAIN_N" -redis "" -label worker-1000-noredis
 
+step river-single "$BIN/riverbench" -mode=insert1 -conc "$SINGLE_CONC" -pool "$SINGLE_CONC" -duration "$SINGLE_DURATION" -reps 1 -db "$RIVER_DB"
+step asynq-single "$BIN/asynqbench" -mode=single -conc "$SINGLE_CONC" -duration "$SINGLE_DURATION" -redis "$ASYNQ_REDIS"
+step single "${FB[@]}" -mode=single -conc "$SINGLE_CONC" -duration "$SINGLE_DURATION" -redis "$REDIS" -label "${SINGLE_CONC}conn"
+
 step river-insert "$BIN/riverbench" -mode=insert -unique -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"
 step batch-nokeys "${FB[@]}" -mode=batch -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label nokeys
 step batch-keys "${FB[@]}" -mode=batch -keys -n "$BATCH_N" -batch "$BATCH_SIZE" -conc "$BATCH_CONC" -redis "$REDIS" -label keys
@@ -100,6 +128,6 @@ step river-idle "$BIN/riverbench" -mode=idle -samples "$IDLE_SAMPLES" -reps 1 -d
 step idle "${FB[@]}" -mode=idle -samples "$IDLE_SAMPLES" -redis "$REDIS" -label idle
 
 echo
-echo "Flint ($(git describe --always --dirty 2>/dev/null || echo dev)) vs River v0.51.2, $(nproc) cores, $(psql -tAq "$ADMIN" -c 'SHOW server_version'), drain n=$DRAIN_N"
+echo "Flint ($(git describe --always --dirty 2>/dev/null || echo dev)) vs River v0.51.2 and Asynq v0.26.0, $(nproc) cores, $(psql -tAq "$ADMIN" -c 'SHOW server_version'), drain n=$DRAIN_N"
 "$BIN/flintbench" -mode=table -in "$OUT" | tee -a "$OUT"
 echo "(all output: $OUT)"

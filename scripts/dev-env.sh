@@ -32,7 +32,7 @@ password() {
 	printf '%s\n' "$out"
 }
 
-api_key="$(hex 16)"
+api_key="$(hex 32)"
 admin_password="$(password 16)"
 session_key="$(hex 32)"
 

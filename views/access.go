@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/auth"
+	"github.com/flinthq/flint/auth"
 )
 
 // Access is what the page's viewer may use, as the server's access table
@@ -72,22 +72,22 @@ func canBulk(ctx context.Context, kind string) bool {
 // UsersView is the Users page: every person, the add form and, after an
 // add without a password, the generated one (shown once).
 type UsersView struct {
-	Users []auth.User
+	Users []auth.User // everyone, enabled or not
 	// Me is the signed-in admin, who cannot disable or remove themself here.
 	Me   uuid.UUID
-	Form UserForm
+	Form UserForm // the add form, as typed when refused
 	// Created is set right after adding a user with a generated password.
 	Created *CreatedUser
 	// Notice confirms the last change.
 	Notice string
-	Now    time.Time
+	Now    time.Time // the page's render time, for "last sign-in"
 }
 
 // UserForm is the add-a-user form with its values and errors.
 type UserForm struct {
 	Email, Role string
-	Errors      map[string]string
-	Message     string
+	Errors      map[string]string // by field name
+	Message     string            // an error not tied to a field
 }
 
 // CreatedUser is a new user's generated password, shown once.
@@ -99,18 +99,19 @@ type CreatedUser struct {
 // create or rotate, the secret (shown once).
 type KeysView struct {
 	Keys   []auth.APIKey
-	Form   KeyForm
-	Secret *ShownSecret
-	Notice string
-	Now    time.Time
+	Form   KeyForm      // the create form, as typed when refused
+	Secret *ShownSecret // set right after a create or rotate
+	Notice string       // confirms the last change
+	Now    time.Time    // the page's render time, for "created" and "last used"
 }
 
 // KeyForm is the create-a-key form with its values and errors.
 type KeyForm struct {
 	Name    string
-	Scopes  []string
+	Scopes  []string // the scopes ticked
+	Queues  string   // comma-separated, as typed
 	Errors  map[string]string
-	Message string
+	Message string // an error not tied to a field
 }
 
 // ShownSecret is a key's secret right after it was created or rotated.
@@ -123,11 +124,11 @@ type ShownSecret struct {
 
 // AccountForm is the change-your-password form.
 type AccountForm struct {
-	Email   string
-	Role    string
-	Errors  map[string]string
-	Message string
-	Saved   bool
+	Email   string            // the signed-in person's, not editable
+	Role    string            // theirs, not editable
+	Errors  map[string]string // by field name
+	Message string            // an error not tied to a field
+	Saved   bool              // the password was just changed
 }
 
 // roleHints says what each role may do, for the Users page.
@@ -140,9 +141,20 @@ var roleHints = map[auth.Role]string{
 // scopeHints says what each scope allows, for the Keys page.
 var scopeHints = map[auth.Scope]string{
 	auth.ScopeEnqueue: "create jobs and workflows only",
+	auth.ScopeWork:    "run jobs as a pull worker (register, claim, heartbeat, finish, log)",
 	auth.ScopeRead:    "read jobs, queues, workers, settings, logs, audit",
 	auth.ScopeOperate: "retry, cancel, replay, bin and restore, pause and resume (includes read)",
 	auth.ScopeAdmin:   "everything, including settings, keys and purging",
+}
+
+// keyScopes shows a key's scopes, with the queues its work scope is
+// limited to.
+func keyScopes(k auth.APIKey) string {
+	s := scopeList(k.Scopes)
+	if k.Queues != nil {
+		s += " (work: " + strings.Join(k.Queues, ", ") + ")"
+	}
+	return s
 }
 
 func scopeList(scopes []auth.Scope) string {

@@ -4,26 +4,26 @@ import (
 	"net/url"
 	"strconv"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // AlertsPage is the Alerts page: what fires now, the rules, the history
 // and how the notifications went out.
 type AlertsPage struct {
-	Firing     []jobs.Alert
-	Rules      []jobs.AlertRule
-	History    []jobs.Alert
-	Deliveries []jobs.AlertRecord
-	Now        string // the page's render time, for "as of"
+	Firing     []jobs.Alert       // alerts firing now
+	Rules      []jobs.AlertRule   // every rule
+	History    []jobs.Alert       // the latest alerts, firing or resolved
+	Deliveries []jobs.AlertRecord // how their notifications went out
+	Now        string             // the page's render time, for "as of"
 }
 
 // RuleForm is the form that creates or edits an alert rule. Values hold
 // what the form shows, in its units (minutes, percent).
 type RuleForm struct {
-	ID     int64 // 0 for a new rule
-	Kind   jobs.AlertKind
-	Values map[string]string
-	Errors map[string]string
+	ID     int64             // 0 for a new rule
+	Kind   jobs.AlertKind    // decides the fields shown
+	Values map[string]string // by field name
+	Errors map[string]string // by field name
 	// Series offers the recurring series for cron_overdue rules.
 	Series []*jobs.Schedule
 	// Message is an error about the whole form.
@@ -35,15 +35,15 @@ type RuleForm struct {
 type RuleSaved struct {
 	Rule   jobs.AlertRule
 	Secret string
-	New    bool
+	New    bool // the rule was just created, not edited
 }
 
 // RuleTest is how a rule's test notification went, per channel.
 type RuleTest struct {
 	RuleID     int64
 	RuleName   string
-	Deliveries []jobs.AlertDelivery
-	Message    string
+	Deliveries []jobs.AlertDelivery // one per channel of the rule
+	Message    string               // why no test could be sent
 }
 
 func ruleHref(id int64) string { return "/alerts/rules/" + strconv.FormatInt(id, 10) }

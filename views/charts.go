@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Bar is one stacked segment of a bar chart. X, Y, W and H are percentages
@@ -32,20 +32,76 @@ type Tick struct {
 // Scaling never shrinks the labels.
 type BarChart struct {
 	Bars   []Bar
-	XTicks []Tick
-	YTicks []Tick
-	Empty  bool
+	XTicks []Tick // time labels under the bars
+	YTicks []Tick // count labels beside them
+	Empty  bool   // nothing to draw: the chart says so instead
 }
 
 // ThroughputChart draws finished runs per minute for the hour before now,
 // succeeded stacked under failed and interrupted.
 func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
-	start := now.Truncate(time.Minute).Add(-59 * time.Minute)
+	return ThroughputChartOver(buckets, now, ChartRanges[0])
+}
+
+// ChartRange is a span the throughput chart can show, in bars of Step.
+type ChartRange struct {
+	Name  string        // as in ?range=
+	Label string        // "last hour"
+	Span  time.Duration // how far back the chart reaches
+	Step  time.Duration // what one bar covers
+	Tick  int           // a time label every Tick bars
+	Clock string        // time format of the labels
+}
+
+// OrDefault is r, or the default range when r is unset.
+func (r ChartRange) OrDefault() ChartRange {
+	if r.Step <= 0 {
+		return ChartRanges[0]
+	}
+	return r
+}
+
+// Bars is how many bars the range draws.
+func (r ChartRange) Bars() int { return int(r.Span / r.Step) }
+
+// Per says what one bar counts, for the chart's description.
+func (r ChartRange) Per() string {
+	if r.Step == time.Minute {
+		return "minute"
+	}
+	return fmt.Sprintf("%d minutes", int(r.Step.Minutes()))
+}
+
+// ChartRanges are the throughput chart's spans; the first is the default.
+// The throughput table keeps two days.
+var ChartRanges = []ChartRange{
+	{Name: "1h", Label: "last hour", Span: time.Hour, Step: time.Minute, Tick: 15, Clock: "15:04"},
+	{Name: "6h", Label: "last 6 hours", Span: 6 * time.Hour, Step: 5 * time.Minute, Tick: 18, Clock: "15:04"},
+	{Name: "24h", Label: "last 24 hours", Span: 24 * time.Hour, Step: 15 * time.Minute, Tick: 24, Clock: "15:04"},
+	{Name: "48h", Label: "last 2 days", Span: 48 * time.Hour, Step: 30 * time.Minute, Tick: 24, Clock: "Jan 2 15:04"},
+}
+
+// ChartRangeNamed is the range called name, and whether there is one.
+func ChartRangeNamed(name string) (ChartRange, bool) {
+	for _, r := range ChartRanges {
+		if r.Name == name {
+			return r, true
+		}
+	}
+	return ChartRanges[0], false
+}
+
+// ThroughputChartOver draws finished runs per step over a range, stacked
+// by outcome; buckets may be per minute or already per step.
+func ThroughputChartOver(buckets []jobs.ThroughputBucket, now time.Time, r ChartRange) BarChart {
+	r = r.OrDefault()
+	n := r.Bars()
+	start := now.Truncate(r.Step).Add(-time.Duration(n-1) * r.Step)
 	type mins struct{ ok, bad, other int64 }
-	series := make([]mins, 60)
+	series := make([]mins, n)
 	for _, b := range buckets {
-		i := int(b.Minute.Sub(start) / time.Minute)
-		if i < 0 || i >= 60 {
+		i := int(b.Minute.Sub(start) / r.Step)
+		if b.Minute.Before(start) || i >= n {
 			continue
 		}
 		series[i].ok += b.Outcomes["succeeded"]
@@ -58,10 +114,10 @@ func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
 	}
 	c := BarChart{Empty: peak == 0}
 	top := niceCeil(float64(max(peak, 2))) // at least 0, 1, 2: no fractional runs on the axis
-	const bw = 100.0 / 60
+	bw := 100.0 / float64(n)
 	for i, m := range series {
 		y := 100.0
-		at := start.Add(time.Duration(i) * time.Minute)
+		at := start.Add(time.Duration(i) * r.Step)
 		for _, seg := range []struct {
 			n     int64
 			class string
@@ -73,15 +129,15 @@ func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
 			h := float64(seg.n) / top * 100
 			y -= h
 			c.Bars = append(c.Bars, Bar{X: float64(i)*bw + bw*0.1, Y: y, W: bw * 0.8, H: h, Class: seg.class,
-				Title: fmt.Sprintf("%s: %d %s", at.UTC().Format("15:04"), seg.n, seg.name)})
+				Title: fmt.Sprintf("%s: %d %s", at.UTC().Format(r.Clock), seg.n, seg.name)})
 		}
 	}
-	for i := 0; i <= 60; i += 15 {
-		t := Tick{Pos: float64(i) * bw, Label: start.Add(time.Duration(i) * time.Minute).UTC().Format("15:04"), Anchor: "middle"}
+	for i := 0; i <= n; i += r.Tick {
+		t := Tick{Pos: float64(i) * bw, Label: start.Add(time.Duration(i) * r.Step).UTC().Format(r.Clock), Anchor: "middle"}
 		switch i {
 		case 0:
 			t.Anchor = "start"
-		case 60:
+		case n:
 			t.Label, t.Anchor = "now", "end"
 		}
 		c.XTicks = append(c.XTicks, t)

@@ -5,6 +5,7 @@
 // Every value from a job (type, queue, payload, result, errors) reaches the
 // page through templ's escaping, in text or attribute context; nothing is
 // ever rendered raw, and containers of job content carry hx-disable so that
-// text can never become an HTMX instruction. views imports jobs only: no
-// I/O, no Fiber, no database rows.
+// text can never become an HTMX instruction. views imports jobs, auth (roles, for what a
+// page offers) and logs (the stored log's values) only: no I/O, no Fiber,
+// no database rows.
 package views

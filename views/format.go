@@ -2,9 +2,11 @@ package views
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -12,8 +14,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
-	"flint/logs"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // StatusGlyph is the symbol shown with a state, so states differ by shape as
@@ -239,4 +241,149 @@ func attrsText(attrs map[string]any) string {
 		fmt.Fprintf(&b, "%s=%v", k, attrs[k])
 	}
 	return b.String()
+}
+
+// Duration renders a length of time as Ago does ("45s", "3m", "2h 5m").
+func Duration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	return short(d)
+}
+
+// Took is how long a run took: milliseconds under a second, tenths of a
+// second under a minute, then as Duration.
+func Took(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0 ms"
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1fs", d.Seconds())
+	default:
+		return short(d)
+	}
+}
+
+// JobsPageSize is how many jobs a page of a jobs list shows.
+const JobsPageSize = 50
+
+// workerKind says what a worker is: a Flint process, or a remote worker
+// in its language.
+func workerKind(w jobs.WorkerInfo) string {
+	if w.Kind == jobs.WorkerRemote {
+		if w.Language != "" {
+			return "remote · " + w.Language
+		}
+		return "remote"
+	}
+	return "flint process"
+}
+
+// workerVersion is the version a worker reported, if any.
+func workerVersion(w jobs.WorkerInfo) string {
+	if w.Version == "" {
+		return ""
+	}
+	return "v" + strings.TrimPrefix(w.Version, "v")
+}
+
+// typeSummary lists up to four types and counts the rest.
+func typeSummary(types []string) string {
+	if len(types) <= 4 {
+		return strings.Join(types, ", ")
+	}
+	return strings.Join(types[:4], ", ") + fmt.Sprintf(" and %d more", len(types)-4)
+}
+
+// pushOutcomeClass colours a push's outcome like the job states it leads to.
+func pushOutcomeClass(outcome string) string {
+	switch outcome {
+	case jobs.PushCompleted:
+		return "st-completed"
+	case jobs.PushAccepted:
+		return "st-running"
+	case jobs.PushFailed, jobs.PushGone:
+		return "st-dead_letter"
+	}
+	return "st-scheduled"
+}
+
+// AuditField is one field of an audit entry's details, for reading.
+type AuditField struct {
+	Key   string // the detail's name
+	Value string // its value as text
+	// Block marks an object or array, shown as indented JSON.
+	Block bool
+}
+
+// AuditFields spells an audit entry's details out field by field, in the
+// order they were recorded: strings as they are, numbers and booleans as
+// written, objects and arrays indented. Details that are not a JSON object
+// come back as one field named "details".
+func AuditFields(raw json.RawMessage) []AuditField {
+	if len(bytes.TrimSpace(raw)) == 0 || string(raw) == "null" {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return []AuditField{{Key: "details", Value: PrettyJSON(raw), Block: true}}
+	}
+	var out []AuditField
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			break
+		}
+		f := AuditField{Key: strings.ReplaceAll(key, "_", " ")}
+		var s string
+		switch {
+		case json.Unmarshal(v, &s) == nil:
+			f.Value = s
+		case len(v) > 0 && (v[0] == '{' || v[0] == '['):
+			f.Value, f.Block = PrettyJSON(v), true
+		default:
+			f.Value = string(v)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// BusiestQueues are up to n queues with the most jobs waiting or running
+// (paused ones among them), for the overview's per-queue summary.
+func BusiestQueues(qs []jobs.QueueInfo, n int) []jobs.QueueInfo {
+	out := slices.Clone(qs)
+	load := func(q jobs.QueueInfo) int64 {
+		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled]
+	}
+	slices.SortStableFunc(out, func(a, b jobs.QueueInfo) int {
+		if c := cmp.Compare(load(b), load(a)); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// Retrying reports whether a job waits for a retry: scheduled after a
+// failed attempt. Lists and the overview show it as retrying.
+func Retrying(j *jobs.Job) bool { return j.Status == jobs.StateScheduled && j.Attempt > 0 }
+
+// rowStatus is the status a jobs list row shows and filters by.
+func rowStatus(j *jobs.Job) string {
+	if Retrying(j) {
+		return "retrying"
+	}
+	return string(j.Status)
 }

@@ -1,29 +1,33 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
-// GraphNode is a box in the dependency graph.
+// GraphNode is a box in the workflow graph.
 type GraphNode struct {
-	ID     uuid.UUID
-	Label  string
-	Status jobs.State
-	X, Y   int
-	Self   bool
+	ID uuid.UUID
+	// Label is the job's step key, or its type when it has none; Sub is
+	// the type under a step key, or the short id under a type.
+	Label, Sub string
+	Status     jobs.State
+	X, Y       int
+	Self       bool
 }
 
 // GraphEdge is a curve from one node's right side to another's left.
 type GraphEdge struct{ Path string }
 
-// DependencyGraph lays out a job with its upstream jobs on the left and its
-// downstream jobs on the right. Width and Height are CSS pixels: the page
-// draws the graph at that size (never scaled down, so its text stays
-// readable) and scrolls it when it does not fit.
+// DependencyGraph lays out a workflow in columns: each job to the right of
+// every job it waits for. Width and Height are CSS pixels: the page draws
+// the graph at that size (never scaled down, so its text stays readable)
+// and scrolls it when it does not fit.
 type DependencyGraph struct {
 	Width, Height int
 	Nodes         []GraphNode
@@ -35,52 +39,112 @@ const (
 	colGap       = 64
 	rowGap       = 12
 	graphPad     = 12
-	labelRunes   = 20 // of a node's type: 13px text in a 184px box
+	labelRunes   = 20 // of a node's label: 13px text in a 184px box
 )
 
-// LayoutDependencies builds the graph for a job page.
-func LayoutDependencies(j *jobs.Job, deps jobs.Dependencies) DependencyGraph {
-	rows := max(len(deps.Upstream), len(deps.Downstream), 1)
-	h := rows*(nodeH+rowGap) - rowGap + 2*graphPad
-	cols := 1
-	if len(deps.Upstream) > 0 {
-		cols++
-	}
-	if len(deps.Downstream) > 0 {
-		cols++
-	}
-	g := DependencyGraph{Width: cols*nodeW + (cols-1)*colGap + 2*graphPad, Height: h}
-	x := graphPad
-	column := func(refs []jobs.DependencyRef) []GraphNode {
-		var out []GraphNode
-		top := (h - (len(refs)*(nodeH+rowGap) - rowGap)) / 2
-		for i, r := range refs {
-			out = append(out, GraphNode{ID: r.ID, Label: r.Type, Status: r.Status, X: x, Y: top + i*(nodeH+rowGap)})
+// LayoutWorkflow draws the workflow g of the job self. A job's column is
+// the length of the longest chain of jobs it waits for, so every edge
+// points right; within a column, jobs sit near the average row of what
+// they wait for (which keeps edges short and rarely crossing), then in
+// step key order.
+func LayoutWorkflow(self uuid.UUID, g jobs.WorkflowGraph) DependencyGraph {
+	col := workflowColumns(g)
+	cols := make([][]int, 0, 4) // step indexes by column, in row order
+	for i := range g.Steps {
+		for len(cols) <= col[i] {
+			cols = append(cols, nil)
 		}
-		return out
+		cols[col[i]] = append(cols[col[i]], i)
 	}
-	var up, down []GraphNode
-	if len(deps.Upstream) > 0 {
-		up = column(deps.Upstream)
-		x += nodeW + colGap
+	parents := make(map[uuid.UUID][]uuid.UUID, len(g.Steps))
+	for _, e := range g.Edges {
+		parents[e.Job] = append(parents[e.Job], e.DependsOn)
 	}
-	self := GraphNode{ID: j.ID, Label: j.Type, Status: j.Status, X: x, Y: (h - nodeH) / 2, Self: true}
-	x += nodeW + colGap
-	if len(deps.Downstream) > 0 {
-		down = column(deps.Downstream)
+	row := make(map[uuid.UUID]float64, len(g.Steps))
+	rows := 1
+	for c, members := range cols {
+		weight := func(i int) float64 {
+			ps := parents[g.Steps[i].ID]
+			if c == 0 || len(ps) == 0 {
+				return -1
+			}
+			sum := 0.0
+			for _, p := range ps {
+				sum += row[p]
+			}
+			return sum / float64(len(ps))
+		}
+		slices.SortStableFunc(members, func(a, b int) int {
+			return cmp.Or(cmp.Compare(weight(a), weight(b)),
+				cmp.Compare(g.Steps[a].Key, g.Steps[b].Key),
+				cmp.Compare(g.Steps[a].ID.String(), g.Steps[b].ID.String()))
+		})
+		for r, i := range members {
+			row[g.Steps[i].ID] = float64(r)
+		}
+		rows = max(rows, len(members))
 	}
-	curve := func(a, b GraphNode) GraphEdge {
+	h := rows*(nodeH+rowGap) - rowGap + 2*graphPad
+	out := DependencyGraph{Width: len(cols)*nodeW + (len(cols)-1)*colGap + 2*graphPad, Height: h}
+	at := make(map[uuid.UUID]GraphNode, len(g.Steps))
+	for c, members := range cols {
+		top := (h - (len(members)*(nodeH+rowGap) - rowGap)) / 2
+		for r, i := range members {
+			st := g.Steps[i]
+			n := GraphNode{ID: st.ID, Label: st.Key, Sub: st.Type, Status: st.Status, Self: st.ID == self,
+				X: graphPad + c*(nodeW+colGap), Y: top + r*(nodeH+rowGap)}
+			if st.Key == "" {
+				n.Label, n.Sub = st.Type, ShortID(st.ID)
+			}
+			at[st.ID] = n
+			out.Nodes = append(out.Nodes, n)
+		}
+	}
+	for _, e := range g.Edges {
+		a, b := at[e.DependsOn], at[e.Job]
 		x1, y1 := a.X+nodeW, a.Y+nodeH/2
 		x2, y2 := b.X, b.Y+nodeH/2
 		mid := (x1 + x2) / 2
-		return GraphEdge{Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2-6, y2)}
+		out.Edges = append(out.Edges, GraphEdge{Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2-6, y2)})
 	}
-	for _, u := range up {
-		g.Edges = append(g.Edges, curve(u, self))
+	return out
+}
+
+// workflowColumns returns each step's column: 0 for a job that waits for
+// none of the others drawn, else one more than the highest column among
+// those it waits for (steps in topological order, Kahn's algorithm).
+func workflowColumns(g jobs.WorkflowGraph) []int {
+	index := make(map[uuid.UUID]int, len(g.Steps))
+	for i, st := range g.Steps {
+		index[st.ID] = i
 	}
-	for _, d := range down {
-		g.Edges = append(g.Edges, curve(self, d))
+	waits := make([]int, len(g.Steps))
+	next := make([][]int, len(g.Steps))
+	for _, e := range g.Edges {
+		child, okC := index[e.Job]
+		parent, okP := index[e.DependsOn]
+		if !okC || !okP {
+			continue
+		}
+		waits[child]++
+		next[parent] = append(next[parent], child)
 	}
-	g.Nodes = append(append(append(g.Nodes, up...), self), down...)
-	return g
+	col := make([]int, len(g.Steps))
+	var ready []int
+	for i, w := range waits {
+		if w == 0 {
+			ready = append(ready, i)
+		}
+	}
+	for len(ready) > 0 {
+		i := ready[0]
+		ready = ready[1:]
+		for _, c := range next[i] {
+			col[c] = max(col[c], col[i]+1)
+			if waits[c]--; waits[c] == 0 {
+				ready = append(ready, c)
+			}
+		}
+	}
+	return col
 }

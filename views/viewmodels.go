@@ -4,21 +4,26 @@ import (
 	"encoding/json"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // Chrome is what every page's frame needs.
 type Chrome struct {
+	// Title is the page's title, before " · Flint".
 	Title string
 	// Nav names the current section, for aria-current.
-	Nav  string
+	Nav string
+	// User is the signed-in person's email.
 	User string
 	// Role is the signed-in person's role, shown beside Sign out.
 	Role string
+	// CSRF is the session's token, which every HTMX request sends.
 	CSRF string
 	// MailURL is the mail catcher's web UI ("" hides the link).
 	MailURL string
-	Now     time.Time
+	// Now is the server's clock as the page was rendered; relative times
+	// in the browser count from it.
+	Now time.Time
 	// Live marks a page that updates live: it shows the live indicator.
 	Live bool
 }
@@ -32,28 +37,50 @@ func csrfHeaders(token string) string {
 
 // Overview is the Overview page.
 type Overview struct {
-	Counts         []jobs.StateCount
-	Throughput     []jobs.ThroughputBucket
-	Workers        []jobs.WorkerInfo
-	RecentFailures []jobs.Failure
-	DLQ            int64
-	DLQCapped      bool
-	CompletedHour  int64
-	FailedHour     int64
+	Counts         []jobs.StateCount       // jobs by state
+	Throughput     []jobs.ThroughputBucket // finished runs over Range
+	Workers        []jobs.WorkerInfo       // the live workers
+	RecentFailures []jobs.Failure          // the latest failed runs
+	// DLQ is the dead-letter queue's size; DLQCapped says counting stopped
+	// at the cap, so it is at least that.
+	DLQ           int64
+	DLQCapped     bool
+	CompletedHour int64 // runs that succeeded in the last hour
+	FailedHour    int64 // runs that failed in the last hour
+	// Retrying counts the scheduled jobs that wait for a retry (shown
+	// apart from the scheduled count), up to the count cap.
+	Retrying       int64
+	RetryingCapped bool // Retrying stopped at the cap
+	// Firing are the alerts firing now.
+	Firing []jobs.Alert
+	// Queues are the busiest queues, for the per-queue summary.
+	Queues []jobs.QueueInfo
+	// Range is the throughput chart's span; RangeError says a range asked
+	// for was not one the chart has.
+	Range      ChartRange
+	RangeError string
 }
 
 // JobsFilter is the Jobs page's filter form.
 type JobsFilter struct {
-	Status string
-	Type   string
-	Queue  string
-	Q      string
+	Status string // a job state, or "" for all
+	Type   string // a job type, or "" for all
+	Queue  string // a queue, or "" for all
+	Q      string // search text: an id, idempotency key, type or error text
+	// Series is a recurring series' id: its runs.
+	Series string
+	// Sort is "oldest" for oldest first; Before ("2006-01-02T15:04", UTC)
+	// starts the list at jobs created before it.
+	Sort   string
+	Before string
+	// Cursor is the position of the page shown, from the previous page's
+	// NextCursor ("" for the first page).
 	Cursor string
 }
 
 // Narrowed reports whether the filter leaves jobs out (paging does not).
 func (f JobsFilter) Narrowed() bool {
-	return f.Status != "" || f.Type != "" || f.Queue != "" || f.Q != ""
+	return f.Status != "" || f.Type != "" || f.Queue != "" || f.Q != "" || f.Series != "" || f.Sort != "" || f.Before != ""
 }
 
 // JobsList is a page of the Jobs, DLQ or Bin tables.
@@ -61,19 +88,27 @@ type JobsList struct {
 	Kind       string // jobs, dlq, bin
 	Filter     JobsFilter
 	Jobs       []*jobs.Job
-	NextCursor string
-	HasCursor  bool // this is not the first page
-	Error      string
-	Types      []string
-	Queues     []string
+	NextCursor string   // where the next page starts; "" on the last page
+	HasCursor  bool     // this is not the first page
+	Error      string   // why the list could not be read, shown instead
+	Types      []string // the job types known, for the filter
+	Queues     []string // the queues known, for the filter
+	// Now is when the list was read.
+	Now time.Time
+	// Total is how many jobs the list holds unfiltered (the DLQ's size).
+	Total int64
+	// Groups, when set, show the list grouped by error instead.
+	Groups []jobs.ErrorGroup
 }
 
 // JobDetail is the Job detail page.
 type JobDetail struct {
-	Job          *jobs.Job
-	Executions   []jobs.Execution
-	Dependencies jobs.Dependencies
-	Audit        []jobs.AuditEntry
+	Job        *jobs.Job
+	Executions []jobs.Execution // the job's runs
+	// Workflow is the workflow the job belongs to, empty when it has no
+	// dependencies either way.
+	Workflow jobs.WorkflowGraph
+	Audit    []jobs.AuditEntry // what people and the API did to it
 	// Explain says why the job is where it is.
 	Explain *jobs.Explanation
 	// Log is the start of the job's log (at most JobLogShown lines).
@@ -85,9 +120,9 @@ const JobLogShown = 500
 
 // CreateForm is the Create job form, with values and errors by field.
 type CreateForm struct {
-	Values map[string]string
-	Errors map[string]string
-	Types  []string
+	Values map[string]string // by field name, as typed
+	Errors map[string]string // by field name
+	Types  []string          // the job types offered
 	// Message is an error not tied to a field.
 	Message string
 }
@@ -100,11 +135,11 @@ func (f CreateForm) Err(field string) string { return f.Errors[field] }
 
 // SettingsForm is the Settings page.
 type SettingsForm struct {
-	Values  map[string]string
-	Errors  map[string]string
-	Changes []jobs.SettingChange
-	Saved   []string
-	Message string
+	Values  map[string]string    // by setting key, as shown or typed
+	Errors  map[string]string    // by setting key
+	Changes []jobs.SettingChange // the latest changes, who made them and when
+	Saved   []string             // the keys the last save changed
+	Message string               // an error not tied to a setting
 }
 
 // BenchAlgorithms are the choices the Benchmark page offers and accepts.
@@ -112,17 +147,18 @@ var BenchAlgorithms = []string{"both", jobs.StrategyHeap, jobs.StrategyTimingWhe
 
 // BenchmarkPage is the Benchmark page and its results.
 type BenchmarkPage struct {
-	N         string
-	Algorithm string
-	Error     string
-	Results   []jobs.BenchResult
-	Ran       bool
-	Elapsed   time.Duration
+	N         string             // entries, as typed
+	Algorithm string             // one of BenchAlgorithms
+	Error     string             // why N was refused
+	Results   []jobs.BenchResult // of the run, when Ran
+	Ran       bool               // a run finished: show Results
+	Elapsed   time.Duration      // how long the run took
 }
 
 // filterVals carries a list's filters with its bulk actions, so the table
 // that comes back shows the same selection of jobs.
 func filterVals(l JobsList) string {
-	b, _ := json.Marshal(map[string]string{"status": l.Filter.Status, "type": l.Filter.Type, "queue": l.Filter.Queue, "q": l.Filter.Q})
+	b, _ := json.Marshal(map[string]string{"status": l.Filter.Status, "type": l.Filter.Type, "queue": l.Filter.Queue, "q": l.Filter.Q, "series": l.Filter.Series,
+		"sort": l.Filter.Sort, "before": l.Filter.Before})
 	return string(b)
 }

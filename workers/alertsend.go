@@ -3,16 +3,18 @@ package workers
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
-	"flint/jobs"
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/jobs"
 )
 
 // AlertSender delivers alert notifications: email through the mailer,
@@ -38,21 +40,6 @@ func NewAlertSender(mailer jobs.Mailer, allow []string, timeout time.Duration) (
 	return &AlertSender{mailer: mailer, client: client, now: time.Now}, nil
 }
 
-// WebhookSignatureHeader carries a webhook body's signature:
-// "t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>" with the secret>".
-// A receiver recomputes it and refuses old timestamps to stop replays.
-const WebhookSignatureHeader = "X-Flint-Signature"
-
-// SignWebhook returns the signature header value for body sent at t.
-func SignWebhook(secret string, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte(ts))
-	mac.Write([]byte{'.'})
-	mac.Write(body)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac.Sum(nil))
-}
-
 // Send delivers one notification.
 func (s *AlertSender) Send(ctx context.Context, m jobs.Notification) error {
 	switch m.Channel {
@@ -71,17 +58,22 @@ func (s *AlertSender) postWebhook(ctx context.Context, m jobs.Notification) erro
 	body := []byte(m.Email.Text)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.WebhookURL, bytes.NewReader(body))
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		return fmt.Errorf("webhook: %w", withoutURL(err))
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "Flint-Alerts/1")
-	req.Header.Set(WebhookSignatureHeader, SignWebhook(m.WebhookSecret, s.now(), body))
+	// Signed by the Standard Webhooks scheme, as pushes are: the
+	// message id is the delivery's (retries of one delivery share it, so
+	// a receiver can drop repeats), or a fresh one for a test.
+	id := "test-" + uuid.NewString()
 	if m.ID != 0 {
+		id = "alert-" + strconv.FormatInt(m.ID, 10)
 		req.Header.Set("X-Flint-Delivery", strconv.FormatInt(m.ID, 10))
 	}
+	jobs.WebhookHeaders(req.Header.Set, []string{m.WebhookSecret}, id, s.now(), body)
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		return fmt.Errorf("webhook: %w", withoutURL(err))
 	}
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
@@ -89,4 +81,15 @@ func (s *AlertSender) postWebhook(ctx context.Context, m jobs.Notification) erro
 		return fmt.Errorf("webhook answered %s: %s", resp.Status, jobs.Truncate(jobs.FirstLine(string(snippet)), 200))
 	}
 	return nil
+}
+
+// withoutURL drops the address a *url.Error quotes: a webhook's URL is
+// often its credential, and the error is stored on the outbox row and
+// shown to every reader of the Alerts page.
+func withoutURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Errorf("%s: %w", strings.ToLower(ue.Op), ue.Err)
+	}
+	return err
 }

@@ -14,8 +14,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
-	"flint/workers"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/workers"
 )
 
 // jobLog waits until a job has at least n stored log lines and returns

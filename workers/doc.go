@@ -1,8 +1,10 @@
 // Package workers runs jobs: the Pool claims due jobs in batches, runs each
 // in one of its worker goroutines under a context that carries cancellation,
 // timeout and shutdown, keeps the leases alive with batched heartbeats, and
-// records outcomes in batches. It also holds the SMTP Mailer that send_email
-// jobs and alerts use.
+// records outcomes in batches. Beside the pool it holds the Pusher, which
+// POSTs the jobs of push queues to their endpoints; Presence, which keeps
+// this process's entry in the worker registry; the AlertSender; and the SMTP
+// Mailer that send_email jobs and alerts use.
 //
 // Invariants:
 //   - Every write for a running job carries the job's lease token, so once a
@@ -16,6 +18,16 @@
 //     the drain timeout, then cancels the rest and hands them back to the
 //     queue without charging an attempt.
 //
-// workers imports jobs only; the store it needs is an interface that
-// *db.Store satisfies.
+// # Where to start reading
+//
+// pool.go has the Pool, its Config and Run, which starts the other
+// goroutines and drains; then follow one job: claim.go (produce and claim,
+// sized by the claim-ahead), execute.go (run the handler, turn its return
+// into an outcome), heartbeat.go (renew leases, act on cancel requests and
+// lost leases) and finish.go (write outcomes in batches). The pusher is
+// pusher.go, push_deliver.go and push_finish.go, in the same order; the
+// mailer is mailer.go, mailer_url.go and mailer_send.go.
+//
+// workers imports jobs and logs only; the stores it needs are interfaces
+// (Store, PushStore, PresenceStore) that *db.Store satisfies.
 package workers

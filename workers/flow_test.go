@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/db/dbtest"
-	"flint/jobs"
-	"flint/workers"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/workers"
 )
 
 // countingStore counts the pool's ordinary claims.
@@ -57,7 +57,10 @@ func TestPausedAndLimitedQueuesDoNotSpin(t *testing.T) {
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
 	go func() { done <- pool.Run(ctx) }()
-	for range 100 { // enqueue notifications for the paused queue
+	// The scenario is a span of time, the claims counted over it: for two
+	// seconds, an enqueue notification for the paused queue every 20 ms,
+	// then one more second of polls.
+	for range 100 {
 		pool.Wake("p")
 		time.Sleep(20 * time.Millisecond)
 	}

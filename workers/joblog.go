@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"flint/jobs"
+	"github.com/flinthq/flint/jobs"
 )
 
 // jobLogBatch is the most lines one insert writes; jobLogLinger is how long

@@ -10,9 +10,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"flint/jobs"
-	"flint/logs"
-	"flint/workers"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
+	"github.com/flinthq/flint/workers"
 )
 
 // A handler's progress reaches the database while it runs, through the

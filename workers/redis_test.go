@@ -12,11 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"flint/db"
-	"flint/db/dbtest"
-	"flint/jobs"
-	"flint/scheduler"
-	"flint/workers"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/scheduler"
+	"github.com/flinthq/flint/workers"
 )
 
 // fastBundle wires a store to Redis the way flint does with
@@ -144,7 +144,7 @@ func TestRedisKilledMidRun(t *testing.T) {
 	b := fastSetup(t, srv.URL(), "flint:")
 	rc := b.recorder("count")
 	b.registry.Register("slowcount", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
-		time.Sleep(5 * time.Millisecond) // long enough that the kill lands mid-run
+		time.Sleep(5 * time.Millisecond) // the scenario: each run takes a while, so kills land mid-run
 		rc.mu.Lock()
 		rc.runs[j.ID]++
 		rc.mu.Unlock()
@@ -204,7 +204,7 @@ func TestRedisFlushedNoSpuriousReaps(t *testing.T) {
 	go func() {
 		for ctx.Err() == nil {
 			flusher.FlushAll(ctx)
-			time.Sleep(100 * time.Millisecond)
+			time.Sleep(100 * time.Millisecond) // the scenario: Redis loses everything ten times a second
 		}
 	}()
 	for _, r := range res {

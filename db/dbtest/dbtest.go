@@ -25,7 +25,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"flint/db"
+	"github.com/flinthq/flint/db"
 )
 
 var (

@@ -54,15 +54,23 @@ func RedisPrefix(t testing.TB) (url, prefix string) {
 // RedisServer is a private redis-server for tests that stop, kill or flush
 // Redis, which they must not do to the shared one.
 type RedisServer struct {
-	t    testing.TB
-	port int
-	dir  string
-	cmd  *exec.Cmd
+	t     testing.TB
+	port  int
+	dir   string
+	extra []string // more redis-server arguments
+	cmd   *exec.Cmd
 }
 
 // StartRedis starts a private redis-server on a free port, stopped when
 // the test ends.
 func StartRedis(t testing.TB) *RedisServer {
+	t.Helper()
+	return StartRedisWith(t)
+}
+
+// StartRedisWith is StartRedis with more redis-server arguments
+// (--replicaof 127.0.0.1 6379, say).
+func StartRedisWith(t testing.TB, extra ...string) *RedisServer {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Fatal("redis-server is not installed (scripts/services.sh installs it)")
@@ -73,11 +81,14 @@ func StartRedis(t testing.TB) *RedisServer {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
-	s := &RedisServer{t: t, port: port, dir: t.TempDir()}
+	s := &RedisServer{t: t, port: port, dir: t.TempDir(), extra: extra}
 	s.Start()
 	t.Cleanup(s.Kill)
 	return s
 }
+
+// Addr returns the server's host:port.
+func (s *RedisServer) Addr() string { return fmt.Sprintf("127.0.0.1:%d", s.port) }
 
 // URL returns the server's URL.
 func (s *RedisServer) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", s.port) }
@@ -85,8 +96,8 @@ func (s *RedisServer) URL() string { return fmt.Sprintf("redis://127.0.0.1:%d/0"
 // Start (re)starts the server and waits until it answers.
 func (s *RedisServer) Start() {
 	s.t.Helper()
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--dir", s.dir)
+	args := []string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", s.dir}
+	s.cmd = exec.Command("redis-server", append(args, s.extra...)...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("start redis-server: %v", err)
 	}

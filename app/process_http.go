@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/jobs"
+)
+
+// catalog is the job types the API accepts: registered here, served by a
+// worker seen lately, configured, or any type in a push queue.
+func (p *process) catalog() *jobs.Catalog {
+	c := jobs.NewCatalog(p.registry, p.cfg.JobTypes, p.store.ServedTypes)
+	c.PushQueues(p.store.PushedQueue)
+	return c
+}
+
+// startHTTP creates the first dashboard user if there is none and serves
+// the API and dashboard on cfg.Addr.
+func (p *process) startHTTP() error {
+	cfg := p.cfg
+	var wake func(string)
+	if p.pool != nil {
+		wake = p.pool.Wake
+	}
+	created, err := p.store.EnsureUser(p.ctx, cfg.AdminEmail, cfg.AdminPassword, "admin")
+	if err != nil {
+		return fmt.Errorf("create the first dashboard user: %w", err)
+	}
+	if created {
+		p.logger.Info("created the first dashboard user", "email", cfg.AdminEmail)
+	}
+	app := handlers.New(handlers.Config{
+		APIKey: cfg.APIKey, BaseContext: p.gctx, Wake: wake, Settings: p.settings, Broker: p.broker, Clock: p.clock,
+		Dashboard: p.store, MailURL: cfg.MailUIURL,
+		Session:        handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
+		TrustedProxies: cfg.TrustedProxies,
+		Benchmark:      runBenchmark,
+		Workers:        func(ctx context.Context) ([]jobs.WorkerInfo, error) { return p.store.ListWorkers(ctx, 15*time.Second) },
+		RedisState:     p.redisState,
+		Metrics:        p.mx.Protected(cfg.MetricsToken),
+		Logs:           p.store,
+		Audit:          p.store,
+		Alerts:         p.store,
+		AlertTest:      p.notifier.SendTest,
+		Access:         p.store,
+		Types:          p.catalog(),
+		HTTPAllow:      cfg.HTTPAllow,
+		Work: &handlers.WorkConfig{Store: p.store, Hub: p.hub, LeaseTTL: cfg.LeaseTTL, HeartbeatInterval: cfg.HeartbeatInterval,
+			PollInterval: cfg.PollInterval, OnMoved: p.kickOnDLQ},
+	}, p.store, p.registry, p.logger)
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	p.g.Go(func() error {
+		if err := app.Listener(ln); err != nil && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	p.g.Go(func() error {
+		<-p.gctx.Done()
+		return app.ShutdownWithTimeout(10 * time.Second)
+	})
+	announce(cfg, ln.Addr().String(), created, p.logger)
+	return nil
+}
+
+// startMetricsServer serves /metrics on its own address, for processes
+// without HTTP (or to keep it off the public port).
+func (p *process) startMetricsServer() {
+	if p.cfg.MetricsAddr == "" {
+		return
+	}
+	msrv := &http.Server{Addr: p.cfg.MetricsAddr, Handler: metricsMux(p.mx.Protected(p.cfg.MetricsToken)), ReadHeaderTimeout: 10 * time.Second}
+	p.g.Go(func() error {
+		if err := msrv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("metrics server: %w", err)
+		}
+		return nil
+	})
+	p.g.Go(func() error {
+		<-p.gctx.Done()
+		return msrv.Shutdown(context.WithoutCancel(p.gctx))
+	})
+}

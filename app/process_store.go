@@ -1,0 +1,99 @@
+package app
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
+	"github.com/flinthq/flint/scheduler"
+	"github.com/flinthq/flint/workers"
+)
+
+// open connects to PostgreSQL (and Redis), registers the job types and
+// loads the settings.
+func (p *process) open() error {
+	var err error
+	storeCfg := p.cfg.storeConfig()
+	storeCfg.Logger = p.logger
+	if p.store, err = db.Open(p.ctx, storeCfg); err != nil {
+		return err
+	}
+	p.cleanup = append(p.cleanup, p.store.Close)
+	p.store.SetLogger(p.logger)
+	p.shipLogs()
+	if p.cfg.RedisURL != "" {
+		if p.rds, err = db.OpenRedis(p.ctx, p.cfg.RedisURL, p.cfg.RedisPrefix, p.logger); err != nil {
+			return err
+		}
+		p.cleanup = append(p.cleanup, func() { _ = p.rds.Close() })
+		p.store.SetRedis(p.rds)
+	}
+	mailer, err := workers.NewSMTPMailer(workers.SMTPConfig{URL: p.cfg.SMTPURL, From: p.cfg.SMTPFrom})
+	if err != nil {
+		return err
+	}
+	p.mailer = mailer
+	p.registry = p.app.registry(jobs.BuiltinDeps{Mailer: mailer, HTTP: jobs.HTTPConfig{Allow: p.cfg.HTTPAllow}})
+	p.settings = &jobs.SettingsHolder{}
+	sender, err := workers.NewAlertSender(mailer, p.cfg.HTTPAllow, 0)
+	if err != nil {
+		return err
+	}
+	p.notifier = scheduler.NewNotifier(scheduler.NotifierConfig{PublicURL: p.cfg.PublicURL}, sender, p.settings)
+	if st, err := p.store.GetSettings(p.ctx); err != nil {
+		p.logger.Warn("reading settings failed; using defaults until the next reload", "error", err)
+	} else {
+		p.settings.Set(st)
+	}
+	return nil
+}
+
+// shipLogs stores this process's log entries in the database, for the
+// Logs page of any API process, until the process ends: the entries from
+// its start, and its last ones after the components stopped (cleanup runs
+// it before the store closes).
+func (p *process) shipLogs() {
+	host, _ := os.Hostname()
+	sctx, stop := context.WithCancel(context.WithoutCancel(p.ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.lg.Ship(sctx, p.store, logs.ShipConfig{Process: logs.Process{ID: p.cfg.WorkerID, Host: host, Role: p.roles.name}})
+	}()
+	p.cleanup = append(p.cleanup, func() { stop(); <-done })
+}
+
+// readyQueue reports whether workers take candidates from the Redis ready
+// queue (FLINT_READY_QUEUE=redis, with Redis configured).
+func (p *process) readyQueue() bool { return p.rds != nil && p.cfg.ReadyQueue == "redis" }
+
+// redisState is Redis as /healthz and the metrics report it: disabled,
+// ok or down.
+func (p *process) redisState() string {
+	switch {
+	case p.rds == nil:
+		return "disabled"
+	case p.rds.Healthy():
+		return "ok"
+	default:
+		return "down"
+	}
+}
+
+// warnWithoutAutovacuum logs a warning when autovacuum will not vacuum the
+// jobs table: dead row versions would pile up unseen until claims slow
+// down. One scheduler says it at start.
+func (p *process) warnWithoutAutovacuum() {
+	ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+	defer cancel()
+	on, err := p.store.AutovacuumOn(ctx)
+	switch {
+	case err != nil:
+		p.logger.Warn("could not tell whether autovacuum runs", "error", err)
+	case !on:
+		p.logger.Warn("autovacuum is off for the jobs table: dead row versions of every claim and finish will pile up and claims slow down; turn it on (ALTER SYSTEM SET autovacuum = on, or reset the table's autovacuum_enabled) or VACUUM jobs regularly")
+	}
+}

@@ -1,0 +1,372 @@
+package db
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+// cursor is the position after the last row of a page. Live listings are
+// ordered by id (UUIDv7: creation order), newest first; the bin by deletion
+// time, most recent first.
+type cursor struct {
+	ID        uuid.UUID  `json:"id"`
+	DeletedAt *time.Time `json:"d,omitempty"`
+}
+
+func (c cursor) encode() string {
+	b, _ := json.Marshal(c)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeCursor(s string) (cursor, error) {
+	var c cursor
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err == nil {
+		err = json.Unmarshal(b, &c)
+	}
+	if err != nil || c.ID == uuid.Nil {
+		return c, jobs.Invalid("cursor", "is not a cursor this server returned; start again without one")
+	}
+	return c, nil
+}
+
+// ListJobs returns one page of jobs, newest first. It never counts the whole
+// table: each page is one index range scan. Parameters out of range come
+// back as a jobs validation error naming the field.
+func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error) {
+	limit, err := listLimit(p)
+	if err != nil {
+		return jobs.Page{}, err
+	}
+	q := &listQuery{}
+	q.filter(p)
+	if err := q.after(p); err != nil {
+		return jobs.Page{}, err
+	}
+	if p.Oldest && p.InBin {
+		return jobs.Page{}, jobs.Invalid("sort", "the bin lists the latest deleted first only")
+	}
+	cond := strings.Join(q.where, " AND ")
+	histCond := cond
+	if q.text != "" && !p.InBin && listsHistory(p.Statuses) {
+		if p.Oldest {
+			return jobs.Page{}, jobs.Invalid("sort", "oldest first works without a text search of finished jobs; search newest first, or narrow by type or queue instead")
+		}
+		ids, err := s.searchHistory(ctx, p, q.text, strings.Replace(cond, searchMark, q.searchNone, 1), q.args, limit+1)
+		if err != nil {
+			return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+		}
+		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(uuidArray(ids))+"::uuid[])", 1)
+	}
+	query := listJobsSQL(strings.Replace(cond, searchMark, q.searchLive, 1), histCond, q.arg(limit+1), p)
+	js, err := collectJobs(s.pool.Query(ctx, query, q.args...))
+	if err != nil {
+		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+	}
+	page := jobs.Page{Jobs: js}
+	if len(js) > limit {
+		last := js[limit-1]
+		page.Jobs = js[:limit:limit]
+		page.NextCursor = cursor{ID: last.ID, DeletedAt: last.DeletedAt}.encode()
+	}
+	return page, nil
+}
+
+// listLimit checks a listing's page size and free-text fields and returns
+// the page size, 50 when none was asked for.
+func listLimit(p jobs.ListParams) (int, error) {
+	limit := p.Limit
+	if limit == 0 {
+		limit = 50
+	}
+	if limit < 1 || limit > jobs.MaxListLimit {
+		return 0, jobs.Invalid("limit", "must be between 1 and %d", jobs.MaxListLimit)
+	}
+	for _, f := range []struct{ name, v string }{{"type", p.Type}, {"queue", p.Queue}, {"q", p.Q}} {
+		if len(f.v) > 200 || !jobs.CleanText(f.v) {
+			return 0, jobs.Invalid(f.name, "must be at most 200 characters of text without control characters")
+		}
+	}
+	return limit, nil
+}
+
+// listQuery collects a listing's conditions and their arguments, numbered
+// in the order they are added.
+type listQuery struct {
+	where []string
+	args  []any
+	// text is the text search (not an id), empty when there is none; the
+	// conditions then hold searchMark, which searchLive replaces on jobs
+	// and searchNone when only naming the arguments for the history.
+	text                   string
+	searchLive, searchNone string
+}
+
+// arg adds v to the arguments and returns its placeholder.
+func (q *listQuery) arg(v any) string {
+	q.args = append(q.args, v)
+	return "$" + strconv.Itoa(len(q.args))
+}
+
+// filter adds the conditions that pick which jobs are listed.
+func (q *listQuery) filter(p jobs.ListParams) {
+	if p.InBin {
+		q.where = append(q.where, "deleted_at IS NOT NULL")
+	} else {
+		q.where = append(q.where, "deleted_at IS NULL")
+	}
+	switch len(p.Statuses) {
+	case 0:
+	case 1:
+		q.where = append(q.where, "status = "+q.arg(string(p.Statuses[0])))
+	default:
+		q.where = append(q.where, "status = ANY("+q.arg(stateStrings(p.Statuses))+"::text[])")
+	}
+	if p.Type != "" {
+		q.where = append(q.where, "type = "+q.arg(p.Type))
+	}
+	if p.Queue != "" {
+		q.where = append(q.where, "queue = "+q.arg(p.Queue))
+	}
+	if p.Retrying != nil {
+		if *p.Retrying {
+			q.where = append(q.where, "attempt > 0")
+		} else {
+			q.where = append(q.where, "attempt = 0")
+		}
+	}
+	if p.ScheduleID != nil {
+		q.where = append(q.where, "schedule_id = "+q.arg(*p.ScheduleID))
+	}
+	if text := strings.TrimSpace(p.Q); text != "" {
+		q.search(text)
+	}
+}
+
+// search adds the condition for p.Q: a job id, or else a text matched
+// against the idempotency key, the start of the type and the last error.
+func (q *listQuery) search(text string) {
+	if id, err := uuid.Parse(text); err == nil {
+		q.where = append(q.where, "id = "+q.arg(id))
+		return
+	}
+	q.text = text
+	like := escapeLike(text)
+	q.where = append(q.where, searchMark)
+	key, prefix, part := q.arg(text), q.arg(like+"%"), q.arg("%"+like+"%")
+	q.searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part + ")"
+	// The history's statements search their own way but take the same
+	// arguments; this names the search's with their type and is true.
+	q.searchNone = "(" + key + "::text IS NULL OR " + prefix + "::text IS NULL OR " + part + "::text IS NULL OR true)"
+}
+
+// after adds the condition that starts the page: past the cursor, or
+// before a time for a first page newest first.
+func (q *listQuery) after(p jobs.ListParams) error {
+	if p.Cursor == "" {
+		if p.Before != nil && !p.Oldest && !p.InBin {
+			q.where = append(q.where, "id < "+q.arg(uuidV7Floor(*p.Before)))
+		}
+		return nil
+	}
+	c, err := decodeCursor(p.Cursor)
+	if err != nil {
+		return err
+	}
+	switch {
+	case p.InBin:
+		if c.DeletedAt == nil {
+			return jobs.Invalid("cursor", "belongs to a different listing; start again without one")
+		}
+		q.where = append(q.where, "(deleted_at, id) < ("+q.arg(*c.DeletedAt)+", "+q.arg(c.ID)+")")
+	case p.Oldest:
+		q.where = append(q.where, "id > "+q.arg(c.ID))
+	default:
+		q.where = append(q.where, "id < "+q.arg(c.ID))
+	}
+	return nil
+}
+
+// listJobsFrom starts every listing statement.
+const listJobsFrom = `SELECT ` + jobColumns + ` FROM jobs WHERE `
+
+// searchMark stands for a text search among a listing's conditions: the
+// live table and the history search differently.
+const searchMark = "/*search*/"
+
+// historySearchSQL finds, in the history jobs that finished in [$n+1,
+// $n+2), those matching the listing's conditions (%s) and, by type ($n+3:
+// the types the text starts) or by a part of the last error ($n+4,
+// through its trigram index), newest first, up to $n+5.
+const historySearchSQL = `SELECT id FROM job_history
+WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
+  AND (type = ANY($%[4]d::text[]) OR last_error ILIKE $%[5]d)
+ORDER BY id DESC LIMIT $%[6]d`
+
+// historyKeySQL finds the job in the history that holds idempotency key
+// $n+1 if it matches the listing's conditions (%s).
+const historyKeySQL = `SELECT id FROM job_history
+WHERE id = ANY(ARRAY(SELECT job_id FROM job_history_keys WHERE idempotency_key = $%[2]d)) AND %[1]s`
+
+// historyTypesSQL finds the types in the history that start with $1.
+const historyTypesSQL = `SELECT DISTINCT type FROM job_history_counts WHERE type LIKE $1`
+
+// searchHistory returns the ids, newest first, of up to limit jobs in the
+// history that match a text search and the listing's other conditions
+// (cond, with args). It searches a day of the history at a time, newest
+// day first, each through the type and trigram indexes of that day's
+// partitions, and stops once it holds limit ids all newer than any job of
+// the days it has not searched can have: a job finishes after it is
+// created, so one that finished on an older day has an older id. Asked of
+// the whole history at once, the newest-first merge read every day
+// without a match to its end: 2.3 s over ten million jobs.
+func (s *Store) searchHistory(ctx context.Context, p jobs.ListParams, text, cond string, args []any, limit int) ([]uuid.UUID, error) {
+	var ids []uuid.UUID
+	n := len(args)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(historyKeySQL, cond, n+1), append(slices.Clone(args), text)...)
+	if err == nil {
+		ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	}
+	if err != nil {
+		return nil, err
+	}
+	var types []string
+	if rows, err = s.pool.Query(ctx, historyTypesSQL, escapeLike(text)+"%"); err == nil {
+		types, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	}
+	if err != nil {
+		return nil, err
+	}
+	parts, err := s.HistoryPartitions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var days []time.Time
+	for _, hp := range parts {
+		if (len(p.Statuses) == 0 || slices.Contains(p.Statuses, hp.State)) && !slices.ContainsFunc(days, hp.Day.Equal) {
+			days = append(days, hp.Day)
+		}
+	}
+	slices.SortFunc(days, func(a, b time.Time) int { return b.Compare(a) })
+	q := fmt.Sprintf(historySearchSQL, cond, n+1, n+2, n+3, n+4, n+5)
+	part := "%" + escapeLike(text) + "%"
+	// The newest day first, then two, four, eight days at once: a term
+	// found at once costs one day, one found nowhere a handful of
+	// statements rather than one per day.
+	for i, width := 0, 1; i < len(days); i, width = i+width, width*2 {
+		newest, oldest := days[i], days[min(i+width, len(days))-1]
+		// Every job not searched yet finished before the end of newest's
+		// day, so was created before it (an hour of slack for the
+		// enqueuer's clock): once the page's last id is newer than that,
+		// nothing older can enter.
+		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(ids) >= limit && bytes.Compare(ids[limit-1][:], floor[:]) > 0 {
+			break
+		}
+		rows, err := s.pool.Query(ctx, q, append(slices.Clone(args), oldest, newest.Add(24*time.Hour), types, part, limit)...)
+		if err != nil {
+			return nil, err
+		}
+		found, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return nil, err
+		}
+		ids = append(ids, found...)
+		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(b[:], a[:]) })
+		ids = slices.Compact(ids)
+		if len(ids) > limit {
+			ids = ids[:limit]
+		}
+	}
+	return ids, nil
+}
+
+// listJobsSQL is the listing statement for the conditions cond (on jobs)
+// and histCond (on job_history), returning up to lim rows (a parameter
+// placeholder): the live listing, merged with the history's when finished
+// jobs are asked for.
+func listJobsSQL(cond, histCond, lim string, p jobs.ListParams) string {
+	live := listLiveSQL(cond, lim, p)
+	if p.InBin || !listsHistory(p.Statuses) {
+		return live
+	}
+	// Each day partition's index gives its newest first; the history
+	// merges them, and its merge with jobs stops at the page's end.
+	dir := order(p)
+	return `(` + live + `) UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE ` + histCond +
+		` ORDER BY id ` + dir + ` LIMIT ` + lim + `) ORDER BY id ` + dir + ` LIMIT ` + lim
+}
+
+// listsHistory reports whether a listing of these states (none: every
+// state) can show jobs from the history.
+func listsHistory(states []jobs.State) bool {
+	if len(states) == 0 {
+		return true
+	}
+	for _, s := range states {
+		if slices.Contains(historyStates, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// listLiveSQL is the listing statement over jobs alone.
+func listLiveSQL(cond, lim string, p jobs.ListParams) string {
+	switch {
+	case p.InBin:
+		return listJobsFrom + cond + ` ORDER BY deleted_at DESC, id DESC LIMIT ` + lim
+	case !slices.Contains(p.Statuses, jobs.StateRunning) && len(p.Statuses) > 0:
+		// The listing indexes leave running jobs out; saying so lets the
+		// planner use them for states it only learns at run time.
+		return listNotRunning(cond, lim, p)
+	default:
+		// Running jobs (through the lease index: at most as many as
+		// workers) merged with the others (through the listing indexes).
+		dir := order(p)
+		return `(` + listNotRunning(cond, lim, p) + `)` +
+			` UNION ALL (` + listJobsFrom + cond + ` AND status = 'running' ORDER BY id ` + dir + ` LIMIT ` + lim + `)` +
+			` ORDER BY id ` + dir + ` LIMIT ` + lim
+	}
+}
+
+// listNotRunning is the listing of the jobs that are not running that
+// match cond, newest first. Filtered by type or queue, it first picks the
+// ids (an index-only scan of that column's listing index, which holds
+// type or queue then id descending) and then reads those rows. Asked for
+// whole rows at once, the planner preferred to read the primary key
+// backwards and filter, expecting the filtered column's jobs to be spread
+// evenly over time; with ten million jobs, a queue whose latest jobs lay
+// behind a million of a busier queue's took 350 ms to list, against 1 ms.
+func listNotRunning(cond, lim string, p jobs.ListParams) string {
+	dir := order(p)
+	if p.Type == "" && p.Queue == "" {
+		return listJobsFrom + cond + ` AND status <> 'running' ORDER BY id ` + dir + ` LIMIT ` + lim
+	}
+	return listJobsFrom + `id IN (SELECT id FROM jobs WHERE ` + cond + ` AND status <> 'running' ORDER BY id ` + dir + ` LIMIT ` + lim +
+		`) ORDER BY id ` + dir
+}
+
+// order is a listing's direction: newest first unless Oldest.
+func order(p jobs.ListParams) string {
+	if p.Oldest {
+		return "ASC"
+	}
+	return "DESC"
+}
+
+// escapeLike escapes LIKE wildcards so user text matches literally.
+func escapeLike(s string) string {
+	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(s)
+}

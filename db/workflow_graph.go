@@ -1,0 +1,112 @@
+package db
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+const insertStepsSQL = `
+INSERT INTO workflow_steps (job_id, step_key)
+SELECT * FROM unnest($1::uuid[], $2::text[]) ON CONFLICT (job_id) DO NOTHING`
+
+// insertSteps records the step keys of the jobs this enqueue created; a
+// job that already existed (by its idempotency key) keeps its own.
+func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued) error {
+	var ids []uuid.UUID
+	var keys []string
+	for i := range params {
+		if out[i].Inserted && params[i].StepKey != "" {
+			ids = append(ids, out[i].Job.ID)
+			keys = append(keys, params[i].StepKey)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys); err != nil {
+		return fmt.Errorf("enqueue: record step keys: %w", err)
+	}
+	return nil
+}
+
+// workflowReachSQL walks the dependency edges from $1 in both directions,
+// breadth first, and stops at $2 jobs: UNION drops the jobs already
+// reached (so the walk ends), the outer LIMIT ends the recursion early,
+// and each job contributes at most $2 neighbours either way, so a job
+// waited on by thousands costs no more than the bound.
+const workflowReachSQL = `
+WITH RECURSIVE reach(id) AS (
+	SELECT $1::uuid
+	UNION
+	SELECT n.id FROM reach r CROSS JOIN LATERAL (
+		(SELECT d.depends_on_id AS id FROM job_dependencies d WHERE d.job_id = r.id LIMIT $2)
+		UNION ALL
+		(SELECT d.job_id FROM job_dependencies d WHERE d.depends_on_id = r.id LIMIT $2)
+	) n
+)
+SELECT r.id, coalesce(s.step_key, ''), j.type, j.status
+FROM (SELECT id, row_number() OVER () AS n FROM (SELECT id FROM reach LIMIT $2) l) r
+JOIN jobs j ON j.id = r.id
+LEFT JOIN workflow_steps s ON s.job_id = r.id
+ORDER BY r.n`
+
+const workflowEdgesSQL = `
+SELECT job_id, depends_on_id FROM job_dependencies
+WHERE job_id = ANY($1) AND depends_on_id = ANY($1)
+ORDER BY job_id, depends_on_id`
+
+// WorkflowGraph returns the workflow job id belongs to: every job
+// connected to it through dependencies, nearest first, at most
+// jobs.MaxGraphSteps of them, with the edges between them. A job without
+// dependencies either way is a workflow of one.
+func (s *Store) WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowGraph, error) {
+	rows, err := s.pool.Query(ctx, workflowReachSQL, id, jobs.MaxGraphSteps+1)
+	if err != nil {
+		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
+	}
+	var g jobs.WorkflowGraph
+	for rows.Next() {
+		var st jobs.WorkflowStep
+		var status string
+		if err := rows.Scan(&st.ID, &st.Key, &st.Type, &status); err != nil {
+			rows.Close()
+			return jobs.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
+		}
+		st.Status = jobs.State(status)
+		g.Steps = append(g.Steps, st)
+	}
+	if err := rows.Err(); err != nil {
+		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
+	}
+	g.Complete = len(g.Steps) <= jobs.MaxGraphSteps
+	if !g.Complete {
+		g.Steps = g.Steps[:jobs.MaxGraphSteps]
+	}
+	if len(g.Steps) < 2 {
+		return g, nil
+	}
+	ids := make([]uuid.UUID, len(g.Steps))
+	for i, st := range g.Steps {
+		ids[i] = st.ID
+	}
+	rows, err = s.pool.Query(ctx, workflowEdgesSQL, ids)
+	if err != nil {
+		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
+	}
+	for rows.Next() {
+		var e jobs.WorkflowEdge
+		if err := rows.Scan(&e.Job, &e.DependsOn); err != nil {
+			rows.Close()
+			return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
+		}
+		g.Edges = append(g.Edges, e)
+	}
+	if err := rows.Err(); err != nil {
+		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
+	}
+	return g, nil
+}

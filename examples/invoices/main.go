@@ -1,0 +1,71 @@
+// Command invoices is Flint with a job type of its own, "invoice.total":
+// the stock flint binary plus one handler, with every subcommand, flag and
+// setting of flint (go run . serve; go run . worker beside a stock API).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/flinthq/flint/app"
+	"github.com/flinthq/flint/jobs"
+)
+
+// Invoice is the payload. Unknown fields, or values Validate refuses, are
+// answered 422 at enqueue, before a job exists.
+type Invoice struct {
+	Currency string `json:"currency"`
+	Lines    []Line `json:"lines"`
+}
+
+// Line is one line of an invoice.
+type Line struct {
+	Description string `json:"description"`
+	Quantity    int    `json:"quantity"`
+	UnitCents   int64  `json:"unit_cents"`
+}
+
+// Validate implements jobs.ArgsValidator.
+func (inv Invoice) Validate() error {
+	if len(inv.Currency) != 3 {
+		return errors.New("currency must be a three-letter code such as EUR")
+	}
+	if len(inv.Lines) == 0 {
+		return errors.New("lines must hold at least one line")
+	}
+	for i, l := range inv.Lines {
+		if l.Quantity < 1 || l.UnitCents < 0 {
+			return fmt.Errorf("lines[%d]: quantity must be at least 1 and unit_cents not negative", i)
+		}
+	}
+	return nil
+}
+
+// Total is the job's result.
+type Total struct {
+	Currency   string `json:"currency"`
+	Lines      int    `json:"lines"`
+	TotalCents int64  `json:"total_cents"`
+}
+
+// total adds up the lines, reporting progress and writing to the job's log.
+func total(ctx context.Context, job *jobs.Job, inv Invoice) (any, error) {
+	var sum int64
+	for i, l := range inv.Lines {
+		if err := ctx.Err(); err != nil {
+			return nil, err // cancelled, timed out or shutting down
+		}
+		sum += int64(l.Quantity) * l.UnitCents
+		jobs.ReportProgress(ctx, 100*(i+1)/len(inv.Lines), l.Description)
+	}
+	jobs.Logger(ctx).Info("invoice added up", "lines", len(inv.Lines), "total_cents", sum)
+	return Total{Currency: inv.Currency, Lines: len(inv.Lines), TotalCents: sum}, nil
+}
+
+func main() {
+	a := app.New()
+	a.Handle("invoice.total", jobs.Typed(total)) // jobs.HandlerFunc for untyped payloads
+	os.Exit(a.Main(os.Args[1:]))
+}

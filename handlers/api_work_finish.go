@@ -1,0 +1,265 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"slices"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
+)
+
+// outcomeRequest is one entry of POST /api/v1/workers/{id}/finish.
+type outcomeRequest struct {
+	JobID             *string         `json:"job_id"`
+	LeaseToken        *string         `json:"lease_token"`
+	Status            string          `json:"status"`
+	Result            json.RawMessage `json:"result"`
+	Error             *string         `json:"error"`
+	Retryable         *bool           `json:"retryable"`
+	RetryAfterSeconds *float64        `json:"retry_after_seconds"`
+}
+
+// outcomeResult is the answer for one outcome.
+type outcomeResult struct {
+	JobID uuid.UUID `json:"job_id"`
+	OK    bool      `json:"ok"`
+	Error string    `json:"error,omitempty"`
+}
+
+// finishWork handles POST /api/v1/workers/{id}/finish: many outcomes in
+// one statement. A malformed outcome refuses the whole request (nothing
+// is applied); an outcome whose lease is no longer the worker's changes
+// nothing and answers lease_lost.
+func (s *server) finishWork(c *fiber.Ctx) error {
+	var req struct {
+		Outcomes []outcomeRequest `json:"outcomes"`
+	}
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	if len(req.Outcomes) == 0 {
+		return invalid("outcomes", "give at least one outcome")
+	}
+	if len(req.Outcomes) > maxOutcomes {
+		return invalid("outcomes", fmt.Sprintf("holds %d outcomes; the limit is %d per request", len(req.Outcomes), maxOutcomes))
+	}
+	batch := make([]jobs.Finish, len(req.Outcomes))
+	ids := make([]uuid.UUID, len(req.Outcomes))
+	for i, o := range req.Outcomes {
+		f, err := o.finish(fmt.Sprintf("outcomes[%d]", i))
+		if err != nil {
+			return err
+		}
+		if slices.Contains(ids[:i], f.JobID) {
+			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
+		}
+		batch[i], ids[i] = f, f.JobID
+	}
+	w, err := s.worker(c)
+	if err != nil {
+		return err
+	}
+	wa := s.work
+	ctx := c.UserContext()
+	claimed, err := wa.cfg.Store.ClaimedBy(ctx, w.ID, ids)
+	if err != nil {
+		return err
+	}
+	for i := range batch {
+		cl, live := claimed[batch[i].JobID]
+		if live && !cl.Mine {
+			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), fmt.Sprintf("this worker never claimed job %s; nothing was applied", batch[i].JobID))
+		}
+		if batch[i].Outcome == jobs.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
+			batch[i].RetryDelay = jobs.Backoff(cl.Attempt, nil)
+		}
+	}
+	finished, cascaded, err := wa.cfg.Store.FinishJobs(ctx, batch)
+	if err != nil {
+		return err
+	}
+	jobs.LogFailures(ctx, s.logger.With("worker_id", w.ID), batch, finished)
+	out := make([]outcomeResult, len(finished))
+	var moved []jobs.Moved
+	for i, m := range finished {
+		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost()}
+		if m.LeaseLost() {
+			out[i].Error = "lease_lost"
+		} else {
+			moved = append(moved, m)
+		}
+	}
+	if wa.cfg.OnMoved != nil {
+		if moved = append(moved, cascaded...); len(moved) > 0 {
+			wa.cfg.OnMoved(moved)
+		}
+	}
+	return c.JSON(fiber.Map{"outcomes": out})
+}
+
+// finish validates one outcome into a jobs.Finish; at names it.
+func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
+	var f jobs.Finish
+	field := func(name string) string { return at + "." + name }
+	lease, err := leaseOf(o.JobID, o.LeaseToken, field)
+	if err != nil {
+		return f, err
+	}
+	f.Lease = lease
+	if o.Error != nil {
+		f.Error = logs.Scrub(*o.Error)
+	}
+	if o.Retryable != nil && o.Status != "failed" {
+		return f, invalid(field("retryable"), "applies to failed outcomes only")
+	}
+	if o.RetryAfterSeconds != nil && o.Status != "failed" {
+		return f, invalid(field("retry_after_seconds"), "applies to failed outcomes only")
+	}
+	hasResult := len(o.Result) > 0 && !bytes.Equal(bytes.TrimSpace(o.Result), []byte("null"))
+	if hasResult && o.Status != "completed" {
+		return f, invalid(field("result"), "applies to completed outcomes only")
+	}
+	switch o.Status {
+	case "completed":
+		f.Outcome = jobs.OutcomeSucceeded
+		if hasResult {
+			if len(o.Result) > jobs.MaxResultBytes {
+				return f, invalid(field("result"), fmt.Sprintf("is %d bytes; the limit is %d", len(o.Result), jobs.MaxResultBytes))
+			}
+			if bytes.Contains(o.Result, []byte(`\u0000`)) {
+				return f, invalid(field("result"), "must not contain NUL characters (\\u0000)")
+			}
+			f.Result = bytes.TrimSpace(o.Result)
+		}
+	case "failed":
+		f.Outcome = jobs.OutcomeFailed
+		if f.Error == "" {
+			f.Error = "failed (the worker gave no error)"
+		}
+		f.Final = o.Retryable != nil && !*o.Retryable
+		if o.RetryAfterSeconds != nil {
+			ra := *o.RetryAfterSeconds
+			if math.IsNaN(ra) || ra < 0 || ra > jobs.MaxBackoff.Seconds() {
+				return f, invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(jobs.MaxBackoff.Seconds())))
+			}
+			if f.Final {
+				return f, invalid(field("retry_after_seconds"), "a failure that is not retryable is not retried")
+			}
+			f.RetryDelay = max(time.Duration(ra*float64(time.Second)), time.Millisecond)
+		}
+	case "cancelled":
+		f.Outcome = jobs.OutcomeCancelled
+		if f.Error == "" {
+			f.Error = "cancelled by the worker"
+		}
+	case "":
+		return f, invalid(field("status"), "is required: completed, failed or cancelled")
+	default:
+		return f, invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
+	}
+	return f, nil
+}
+
+// jobLogRequest is the body of POST /api/v1/jobs/{id}/logs.
+type jobLogRequest struct {
+	LeaseToken *string `json:"lease_token"`
+	Lines      []struct {
+		Level   string         `json:"level"`
+		Message *string        `json:"message"`
+		Attrs   map[string]any `json:"attrs"`
+		At      *time.Time     `json:"at"`
+	} `json:"lines"`
+}
+
+// appendJobLog handles POST /api/v1/jobs/{id}/logs: lines a remote
+// worker's handler logged, stored with the job's attempt (scrubbed of
+// secrets and capped like the lines of in-process handlers).
+func (s *server) appendJobLog(c *fiber.Ctx) error {
+	id, err := uuid.Parse(c.Params("id"))
+	if err != nil {
+		return badRequest("invalid_id", "id", "the job id in the path must be a UUID")
+	}
+	var req jobLogRequest
+	if err := decodeJSON(c, &req); err != nil {
+		return err
+	}
+	idText := id.String()
+	lease, err := leaseOf(&idText, req.LeaseToken, func(name string) string { return name })
+	if err != nil {
+		return err
+	}
+	if len(req.Lines) == 0 {
+		return invalid("lines", "give at least one line")
+	}
+	if len(req.Lines) > maxLogLines {
+		return invalid("lines", fmt.Sprintf("holds %d lines; the limit is %d per request", len(req.Lines), maxLogLines))
+	}
+	now := s.clock.Now()
+	lines := make([]jobs.LogEntry, len(req.Lines))
+	for i, l := range req.Lines {
+		f := func(name string) string { return fmt.Sprintf("lines[%d].%s", i, name) }
+		switch l.Level {
+		case "debug", "info", "warn", "error":
+		case "":
+			l.Level = "info"
+		default:
+			return invalid(f("level"), fmt.Sprintf("unknown level %q: use debug, info, warn or error", l.Level))
+		}
+		if l.Message == nil || *l.Message == "" {
+			return invalid(f("message"), "is required")
+		}
+		if len(*l.Message) > maxLogMessage {
+			return invalid(f("message"), fmt.Sprintf("is %d bytes; the limit is %d", len(*l.Message), maxLogMessage))
+		}
+		at := now
+		if l.At != nil && l.At.Before(now.Add(time.Minute)) && l.At.After(now.Add(-24*time.Hour)) {
+			at = *l.At
+		}
+		lines[i] = jobs.LogEntry{JobID: id, At: at, Level: l.Level, Message: logs.Scrub(*l.Message), Attrs: scrubAttrs(l.Attrs)}
+	}
+	attempt, _, err := s.work.cfg.Store.LeaseAttempt(c.UserContext(), lease)
+	if errors.Is(err, jobs.ErrLeaseLost) {
+		return &apiError{Status: http.StatusConflict, Code: "lease_lost",
+			Message: "this lease_token no longer holds the job (it finished, was reaped or claimed again); nothing was stored"}
+	}
+	if err != nil {
+		return err
+	}
+	for i := range lines {
+		lines[i].Attempt = attempt
+	}
+	if err := s.work.cfg.Store.InsertJobLogs(c.UserContext(), lines); err != nil {
+		return err
+	}
+	return c.JSON(fiber.Map{"stored": len(lines)})
+}
+
+// scrubAttrs hides the values of secret-looking keys and scrubs strings,
+// as the process log does.
+func scrubAttrs(attrs map[string]any) map[string]any {
+	if len(attrs) == 0 {
+		return nil
+	}
+	out := make(map[string]any, len(attrs))
+	for k, v := range attrs {
+		switch {
+		case logs.IsSecretKey(k):
+			out[k] = "[redacted]"
+		default:
+			if s, ok := v.(string); ok {
+				v = logs.Scrub(s)
+			}
+			out[k] = v
+		}
+	}
+	return out
+}

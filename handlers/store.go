@@ -1,0 +1,174 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+// Store is what the JSON API (and the dashboard's job, queue, recurring and
+// settings pages) need from storage: the union of one small interface per
+// area, each of which names only what its routes call. *db.Store implements
+// it. The dashboard, alerts, the pull API, people and keys, logs and the
+// audit trail have interfaces of their own, given in Config
+// (DashboardStore, AlertStore, WorkStore, AccessStore, LogSource,
+// AuditStore), so that a caller serving only the API needs none of them.
+type Store interface {
+	StatusStore
+	JobStore
+	JobActionStore
+	DLQStore
+	QueueStore
+	ScheduleStore
+	SettingsStore
+}
+
+// StatusStore is what the health endpoints and the counts need: /healthz,
+// /readyz, /api/v1/stats and the dashboard's overview.
+type StatusStore interface {
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Server says which database server the pool is on, for /readyz: its
+	// address and whether it takes writes.
+	Server(ctx context.Context) (jobs.DatabaseServer, error)
+	// Stats counts jobs per state, queue and type, with the last hour of
+	// throughput. Callers that poll it cache the result (see cached).
+	Stats(ctx context.Context) (*jobs.Stats, error)
+}
+
+// JobStore is what enqueueing and reading jobs need: the jobs API, the job
+// page, the job lists and the live streams that refresh them.
+type JobStore interface {
+	// Enqueue inserts jobs in one transaction, in order, each of which has
+	// passed jobs.EnqueueParams.Validate. An entry whose idempotency key
+	// matched an existing job comes back with Inserted false.
+	Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error)
+	// GetJob returns one job, binned or in the history included;
+	// jobs.ErrNotFound when there is none.
+	GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// GetJobs returns the jobs among ids that exist, in no particular
+	// order: one query for the rows a page shows.
+	GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	// ListJobs returns one page of jobs, newest first unless p says
+	// otherwise. Filters it cannot apply are a *jobs.ValidationError.
+	ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error)
+	// ListExecutions returns every recorded run of j in order, followed
+	// by the run in progress when j is running.
+	ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error)
+	// Dependencies returns the jobs a job waits for and the jobs waiting
+	// for it.
+	Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error)
+	// WorkflowGraph returns the workflow a job belongs to: every job
+	// connected to it through dependencies, nearest first, at most
+	// jobs.MaxGraphSteps of them, with the edges between them.
+	WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowGraph, error)
+	// ExplainFacts reads what jobs.Explain needs to say why a job is where
+	// it is.
+	ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error)
+	// ExplainFactsFor is ExplainFacts for a job the caller has just read,
+	// so that it is not read twice.
+	ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error)
+	// JobLogs returns up to limit of a job's stored log lines whose
+	// sequence number is above after, oldest first.
+	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
+	// CancelAudit returns the operator action on the audit trail that
+	// cancelled the job, or nil when the trail has none.
+	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)
+}
+
+// JobActionStore is what the operator's actions on one job need, from the
+// API and the dashboard alike (actions.go). A job whose state does not
+// allow the action is jobs.ErrInvalidTransition; a missing one
+// jobs.ErrNotFound.
+type JobActionStore interface {
+	// CancelJob cancels a waiting job, or asks the worker of a running one
+	// to stop it (the job comes back with CancelRequested set).
+	CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// RetryJob replays a dead-letter job or runs a scheduled one now.
+	RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// DeleteJob moves a job to the bin, from where RestoreJob brings it
+	// back.
+	DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// RestoreJob brings a job back from the bin.
+	RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// PurgeJob deletes a job from the bin for good.
+	PurgeJob(ctx context.Context, id uuid.UUID) error
+	// EditAndReplay replaces a dead-letter job's payload and replays it,
+	// recording by with the payload before and after on the audit trail
+	// in the same transaction. It returns the payload it replaced and the
+	// replayed job. payload must have passed jobs.Registry.CheckPayload.
+	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
+}
+
+// DLQStore is what the dead-letter queue's own actions and views need.
+type DLQStore interface {
+	// RetryDLQ replays the given dead-letter jobs, or every one when ids
+	// is nil, and returns the replayed jobs.
+	RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	// DeleteDLQ moves every dead-letter job to the bin and returns their
+	// ids.
+	DeleteDLQ(ctx context.Context) ([]uuid.UUID, error)
+	// DLQGroups groups the dead-letter queue by type and first line of the
+	// error, largest group first, up to limit groups.
+	DLQGroups(ctx context.Context, limit int) ([]jobs.ErrorGroup, error)
+}
+
+// QueueStore is what the queues API and pages need: flow control (pause,
+// limits) and push queues.
+type QueueStore interface {
+	// ListQueues returns every queue that has live jobs or settings, by
+	// name.
+	ListQueues(ctx context.Context) ([]jobs.QueueInfo, error)
+	// GetQueue returns one queue; a queue with neither jobs nor settings
+	// is jobs.ErrNotFound.
+	GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error)
+	// UpdateQueue applies change to the settings of queue under the
+	// queue's lock, recording by, and returns the new settings. Every
+	// process learns of the change at once.
+	UpdateQueue(ctx context.Context, queue, by string, change func(jobs.QueueSettings) jobs.QueueSettings) (jobs.QueueSettings, error)
+	// RotatePushSecret makes and returns a new signing secret for queue's
+	// pushes; the one it replaces goes on signing until RevokePushSecret.
+	// A queue whose replaced secret still signs is jobs.ErrPreviousSecret.
+	RotatePushSecret(ctx context.Context, queue, by string) (string, error)
+	// RevokePushSecret stops signing with the secret the last rotation
+	// replaced.
+	RevokePushSecret(ctx context.Context, queue, by string) error
+	// PushDeliveries returns up to limit of queue's latest push
+	// deliveries, newest first.
+	PushDeliveries(ctx context.Context, queue string, limit int) ([]jobs.PushDelivery, error)
+}
+
+// ScheduleStore is what the recurring series' API and page need.
+type ScheduleStore interface {
+	// ListSchedules returns every recurring series, newest first.
+	ListSchedules(ctx context.Context) ([]*jobs.Schedule, error)
+	// GetSchedule returns one series; jobs.ErrNotFound when there is
+	// none.
+	GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	// PauseSchedule stops a series until it is resumed, cancelling its
+	// pending occurrence, whose id it returns for the audit trail.
+	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error)
+	// ResumeSchedule restarts a paused series from now on.
+	ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	// RunScheduleNow enqueues an extra occurrence of a series to run at
+	// once; the pending occurrence keeps its time.
+	RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// DeleteSchedule ends a series for good, cancelling its pending
+	// occurrence, whose id it returns for the audit trail.
+	DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error)
+}
+
+// SettingsStore is what the runtime settings' API and page need.
+type SettingsStore interface {
+	// GetSettings returns the stored settings over the defaults.
+	GetSettings(ctx context.Context) (jobs.Settings, error)
+	// UpdateSettings validates and applies a partial update (JSON values
+	// by setting key), records each change with by, and notifies every
+	// process. It returns the new settings and the keys that changed.
+	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error)
+	// ListSettingsChanges returns up to limit changes, most recent first.
+	ListSettingsChanges(ctx context.Context, limit int) ([]jobs.SettingChange, error)
+}

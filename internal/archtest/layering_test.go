@@ -1,0 +1,64 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// layerRules are ARCHITECTURE.md's "must not" column as imports: for each
+// package, import paths (or prefixes ending in "/") its non-test code must
+// not use.
+var layerRules = map[string][]string{
+	"github.com/flinthq/flint/jobs":      {"github.com/flinthq/flint/", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "github.com/a-h/templ"},
+	"github.com/flinthq/flint/auth":      {"github.com/flinthq/flint/db", "github.com/flinthq/flint/handlers", "github.com/flinthq/flint/workers", "github.com/flinthq/flint/scheduler", "github.com/flinthq/flint/views", "github.com/flinthq/flint/metrics", "github.com/flinthq/flint/logs", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
+	"github.com/flinthq/flint/db":        {"github.com/flinthq/flint/handlers", "github.com/flinthq/flint/workers", "github.com/flinthq/flint/scheduler", "github.com/flinthq/flint/views", "github.com/flinthq/flint/metrics", "github.com/gofiber/"},
+	"github.com/flinthq/flint/workers":   {"github.com/flinthq/flint/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
+	"github.com/flinthq/flint/scheduler": {"github.com/flinthq/flint/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql", "net/http"},
+	"github.com/flinthq/flint/handlers":  {"github.com/flinthq/flint/db", "github.com/flinthq/flint/workers", "github.com/flinthq/flint/scheduler", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "database/sql"},
+	"github.com/flinthq/flint/views":     {"github.com/flinthq/flint/db", "github.com/flinthq/flint/handlers", "github.com/gofiber/", "github.com/jackc/", "database/sql", "net/http"},
+	"github.com/flinthq/flint/logs":      {"github.com/flinthq/flint/"},
+	"github.com/flinthq/flint/metrics":   {"github.com/flinthq/flint/db", "github.com/jackc/", "database/sql"},
+	"github.com/flinthq/flint/client":    {"github.com/flinthq/flint/"}, // generated; stands alone for callers
+
+	"github.com/flinthq/flint/internal/minheap": {"github.com/", "golang.org/"}, // the standard library only
+}
+
+// TestLayering holds the packages to the layering ARCHITECTURE.md
+// describes, so that it stays true as the code changes.
+func TestLayering(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports", "github.com/flinthq/flint/...")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	seen := map[string]bool{}
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		rules, ok := layerRules[p.ImportPath]
+		if !ok {
+			continue
+		}
+		seen[p.ImportPath] = true
+		for _, imp := range p.Imports {
+			for _, banned := range rules {
+				if imp == banned || (strings.HasSuffix(banned, "/") && strings.HasPrefix(imp, banned)) || strings.HasPrefix(imp, banned+"/") {
+					t.Errorf("%s imports %s, which ARCHITECTURE.md's layering rules out", p.ImportPath, imp)
+				}
+			}
+		}
+	}
+	require.Len(t, seen, len(layerRules), "every ruled package exists")
+}

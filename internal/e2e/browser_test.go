@@ -1,0 +1,253 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os/exec"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/page"
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/workers"
+)
+
+// Tests need not spend a tenth of a second per password hash.
+func init() { auth.BcryptCost = 4 }
+
+// dashboardRig runs the dashboard, event bus, listener and a worker pool in
+// this process against a fresh database, on a real port.
+type dashboardRig struct {
+	base     string
+	store    *db.Store
+	registry *jobs.Registry
+	broker   *handlers.Broker
+}
+
+func startDashboard(t *testing.T) *dashboardRig {
+	t.Helper()
+	store, dbURL := dbtest.NewStore(t)
+	return startDashboardOn(t, store, dbURL)
+}
+
+// startDashboardOn is startDashboard on the database at dbURL, which store
+// is open on.
+func startDashboardOn(t *testing.T, store *db.Store, dbURL string) *dashboardRig {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	run := func(f func(context.Context) error) {
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = f(ctx) }()
+	}
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	_, err := store.EnsureUser(ctx, "ops@example.com", "browser-test-pw", "admin")
+	require.NoError(t, err)
+	broker := handlers.NewBroker(1000)
+	bus := db.NewEventBus(store, nil, false, logger, broker.Deliver)
+	store.SetEventSink(bus)
+	run(bus.Run)
+	reg := jobs.NewRegistry()
+	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	var flaky atomic.Int32
+	reg.Register("flaky", jobs.HandlerFunc(func(context.Context, *jobs.Job) (any, error) {
+		if flaky.Add(1) == 1 {
+			return nil, fmt.Errorf("first run fails")
+		}
+		return map[string]bool{"ok": true}, nil
+	}))
+	pool := workers.NewPool(workers.Config{WorkerID: "browser", Workers: 4, PollInterval: 100 * time.Millisecond}, store, reg, logger)
+	l := db.NewListener(dbURL, logger, 0)
+	l.Handle(db.ChannelEvents, bus.ReceivePostgres)
+	l.Handle(db.ChannelJobs, pool.Wake)
+	ready := make(chan struct{})
+	var once sync.Once
+	l.OnConnect(func() { once.Do(func() { close(ready) }) })
+	run(l.Run)
+	<-ready
+	run(pool.Run)
+	app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: ctx, Broker: broker, Dashboard: store,
+		Audit: store, Logs: store, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
+		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}, Wake: pool.Wake},
+		store, reg, logger)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	go func() { _ = app.Listener(ln) }()
+	t.Cleanup(func() { _ = app.ShutdownWithTimeout(time.Second) })
+	return &dashboardRig{base: "http://" + ln.Addr().String(), store: store, registry: reg, broker: broker}
+}
+
+// browser starts headless Chromium with the flags this environment needs
+// and a fresh profile, and accepts every confirmation dialog.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("browser tests need Chromium")
+	}
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatal("chromium is not installed (scripts/services.sh ensure chromium installs it)")
+	}
+	dir := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(dir),
+		chromedp.Flag("headless", true), chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.Flag("no-first-run", true), chromedp.WindowSize(1280, 900))
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelC := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelC(); cancelA() })
+	require.NoError(t, chromedp.Do(ctx)) // start the browser with no deadline
+	dialogs := chromedp.Events(ctx, page.JavascriptDialogOpening)
+	go func() {
+		for _, err := range dialogs {
+			if err != nil {
+				return
+			}
+			_, _ = chromedp.Call(ctx, page.HandleJavaScriptDialog, page.HandleJavaScriptDialogParams{Accept: true})
+		}
+	}()
+	return ctx
+}
+
+// signIn signs in as the rig's operator and waits for the overview to be
+// live.
+func signIn(t *testing.T, ctx context.Context, base string) {
+	t.Helper()
+	within(t, ctx, 30*time.Second,
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="login-form"]`)),
+		chromedp.SendKeys(chromedp.CSS("#email"), "ops@example.com"),
+		chromedp.SendKeys(chromedp.CSS("#password"), "browser-test-pw"),
+		chromedp.Submit(chromedp.CSS("#password")),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="counts"]`)),
+	)
+	waitLive(t, ctx, 10*time.Second)
+}
+
+// waitLive waits for the page's live indicator to say "Live".
+func waitLive(t *testing.T, ctx context.Context, timeout time.Duration) {
+	t.Helper()
+	waitJS(t, ctx, `document.querySelector('[data-live]').dataset.state === 'open' && document.querySelector('[data-live] .live-text').textContent === 'Live'`, timeout)
+}
+
+// within runs browser steps with a deadline.
+func within(t *testing.T, ctx context.Context, d time.Duration, steps ...chromedp.Action[chromedp.Void]) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	require.NoError(t, chromedp.Do(c, steps...))
+}
+
+func eval[T any](t *testing.T, ctx context.Context, js string) T {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(c, chromedp.Evaluate[T](js, chromedp.EvalAwaitPromise))
+	require.NoError(t, err, js)
+	return v
+}
+
+// waitJS polls a JavaScript condition until it holds.
+func waitJS(t *testing.T, ctx context.Context, js string, timeout time.Duration) {
+	t.Helper()
+	waitFor(t, timeout, "a condition in the page: "+js, func() bool { return eval[bool](t, ctx, js) })
+}
+
+func waitStatus(t *testing.T, s *db.Store, id uuid.UUID, want jobs.State) *jobs.Job {
+	t.Helper()
+	var j *jobs.Job
+	waitUntil(t, 30*time.Second, func() (bool, string) {
+		var err error
+		j, err = s.GetJob(context.Background(), id)
+		require.NoError(t, err)
+		return j.Status == want, fmt.Sprintf("job %s to be %s (it is %s)", id, want, j.Status)
+	})
+	return j
+}
+
+// TestDashboardInABrowser drives the dashboard in headless Chromium: sign
+// in, create a job through the form, watch its row change state live
+// without a reload, replay a job from the DLQ, restore one from the bin,
+// and see a state-changing request without the CSRF token refused.
+func TestDashboardInABrowser(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	base := rig.base
+
+	signIn(t, ctx, base)
+
+	// Create a job through the form: first with a mistake, shown inline.
+	within(t, ctx, 30*time.Second,
+		chromedp.Navigate(base+"/jobs/new"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="create-form"]`)),
+	)
+	eval[bool](t, ctx, `document.querySelector('#f-type').value = 'sleep'; document.querySelector('#f-payload').value = '{"ms": "soon"}'; true`)
+	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="create-submit"]`)))
+	waitJS(t, ctx, `!!document.querySelector('[data-testid="error-payload"]')`, 10*time.Second)
+	eval[bool](t, ctx, `document.querySelector('#f-type').value = 'sleep'; document.querySelector('#f-payload').value = '{"ms": 2500}'; true`)
+	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="create-submit"]`)))
+	waitJS(t, ctx, `!!document.querySelector('[data-testid="job-id"]')`, 10*time.Second)
+	id := uuid.MustParse(eval[string](t, ctx, `document.querySelector('[data-testid="job-id"]').textContent.trim()`))
+
+	// Its row changes state live, with no reload.
+	within(t, ctx, 30*time.Second, chromedp.Navigate(base+"/jobs"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"]`)))
+	eval[bool](t, ctx, `window.__noReload = true; true`)
+	first := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('tr[data-job-id="%s"]').dataset.status`, id))
+	require.NotEqual(t, "completed", first, "the row starts before completion")
+	waitJS(t, ctx, fmt.Sprintf(`(document.querySelector('tr[data-job-id="%s"]')||{dataset:{}}).dataset.status === 'completed'`, id), 30*time.Second)
+	require.True(t, eval[bool](t, ctx, `window.__noReload === true`), "the page was not reloaded")
+
+	// Replay from the DLQ.
+	zero := 0
+	res, err := rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "flaky", MaxRetries: &zero})
+	require.NoError(t, err)
+	dead := res[0].Job.ID
+	waitStatus(t, rig.store, dead, jobs.StateDeadLetter)
+	within(t, ctx, 30*time.Second, chromedp.Navigate(base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"]`)),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sel-%s`, dead))),
+		chromedp.Click(chromedp.CSS(`[data-testid="replay-selected"]`)))
+	waitStatus(t, rig.store, dead, jobs.StateCompleted)
+	waitJS(t, ctx, `[...document.querySelectorAll('.toast')].some(e => e.textContent.includes('Retried: 1 of 1'))`, 10*time.Second)
+
+	// Restore from the bin.
+	later := time.Now().Add(time.Hour)
+	res, err = rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "noop", RunAt: &later})
+	require.NoError(t, err)
+	binned := res[0].Job.ID
+	_, err = rig.store.DeleteJob(context.Background(), binned)
+	require.NoError(t, err)
+	within(t, ctx, 30*time.Second, chromedp.Navigate(base+"/bin"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"]`)),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#sel-%s`, binned))),
+		chromedp.Click(chromedp.CSS(`[data-testid="restore-selected"]`)))
+	waitFor(t, 20*time.Second, "the job to be restored", func() bool {
+		j, err := rig.store.GetJob(context.Background(), binned)
+		require.NoError(t, err)
+		return j.DeletedAt == nil
+	})
+
+	// A state-changing request without the CSRF token is refused.
+	status := eval[int](t, ctx, fmt.Sprintf(`fetch('/jobs/%s/delete', {method: 'POST'}).then(r => r.status)`, binned))
+	require.Equal(t, 403, status)
+	j, err := rig.store.GetJob(context.Background(), binned)
+	require.NoError(t, err)
+	require.Nil(t, j.DeletedAt, "the refused request changed nothing")
+	// The same request with the page's token goes through.
+	status = eval[int](t, ctx, fmt.Sprintf(`fetch('/jobs/%s/delete', {method: 'POST', headers: {'X-CSRF-Token': JSON.parse(document.body.getAttribute('hx-headers'))['X-CSRF-Token']}}).then(r => r.status)`, binned))
+	require.Equal(t, 200, status)
+}

@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
+)
+
+// BenchmarkExampleTypeDrain: a job type of one's own, in a program built
+// over the app package (examples/invoices, typed payload decoded and
+// validated), drains as fast as the built-in noop does in the stock
+// binary. Each round pre-inserts 20,000 jobs into a fresh database and
+// times one `worker` process (default settings, no race detector) from
+// start until every job has completed; the two run alternately on the same
+// PostgreSQL, and the ratio is the figure to read:
+//
+//	make bench BENCH=ExampleTypeDrain BENCHPKG=./internal/e2e
+func BenchmarkExampleTypeDrain(b *testing.B) {
+	const total = 20_000
+	stock, example := buildFlint(b, false), buildExample(b, false)
+	invoice := json.RawMessage(invoicePayload)
+	var noopRate, invoiceRate float64
+	for b.Loop() {
+		noopRate += drainWith(b, stock, jobs.EnqueueParams{Type: jobs.TypeNoop}, total)
+		invoiceRate += drainWith(b, example, jobs.EnqueueParams{Type: "invoice.total", Payload: invoice}, total)
+	}
+	b.ReportMetric(noopRate/float64(b.N), "noop-jobs/s")
+	b.ReportMetric(invoiceRate/float64(b.N), "invoice-jobs/s")
+	b.ReportMetric(invoiceRate/noopRate, "ratio")
+}
+
+// drainWith pre-inserts total copies of p into a fresh database, then
+// starts `bin worker` and returns the rate at which it completes them all.
+func drainWith(b *testing.B, bin string, p jobs.EnqueueParams, total int) float64 {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	store, url := dbtest.NewStore(b)
+	ctx := context.Background()
+	batch := make([]jobs.EnqueueParams, 5000)
+	for i := range batch {
+		batch[i] = p
+	}
+	for range total / len(batch) {
+		_, err := store.Enqueue(ctx, batch...)
+		require.NoError(b, err)
+	}
+	start := time.Now()
+	w := startBinary(b, bin, "worker", url,
+		"FLINT_WORKERS=", "LOG_LEVEL=warn", "FLINT_LEASE_TTL=", "FLINT_HEARTBEAT_INTERVAL=",
+		"FLINT_POLL_INTERVAL=", "FLINT_REAP_INTERVAL=", "FLINT_PROMOTE_INTERVAL=")
+	for {
+		left, err := remaining(ctx, store)
+		require.NoError(b, err)
+		if left == 0 {
+			break
+		}
+		select {
+		case <-w.done:
+			b.Fatalf("worker exited with %d jobs left: %v\n%s", left, w.err, w.out.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	elapsed := time.Since(start)
+	require.NoError(b, w.cmd.Process.Kill())
+	<-w.done
+	return float64(total) / elapsed.Seconds()
+}
+
+// remaining counts the jobs not yet completed.
+func remaining(ctx context.Context, store *db.Store) (int, error) {
+	var n int
+	err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status <> 'completed'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count jobs: %w", err)
+	}
+	return n, nil
+}

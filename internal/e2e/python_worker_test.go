@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The reference Python worker (clients/python/flint_worker.py) against a
+// real `flint serve`: python3 processes register with a key that has only
+// the work scope, run handlers, and are stopped with SIGTERM and SIGKILL.
+
+// TestPythonWorkerRunsJobs: handlers complete jobs with their results, a
+// failure is retried (at the delay Retry asked) or ends in the DLQ with
+// the exception as its error, progress and log lines show through the
+// API, and the worker shows in the registry as a Python worker.
+//
+//flint:long a Python worker's session against a real server, step after step, reads best top to bottom
+func TestPythonWorkerRunsJobs(t *testing.T) {
+	t.Parallel()
+	r := pythonRig(t)
+	// The API refuses the type until a worker serving it has registered.
+	var refused apiError
+	require.Equal(t, http.StatusUnprocessableEntity, r.api.do(t, http.MethodPost, "/api/v1/jobs", `{"type": "py.echo"}`, &refused))
+	_, workerID := r.pythonWorker(t, "--concurrency", "4")
+
+	var ws struct {
+		Workers []map[string]any `json:"workers"`
+	}
+	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodGet, "/api/v1/workers", nil, &ws))
+	var seen map[string]any
+	for _, w := range ws.Workers {
+		if w["id"] == workerID {
+			seen = w
+		}
+	}
+	require.NotNil(t, seen, "the worker is in the registry: %v", ws.Workers)
+	require.Equal(t, "python", seen["language"])
+	require.Equal(t, []any{"py.broken", "py.echo", "py.flaky", "py.gated", "py.work"}, seen["types"])
+
+	var first map[string]any
+	waitFor(t, 15*time.Second, "the API to accept the type its worker serves", func() bool {
+		first = nil
+		return r.api.do(t, http.MethodPost, "/api/v1/jobs", `{"type": "py.echo", "payload": {"n": 0}}`, &first) == http.StatusCreated
+	})
+	echoes := make([]string, 20)
+	echoes[0] = first["id"].(string)
+	for i := 1; i < len(echoes); i++ {
+		echoes[i] = r.enqueue(t, fmt.Sprintf(`{"type": "py.echo", "payload": {"n": %d}}`, i))
+	}
+	flaky := r.enqueue(t, `{"type": "py.flaky"}`)
+	broken := r.enqueue(t, `{"type": "py.broken", "payload": {"invoice": "INV-7"}, "max_retries": 1}`)
+	gated := r.enqueue(t, `{"type": "py.gated"}`)
+
+	for i, id := range echoes {
+		job := r.waitStatus(t, id, "completed")
+		require.Equal(t, map[string]any{"echo": map[string]any{"n": float64(i)}, "attempt": 1.0}, job["result"])
+	}
+	job := r.waitStatus(t, flaky, "completed")
+	require.Equal(t, map[string]any{"attempt": 2.0}, job["result"], "retried after the first attempt failed")
+	require.Equal(t, "the first attempt fails", job["last_error"])
+	job = r.waitStatus(t, broken, "dead_letter")
+	require.Equal(t, 2.0, job["attempt"], "retried once, then dead")
+	require.Equal(t, "ValueError: no such invoice INV-7", job["last_error"])
+
+	// Progress shows while the job runs; the log has the handler's lines.
+	waitFor(t, 30*time.Second, "the gated job's progress", func() bool {
+		job = r.job(t, gated)
+		return job["status"] == "running" && job["progress"] == 40.0
+	})
+	require.Equal(t, "halfway", job["progress_message"])
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "release"), nil, 0o644))
+	r.waitStatus(t, gated, "completed")
+
+	var page struct {
+		Entries []struct {
+			Level   string         `json:"level"`
+			Message string         `json:"message"`
+			Source  string         `json:"source"`
+			Attempt int            `json:"attempt"`
+			Attrs   map[string]any `json:"attrs"`
+		} `json:"entries"`
+	}
+	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodGet, "/api/v1/jobs/"+echoes[3]+"/logs", nil, &page))
+	var handlerLines int
+	for _, e := range page.Entries {
+		if e.Source == "handler" {
+			handlerLines++
+			require.Equal(t, "echoing", e.Message)
+			require.Equal(t, "info", e.Level)
+			require.Equal(t, 1, e.Attempt)
+			require.Equal(t, map[string]any{"n": 3.0}, e.Attrs)
+		}
+	}
+	require.Equal(t, 1, handlerLines, "%+v", page.Entries)
+	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodGet, "/api/v1/jobs/"+broken+"/logs", nil, &page))
+	var traceback bool
+	for _, e := range page.Entries {
+		traceback = traceback || (e.Source == "handler" && e.Level == "error" && strings.Contains(e.Message, "Traceback"))
+	}
+	require.True(t, traceback, "an exception's traceback is in the job's log: %+v", page.Entries)
+}
+
+// TestPythonWorkerDrainsOnSIGTERM: SIGTERM stops claiming, the jobs held
+// (their leases extended by heartbeats well past the lease TTL) run to
+// completion, and the worker deregisters and exits 0; jobs enqueued after
+// the signal stay queued with no attempt charged.
+func TestPythonWorkerDrainsOnSIGTERM(t *testing.T) {
+	t.Parallel()
+	r := pythonRig(t, "FLINT_JOB_TYPES=py.gated,py.echo")
+	p, workerID := r.pythonWorker(t, "--concurrency", "4")
+	held := make([]string, 3)
+	for i := range held {
+		held[i] = r.enqueue(t, `{"type": "py.gated"}`)
+	}
+	waitFor(t, 30*time.Second, "three gated jobs to start", func() bool { return len(r.marks(t, "start")) == 3 })
+	// Held past the lease TTL (2 s): the heartbeats extend the leases.
+	waitFor(t, 30*time.Second, "leases held past their TTL", func() bool {
+		var n int
+		require.NoError(t, r.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FROM jobs WHERE status = 'running' AND worker_id = $1 AND started_at < now() - interval '2500 ms'
+			   AND lease_expires_at > now()`, workerID).Scan(&n))
+		return n == 3
+	})
+
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	waitFor(t, 10*time.Second, "the worker to stop claiming", func() bool {
+		return strings.Contains(p.out.String(), "no more claims")
+	})
+	late := make([]string, 3)
+	for i := range late {
+		late[i] = r.enqueue(t, `{"type": "py.echo"}`)
+	}
+	select {
+	case <-p.done:
+		t.Fatalf("the worker exited before its jobs finished: %v", p.err)
+	default:
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "release"), nil, 0o644))
+	require.NoError(t, p.wait(t, 30*time.Second), "a graceful stop exits 0")
+	require.Contains(t, p.out.String(), "deregistered "+workerID)
+
+	for _, id := range held {
+		job := r.job(t, id)
+		require.Equal(t, "completed", job["status"])
+		require.Equal(t, 1.0, job["attempt"])
+	}
+	require.Len(t, r.marks(t, "done"), 3)
+	for _, id := range late {
+		job := r.job(t, id)
+		require.Equal(t, "queued", job["status"], "not run by a stopping worker")
+		require.Equal(t, 0.0, job["attempt"], "no attempt charged")
+	}
+	require.Equal(t, 3, r.outcomes(t)["succeeded"])
+	var ws struct {
+		Workers []map[string]any `json:"workers"`
+	}
+	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodGet, "/api/v1/workers", nil, &ws))
+	for _, w := range ws.Workers {
+		require.NotEqual(t, workerID, w["id"], "deregistered")
+	}
+	var rows int
+	require.NoError(t, r.store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM workers WHERE id = $1`, workerID).Scan(&rows))
+	require.Zero(t, rows, "the worker's row is gone")
+}
+
+// TestPythonWorkerSIGKILLLosesNothing: a worker killed with SIGKILL while
+// it runs jobs loses none of them and none completes twice: once the
+// leases it held expire, another worker runs them, and each job has
+// exactly one successful execution.
+func TestPythonWorkerSIGKILLLosesNothing(t *testing.T) {
+	t.Parallel()
+	r := pythonRig(t, "FLINT_JOB_TYPES=py.work")
+	const total = 40
+	a, aID := r.pythonWorker(t, "--concurrency", "8", "--name", "doomed")
+	ids := make([]string, total)
+	for i := range ids {
+		ids[i] = r.enqueue(t, `{"type": "py.work", "payload": {"ms": 300}}`)
+	}
+	// Killed while it runs jobs it started moments ago (each takes 300 ms),
+	// after it has finished others.
+	waitFor(t, 30*time.Second, "the first worker to finish some jobs and hold others", func() bool {
+		var fresh, completed int
+		require.NoError(t, r.store.Pool().QueryRow(context.Background(),
+			`SELECT count(*) FILTER (WHERE status = 'running' AND worker_id = $1 AND started_at > now() - interval '100 ms'),
+			        count(*) FILTER (WHERE status = 'completed') FROM jobs`, aID).Scan(&fresh, &completed))
+		return fresh > 0 && completed > 0
+	})
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
+	_ = a.wait(t, 10*time.Second)
+	r.pythonWorker(t, "--concurrency", "8", "--name", "survivor")
+
+	for _, id := range ids {
+		job := r.waitStatus(t, id, "completed")
+		require.Equal(t, 1.0, job["attempt"], "the killed attempt was refunded")
+	}
+	rows, err := r.store.Pool().Query(context.Background(),
+		`SELECT job_id::text, count(*) FILTER (WHERE outcome = 'succeeded'), count(*) FILTER (WHERE outcome = 'interrupted'),
+		        count(*) FILTER (WHERE outcome = 'interrupted' AND worker_id = $1)
+		 FROM job_executions GROUP BY job_id`, aID)
+	require.NoError(t, err)
+	defer rows.Close()
+	succeeded, interrupted, killed := map[string]int{}, 0, 0
+	for rows.Next() {
+		var id string
+		var s, i, k int
+		require.NoError(t, rows.Scan(&id, &s, &i, &k))
+		succeeded[id] = s
+		interrupted += i
+		killed += k
+	}
+	require.NoError(t, rows.Err())
+	for _, id := range ids {
+		require.Equal(t, 1, succeeded[id], "job %s completed exactly once", id)
+	}
+	require.Positive(t, killed, "the jobs the killed worker held were reaped as interrupted")
+	require.Equal(t, map[string]int{"succeeded": total, "interrupted": interrupted}, r.outcomes(t))
+	// No run went unrecorded: each handler start is a success or an
+	// interruption (a job claimed but not started yet has no start).
+	starts := len(r.marks(t, "start"))
+	require.GreaterOrEqual(t, starts, total)
+	require.LessOrEqual(t, starts, total+interrupted)
+}
+
+// TestPythonWorkerFollowsOperators: cancelling a running job stops its
+// handler (the heartbeat names it lost) and ends it cancelled; a quieted
+// worker claims nothing more; terminate stops it as SIGTERM does.
+func TestPythonWorkerFollowsOperators(t *testing.T) {
+	t.Parallel()
+	r := pythonRig(t, "FLINT_JOB_TYPES=py.gated,py.echo")
+	p, workerID := r.pythonWorker(t, "--concurrency", "2")
+	gated := r.enqueue(t, `{"type": "py.gated"}`)
+	waitFor(t, 30*time.Second, "the gated job to start", func() bool { return len(r.marks(t, "start")) == 1 })
+	require.Equal(t, http.StatusAccepted, r.api.do(t, http.MethodPost, "/api/v1/jobs/"+gated+"/cancel", nil, nil), "a running job: cancellation asked")
+	job := r.waitStatus(t, gated, "cancelled")
+	require.Equal(t, 1.0, job["attempt"])
+	waitFor(t, 10*time.Second, "the worker to stop the handler", func() bool {
+		return strings.Contains(p.out.String(), "job "+gated+" (py.gated) stopped")
+	})
+
+	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodPost, "/api/v1/workers/"+workerID+"/quiet", nil, nil))
+	waitFor(t, 10*time.Second, "the worker to quiet down", func() bool {
+		return strings.Contains(p.out.String(), "asked this worker to quiet down")
+	})
+	echo := r.enqueue(t, `{"type": "py.echo"}`)
+	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodPost, "/api/v1/workers/"+workerID+"/terminate", nil, nil))
+	require.NoError(t, p.wait(t, 30*time.Second), "terminate stops the worker cleanly")
+	require.Contains(t, p.out.String(), "deregistered "+workerID)
+	job = r.job(t, echo)
+	require.Equal(t, "queued", job["status"], "a quiet worker claims nothing")
+	require.Equal(t, 0.0, job["attempt"])
+	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "release"), nil, 0o644))
+	require.Empty(t, r.marks(t, "done"), "the cancelled handler was stopped")
+}
+
+// TestPythonWorkerRidesOutARestart: while Flint restarts under it, the
+// worker's claims, heartbeats and finishes fail; it backs off, carries on
+// when Flint is back, and every job completes exactly once.
+func TestPythonWorkerRidesOutARestart(t *testing.T) {
+	t.Parallel()
+	r := pythonRig(t, "FLINT_JOB_TYPES=py.work")
+	const total = 30
+	p, _ := r.pythonWorker(t, "--concurrency", "4")
+	ids := make([]string, total)
+	for i := range ids {
+		ids[i] = r.enqueue(t, `{"type": "py.work", "payload": {"ms": 200}}`)
+	}
+	waitFor(t, 30*time.Second, "some jobs to complete", func() bool { return r.outcomes(t)["succeeded"] >= 4 })
+	require.NoError(t, r.serve.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, r.serve.wait(t, 30*time.Second))
+	waitFor(t, 30*time.Second, "the worker to notice", func() bool {
+		out := p.out.String()
+		return strings.Contains(out, "failed (") || strings.Contains(out, "heartbeat failed")
+	})
+	r.serve = startFlint(t, "serve", r.dbURL, r.env...)
+	r.api.waitReady(t, 60*time.Second)
+	for _, id := range ids {
+		r.waitStatus(t, id, "completed")
+	}
+	var once int
+	require.NoError(t, r.store.Pool().QueryRow(context.Background(),
+		`SELECT count(*) FROM (SELECT job_id FROM job_executions WHERE outcome = 'succeeded' GROUP BY job_id HAVING count(*) = 1) j`).Scan(&once))
+	require.Equal(t, total, once, "every job succeeded exactly once")
+	require.Equal(t, total, r.outcomes(t)["succeeded"])
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait(t, 30*time.Second), "the worker is still healthy and stops cleanly")
+}
+
+// TestPythonWorkerUnitTests runs the Python worker's own unit tests.
+func TestPythonWorkerUnitTests(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed: the reference Python worker is not tested")
+	}
+	cmd := exec.Command("python3", "-m", "unittest", "-v", "test_flint_worker")
+	cmd.Dir = filepath.Join("..", "..", "clients", "python")
+	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+}

@@ -1,0 +1,149 @@
+package jobs
+
+import (
+	"cmp"
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// TypeSource says which job types an enqueue may name and which handler,
+// if any, checks a type's payload here. *Registry is one (the types it
+// has handlers for); *Catalog adds the types served elsewhere.
+type TypeSource interface {
+	// Lookup returns the handler for jobType in this process, if any.
+	Lookup(jobType string) (Handler, bool)
+	// Accepts reports whether a job of jobType may be enqueued into queue.
+	Accepts(jobType, queue string) bool
+	// Known lists the types Accepts accepts, sorted, for error messages
+	// and forms.
+	Known() []string
+}
+
+// Accepts reports whether r has a handler for jobType.
+func (r *Registry) Accepts(jobType, _ string) bool {
+	_, ok := r.Lookup(jobType)
+	return ok
+}
+
+// Known returns the registered types, sorted.
+func (r *Registry) Known() []string { return r.Types() }
+
+// ServedTypesFunc returns the job types workers (in-process or remote)
+// have said they serve within the last ServedTypesWindow.
+type ServedTypesFunc func(ctx context.Context) ([]string, error)
+
+// ServedTypesWindow is how long a type stays accepted after the last
+// worker that serves it was seen.
+const ServedTypesWindow = 24 * time.Hour
+
+// catalogRefresh is how often, at most, a Catalog reloads the served
+// types when asked about a type it does not know.
+const catalogRefresh = time.Second
+
+// Catalog is the set of job types the API accepts: those with a handler
+// in this process (the registry), those a worker seen within
+// ServedTypesWindow serves (in another process or a remote worker), and
+// those named in the configuration (FLINT_JOB_TYPES), whose workers may
+// not have started yet. Anything else is refused at enqueue with the
+// list of known types, so a typo never becomes a job nobody runs.
+//
+// The served types are loaded through a function (the store) and cached;
+// Prepare reloads them, at most once a second, when a request names a
+// type the cache does not know, so a worker that has just registered is
+// accepted within a second.
+type Catalog struct {
+	registry *Registry
+	extra    []string
+	load     ServedTypesFunc
+	pushed   func(queue string) bool
+
+	served   atomic.Pointer[[]string] // sorted
+	mu       sync.Mutex               // one load at a time
+	loadedAt time.Time
+}
+
+// NewCatalog returns the catalog of registry's types, extra (sorted or
+// not) and what load returns; load nil means no types served elsewhere.
+func NewCatalog(registry *Registry, extra []string, load ServedTypesFunc) *Catalog {
+	c := &Catalog{registry: registry, load: load}
+	for _, t := range extra {
+		if !slices.Contains(c.extra, t) {
+			c.extra = append(c.extra, t)
+		}
+	}
+	slices.Sort(c.extra)
+	return c
+}
+
+// Lookup returns the handler for jobType in this process, if any.
+func (c *Catalog) Lookup(jobType string) (Handler, bool) { return c.registry.Lookup(jobType) }
+
+// PushQueues tells the catalog which queues push their jobs to an HTTP
+// endpoint: any type may be enqueued into one (the endpoint serves the
+// whole queue). Call it before the catalog is used.
+func (c *Catalog) PushQueues(pushed func(queue string) bool) { c.pushed = pushed }
+
+// Accepts reports whether jobType is registered here, configured, or
+// served by a worker seen lately (as of the last load), or queue pushes
+// its jobs to an endpoint.
+func (c *Catalog) Accepts(jobType, queue string) bool {
+	if c.registry.Accepts(jobType, queue) || (c.pushed != nil && c.pushed(queue)) {
+		return true
+	}
+	if _, ok := slices.BinarySearch(c.extra, jobType); ok {
+		return true
+	}
+	if s := c.served.Load(); s != nil {
+		_, ok := slices.BinarySearch(*s, jobType)
+		return ok
+	}
+	return false
+}
+
+// Known returns every accepted type, sorted.
+func (c *Catalog) Known() []string {
+	out := append(c.registry.Types(), c.extra...)
+	if s := c.served.Load(); s != nil {
+		out = append(out, *s...)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Prepare makes sure the catalog is current for a job of jobType in
+// queue ("" for the default queue): if it is not accepted, it reloads the
+// served types unless it did so within the last second. A failed load
+// keeps the last known set.
+func (c *Catalog) Prepare(ctx context.Context, jobType, queue string) {
+	if c.load == nil {
+		return
+	}
+	if c.Accepts(jobType, cmp.Or(queue, DefaultQueue)) && c.served.Load() != nil {
+		return
+	}
+	c.Reload(ctx, catalogRefresh)
+}
+
+// Reload loads the served types unless they were loaded within maxAge.
+func (c *Catalog) Reload(ctx context.Context, maxAge time.Duration) {
+	if c.load == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.loadedAt.IsZero() && time.Since(c.loadedAt) < maxAge {
+		return
+	}
+	types, err := c.load(ctx)
+	if err != nil {
+		return // keep what we had; the next unknown type tries again
+	}
+	c.loadedAt = time.Now()
+	types = slices.Clone(types)
+	slices.Sort(types)
+	types = slices.Compact(types)
+	c.served.Store(&types)
+}

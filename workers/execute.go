@@ -1,0 +1,223 @@
+package workers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
+)
+
+// execution is one claimed job, from its claim (it may wait in work for a
+// worker) until its outcome is written.
+type execution struct {
+	job      *jobs.Job
+	lease    jobs.Lease
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	deadline atomic.Int64 // UnixNano once started with a timeout; zero: none
+	lost     atomic.Bool
+	started  atomic.Bool // the handler has been called
+	// settled is set by whoever reports the outcome: the worker when the
+	// handler returns, or the drain when it gives up on the handler. From
+	// then on the execution stays in running, still heartbeated, until the
+	// finisher has written the outcome, so a slow write cannot let the
+	// lease lapse and the finished job run again.
+	settled atomic.Bool
+	// progress is the latest progress not yet written; logLines counts the
+	// lines its handler logged (capped at jobs.MaxJobLogLines).
+	progress atomic.Pointer[jobs.Progress]
+	logLines atomic.Int64
+	// logger is made when the handler first asks for it.
+	loggerOnce sync.Once
+	logger     *slog.Logger
+}
+
+// handlerContext is what an execution's handler reaches through its
+// context: jobs.ReportProgress (the latest report waits for the next
+// heartbeat, which the pool brings forward to within a second) and
+// jobs.Logger (made when the handler first asks for it).
+type handlerContext struct {
+	p  *Pool
+	ex *execution
+}
+
+func (h handlerContext) ReportProgress(percent int, message string) {
+	h.ex.progress.Store(&jobs.Progress{Percent: percent, Message: message})
+	h.p.progressDirty.Store(true)
+}
+
+func (h handlerContext) JobLogger() *slog.Logger {
+	ex := h.ex
+	ex.loggerOnce.Do(func() {
+		ex.logger = slog.New(logs.Scrubbing(&jobLogHandler{w: h.p.jobLogs, ex: ex,
+			next: h.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()}))
+	})
+	return ex.logger
+}
+
+// worker runs claimed jobs until the work channel closes.
+func (p *Pool) worker() {
+	defer p.inFlight.Done()
+	for ex := range p.work {
+		p.execute(ex)
+		p.free.Add(1)
+		signal(p.freed)
+	}
+}
+
+// execute runs one claimed job and queues its outcome. A job whose lease
+// was lost while it waited is dropped; one whose cancellation was requested
+// meanwhile is cancelled, and on shutdown one not yet started goes back to
+// the queue, all without running it.
+func (p *Pool) execute(ex *execution) {
+	j, ctx := ex.job, ex.ctx
+	defer ex.cancel(nil)
+	if ex.lost.Load() {
+		p.running.CompareAndDelete(j.ID, ex)
+		return // the heartbeat has said so
+	}
+	if p.draining.Load() || context.Cause(ctx) != nil {
+		f := jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
+			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down before the job started"}
+		if errors.Is(context.Cause(ctx), ErrCancelRequested) {
+			f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled before it started"
+		}
+		p.settle(ex, f)
+		return
+	}
+	if t := j.Timeout(); t > 0 {
+		deadline := time.Now().Add(t)
+		ex.deadline.Store(deadline.UnixNano())
+		var stop context.CancelFunc
+		ctx, stop = context.WithDeadlineCause(ctx, deadline, ErrTimeout)
+		defer stop()
+	}
+	hc := handlerContext{p, ex}
+	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
+	ex.started.Store(true)
+	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
+	start := time.Now()
+	result, err := p.runHandler(ctx, j)
+
+	if ex.lost.Load() {
+		p.running.CompareAndDelete(j.ID, ex)
+		p.logger.Warn("lease lost while running; outcome discarded", "job_id", j.ID, "type", j.Type,
+			"duration_ms", time.Since(start).Milliseconds())
+		return
+	}
+	f := jobs.Finish{Lease: ex.lease}
+	cause := context.Cause(ctx)
+	switch {
+	case err == nil:
+		f.Outcome = jobs.OutcomeSucceeded
+		if result != nil {
+			b, merr := marshalResult(result)
+			if merr != nil {
+				f.Outcome, f.Error, f.RetryDelay = jobs.OutcomeFailed, merr.Error(), jobs.Backoff(j.Attempt, nil)
+			}
+			f.Result = b
+		}
+	case jobs.IsCancel(err):
+		f.Outcome, f.Error = jobs.OutcomeCancelled, err.Error()
+	case errors.Is(cause, ErrCancelRequested):
+		f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled while running: "+err.Error()
+	case errors.Is(cause, ErrShutdown):
+		f.Outcome, f.Error = jobs.OutcomeInterrupted, "interrupted: worker "+p.cfg.WorkerID+" shut down before the job finished"
+	case jobs.IsPermanent(err):
+		f.Outcome, f.Error, f.Final = jobs.OutcomeFailed, err.Error(), true
+	case errors.Is(cause, ErrTimeout):
+		f.Outcome, f.Error = jobs.OutcomeFailed, fmt.Sprintf("timed out after %ds: %v", j.TimeoutSeconds, err)
+		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+	default:
+		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
+		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+	}
+	ran := time.Since(start)
+	movingAverage(&p.runAvg, ran)
+	if p.cfg.OnRun != nil {
+		p.cfg.OnRun(j, f.Outcome, ran)
+	}
+	if f.Outcome != jobs.OutcomeSucceeded && f.Outcome != jobs.OutcomeFailed { // failures: when written (LogFailures)
+		p.logger.Info("job attempt ended", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt,
+			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
+	}
+	p.settle(ex, f)
+}
+
+// settle queues ex's outcome unless it has already been reported (the
+// drain gave up on the handler) or the pool has stopped taking outcomes.
+func (p *Pool) settle(ex *execution, f jobs.Finish) {
+	p.finMu.RLock()
+	defer p.finMu.RUnlock()
+	if !ex.settled.CompareAndSwap(false, true) {
+		return // the drain reported it; the finisher forgets it
+	}
+	if p.finClosed { // cannot happen: the drain settles all before closing
+		p.running.CompareAndDelete(ex.job.ID, ex)
+		return
+	}
+	p.finishes <- f
+}
+
+// runHandler calls the job's handler, turning a panic into an error that
+// carries the stack.
+func (p *Pool) runHandler(ctx context.Context, j *jobs.Job) (result any, err error) {
+	h, ok := p.registry.Lookup(j.Type)
+	if !ok {
+		return nil, fmt.Errorf("no handler for job type %q in worker %s", j.Type, p.cfg.WorkerID)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			result, err = nil, fmt.Errorf("panic: %v\n\n%s", r, debug.Stack())
+		}
+	}()
+	return h.Work(ctx, j)
+}
+
+// marshalResult encodes a handler result, refusing what the jobs table
+// cannot hold.
+func marshalResult(v any) ([]byte, error) {
+	var b []byte
+	switch r := v.(type) {
+	case json.RawMessage:
+		if !json.Valid(r) {
+			return nil, errors.New("handler returned a result that is not valid JSON")
+		}
+		b = r
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			return nil, fmt.Errorf("handler result cannot be encoded as JSON: %v", err)
+		}
+	}
+	if len(b) > jobs.MaxResultBytes {
+		return nil, fmt.Errorf("handler result is %d bytes; the limit is %d", len(b), jobs.MaxResultBytes)
+	}
+	if string(b) == "null" {
+		return nil, nil
+	}
+	if containsNULEscape(b) {
+		return nil, errors.New("handler result contains a NUL character (\\u0000), which cannot be stored")
+	}
+	return b, nil
+}
+
+func containsNULEscape(b []byte) bool {
+	for i := 0; i+6 <= len(b); i++ {
+		if b[i] == '\\' {
+			if string(b[i:i+6]) == `\u0000` {
+				return true
+			}
+			i++ // skip the escaped character
+		}
+	}
+	return false
+}

@@ -1,0 +1,106 @@
+package workers
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+// written forgets the executions whose outcomes the finisher has dealt
+// with, so heartbeats stop renewing their leases.
+func (p *Pool) written(batch []jobs.Finish) {
+	for _, f := range batch {
+		if v, ok := p.running.Load(f.Lease.JobID); ok && v.(*execution).lease == f.Lease {
+			p.running.CompareAndDelete(f.Lease.JobID, v)
+		}
+	}
+}
+
+// finisher writes outcomes in batches: it takes what is waiting (up to
+// FinishBatch) and writes it in one statement, so the batch grows with load
+// and latency stays low when idle.
+func (p *Pool) finisher() {
+	batch := make([]jobs.Finish, 0, p.cfg.FinishBatch)
+	for f := range p.finishes {
+		batch = append(batch[:0], f)
+	fill:
+		for len(batch) < p.cfg.FinishBatch {
+			select {
+			case f, ok := <-p.finishes:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, f)
+			default:
+				break fill
+			}
+		}
+		p.flush(batch)
+	}
+}
+
+// flush writes one batch. While the database is unreachable it retries
+// (the lease guard makes a late write harmless, and the full outcome channel
+// holds back claiming meanwhile). If the database refuses the batch's data,
+// it writes the rows one at a time so one bad row cannot sink the others.
+func (p *Pool) flush(batch []jobs.Finish) {
+	defer p.written(batch)
+	ctx := context.Background()
+	var moved, cascaded []jobs.Moved
+	var err error
+	for attempt := 1; ; attempt++ {
+		p.leaseWrites.Lock()
+		moved, cascaded, err = p.store.FinishJobs(ctx, batch)
+		p.leaseWrites.Unlock()
+		if err == nil {
+			break
+		}
+		if isDataError(err) {
+			if len(batch) > 1 {
+				p.logger.Warn("outcome batch refused; writing one by one", "error", err, "jobs", len(batch))
+				for _, f := range batch {
+					p.flush([]jobs.Finish{f})
+				}
+			} else {
+				p.logger.Error("outcome refused by the database; the reaper will return the job",
+					"error", err, "job_id", batch[0].JobID)
+			}
+			return
+		}
+		if attempt >= 60 {
+			p.logger.Error("giving up writing job outcomes; the reaper will return the jobs",
+				"error", err, "jobs", len(batch))
+			return
+		}
+		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
+	}
+	if p.flowWaiting.Load() {
+		signal(p.notify) // slots of a limited queue opened: claim again
+	}
+	jobs.LogFailures(ctx, p.logger, batch, moved)
+	report := moved[:0:0]
+	for _, m := range moved {
+		if m.LeaseLost() {
+			p.logger.Warn("outcome refused: lease lost (the job was reaped or re-claimed)", "job_id", m.JobID)
+			continue
+		}
+		report = append(report, m)
+	}
+	report = append(report, cascaded...)
+	if p.cfg.OnMoved != nil && len(report) > 0 {
+		p.cfg.OnMoved(report)
+	}
+}
+
+// isDataError reports whether err is PostgreSQL refusing the data (SQLSTATE
+// classes 22 and 23) rather than a connection problem.
+func isDataError(err error) bool {
+	var st interface{ SQLState() string }
+	if errors.As(err, &st) {
+		c := st.SQLState()
+		return len(c) == 5 && (c[:2] == "22" || c[:2] == "23")
+	}
+	return false
+}

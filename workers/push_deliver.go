@@ -1,0 +1,193 @@
+package workers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
+)
+
+// pushBody is what a push request carries.
+type pushBody struct {
+	ID         uuid.UUID       `json:"id"`
+	Type       string          `json:"type"`
+	Queue      string          `json:"queue"`
+	Payload    json.RawMessage `json:"payload"`
+	Attempt    int             `json:"attempt"`
+	MaxRetries int             `json:"max_retries"`
+	LeaseToken uuid.UUID       `json:"lease_token"`
+}
+
+// deliver POSTs one job and decides its outcome from the answer.
+func (p *Pusher) deliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
+	j := d.job
+	body, _ := json.Marshal(pushBody{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
+		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token})
+	start := time.Now()
+	rec := jobs.PushDelivery{Queue: q.Name, JobID: j.ID, Attempt: j.Attempt, At: start}
+	rctx, cancel := context.WithTimeout(ctx, q.Timeout)
+	defer cancel()
+	req, err := newPushRequest(rctx, q, j, body, start)
+	if err != nil {
+		rec.DurationMS = 0
+		return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), "push: "+err.Error())
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		rec.DurationMS = time.Since(start).Milliseconds()
+		return unanswered(ctx, rctx, q, d, rec, err)
+	}
+	defer resp.Body.Close()
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, jobs.MaxPushResultBytes+1))
+	rec.DurationMS = time.Since(start).Milliseconds()
+	rec.StatusCode = resp.StatusCode
+	return p.answered(q, d, rec, resp, answer)
+}
+
+// newPushRequest builds the signed POST of one job to its queue's
+// endpoint; start stamps the signature.
+func newPushRequest(ctx context.Context, q jobs.PushQueue, j *jobs.Job, body []byte, start time.Time) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, q.URL, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "Flint-Push/1")
+	req.Header.Set("Flint-Attempt", strconv.Itoa(j.Attempt))
+	req.Header.Set("Flint-Queue", j.Queue)
+	req.Header.Set("Flint-Type", j.Type)
+	jobs.WebhookHeaders(req.Header.Set, q.Secrets, j.ID.String(), start, body)
+	return req, nil
+}
+
+// retryPush is the outcome of a delivery to be tried again after delay,
+// with msg as the job's error and the delivery record's.
+func retryPush(d *delivery, rec jobs.PushDelivery, delay time.Duration, msg string) pushOutcome {
+	rec.Outcome, rec.Error = jobs.PushRetry, msg
+	return pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Error: msg, RetryDelay: delay}, record: rec}
+}
+
+// unanswered is the outcome of a request that got no answer (err): handed
+// back on shutdown, dropped when the lease was lost (ctx is the delivery's,
+// rctx the request's own with the queue's timeout), retried otherwise.
+func unanswered(ctx, rctx context.Context, q jobs.PushQueue, d *delivery, rec jobs.PushDelivery, err error) pushOutcome {
+	j := d.job
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errPushShutdown):
+		rec.Outcome, rec.Error = jobs.PushRetry, "interrupted by shutdown"
+		return pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeInterrupted, Error: errPushShutdown.Error()}, record: rec}
+	case errors.Is(cause, jobs.ErrLeaseLost):
+		return pushOutcome{}
+	case rctx.Err() != nil:
+		return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), fmt.Sprintf("push to %s: no answer within %s", jobs.RedactURL(q.URL), q.Timeout))
+	}
+	return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), fmt.Sprintf("push to %s: %s", jobs.RedactURL(q.URL), logs.Scrub(err.Error())))
+}
+
+// answered decides the outcome from the endpoint's answer (answer is its
+// body, read up to one byte past the result limit), as the table at the
+// top of pusher.go says.
+func (p *Pusher) answered(q jobs.PushQueue, d *delivery, rec jobs.PushDelivery, resp *http.Response, answer []byte) pushOutcome {
+	j := d.job
+	what := fmt.Sprintf("push to %s answered %s", jobs.RedactURL(q.URL), resp.Status)
+	if s := jobs.Truncate(jobs.FirstLine(strings.TrimSpace(string(answer))), 300); s != "" && resp.StatusCode/100 != 2 {
+		what += ": " + logs.Scrub(s)
+	}
+	switch {
+	case strings.EqualFold(strings.TrimSpace(resp.Header.Get("Flint-No-Retry")), "true"):
+		rec.Outcome, rec.Error = jobs.PushFailed, what+" (Flint-No-Retry)"
+		if resp.StatusCode/100 == 2 {
+			rec.Error = what + " with Flint-No-Retry: true"
+		}
+		return pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Error: rec.Error, Final: true}, record: rec}
+	case resp.StatusCode == http.StatusGone:
+		rec.Outcome, rec.Error = jobs.PushGone, what+"; the queue's push is paused until it is set again"
+		p.pausePush(q.Name, what)
+		return pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Error: rec.Error, Final: true}, record: rec}
+	case resp.StatusCode == http.StatusAccepted:
+		p.mu.Lock()
+		delete(p.inFlight, j.ID) // the endpoint's heartbeats keep the lease now
+		p.mu.Unlock()
+		rec.Outcome = jobs.PushAccepted
+		return pushOutcome{record: rec}
+	case resp.StatusCode/100 == 2:
+		f := &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeSucceeded}
+		if r := bytes.TrimSpace(answer); len(answer) <= jobs.MaxPushResultBytes && len(r) > 0 && json.Valid(r) &&
+			!bytes.Equal(r, []byte("null")) && !bytes.Contains(r, []byte(`\u0000`)) {
+			f.Result = r
+		}
+		rec.Outcome = jobs.PushCompleted
+		return pushOutcome{finish: f, record: rec}
+	}
+	delay, given := retryAfter(resp.Header.Get("Retry-After"), time.Now())
+	if !given {
+		delay = jobs.Backoff(j.Attempt, nil)
+	}
+	out := retryPush(d, rec, delay, what)
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable {
+		out.record.Outcome = jobs.PushHeld
+		p.holdPush(q.Name, time.Now().Add(delay))
+	}
+	return out
+}
+
+// retryAfter reads a Retry-After header: seconds or an HTTP date, capped
+// at the longest backoff; given is false when there is none (or it does
+// not parse).
+func retryAfter(v string, now time.Time) (d time.Duration, given bool) {
+	v = strings.TrimSpace(v)
+	if v == "" {
+		return 0, false
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		d = time.Duration(min(n, int64(jobs.MaxBackoff/time.Second))) * time.Second
+	} else if t, err := http.ParseTime(v); err == nil {
+		d = max(t.Sub(now), 0)
+	} else {
+		return 0, false
+	}
+	return min(max(d, time.Second), jobs.MaxBackoff), true
+}
+
+// holdPush holds queue back here at once, and everywhere through the
+// store.
+func (p *Pusher) holdPush(queue string, until time.Time) {
+	p.mu.Lock()
+	if until.After(p.held[queue]) {
+		p.held[queue] = until
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.store.HoldPush(ctx, queue, until); err != nil {
+		p.logger.Warn("holding a push queue back failed", "queue", queue, "error", err)
+	}
+}
+
+// pausePush stops pushing queue here at once, and everywhere through the
+// store.
+func (p *Pusher) pausePush(queue, reason string) {
+	p.mu.Lock()
+	if q, ok := p.queues[queue]; ok {
+		q.Paused = true
+		p.queues[queue] = q
+	}
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := p.store.PausePush(ctx, queue, reason); err != nil {
+		p.logger.Warn("pausing a push queue failed", "queue", queue, "error", err)
+	}
+	p.logger.Warn("push endpoint answered 410 Gone; pushing paused until the push is set again", "queue", queue)
+}
