@@ -71,15 +71,24 @@ func BenchmarkPythonWorkers(b *testing.B) {
 func pythonBenchRun(b *testing.B, bin string, total int) (inproc, remote, p50, p99, inprocP50 float64) {
 	ctx := context.Background()
 	store, dbURL := dbtest.NewStore(b)
+	defer store.Close()
 	addr := freeAddrB(b)
 	base := "http://" + addr
+	// The round's processes stop when it ends, so that an idle server
+	// and long-polling workers of one round take nothing from the next.
+	var stops []func()
+	defer func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}()
 	run := func(cmd *exec.Cmd) {
 		out := &syncBuffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
-		b.Cleanup(func() {
+		stops = append(stops, func() {
 			_ = cmd.Process.Kill()
 			_ = cmd.Wait()
 			if b.Failed() {
