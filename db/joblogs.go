@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -82,23 +83,61 @@ func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error 
 	levels, msgs, attrs := make([]string, n), make([]string, n), make([]string, n)
 	for i, l := range lines {
 		ids[i], attempts[i], ats[i], levels[i] = l.JobID, int32(l.Attempt), l.At, l.Level
-		msgs[i] = truncate(logs.Scrub(l.Message), maxJobLogMessage)
-		attrs[i] = "{}"
-		if len(l.Attrs) > 0 {
-			b, err := json.Marshal(l.Attrs)
-			if err != nil {
-				b, _ = json.Marshal(map[string]string{"attrs": fmt.Sprint(l.Attrs)})
-			}
-			attrs[i] = truncate(logs.Scrub(string(b)), maxJobLogMessage)
-			if !json.Valid([]byte(attrs[i])) {
-				attrs[i] = "{}"
-			}
-		}
+		msgs[i], attrs[i] = storedLogLine(l)
 	}
 	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, uuidArray(ids), attempts, ats, levels, msgs, attrs, jobs.MaxJobLogTotal); err != nil {
 		return fmt.Errorf("store job log lines: %w", err)
 	}
 	return nil
+}
+
+// storedLogLine is a log line's message and attributes as job_logs keeps
+// them: scrubbed like the process log, cut to maxJobLogMessage, without
+// NUL bytes (which PostgreSQL's text refuses), the attributes as a JSON
+// object.
+func storedLogLine(l jobs.LogEntry) (message, attrs string) {
+	message = truncate(logs.Scrub(strings.ReplaceAll(l.Message, "\x00", "")), maxJobLogMessage)
+	attrs = "{}"
+	if len(l.Attrs) > 0 {
+		b, err := json.Marshal(l.Attrs)
+		if err != nil {
+			b, _ = json.Marshal(map[string]string{"attrs": fmt.Sprint(l.Attrs)})
+		}
+		attrs = truncate(logs.Scrub(strings.ReplaceAll(string(b), `\u0000`, "")), maxJobLogMessage)
+		if !json.Valid([]byte(attrs)) {
+			attrs = "{}"
+		}
+	}
+	return message, attrs
+}
+
+// finishLogLine is one line of the JSON array finishSQL stores with an
+// outcome.
+type finishLogLine struct {
+	Attempt int             `json:"attempt"`
+	At      time.Time       `json:"at"`
+	Level   string          `json:"level"`
+	Message string          `json:"message"`
+	Attrs   json.RawMessage `json:"attrs"`
+}
+
+// finishLogJSON is an outcome's log lines as the JSON array finishSQL
+// reads, or nil for none.
+func finishLogJSON(lines []jobs.LogEntry) *string {
+	if len(lines) == 0 {
+		return nil
+	}
+	out := make([]finishLogLine, len(lines))
+	for i, l := range lines {
+		msg, attrs := storedLogLine(l)
+		out[i] = finishLogLine{Attempt: l.Attempt, At: l.At, Level: l.Level, Message: msg, Attrs: json.RawMessage(attrs)}
+	}
+	b, err := json.Marshal(out)
+	if err != nil { // cannot happen: every field is plain or valid JSON
+		return nil
+	}
+	s := string(b)
+	return &s
 }
 
 // jobLogRow is a job_logs row.

@@ -113,3 +113,41 @@ func TestJobLogsGoWithTheJob(t *testing.T) {
 	require.Equal(t, 1, n)
 	require.Zero(t, b.storedLines(t, kept.ID))
 }
+
+// Lines that come with an outcome are stored by the finish statement, in
+// order, scrubbed and without NUL bytes, for the jobs whose lease held;
+// the lines of a lost lease are not stored there (the worker keeps them
+// through the log writer instead).
+func TestFinishStoresTheLinesItCarries(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue(t, jobs.EnqueueParams{})
+	b.enqueue(t, jobs.EnqueueParams{})
+	claimed := b.claim(t, "w", 2, time.Minute)
+	require.Len(t, claimed, 2)
+	held, lost := claimed[0], claimed[1]
+	lines := logLines(held.ID, 1, 0, 3)
+	lines[1].Message = "connecting to postgres://app:hunter2@db/app\x00"
+	lines[2].Attrs = map[string]any{"rows": 42, "note": "a\x00b"}
+	stale := jobs.Lease{JobID: lost.ID, Token: uuid.New()}
+
+	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{
+		{Lease: jobs.LeaseOf(held), Outcome: jobs.OutcomeSucceeded, Log: lines},
+		{Lease: stale, Outcome: jobs.OutcomeSucceeded, Log: logLines(lost.ID, 1, 0, 2)},
+	})
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateCompleted, moved[0].Status)
+	require.True(t, moved[1].LeaseLost())
+
+	got, err := b.store.JobLogs(b.ctx, held.ID, 0, 10)
+	require.NoError(t, err)
+	require.Len(t, got, 3)
+	require.Equal(t, "attempt 1 line 0", got[0].Message)
+	require.NotContains(t, got[1].Message, "hunter2")
+	require.NotContains(t, got[1].Message, "\x00")
+	require.EqualValues(t, 42, got[2].Attrs["rows"])
+	require.Equal(t, "ab", got[2].Attrs["note"])
+	require.Less(t, got[0].Seq, got[1].Seq)
+	require.Less(t, got[1].Seq, got[2].Seq)
+	require.Zero(t, b.storedLines(t, lost.ID), "a lost lease stores nothing")
+}

@@ -98,6 +98,11 @@ type Finish struct {
 	// Final marks a failure that no retry can fix (the handler returned
 	// Permanent): the job goes to the DLQ whatever retries it has left.
 	Final bool
+	// Log holds lines the handler logged in this attempt that have not
+	// been stored yet. They are written with the outcome, in the same
+	// statement, when the lease holds; the writer of a lost lease stores
+	// them on their own.
+	Log []LogEntry
 }
 
 // Moved reports a job that a write moved, with its new state. A Moved with

@@ -35,6 +35,12 @@ type execution struct {
 	// lines its handler logged (capped at jobs.MaxJobLogLines).
 	progress atomic.Pointer[jobs.Progress]
 	logLines atomic.Int64
+	// logMu guards held and passed: the lines of a short first attempt are
+	// held to be written with its outcome (see holdLog).
+	logMu    sync.Mutex
+	held     []jobs.LogEntry
+	passed   bool
+	holdStop func() bool
 	// logger is made when the handler first asks for it.
 	loggerOnce sync.Once
 	logger     *slog.Logger
@@ -140,6 +146,7 @@ func (p *Pool) execute(ex *execution) {
 		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
 		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
 	}
+	f.Log = ex.takeLog()
 	ran := time.Since(start)
 	movingAverage(&p.runAvg, ran)
 	if p.cfg.OnRun != nil {

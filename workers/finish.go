@@ -63,6 +63,12 @@ func (p *Pool) flush(batch []jobs.Finish) {
 				for _, f := range batch {
 					p.flush([]jobs.Finish{f})
 				}
+			} else if len(batch[0].Log) > 0 {
+				// The lines, not the outcome, may be what was refused:
+				// the writer stores what it can of them on its own.
+				p.passLog(batch[0])
+				batch[0].Log = nil
+				continue
 			} else {
 				p.logger.Error("outcome refused by the database; the reaper will return the job",
 					"error", err, "job_id", batch[0].JobID)
@@ -72,6 +78,9 @@ func (p *Pool) flush(batch []jobs.Finish) {
 		if attempt >= 60 {
 			p.logger.Error("giving up writing job outcomes; the reaper will return the jobs",
 				"error", err, "jobs", len(batch))
+			for _, f := range batch {
+				p.passLog(f)
+			}
 			return
 		}
 		time.Sleep(min(time.Duration(attempt)*100*time.Millisecond, 2*time.Second))
@@ -81,9 +90,10 @@ func (p *Pool) flush(batch []jobs.Finish) {
 	}
 	jobs.LogFailures(ctx, p.logger, batch, moved)
 	report := moved[:0:0]
-	for _, m := range moved {
+	for i, m := range moved {
 		if m.LeaseLost() {
 			p.logger.Warn("outcome refused: lease lost (the job was reaped or re-claimed)", "job_id", m.JobID)
+			p.passLog(batch[i]) // kept, as lines of a lost lease always are
 			continue
 		}
 		report = append(report, m)
@@ -91,6 +101,14 @@ func (p *Pool) flush(batch []jobs.Finish) {
 	report = append(report, cascaded...)
 	if p.cfg.OnMoved != nil && len(report) > 0 {
 		p.cfg.OnMoved(report)
+	}
+}
+
+// passLog hands the log lines that came with f to the log writer, for an
+// outcome that did not store them.
+func (p *Pool) passLog(f jobs.Finish) {
+	for _, e := range f.Log {
+		p.jobLogs.add(e)
 	}
 }
 

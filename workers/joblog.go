@@ -89,6 +89,67 @@ func (w *jobLogWriter) run() {
 	}
 }
 
+// Lines written with the outcome.
+//
+// Most jobs are short, and a line stored on its own costs an insert of
+// its own, in a transaction of its own, beside the outcome's. So the lines
+// a first attempt logs are held by its execution, and if the handler
+// returns within jobLogLinger of its first line (the time a line waits in
+// the writer anyway), they go with the outcome and are stored by the same
+// statement (jobs.Finish.Log). A handler that runs longer has its lines
+// passed to the writer when the linger ends, and every later line goes
+// there straight away, so a running job's log still fills in live and in
+// order. Later attempts, which may share the log's per-job cap with lines
+// of earlier ones, always use the writer, which keeps that cap. If the
+// outcome's lease turns out lost, or the database refuses the lines, the
+// finisher passes them to the writer, so they are kept as before.
+
+// holdsLog reports whether ex's lines may be held for its outcome: a first
+// attempt that no interruption refunded, whose log can hold no lines but
+// its own (at most jobs.MaxJobLogLines, under the per-job cap).
+func (ex *execution) holdsLog() bool {
+	return ex.job.Attempt == 1 && ex.job.Interruptions == 0
+}
+
+// log holds e for the outcome or passes it to the writer (see above).
+func (ex *execution) log(w *jobLogWriter, e jobs.LogEntry) {
+	ex.logMu.Lock()
+	defer ex.logMu.Unlock()
+	if ex.passed || !ex.holdsLog() {
+		w.add(e)
+		return
+	}
+	ex.held = append(ex.held, e)
+	if ex.holdStop == nil {
+		ex.holdStop = time.AfterFunc(jobLogLinger, func() { ex.passLog(w) }).Stop
+	}
+}
+
+// passLog hands the held lines to the writer; later ones go there too.
+func (ex *execution) passLog(w *jobLogWriter) {
+	ex.logMu.Lock()
+	defer ex.logMu.Unlock()
+	ex.passed = true
+	for _, e := range ex.held {
+		w.add(e)
+	}
+	ex.held = nil
+}
+
+// takeLog returns the lines held for the outcome; later ones go to the
+// writer.
+func (ex *execution) takeLog() []jobs.LogEntry {
+	ex.logMu.Lock()
+	defer ex.logMu.Unlock()
+	ex.passed = true
+	if ex.holdStop != nil {
+		ex.holdStop()
+	}
+	held := ex.held
+	ex.held = nil
+	return held
+}
+
 // jobLogHandler is the slog handler behind jobs.Logger, behind the log
 // file's scrubbing (logs.Scrubbing): each record goes to the job's own log
 // (capped per attempt) and to the process log with the job's id.
@@ -119,10 +180,10 @@ func (h *jobLogHandler) Handle(ctx context.Context, r slog.Record) error {
 			if len(attrs) == 0 {
 				attrs = nil
 			}
-			h.w.add(jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: levelName(r.Level),
+			h.ex.log(h.w, jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: levelName(r.Level),
 				Message: r.Message, Attrs: attrs})
 		case n == jobs.MaxJobLogLines+1:
-			h.w.add(jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: "warn",
+			h.ex.log(h.w, jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: "warn",
 				Message: fmt.Sprintf("this attempt logged more than %d lines; later ones are not kept here", jobs.MaxJobLogLines)})
 		}
 	}

@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/db"
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/logs"
 	"github.com/flinthq/flint/workers"
@@ -117,4 +119,78 @@ func TestJobLogGroupsAndSecrets(t *testing.T) {
 	require.Equal(t, logs.Redacted, lines[1].Attrs["auth.user"], "%v", lines[1].Attrs)
 	require.NotContains(t, lines[2].Attrs["body"], "abc123")
 	require.Contains(t, lines[2].Attrs["body"], `"n":1`)
+}
+
+// logInsertCounter counts the lines the pool stores through its log writer.
+type logInsertCounter struct {
+	*db.Store
+	lines atomic.Int64
+}
+
+func (c *logInsertCounter) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error {
+	c.lines.Add(int64(len(lines)))
+	return c.Store.InsertJobLogs(ctx, lines)
+}
+
+// The lines of a short first attempt go with its outcome, stored by the
+// same statement, not by an insert of their own; a job that runs longer
+// than a line waits has its lines written while it runs, and every line
+// of both ends up in its log, in order.
+func TestShortJobsLogWithTheirOutcome(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.registry.Register("quick", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		jobs.Logger(ctx).Info("first", "n", 1)
+		jobs.Logger(ctx).Warn("second")
+		return nil, nil
+	}))
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	b.registry.Register("slow", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		jobs.Logger(ctx).Info("before")
+		<-release
+		jobs.Logger(ctx).Info("after")
+		return nil, nil
+	}))
+	quick := make([]*jobs.Job, 20)
+	for i := range quick {
+		quick[i] = b.enqueue(t, "quick", `{}`)
+	}
+	slow := b.enqueue(t, "slow", `{}`)
+	counter := &logInsertCounter{Store: b.store}
+	pool := workers.NewPool(workers.Config{WorkerID: "logs", Workers: 8, PollInterval: 50 * time.Millisecond,
+		HeartbeatInterval: time.Hour, LeaseTTL: time.Hour}, counter, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	t.Cleanup(func() {
+		once.Do(func() { close(release) })
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	for _, j := range quick {
+		b.waitFor(t, j.ID, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+		lines, err := b.store.JobLogs(b.ctx, j.ID, 0, 10)
+		require.NoError(t, err)
+		require.Len(t, lines, 2, "stored by the time the outcome is")
+		require.Equal(t, []string{"first", "second"}, []string{lines[0].Message, lines[1].Message})
+		require.EqualValues(t, 1, lines[0].Attrs["n"])
+		require.Equal(t, "warn", lines[1].Level)
+	}
+	require.Eventually(t, func() bool {
+		lines, err := b.store.JobLogs(b.ctx, slow.ID, 0, 10)
+		require.NoError(t, err)
+		return len(lines) == 1 && lines[0].Message == "before"
+	}, 10*time.Second, 20*time.Millisecond, "a running job's line is written while it runs")
+	require.EqualValues(t, 1, counter.lines.Load(), "only the running job's line took an insert of its own")
+
+	once.Do(func() { close(release) })
+	b.waitFor(t, slow.ID, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+	require.Eventually(t, func() bool {
+		lines, err := b.store.JobLogs(b.ctx, slow.ID, 0, 10)
+		require.NoError(t, err)
+		return len(lines) == 2 && lines[1].Message == "after"
+	}, 10*time.Second, 20*time.Millisecond)
 }

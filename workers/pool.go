@@ -333,7 +333,7 @@ func (p *Pool) abandonRunning() {
 		}
 		p.logger.Warn("handler ignored cancellation; handing its job back", "job_id", ex.job.ID, "type", ex.job.Type)
 		p.finishes <- jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
-			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down and the handler did not stop"}
+			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down and the handler did not stop", Log: ex.takeLog()}
 		return true
 	})
 }
