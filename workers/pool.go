@@ -74,7 +74,8 @@ type Config struct {
 	// TimeoutGrace is how long past its timeout a handler that ignores its
 	// context keeps its lease; zero means 10 s.
 	TimeoutGrace time.Duration
-	// FetchLimit caps one claim; zero means Workers.
+	// FetchLimit caps one claim; zero means Workers + ClaimAhead, so that
+	// one claim can fill every idle worker and the buffer.
 	FetchLimit int
 	// ClaimAhead caps how many claimed jobs may wait for a worker, so that
 	// workers pick up their next job without waiting on a claim round
@@ -83,8 +84,9 @@ type Config struct {
 	// handler and claim times), so short jobs keep every worker busy and
 	// long ones are never claimed before a worker can start them. Waiting
 	// jobs are leased and heartbeated like running ones and handed back
-	// unstarted on shutdown. Zero means Workers; negative means none
-	// (claim only for idle workers).
+	// unstarted on shutdown. Zero means eight times Workers (jobs of about
+	// a millisecond or less reach it; see ARCHITECTURE, "Claim ahead");
+	// negative means none (claim only for idle workers).
 	ClaimAhead int
 	// FinishBatch caps one batch of outcome writes; zero means 1000.
 	FinishBatch int
@@ -120,13 +122,13 @@ func (c *Config) fill() {
 	if c.TimeoutGrace <= 0 {
 		c.TimeoutGrace = 10 * time.Second
 	}
-	if c.FetchLimit <= 0 {
-		c.FetchLimit = c.Workers
-	}
 	if c.ClaimAhead == 0 {
-		c.ClaimAhead = c.Workers
+		c.ClaimAhead = 8 * c.Workers
 	} else if c.ClaimAhead < 0 {
 		c.ClaimAhead = 0
+	}
+	if c.FetchLimit <= 0 {
+		c.FetchLimit = c.Workers + c.ClaimAhead
 	}
 	if c.FinishBatch <= 0 {
 		c.FinishBatch = 1000

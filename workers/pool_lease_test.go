@@ -135,19 +135,19 @@ func (s *leaseWriteWatch) FinishJobs(ctx context.Context, batch []jobs.Finish) (
 // TestPoolLeaseWritesTakeTurns: the heartbeat and the outcome writes of a
 // pool never run at once. Each updates many of the pool's rows in an order
 // of its own, and side by side they deadlocked in PostgreSQL (one failed
-// after deadlock_timeout) during drains. Heartbeats every 5 ms while 600
+// after deadlock_timeout) during drains. Heartbeats every 5 ms while 1,000
 // short jobs finish.
 func TestPoolLeaseWritesTakeTurns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	ps := make([]jobs.EnqueueParams, 600)
+	ps := make([]jobs.EnqueueParams, 1000)
 	for i := range ps {
 		ps[i] = jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: json.RawMessage(`{"ms": 5}`)}
 	}
 	res, err := b.store.Enqueue(b.ctx, ps...)
 	require.NoError(t, err)
 	store := &leaseWriteWatch{Store: b.store}
-	pool := workers.NewPool(workers.Config{WorkerID: "turns", Workers: 20, PollInterval: 20 * time.Millisecond,
+	pool := workers.NewPool(workers.Config{WorkerID: "turns", Workers: 10, PollInterval: 20 * time.Millisecond,
 		LeaseTTL: time.Minute, HeartbeatInterval: 5 * time.Millisecond}, store, b.registry, quietLogger())
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
