@@ -20,7 +20,9 @@ import (
 // flush, and the flushes, not the inserts, set the rate. So Store.Enqueue
 // hands a single plain job (no dependencies, no recurrence) to a group
 // committer: the jobs that arrive within EnqueueWindow of the first, up to
-// EnqueueBatch of them, go into the database as one multi-row insert in
+// EnqueueBatch of them (or, when no batch is being written, the jobs
+// already waiting, at once: an idle service does not wait for a window
+// nobody will join), go into the database as one multi-row insert in
 // one transaction, and each caller is answered once that transaction has
 // committed, with its own job (or, for a taken idempotency key, the job
 // that holds it). Two jobs of one batch with the same key behave as two
@@ -80,6 +82,9 @@ type groupCommitter struct {
 	// batches and jobs count the group commits made and the jobs they
 	// wrote, for tests and metrics.
 	batches, jobs atomic.Uint64
+	// writing counts the batches being written: with none, a batch does
+	// not wait for its window.
+	writing atomic.Int32
 }
 
 func newGroupCommitter(s *Store, window time.Duration, max int) *groupCommitter {
@@ -165,6 +170,14 @@ func (g *groupCommitter) run(ctx context.Context) {
 		case r := <-g.in:
 			batch = append(batch, r)
 		}
+		if g.writing.Load() == 0 {
+			// Nothing is being written, so nobody is about to join: an
+			// idle service's enqueue goes at once, with what is waiting.
+			// Batches form while others are written.
+			batch = g.gatherWaiting(batch)
+			g.write(ctx, batch)
+			continue
+		}
 		timer := time.NewTimer(g.window)
 	gather:
 		for len(batch) < g.max {
@@ -178,8 +191,28 @@ func (g *groupCommitter) run(ctx context.Context) {
 			}
 		}
 		timer.Stop()
-		g.flush(ctx, batch)
+		g.write(ctx, batch)
 	}
+}
+
+// gatherWaiting adds to batch the requests already waiting, up to the cap.
+func (g *groupCommitter) gatherWaiting(batch []*groupRequest) []*groupRequest {
+	for len(batch) < g.max {
+		select {
+		case r := <-g.in:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+// write flushes batch, counted in writing while it does.
+func (g *groupCommitter) write(ctx context.Context, batch []*groupRequest) {
+	g.writing.Add(1)
+	defer g.writing.Add(-1)
+	g.flush(ctx, batch)
 }
 
 // flush writes a batch in one transaction, or, when that fails, each job

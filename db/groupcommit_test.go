@@ -26,6 +26,34 @@ func (b *testBundle) groupStore(t *testing.T, window time.Duration) *db.Store {
 	return s
 }
 
+// keepWriting keeps one of s's flushers writing until the test ends (a
+// batch whose job waits for an idempotency key an open transaction holds),
+// so that new batches wait for their window: with nothing being written,
+// a batch goes at once.
+func (b *testBundle) keepWriting(t *testing.T, s *db.Store) {
+	t.Helper()
+	tx, err := b.store.Pool().Begin(b.ctx)
+	require.NoError(t, err)
+	hold := jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "hold", IdempotencyKey: "hold"}
+	_, err = db.EnqueueTx(b.ctx, tx, hold)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = s.Enqueue(context.Background(), hold)
+	}()
+	t.Cleanup(func() {
+		_ = tx.Rollback(context.Background())
+		<-done
+	})
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		return n > 0
+	}, 10*time.Second, 5*time.Millisecond, "the held batch waits for the key")
+}
+
 // enqueueAll enqueues each params entry from a goroutine of its own, at
 // once, and returns each one's answer.
 func enqueueAll(ctx context.Context, s *db.Store, params []jobs.EnqueueParams) ([]jobs.Enqueued, []error) {
@@ -164,12 +192,14 @@ func TestGroupCommitSameKeyInOneBatch(t *testing.T) {
 }
 
 // TestGroupCommitCancelWhileWaiting: a caller that gives up while its
-// job waits for its batch gets its context's error at once, and the job
-// is not written; its neighbours in the batch are.
+// job waits for its batch (gathering while another is written) gets its
+// context's error at once, and the job is not written; its neighbours in
+// the batch are.
 func TestGroupCommitCancelWhileWaiting(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	s := b.groupStore(t, 2*time.Second)
+	b.keepWriting(t, s)
 	neighbour := make(chan []jobs.Enqueued, 1)
 	go func() {
 		res, err := s.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "kept"})
@@ -191,4 +221,21 @@ func TestGroupCommitCancelWhileWaiting(t *testing.T) {
 	require.Zero(t, n, "the abandoned job was not written")
 	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT count(*) FROM jobs WHERE queue = 'kept'`).Scan(&n))
 	require.Equal(t, 1, n)
+}
+
+// TestGroupCommitIdleGoesAtOnce: with no batch being written, a single
+// enqueue does not wait for the window (nobody is about to join it).
+func TestGroupCommitIdleGoesAtOnce(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	s := b.groupStore(t, 5*time.Second)
+	for range 3 {
+		start := time.Now()
+		_, err := s.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop})
+		require.NoError(t, err)
+		require.Less(t, time.Since(start), 4*time.Second, "written without waiting for the 5 s window")
+	}
+	batches, n := s.GroupCommits()
+	require.Equal(t, uint64(3), batches)
+	require.Equal(t, uint64(3), n)
 }
