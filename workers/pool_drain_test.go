@@ -91,8 +91,11 @@ func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
 func TestPoolClaimsLongJobsOnlyForIdleWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	const workersN, jobsN = 3, 12
-	const run = 300 * time.Millisecond
+	// The pool claims ahead what its workers finish during one claim, so
+	// a claim would have to take half a run (500 ms) before it claimed
+	// one job ahead; with shorter runs a loaded machine's slow claims do.
+	const workersN, jobsN = 2, 6
+	const run = time.Second
 	var began sync.Map // job id → when its handler started
 	b.registry.Register("slow", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
 		began.Store(j.ID, time.Now())
