@@ -54,7 +54,7 @@ test: test-services vet fmt-check templ-check lint
 	$(GO) test -race -count=1 -timeout 20m ./...
 
 bench: services
-	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -timeout 60m $(BENCHPKG)
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $${BENCHTIME:-1s} -timeout 60m $(BENCHPKG)
 
 # Flint against River v0.51.2 (bench/riverbench, its own module) on the
 # same PostgreSQL server in one run, with Asynq v0.26.0 (bench/asynqbench)

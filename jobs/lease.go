@@ -100,8 +100,8 @@ type Finish struct {
 	Final bool
 	// Log holds lines the handler logged in this attempt that have not
 	// been stored yet. They are written with the outcome, in the same
-	// statement, when the lease holds; the writer of a lost lease stores
-	// them on their own.
+	// statement, when the lease holds; when it is lost, the worker stores
+	// them through its log writer instead.
 	Log []LogEntry
 }
 

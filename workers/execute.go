@@ -35,8 +35,8 @@ type execution struct {
 	// lines its handler logged (capped at jobs.MaxJobLogLines).
 	progress atomic.Pointer[jobs.Progress]
 	logLines atomic.Int64
-	// logMu guards held and passed: the lines of a short first attempt are
-	// held to be written with its outcome (see holdLog).
+	// logMu guards held, passed and holdStop: the lines of a short first
+	// attempt are held to be written with its outcome (see holdsLog).
 	logMu    sync.Mutex
 	held     []jobs.LogEntry
 	passed   bool
