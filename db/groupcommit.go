@@ -128,7 +128,7 @@ func (g *groupCommitter) close() {
 	for {
 		select {
 		case r := <-g.in:
-			g.flush(context.Background(), []*groupRequest{r})
+			g.flush(context.Background(), []*groupRequest{r}).send()
 		default:
 			return
 		}
@@ -208,16 +208,34 @@ func (g *groupCommitter) gatherWaiting(batch []*groupRequest) []*groupRequest {
 	return batch
 }
 
-// write flushes batch, counted in writing while it does.
+// write flushes batch, counted in writing while it does. The count drops
+// before the callers are answered: a caller that enqueues again at once
+// must find the committer idle, not still writing its last job.
 func (g *groupCommitter) write(ctx context.Context, batch []*groupRequest) {
 	g.writing.Add(1)
-	defer g.writing.Add(-1)
-	g.flush(ctx, batch)
+	answers := g.flush(ctx, batch)
+	g.writing.Add(-1)
+	answers.send()
+}
+
+// answers are the outcomes of a flush, sent once it is over.
+type answers []answer
+
+type answer struct {
+	r   *groupRequest
+	res groupResult
+}
+
+func (a answers) send() {
+	for _, x := range a {
+		x.r.done <- x.res
+	}
 }
 
 // flush writes a batch in one transaction, or, when that fails, each job
-// on its own. Jobs whose callers have gone are left out.
-func (g *groupCommitter) flush(ctx context.Context, gathered []*groupRequest) {
+// on its own, and returns each caller's answer. Jobs whose callers have
+// gone are left out.
+func (g *groupCommitter) flush(ctx context.Context, gathered []*groupRequest) answers {
 	batch := gathered[:0:0]
 	for _, r := range gathered {
 		if r.state.CompareAndSwap(requestWaiting, requestTaken) {
@@ -225,8 +243,9 @@ func (g *groupCommitter) flush(ctx context.Context, gathered []*groupRequest) {
 		}
 	}
 	if len(batch) == 0 {
-		return
+		return nil
 	}
+	out := make(answers, 0, len(batch))
 	// The write is bounded by groupTimeout, and by the callers' own
 	// deadlines when every one of them has one: a commit that hangs (a
 	// primary waiting for a standby that was promoted away) must not hold
@@ -250,37 +269,38 @@ func (g *groupCommitter) flush(ctx context.Context, gathered []*groupRequest) {
 	for i, r := range batch {
 		params[i] = r.params
 	}
-	out, err := g.store.enqueueDirect(wctx, params)
+	written, err := g.store.enqueueDirect(wctx, params)
 	if err == nil {
 		g.batches.Add(1)
 		g.jobs.Add(uint64(len(batch)))
-		g.store.Announce(out)
+		g.store.Announce(written)
 		for i, r := range batch {
-			r.done <- groupResult{enqueued: out[i]}
+			out = append(out, answer{r, groupResult{enqueued: written[i]}})
 		}
-		return
+		return out
 	}
 	if len(batch) == 1 || !isDataError(err) {
 		// One job, or the server or connection failed rather than a row:
 		// every job of the batch gets the error (and may be retried).
 		for _, r := range batch {
-			r.done <- groupResult{err: err}
+			out = append(out, answer{r, groupResult{err: err}})
 		}
-		return
+		return out
 	}
 	// A row the database refused: isolate the job at fault, the others
 	// must not fail with it.
 	for _, r := range batch {
 		one, err := g.store.enqueueDirect(wctx, []jobs.EnqueueParams{r.params})
 		if err != nil {
-			r.done <- groupResult{err: err}
+			out = append(out, answer{r, groupResult{err: err}})
 			continue
 		}
 		g.batches.Add(1)
 		g.jobs.Add(1)
 		g.store.Announce(one)
-		r.done <- groupResult{enqueued: one[0]}
+		out = append(out, answer{r, groupResult{enqueued: one[0]}})
 	}
+	return out
 }
 
 // errStoreClosed answers an enqueue made after Store.Close.

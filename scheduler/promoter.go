@@ -74,7 +74,7 @@ type Promoter struct {
 	offset   time.Duration // database clock minus local clock
 	resync   bool
 	kick     chan struct{}
-	sweepDue time.Time
+	sweepDue time.Time // see nextSweep
 }
 
 // NewPromoter returns a promoter.
@@ -309,8 +309,7 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 			break
 		}
 	}
-	if now := p.cfg.Clock.Now(); now.After(p.sweepDue) {
-		p.sweepDue = now.Add(p.cfg.SweepInterval)
+	if now := p.cfg.Clock.Now(); now.After(p.nextSweep()) {
 		for {
 			moved, err := p.store.PromoteDue(ctx, nil, p.cfg.BatchSize)
 			if err != nil {
@@ -324,8 +323,19 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 				break
 			}
 		}
+		p.mu.Lock()
+		p.sweepDue = now.Add(p.cfg.SweepInterval)
+		p.mu.Unlock()
 	}
 	return nil
+}
+
+// nextSweep is when the next sweep of the database is due: at once
+// before the first, and SweepInterval after the last that succeeded.
+func (p *Promoter) nextSweep() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.sweepDue
 }
 
 func (p *Promoter) putBack(entries []Entry) {
