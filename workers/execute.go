@@ -64,7 +64,8 @@ func (h handlerContext) JobLogger() *slog.Logger {
 	ex := h.ex
 	ex.loggerOnce.Do(func() {
 		ex.logger = slog.New(logs.Scrubbing(&jobLogHandler{w: h.p.jobLogs, ex: ex,
-			next: h.p.logger.With("job_id", ex.job.ID, "type", ex.job.Type, "attempt", ex.job.Attempt).Handler()}))
+			next: &lazyAttrs{base: h.p.logger.Handler(), attrs: []slog.Attr{
+				slog.Any("job_id", ex.job.ID), slog.String("type", ex.job.Type), slog.Int("attempt", ex.job.Attempt)}}}))
 	})
 	return ex.logger
 }

@@ -216,6 +216,33 @@ func (h *jobLogHandler) WithGroup(name string) slog.Handler {
 	return &c
 }
 
+// lazyAttrs is the process log's handler with the job's attributes,
+// added only when a line reaches it: a job's logger is made for every job
+// that logs, and most of its lines stay below the process log's level,
+// while adding attributes to a handler formats them at once.
+type lazyAttrs struct {
+	base  slog.Handler
+	attrs []slog.Attr
+	once  sync.Once
+	with  slog.Handler
+}
+
+func (h *lazyAttrs) handler() slog.Handler {
+	h.once.Do(func() { h.with = h.base.WithAttrs(h.attrs) })
+	return h.with
+}
+
+// Enabled asks the base: attributes do not change what a handler takes.
+func (h *lazyAttrs) Enabled(ctx context.Context, l slog.Level) bool { return h.base.Enabled(ctx, l) }
+
+func (h *lazyAttrs) Handle(ctx context.Context, r slog.Record) error {
+	return h.handler().Handle(ctx, r)
+}
+
+func (h *lazyAttrs) WithAttrs(as []slog.Attr) slog.Handler { return h.handler().WithAttrs(as) }
+
+func (h *lazyAttrs) WithGroup(name string) slog.Handler { return h.handler().WithGroup(name) }
+
 // putAttr stores an attribute as the job log keeps it, flattened to
 // "group.key" (the scrubbing handler in front has redacted it already).
 func putAttr(m map[string]any, group string, a slog.Attr) {

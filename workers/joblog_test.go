@@ -1,8 +1,11 @@
 package workers_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -193,4 +196,69 @@ func TestShortJobsLogWithTheirOutcome(t *testing.T) {
 		require.NoError(t, err)
 		return len(lines) == 2 && lines[1].Message == "after"
 	}, 10*time.Second, 20*time.Millisecond)
+}
+
+// A job's log lines at or above the process log's level also go to the
+// process log, with the job's id, type and attempt and the handler's own
+// attributes; lines below it go to the job's log only.
+func TestJobLinesReachTheProcessLog(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.registry.Register("chatty", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		jobs.Logger(ctx).Info("below the process log", "n", 1)
+		jobs.Logger(ctx).With("step", "two").Warn("worth a look", "n", 2)
+		return nil, nil
+	}))
+	j := b.enqueue(t, "chatty", `{}`)
+	var out lockedBuffer
+	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	pool := workers.NewPool(workers.Config{WorkerID: "chatty", Workers: 2, PollInterval: 50 * time.Millisecond,
+		HeartbeatInterval: time.Hour, LeaseTTL: time.Hour}, b.store, b.registry, logger)
+	ctx, cancel := context.WithCancel(b.ctx)
+	done := make(chan error, 1)
+	go func() { done <- pool.Run(ctx) }()
+	b.waitFor(t, j.ID, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
+	cancel()
+	require.NoError(t, <-done)
+
+	var found []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["job_id"] == j.ID.String() {
+			found = append(found, m)
+		}
+	}
+	require.Len(t, found, 1, "only the warning reached the process log:\n%s", out.String())
+	require.Equal(t, "worth a look", found[0]["msg"])
+	require.Equal(t, "chatty", found[0]["type"])
+	require.EqualValues(t, j.Attempt+1, found[0]["attempt"])
+	require.Equal(t, "two", found[0]["step"])
+	require.EqualValues(t, 2, found[0]["n"])
+
+	lines, err := b.store.JobLogs(b.ctx, j.ID, 0, 10)
+	require.NoError(t, err)
+	var msgs []string
+	for _, l := range lines {
+		msgs = append(msgs, l.Message)
+	}
+	require.Subset(t, msgs, []string{"below the process log", "worth a look"}, "both in the job's own log")
+}
+
+// lockedBuffer is a bytes.Buffer safe for the pool's goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -23,7 +23,7 @@ func modeDrain(ctx context.Context) {
 	// time): with -db the database may already hold millions of jobs, and
 	// reading the drained ones by id range never scans them.
 	firstID := uuidV7Floor(time.Now().Add(-time.Second))
-	enqueueNoops(ctx, s, *flagN)
+	enqueueDrained(ctx, s, *flagN)
 	_, err := s.Pool().Exec(ctx, "ANALYZE jobs")
 	must(err)
 	if *flagLimits {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log"
@@ -163,15 +164,20 @@ func redisPrefix() string {
 	return fmt.Sprintf("flintbench:%d:%d:", os.Getpid(), time.Now().UnixNano())
 }
 
-// enqueueNoops pre-inserts n noop jobs in batches of 5,000 (as riverbench
-// pre-inserts River's), without events: no process is listening yet.
-func enqueueNoops(ctx context.Context, s *db.Store, n int) {
+// enqueueDrained pre-inserts n jobs of -type with -payload in batches of
+// 5,000 (as riverbench pre-inserts River's), without events: no process is
+// listening yet.
+func enqueueDrained(ctx context.Context, s *db.Store, n int) {
 	const chunk = 5000
+	job := jobs.EnqueueParams{Type: *flagType}
+	if *flagPayload != "" {
+		job.Payload = json.RawMessage(*flagPayload)
+	}
 	batch := make([]jobs.EnqueueParams, 0, chunk)
 	for done := 0; done < n; done += len(batch) {
 		batch = batch[:0]
 		for range min(chunk, n-done) {
-			batch = append(batch, jobs.EnqueueParams{Type: jobs.TypeNoop})
+			batch = append(batch, job)
 		}
 		_, err := s.Enqueue(ctx, batch...)
 		must(err)

@@ -45,6 +45,8 @@ var (
 	flagBin      = flag.String("bin", "bin/flint", "the flint binary")
 	flagCmd      = flag.String("cmd", "worker", "drain: flint subcommand that drains (worker or serve)")
 	flagWorkers  = flag.Int("workers", 0, "drain: FLINT_WORKERS (0 leaves Flint's default)")
+	flagType     = flag.String("type", "noop", "drain: the job type pre-inserted (a type of one's own needs -bin to serve it)")
+	flagPayload  = flag.String("payload", "", "drain: the jobs' payload, JSON (empty: none)")
 	flagLabel    = flag.String("label", "", "name of the figure in the RESULT line")
 	flagN        = flag.Int("n", 100_000, "drain: jobs to pre-insert; batch: jobs to enqueue")
 	flagBatch    = flag.Int("batch", 1000, "batch: jobs per request")
