@@ -27,6 +27,9 @@ type fastBundle struct {
 	redis  *db.Redis
 	bus    *db.EventBus
 	prefix string
+	// rebuilt is closed once the ready queue's rebuild at Redis's first
+	// ping has finished.
+	rebuilt chan struct{}
 }
 
 func fastSetup(t *testing.T, redisURL, prefix string) *fastBundle {
@@ -38,13 +41,18 @@ func fastSetup(t *testing.T, redisURL, prefix string) *fastBundle {
 	b.store.SetRedis(r)
 	bus := db.NewEventBus(b.store, r, true, quietLogger(), nil)
 	b.store.SetEventSink(bus)
-	r.OnRecover(func() { _, _ = b.store.RebuildReadyQueue(context.Background(), r) })
+	rebuilt := make(chan struct{})
+	var once sync.Once
+	r.OnRecover(func() {
+		_, _ = b.store.RebuildReadyQueue(context.Background(), r)
+		once.Do(func() { close(rebuilt) })
+	})
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _ = bus.Run(ctx) }()
 	go func() { defer wg.Done(); _ = r.Run(ctx) }()
 	t.Cleanup(func() { cancel(); wg.Wait(); r.Close() })
-	return &fastBundle{testBundle: b, redis: r, bus: bus, prefix: prefix}
+	return &fastBundle{testBundle: b, redis: r, bus: bus, prefix: prefix, rebuilt: rebuilt}
 }
 
 // recorder registers a job type that counts its runs per job.
@@ -246,6 +254,14 @@ func TestAgingRescoresTheReadyQueue(t *testing.T) {
 	t.Parallel()
 	url, prefix := dbtest.RedisPrefix(t)
 	b := fastSetup(t, url, prefix)
+	// The rebuild at start reads the jobs table; one that read the job
+	// before it aged and wrote after the re-score would put the old score
+	// back, and nothing would correct it until Redis came back again.
+	select {
+	case <-b.rebuilt:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the ready queue was not rebuilt at start")
+	}
 	old := time.Now().Add(-time.Hour)
 	j := b.enqueue(t, jobs.TypeNoop, `{}`, func(p *jobs.EnqueueParams) { p.Priority = jobs.PriorityLow; p.RunAt = &old })
 	var before float64
