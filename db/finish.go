@@ -35,8 +35,8 @@ import (
 //	failed for good (Final)        → dead_letter (sent as a negative delay)
 const finishSQL = `
 WITH input AS (
-	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[], $7::text[])
-	     AS i(id, token, outcome, result, error, delay_ms, log)
+	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[])
+	     AS i(id, token, outcome, result, error, delay_ms)
 ),
 moved AS (
 	UPDATE jobs j SET
@@ -63,14 +63,15 @@ moved AS (
 	FROM input i
 	WHERE j.id = i.id AND j.lease_token = i.token
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token,
-	          j.run_at, j.effective_priority, j.created_at, i.log
+	          j.run_at, j.effective_priority, j.created_at
 ),
 logged AS (
 	INSERT INTO job_logs (job_id, attempt, at, level, message, attrs)
-	SELECT m.id, (e.line->>'attempt')::integer, (e.line->>'at')::timestamptz, e.line->>'level', e.line->>'message', e.line->'attrs'
-	FROM moved m, jsonb_array_elements(m.log::jsonb) WITH ORDINALITY AS e(line, ord)
-	WHERE m.log IS NOT NULL
-	ORDER BY m.id, e.ord
+	SELECT l.job_id, l.attempt, l.at, l.level, l.message, l.attrs::jsonb
+	FROM unnest($7::uuid[], $8::uuid[], $9::integer[], $10::timestamptz[], $11::text[], $12::text[], $13::text[])
+	     WITH ORDINALITY AS l(job_id, token, attempt, at, level, message, attrs, ord)
+	JOIN moved m ON m.id = l.job_id AND m.token = l.token
+	ORDER BY l.ord
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
@@ -137,7 +138,7 @@ type finishInput struct {
 	results     []*string // the handler's result, succeeded entries only
 	errs        []*string // the scrubbed, truncated error, other entries only
 	delays      []float64 // retry delay in milliseconds; -1 for no retry
-	logs        []*string // the attempt's log lines as a JSON array, or nil
+	lines       finishLines
 	succeeded   []uuid.UUID
 	others      []uuid.UUID
 }
@@ -151,7 +152,6 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 		results:  make([]*string, n),
 		errs:     make([]*string, n),
 		delays:   make([]float64, n),
-		logs:     make([]*string, n),
 	}
 	for i, f := range batch {
 		in.ids[i], in.tokens[i] = f.JobID, f.Token
@@ -168,7 +168,7 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 			in.errs[i] = &e
 		}
 		in.delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
-		in.logs[i] = finishLogJSON(f.Log)
+		in.lines.add(f)
 		if f.Final {
 			in.delays[i] = -1 // no retry: see finishSQL
 		}
@@ -181,7 +181,9 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 // readFinished and readCascaded read the results in.
 func (in finishInput) batch() *pgx.Batch {
 	b := &pgx.Batch{}
-	b.Queue(finishSQL, uuidArray(in.ids), uuidArray(in.tokens), in.outcomes, in.results, in.errs, in.delays, in.logs)
+	l := &in.lines
+	b.Queue(finishSQL, uuidArray(in.ids), uuidArray(in.tokens), in.outcomes, in.results, in.errs, in.delays,
+		uuidArray(l.jobs), uuidArray(l.tokens), l.attempts, l.ats, l.levels, l.messages, l.attrs)
 	if len(in.succeeded) > 0 {
 		ok := uuidArray(in.succeeded)
 		b.Queue(lockChildrenSQL, ok)

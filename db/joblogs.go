@@ -111,33 +111,26 @@ func storedLogLine(l jobs.LogEntry) (message, attrs string) {
 	return message, attrs
 }
 
-// finishLogLine is one line of the JSON array finishSQL stores with an
-// outcome.
-type finishLogLine struct {
-	Attempt int             `json:"attempt"`
-	At      time.Time       `json:"at"`
-	Level   string          `json:"level"`
-	Message string          `json:"message"`
-	Attrs   json.RawMessage `json:"attrs"`
+// finishLines are the log lines that ride with a batch of outcomes (see
+// jobs.Finish.Log), laid out as finishSQL's parallel arrays: each line
+// names its job and the lease it was written under, and is stored only
+// if that outcome is.
+type finishLines struct {
+	jobs, tokens            []uuid.UUID
+	attempts                []int32
+	ats                     []time.Time
+	levels, messages, attrs []string
 }
 
-// finishLogJSON is an outcome's log lines as the JSON array finishSQL
-// reads, or nil for none.
-func finishLogJSON(lines []jobs.LogEntry) *string {
-	if len(lines) == 0 {
-		return nil
+// add appends the lines of one outcome, scrubbed and cut as job_logs
+// keeps them.
+func (l *finishLines) add(f jobs.Finish) {
+	for _, line := range f.Log {
+		msg, attrs := storedLogLine(line)
+		l.jobs, l.tokens = append(l.jobs, f.JobID), append(l.tokens, f.Token)
+		l.attempts, l.ats = append(l.attempts, int32(line.Attempt)), append(l.ats, line.At)
+		l.levels, l.messages, l.attrs = append(l.levels, line.Level), append(l.messages, msg), append(l.attrs, attrs)
 	}
-	out := make([]finishLogLine, len(lines))
-	for i, l := range lines {
-		msg, attrs := storedLogLine(l)
-		out[i] = finishLogLine{Attempt: l.Attempt, At: l.At, Level: l.Level, Message: msg, Attrs: json.RawMessage(attrs)}
-	}
-	b, err := json.Marshal(out)
-	if err != nil { // cannot happen: every field is plain or valid JSON
-		return nil
-	}
-	s := string(b)
-	return &s
 }
 
 // jobLogRow is a job_logs row.
