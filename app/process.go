@@ -235,7 +235,16 @@ func (p *process) startScheduler() {
 	pruner := scheduler.NewPruner(scheduler.RetentionConfig{}, p.store, p.settings, p.logger)
 	archiver := scheduler.NewArchiver(scheduler.ArchiveConfig{}, p.store, p.settings, p.logger)
 	vacuumer := scheduler.NewVacuumer(scheduler.VacuumConfig{Holder: p.cfg.WorkerID}, p.store, p.clock, p.logger)
-	for _, loop := range []func(context.Context) error{promoter.Run, reaper.Run, recurrer.Run, ager.Run, pruner.Run, archiver.Run, vacuumer.Run, p.alerter.Run} {
+	for _, loop := range []func(context.Context) error{reaper.Run, recurrer.Run, ager.Run, pruner.Run, archiver.Run, vacuumer.Run, p.alerter.Run} {
 		p.g.Go(func() error { return loop(p.gctx) })
 	}
+	p.g.Go(func() error {
+		err := promoter.Run(p.gctx)
+		// Nothing is promoted from here on: the series promoted last get
+		// their next occurrences before the process exits.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(p.gctx), 5*time.Second)
+		defer cancel()
+		recurrer.Settle(sctx)
+		return err
+	})
 }

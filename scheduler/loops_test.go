@@ -218,3 +218,29 @@ func TestReaperRequeuesExpiredLeases(t *testing.T) {
 		}
 	}
 }
+
+// A stopping scheduler's recurrer settles: a series whose occurrence was
+// just promoted (here the first, which an interval series runs at once)
+// gets its next pending occurrence from Settle, without the loop running.
+func TestRecurrerSettlesOnStop(t *testing.T) {
+	t.Parallel()
+	store, _ := dbtest.NewStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, IntervalSeconds: 60, Queue: "settle"})
+	require.NoError(t, err)
+	series := *res[0].Job.ScheduleID
+	pending := func() int {
+		var n int
+		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0`, series).Scan(&n))
+		return n
+	}
+	require.Zero(t, pending(), "the first occurrence is queued, its successor not made yet")
+	var created []jobs.Moved
+	r := NewRecurrer(RecurrerConfig{OnMoved: func(m []jobs.Moved) { created = append(created, m...) }}, store, quiet())
+	r.Settle(ctx)
+	require.Equal(t, 1, pending(), "settled: the series has its next occurrence")
+	require.Len(t, created, 1)
+	r.Settle(ctx)
+	require.Equal(t, 1, pending(), "a second settle adds nothing")
+}

@@ -260,7 +260,7 @@ func (p *Promoter) load(ctx context.Context, strategy string) error {
 // runOnce promotes what is due: from the index at once, and from the
 // database every SweepInterval.
 func (p *Promoter) runOnce(ctx context.Context) error {
-	for {
+	for ctx.Err() == nil {
 		p.mu.Lock()
 		due := p.idx.PopDue(p.now(), p.cfg.BatchSize)
 		p.mu.Unlock()
@@ -271,7 +271,9 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 		for i, e := range due {
 			ids[i] = e.ID
 		}
-		moved, err := p.store.PromoteIDs(ctx, ids)
+		sctx, cancel := statementContext(ctx)
+		moved, err := p.store.PromoteIDs(sctx, ids)
+		cancel()
 		if err != nil {
 			p.putBack(due)
 			return err
@@ -310,8 +312,10 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 		}
 	}
 	if now := p.cfg.Clock.Now(); now.After(p.nextSweep()) {
-		for {
-			moved, err := p.store.PromoteDue(ctx, nil, p.cfg.BatchSize)
+		for ctx.Err() == nil {
+			sctx, cancel := statementContext(ctx)
+			moved, err := p.store.PromoteDue(sctx, nil, p.cfg.BatchSize)
+			cancel()
 			if err != nil {
 				return err
 			}
@@ -328,6 +332,13 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 		p.mu.Unlock()
 	}
 	return nil
+}
+
+// statementContext is ctx for a promotion: a stop does not cut a
+// promotion short (the stopping scheduler's recurrer settles after the
+// last one, see Recurrer.Settle), but no promotion outlasts 10 s.
+func statementContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 }
 
 // nextSweep is when the next sweep of the database is due: at once

@@ -58,6 +58,27 @@ func (r *Recurrer) Run(ctx context.Context) error {
 	return runLoopKicked(ctx, r.logger, r.cfg.Interval, r.kick, r.runOnce)
 }
 
+// Settle makes the last passes of a scheduler that is stopping, once its
+// promoter has stopped: an occurrence promoted just before the stop gets
+// its successor now rather than when some scheduler next runs, so a clean
+// stop leaves every series with its pending occurrence. It gives up when
+// ctx ends.
+func (r *Recurrer) Settle(ctx context.Context) {
+	for {
+		n, full, err := r.runOnce(ctx)
+		if err != nil {
+			r.logger.WarnContext(ctx, "last pass before stopping failed; the next scheduler to run makes it", "error", err)
+			return
+		}
+		if n > 0 {
+			r.logger.DebugContext(ctx, "last pass moved jobs", "count", n)
+		}
+		if !full {
+			return
+		}
+	}
+}
+
 func (r *Recurrer) runOnce(ctx context.Context) (int, bool, error) {
 	moved, err := r.store.EnsureNextOccurrences(ctx, r.cfg.BatchSize)
 	if err != nil {
