@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -11,31 +10,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/internal/syncbuf"
 )
-
-// lockedBuffer is a bytes.Buffer safe to read while the stream writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // The heartbeat and the stream's own messages share the writer without
 // interleaving, and the heartbeat stops with the context.
 func TestEventStreamHeartbeat(t *testing.T) {
 	t.Parallel()
-	out := &lockedBuffer{}
+	out := &syncbuf.Buffer{}
 	st := &eventStream{w: bufio.NewWriterSize(out, 16)} // small: writes flush midway
 	ctx, cancel := context.WithCancel(context.Background())
 	var beating sync.WaitGroup

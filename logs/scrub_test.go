@@ -1,37 +1,19 @@
 package logs
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/internal/syncbuf"
 )
-
-// syncBuffer is a goroutine-safe stdout stand-in.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func TestIsSecretKey(t *testing.T) {
 	t.Parallel()
@@ -198,7 +180,7 @@ func TestScrubbingEverywhere(t *testing.T) {
 	t.Parallel()
 	for _, format := range []string{"json", "text"} {
 		dir := t.TempDir()
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		lg, err := New(Config{Format: format, File: dir + "/flint.log", Stdout: out})
 		require.NoError(t, err)
 		db := &memSink{}
@@ -247,7 +229,7 @@ func (v valuer) LogValue() slog.Value {
 // times) are left alone, and well-known keys are never redacted.
 func TestScrubKeepsOrdinaryValues(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	lg, err := New(Config{Stdout: out})
 	require.NoError(t, err)
 	id := uuid.New()

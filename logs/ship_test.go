@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/internal/syncbuf"
 )
 
 // memSink is a Sink in memory. A write waits while gate is closed (nil:
@@ -107,7 +109,7 @@ var testProcess = Process{ID: "host-1-abc", Host: "host", Role: "worker"}
 // process, and the stdout copy is untouched.
 func TestShipStoresEveryEntryWithItsProcess(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	lg, err := New(Config{Stdout: out, Level: "debug"})
 	require.NoError(t, err)
 	lg.Slog().Info("before shipping", "n", 0)
@@ -241,7 +243,7 @@ func TestFailedWriteIsCounted(t *testing.T) {
 // time, level, message and job id to the file and the database.
 func TestOversizedRecordIsShortenedInFileAndShipped(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	lg := newFileLogger(t, Config{Stdout: out})
 	sink := &memSink{}
 	stop := ship(t, lg, sink, ShipConfig{Process: testProcess})

@@ -1,7 +1,6 @@
 package workers_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/logs"
 	"github.com/flinthq/flint/workers"
@@ -210,7 +210,7 @@ func TestJobLinesReachTheProcessLog(t *testing.T) {
 		return nil, nil
 	}))
 	j := b.enqueue(t, "chatty", `{}`)
-	var out lockedBuffer
+	var out syncbuf.Buffer
 	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	pool := workers.NewPool(workers.Config{WorkerID: "chatty", Workers: 2, PollInterval: 50 * time.Millisecond,
 		HeartbeatInterval: time.Hour, LeaseTTL: time.Hour}, b.store, b.registry, logger)
@@ -243,22 +243,4 @@ func TestJobLinesReachTheProcessLog(t *testing.T) {
 		msgs = append(msgs, l.Message)
 	}
 	require.Subset(t, msgs, []string{"below the process log", "worth a look"}, "both in the job's own log")
-}
-
-// lockedBuffer is a bytes.Buffer safe for the pool's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

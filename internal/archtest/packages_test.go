@@ -14,6 +14,7 @@ import (
 // out, and why. The package table names them all the same.
 var offDiagram = map[string]string{
 	"db/dbtest":         "test helpers, imported by _test.go files only",
+	"internal/syncbuf":  "a test helper, imported by _test.go files only",
 	"internal/archtest": "tests of the docs, no code",
 	"internal/e2e":      "end-to-end tests, no code",
 	"bench/flintbench":  "a benchmark command, listed under the diagram with the test packages",

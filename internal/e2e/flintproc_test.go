@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -77,26 +77,9 @@ func enqueueNoops(tb testing.TB, store *db.Store, total int) {
 
 type proc struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startFlint starts `flint <role>` against the database at dbURL with short
@@ -140,7 +123,7 @@ func startBinary(t testing.TB, bin, role, dbURL string, extra ...string) *proc {
 // it still runs and, when the test failed, logs that output under label.
 func runProc(t testing.TB, cmd *exec.Cmd, label string) *proc {
 	t.Helper()
-	p := &proc{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &proc{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	require.NoError(t, cmd.Start())
 	go func() {

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/syncbuf"
 )
 
 // freeAddr returns a loopback address with a port nothing listens on.
@@ -130,7 +131,7 @@ func startCaddy(t *testing.T, flintAddr string) (client *http.Client, base, http
 	cmd.Env = append(os.Environ(), "FLINT_DOMAIN=localhost", "FLINT_UPSTREAM="+flintAddr,
 		"CADDY_HTTP_PORT="+httpPort, "CADDY_HTTPS_PORT="+httpsPort, "CADDY_ADMIN=off",
 		"XDG_DATA_HOME="+filepath.Join(home, "data"), "XDG_CONFIG_HOME="+filepath.Join(home, "config"), "HOME="+home)
-	var out syncBuffer
+	var out syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {

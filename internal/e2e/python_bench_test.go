@@ -17,6 +17,7 @@ import (
 
 	"github.com/flinthq/flint/db"
 	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -83,7 +84,7 @@ func pythonBenchRun(b *testing.B, bin string, total int) (inproc, remote, p50, p
 		}
 	}()
 	run := func(cmd *exec.Cmd) {
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
