@@ -345,11 +345,11 @@ func listLiveSQL(cond, lim string, p jobs.ListParams) string {
 // match cond, newest first. Filtered by type or queue, it first picks the
 // ids (an index-only scan of that column's listing index, which holds
 // type or queue then id, read backwards for newest first) and then reads
-// those rows. Asked for
-// whole rows at once, the planner preferred to read the primary key
-// backwards and filter, expecting the filtered column's jobs to be spread
-// evenly over time; with ten million jobs, a queue whose latest jobs lay
-// behind a million of a busier queue's took 350 ms to list, against 1 ms.
+// those rows. Asked for whole rows at once, the planner preferred to read
+// the primary key backwards and filter, expecting the filtered column's
+// jobs to be spread evenly over time; with ten million jobs, a queue whose
+// latest jobs lay behind a million of a busier queue's took 350 ms to
+// list, against 1 ms.
 func listNotRunning(cond, lim string, p jobs.ListParams) string {
 	dir := order(p)
 	if p.Type == "" && p.Queue == "" {

@@ -2,11 +2,9 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/db/dbtest"
@@ -20,31 +18,26 @@ import (
 // meantime waits; once the clock moves past its time, it is promoted.
 //
 // The job is enqueued after the promoter has loaded its index and made
-// its first sweep, and reaches it as the scheduled-jobs notification
-// does: the promoter's reckoned "now" is then earlier than the job's run
-// time however slowly the machine runs.
+// its first sweep, and reaches it by the scheduled-jobs notification: the
+// promoter's reckoned "now" is then earlier than the job's run time
+// however slowly the machine runs.
 func TestPromoterFollowsItsClock(t *testing.T) {
 	t.Parallel()
-	store, _ := dbtest.NewStore(t)
+	store, u := dbtest.NewStore(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 
 	clock := jobs.NewFakeClock(time.Now())
-	moved := make(chan jobs.Moved, 10)
-	p := NewPromoter(PromoterConfig{
+	p, moved, mu := startPromoter(t, store, u, PromoterConfig{
 		MaxSleep:      20 * time.Millisecond,
 		SweepInterval: time.Hour, // only the index, on the given clock
 		Clock:         clock,
-		OnMoved: func(m []jobs.Moved) {
-			for _, x := range m {
-				moved <- x
-			}
-		},
-	}, store, quiet())
-	done := make(chan struct{})
-	go func() { defer close(done); _ = p.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
+	})
+	promoted := func() []jobs.Moved {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]jobs.Moved(nil), *moved...)
+	}
 	require.Eventually(t, func() bool {
 		p.mu.Lock()
 		defer p.mu.Unlock()
@@ -54,28 +47,19 @@ func TestPromoterFollowsItsClock(t *testing.T) {
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Delay: 300 * time.Millisecond})
 	require.NoError(t, err)
 	id := res[0].Job.ID
-	timers, err := store.ScheduledTimers(ctx, []uuid.UUID{id}, uuid.Nil, 0)
-	require.NoError(t, err)
-	require.Len(t, timers, 1)
-	tm := timers[0]
-	p.Notify(fmt.Sprintf("%s %d %v %d", tm.ID, tm.RunAt.UnixMilli(), tm.Priority, tm.CreatedAt.UnixMicro()))
-	require.Equal(t, 1, p.Len(), "the notified job is in the index")
+	require.Eventually(t, func() bool { return p.Len() == 1 }, 10*time.Second, 10*time.Millisecond, "the notification brought the job")
 
 	// Due by the database within a second; the promoter's clock stands.
-	select {
-	case m := <-moved:
-		t.Fatalf("promoted %s although the promoter's clock has not moved", m.JobID)
-	case <-time.After(time.Second):
-	}
+	require.Never(t, func() bool { return len(promoted()) > 0 }, time.Second, 10*time.Millisecond,
+		"promoted although the promoter's clock has not moved")
 	clock.Advance(time.Minute)
 	p.wake()
-	select {
-	case m := <-moved:
-		require.Equal(t, id, m.JobID)
-		require.Equal(t, jobs.StateQueued, m.Status)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not promoted after the clock passed its run time")
-	}
+	require.Eventually(t, func() bool { return len(promoted()) > 0 }, 10*time.Second, 10*time.Millisecond,
+		"not promoted after the clock passed its run time")
+	m := promoted()
+	require.Len(t, m, 1)
+	require.Equal(t, id, m[0].JobID)
+	require.Equal(t, jobs.StateQueued, m[0].Status)
 	got, err := store.GetJob(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateQueued, got.Status)

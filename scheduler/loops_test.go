@@ -18,21 +18,19 @@ import (
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-// promoterBundle runs a promoter fed by a real listener, as a scheduler
-// process does.
-func startPromoter(t *testing.T, store *db.Store, url string, settings *jobs.SettingsHolder, sweep time.Duration) (*Promoter, *[]jobs.Moved, *sync.Mutex) {
+// startPromoter runs a promoter configured by cfg (its OnMoved collects
+// the moves it returns) fed by a real listener, as a scheduler process
+// does.
+func startPromoter(t *testing.T, store *db.Store, url string, cfg PromoterConfig) (*Promoter, *[]jobs.Moved, *sync.Mutex) {
 	t.Helper()
 	var mu sync.Mutex
 	var moved []jobs.Moved
-	p := NewPromoter(PromoterConfig{
-		Settings:      settings,
-		SweepInterval: sweep,
-		OnMoved: func(m []jobs.Moved) {
-			mu.Lock()
-			moved = append(moved, m...)
-			mu.Unlock()
-		},
-	}, store, quiet())
+	cfg.OnMoved = func(m []jobs.Moved) {
+		mu.Lock()
+		moved = append(moved, m...)
+		mu.Unlock()
+	}
+	p := NewPromoter(cfg, store, quiet())
 	ctx, cancel := context.WithCancel(context.Background())
 	l := db.NewListener(url, quiet(), 0)
 	l.Handle(db.ChannelScheduled, p.Notify)
@@ -66,7 +64,7 @@ func TestPromoterFiresFromTheIndex(t *testing.T) {
 			st := jobs.DefaultSettings()
 			st.SchedulerStrategy = strategy
 			settings.Set(st)
-			p, _, _ := startPromoter(t, store, u, settings, time.Hour)
+			p, _, _ := startPromoter(t, store, u, PromoterConfig{Settings: settings, SweepInterval: time.Hour})
 			require.Eventually(t, func() bool { return p.Strategy() == strategy }, 10*time.Second, 10*time.Millisecond)
 
 			soon := time.Now().Add(700 * time.Millisecond)
@@ -103,7 +101,7 @@ func TestPromoterLoadsExistingAndSweeps(t *testing.T) {
 	soon := time.Now().Add(300 * time.Millisecond)
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "noop", RunAt: &soon})
 	require.NoError(t, err)
-	p, _, _ := startPromoter(t, store, u, &jobs.SettingsHolder{}, 500*time.Millisecond)
+	p, _, _ := startPromoter(t, store, u, PromoterConfig{Settings: &jobs.SettingsHolder{}, SweepInterval: 500 * time.Millisecond})
 	waitStatus(t, store, res[0].Job.ID, jobs.StateQueued)
 
 	// Insert a scheduled job behind the notifications' back.
@@ -122,7 +120,7 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	settings := &jobs.SettingsHolder{}
-	p, moved, mu := startPromoter(t, store, u, settings, time.Hour)
+	p, moved, mu := startPromoter(t, store, u, PromoterConfig{Settings: settings, SweepInterval: time.Hour})
 	require.Eventually(t, func() bool { return p.Strategy() != "" }, 10*time.Second, 10*time.Millisecond)
 
 	const total = 600
