@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/flinthq/flint/auth"
@@ -157,6 +158,9 @@ func (a *App) main(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "flint: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	cfg, err := LoadConfig(cmd, args, nil)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0 // the flag package printed the command's flags
@@ -176,6 +180,17 @@ func (a *App) main(args []string, stdout, stderr io.Writer) int {
 	}
 	return 0
 }
+
+// defaultGCPercent is the garbage collector's target (GOGC) of the
+// program's commands when the environment sets none. A Flint process keeps
+// little alive (tens of megabytes) and makes garbage fast (a batch request
+// decodes, writes and answers a thousand jobs): at Go's default of 100 the
+// collector and the scavenger returning its memory took about a quarter of
+// the API's CPU in a batch enqueue. At 200 the API spends a fifth less CPU
+// per job there (4.4-4.8 against 5.6-6.5 µs) and holds 64 MB instead of 50.
+// GOGC, when set, wins; a program running the roles itself (Run) keeps its
+// own setting.
+const defaultGCPercent = 200
 
 // errLogging marks a Run that could not set up its logging (so could not
 // log why it stopped).

@@ -37,7 +37,8 @@ func TestEnqueuePlainJobsReturnWhatIsStored(t *testing.T) {
 
 // plainParams are size jobs of every kind the plain enqueue paths take:
 // three queues and priorities, delayed, past and future run times, a
-// timeout, no retries, and idempotency keys if keys.
+// timeout, no retries, concurrency keys (with payloads beyond ASCII), and
+// idempotency keys if keys.
 func plainParams(size int, keys bool) []jobs.EnqueueParams {
 	past := time.Now().Add(-time.Hour)
 	future := time.Now().Add(3 * time.Hour)
@@ -52,6 +53,10 @@ func plainParams(size int, keys bool) []jobs.EnqueueParams {
 		}
 		if keys {
 			p.IdempotencyKey = fmt.Sprintf("key-%d", i)
+		}
+		if i%7 == 0 {
+			p.ConcurrencyKey = fmt.Sprintf("tenant-%d", i%3)
+			p.Payload = json.RawMessage(fmt.Sprintf(`{"n": %d, "s": "ü € \u0041 \n"}`, i))
 		}
 		switch i % 5 {
 		case 1:

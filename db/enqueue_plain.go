@@ -1,6 +1,7 @@
 package db
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -17,11 +18,6 @@ import (
 // extra round trips (a clock read, the copy's own exchange, the commit) cost
 // more than the single insert statement's per-row work.
 const copyMin = 64
-
-// copyColumns are the columns a COPY batch sets; every other column takes
-// its default, which for a new plain job is what the insert statement sets.
-var copyColumns = []string{"id", "type", "queue", "payload", "priority", "effective_priority", "status",
-	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at", "concurrency_key"}
 
 // copyable reports whether params can be written with COPY: a large batch
 // of plain jobs, none of which needs the insert statement's ON CONFLICT (an
@@ -45,29 +41,26 @@ func copyable(params []jobs.EnqueueParams) bool {
 // created_at, run_at and status that were stored. The payloads are
 // returned as the caller sent them, not as jsonb prints them.
 func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([]jobs.Enqueued, error) {
-	n := len(params)
-	out := make([]jobs.Enqueued, n)
-	rows := make([][]any, n)
+	out := make([]jobs.Enqueued, len(params))
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var now time.Time
 		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("enqueue: read clock: %w", err)
 		}
+		pooled := copyBuffers.Get().(*[]byte)
+		defer copyBuffers.Put(pooled)
+		buf := append((*pooled)[:0], copyHeader...)
 		for i := range params {
 			j, err := newPlainJob(&params[i], now)
 			if err != nil {
 				return err
 			}
-			var timeout *int32
-			if j.TimeoutSeconds > 0 {
-				t := int32(j.TimeoutSeconds)
-				timeout = &t
-			}
-			rows[i] = []any{[16]byte(j.ID), j.Type, j.Queue, string(j.Payload), int16(j.Priority), j.EffectivePriority,
-				string(j.Status), int32(j.MaxRetries), j.RunAt, timeout, now, now, j.ConcurrencyKey}
+			buf = appendCopyJob(buf, j)
 			out[i] = jobs.Enqueued{Job: j, Inserted: true}
 		}
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"}, copyColumns, pgx.CopyFromRows(rows)); err != nil {
+		buf = append(buf, copyTrailer...)
+		*pooled = buf
+		if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copyJobsSQL); err != nil {
 			return fmt.Errorf("enqueue: %w", err)
 		}
 		return nil

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"time"
 
@@ -30,21 +29,36 @@ const (
 // (a zero date, seconds taken for milliseconds) rather than "run now".
 var earliestRunAt = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
-var (
-	typePattern  = regexp.MustCompile(`^[A-Za-z0-9_.:/-]+$`)
-	queuePattern = regexp.MustCompile(`^[A-Za-z0-9_.:-]+$`)
-)
-
 // ValidType reports whether name can name a job type: 1 to MaxTypeLen
 // letters, digits or _ . : / -.
 func ValidType(name string) bool {
-	return len(name) <= MaxTypeLen && typePattern.MatchString(name)
+	return len(name) <= MaxTypeLen && nameOf(name, true)
 }
 
 // ValidQueue reports whether name can name a queue: 1 to MaxQueueLen
 // letters, digits or _ . : -.
 func ValidQueue(name string) bool {
-	return len(name) <= MaxQueueLen && queuePattern.MatchString(name)
+	return len(name) <= MaxQueueLen && nameOf(name, false)
+}
+
+// nameOf reports whether s is one or more ASCII letters, digits or
+// _ . : - (and / when slash). Checked for every job enqueued, so a loop
+// rather than a regular expression, which cost a batch request about 3%
+// of its CPU.
+func nameOf(s string, slash bool) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '_', c == '.', c == ':', c == '-':
+		case c == '/' && slash:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // EnqueueParams describes a job to create. Zero values mean the defaults.
@@ -111,7 +125,7 @@ func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 		return Invalid("type", "is required")
 	case len(p.Type) > MaxTypeLen:
 		return Invalid("type", "must be at most %d characters", MaxTypeLen)
-	case !typePattern.MatchString(p.Type):
+	case !nameOf(p.Type, true):
 		return Invalid("type", "may contain only letters, digits and _ . : / -")
 	}
 	if p.Queue == "" {

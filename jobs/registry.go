@@ -49,7 +49,7 @@ func NewRegistry() *Registry { return &Registry{handlers: map[string]Handler{}} 
 // Register adds h for jobType. It panics on an invalid or duplicate type,
 // which is a programming error caught at start-up.
 func (r *Registry) Register(jobType string, h Handler) {
-	if !typePattern.MatchString(jobType) || len(jobType) > MaxTypeLen {
+	if !ValidType(jobType) {
 		panic(fmt.Sprintf("jobs: invalid job type %q", jobType))
 	}
 	r.mu.Lock()
