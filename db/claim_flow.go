@@ -29,6 +29,12 @@ const queuedKeyed = `status = 'queued' AND deleted_at IS NULL AND concurrency_ke
 // those named in $5, or, serving all queues ($5 NULL), those qscan finds
 // with queued jobs (a skip scan of jobs_claim_queue_idx, which never
 // steps over the jobs of a paused backlog). Only while ok holds a row.
+// Each probe orders by the whole of that index's key, so that no other
+// index can give its order: ordered by queue alone, a plan made while the
+// table held a backlog probed jobs_queue_idx (queue, id), which also
+// holds finished jobs, the oldest first, and every claim of a drain
+// stepped over all the jobs finished so far (a limited drain ran at 0.6x
+// of an unlimited one).
 const flowServedSQL = `
 plain_q AS (
 	SELECT name FROM unnest($5::text[]) AS u(name), ok WHERE name <> ALL($6)
@@ -39,10 +45,10 @@ plain_q AS (
 ),
 qscan(name) AS (
 	(SELECT queue FROM jobs WHERE status = 'queued' AND deleted_at IS NULL AND $5::text[] IS NULL
-	 ORDER BY queue LIMIT 1)
+	 ORDER BY queue, effective_priority, run_at, created_at, id LIMIT 1) -- jobs_claim_queue_idx's order
 	UNION ALL
 	SELECT (SELECT queue FROM jobs WHERE status = 'queued' AND deleted_at IS NULL AND queue > qscan.name
-	        ORDER BY queue LIMIT 1)
+	        ORDER BY queue, effective_priority, run_at, created_at, id LIMIT 1)
 	FROM qscan WHERE qscan.name IS NOT NULL
 )`
 

@@ -12,13 +12,28 @@ import (
 )
 
 // TestClaimLimitedPlanPinned: claimLimitedSQL runs with a plan made once
-// per connection. Made while the jobs table is empty, with the settings
+// per connection. Made while the jobs table is empty, or while it holds a
+// backlog of queued jobs (a drain), with the settings
 // db.ClaimLimitedLockSQL gives it, that plan must still reach jobs through
 // the claim indexes and the primary key once the table holds a backlog
 // and a history: never a sequential or bitmap scan of jobs, nor an index
-// read from end to end with a filter.
+// read from end to end with a filter, nor a listing index, which holds
+// the finished jobs too (made over a backlog, the skip scan for the
+// queues with work once probed jobs_queue_idx and stepped over every job
+// finished so far).
 func TestClaimLimitedPlanPinned(t *testing.T) {
 	t.Parallel()
+	t.Run("made on an empty table", func(t *testing.T) {
+		t.Parallel()
+		testClaimLimitedPlanPinned(t, false)
+	})
+	t.Run("made over a backlog", func(t *testing.T) {
+		t.Parallel()
+		testClaimLimitedPlanPinned(t, true)
+	})
+}
+
+func testClaimLimitedPlanPinned(t *testing.T, backlog bool) {
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
 	conn, err := store.Pool().Acquire(ctx)
@@ -31,7 +46,14 @@ func TestClaimLimitedPlanPinned(t *testing.T) {
 	_, err = tx.Exec(ctx, `INSERT INTO queues (name, concurrency, per_key_concurrency, rate_limit, rate_period_seconds)
 		VALUES ('limited', 100000, NULL, 1000, 1), ('fair', 100000, 5, NULL, NULL)`)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `ANALYZE jobs`) // empty
+	if backlog {
+		_, err = tx.Exec(ctx, `
+			INSERT INTO jobs (id, type, queue, effective_priority, status, run_at)
+			SELECT gen_random_uuid(), 'noop', (ARRAY['limited', 'fair', 'plain'])[1 + g % 3], 1 + g % 3, 'queued', now()
+			FROM generate_series(1, 20000) g`)
+		require.NoError(t, err)
+	}
+	_, err = tx.Exec(ctx, `ANALYZE jobs`) // empty, or a backlog and nothing else
 	require.NoError(t, err)
 	var locked int
 	require.NoError(t, tx.QueryRow(ctx, db.ClaimLimitedLockSQL, []string{"fair", "limited"}).Scan(
@@ -58,7 +80,7 @@ func TestClaimLimitedPlanPinned(t *testing.T) {
 		walk(plan[0]["Plan"].(map[string]any))
 		return nodes
 	}
-	explain() // the generic plan is made now, on an empty table
+	explain() // the generic plan is made now
 
 	_, err = tx.Exec(ctx, `
 		INSERT INTO jobs (id, type, queue, effective_priority, status, run_at, finished_at, concurrency_key)
