@@ -1,6 +1,7 @@
-// Command invoices is Flint with a job type of its own, "invoice.total":
-// the stock flint binary plus one handler, with every subcommand, flag and
-// setting of flint (go run . serve; go run . worker beside a stock API).
+// Command invoices is Flint with job types of its own, "invoice.total" and
+// "invoice.seen": the stock flint binary plus two handlers, with every
+// subcommand, flag and setting of flint (go run . serve; go run . worker
+// beside a stock API).
 package main
 
 import (
@@ -43,7 +44,20 @@ func (inv Invoice) Validate() error {
 	return nil
 }
 
-// Total is the job's result.
+// Seen is invoice.seen's payload: an invoice a customer opened.
+type Seen struct {
+	Invoice string `json:"invoice"`
+}
+
+// Validate implements jobs.ArgsValidator.
+func (s Seen) Validate() error {
+	if s.Invoice == "" {
+		return errors.New("invoice must name the invoice opened")
+	}
+	return nil
+}
+
+// Total is invoice.total's result.
 type Total struct {
 	Currency   string `json:"currency"`
 	Lines      int    `json:"lines"`
@@ -64,8 +78,15 @@ func total(ctx context.Context, job *jobs.Job, inv Invoice) (any, error) {
 	return Total{Currency: inv.Currency, Lines: len(inv.Lines), TotalCents: sum}, nil
 }
 
+// seen would record that a customer opened an invoice; this example keeps
+// no records, so it has nothing to do, and its drain rate is what Flint
+// itself costs a type of one's own (make bench BENCH=ExampleTypeDrain
+// BENCHPKG=./internal/e2e compares it with the built-in noop).
+func seen(context.Context, *jobs.Job, Seen) (any, error) { return nil, nil }
+
 func main() {
 	a := app.New()
 	a.Handle("invoice.total", jobs.Typed(total)) // jobs.HandlerFunc for untyped payloads
+	a.Handle("invoice.seen", jobs.Typed(seen))
 	os.Exit(a.Main(os.Args[1:]))
 }

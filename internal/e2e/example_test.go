@@ -104,6 +104,14 @@ func TestExampleProgramServes(t *testing.T) {
 		`{"type": "invoice.total", "payload": {"currency": "EUR", "lines": [], "discount": 5}}`, &refused))
 	require.Contains(t, refused.Error.Message, `unknown field "discount"`)
 
+	require.Equal(t, http.StatusCreated, api.do(t, http.MethodPost, "/api/v1/jobs",
+		`{"type": "invoice.seen", "payload": {"invoice": "INV-1042"}}`, &job), "%v", job)
+	done = waitCompleted(t, api, job["id"].(string))
+	require.Nil(t, done["result"], "invoice.seen has nothing to return")
+	require.Equal(t, http.StatusUnprocessableEntity, api.do(t, http.MethodPost, "/api/v1/jobs",
+		`{"type": "invoice.seen", "payload": {}}`, &refused))
+	require.Contains(t, refused.Error.Message, "invoice must name the invoice opened")
+
 	out, err := exec.Command(bin, "version").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "flint dev")
