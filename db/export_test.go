@@ -11,6 +11,8 @@ import (
 const (
 	ClaimLimitedSQL     = claimLimitedSQL
 	ClaimLimitedLockSQL = claimLimitedLockSQL
+	LockChildrenSQL     = lockChildrenSQL
+	ReleaseChildrenSQL  = releaseChildrenSQL
 )
 
 // ArchiveSQL moves finished jobs to the history; ArchiveArgs are its

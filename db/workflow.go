@@ -23,8 +23,7 @@ moved AS (
 		status = CASE WHEN c.run_at > now() THEN 'scheduled' ELSE 'queued' END,
 		run_at = greatest(c.run_at, now()),
 		updated_at = now()
-	FROM candidates
-	WHERE c.id = candidates.cid AND c.status = 'blocked'
+	WHERE c.id = ANY (ARRAY(SELECT cid FROM candidates)) AND c.status = 'blocked'
 	  AND NOT EXISTS (
 		SELECT 1 FROM job_dependencies x JOIN jobs p ON p.id = x.depends_on_id
 		WHERE x.job_id = c.id AND p.status <> 'completed')
@@ -35,12 +34,24 @@ SELECT ` + movedColumns + ` FROM moved`
 // releaseSQL releases the given blocked jobs if they are ready.
 const releaseSQL = `WITH candidates AS (SELECT DISTINCT unnest($1::uuid[]) AS cid),` + releaseBody
 
-// childrenOfCompleted selects the blocked dependents of the given jobs that
-// have completed.
+// childrenOfCompleted selects the dependents of the given jobs that have
+// completed. Every finish that completes jobs runs it (through
+// lockChildrenSQL and releaseChildrenSQL), almost always for jobs nobody
+// depends on, so it starts from job_dependencies and reads jobs only by
+// key, for the edges found (a lateral subquery with a LIMIT, which the
+// planner cannot turn into a join); the statements around it reach the
+// children by key too (= ANY of an array). Written as joins, a plan made while the
+// statistics said almost nothing had completed or was blocked (a drain's
+// first finishes) read the jobs table from end to end, at every finish
+// of the connection.
 const childrenOfCompleted = `
-	SELECT DISTINCT d.job_id AS cid
-	FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id
-	WHERE d.depends_on_id = ANY($1::uuid[]) AND p.status = 'completed'`
+	WITH edges AS MATERIALIZED (
+		SELECT job_id, depends_on_id FROM job_dependencies WHERE depends_on_id = ANY($1::uuid[])
+	)
+	SELECT DISTINCT e.job_id AS cid
+	FROM edges e CROSS JOIN LATERAL (
+		SELECT 1 FROM jobs p WHERE p.id = e.depends_on_id AND p.status = 'completed' LIMIT 1
+	) done`
 
 // lockChildrenSQL locks the blocked dependents of jobs that just completed,
 // in id order. Two dependencies of one job completing at once then take
@@ -49,7 +60,7 @@ const childrenOfCompleted = `
 // could miss the other and leave the child blocked for ever.
 const lockChildrenSQL = `
 SELECT c.id FROM jobs c
-WHERE c.status = 'blocked' AND c.id IN (` + childrenOfCompleted + `)
+WHERE c.id = ANY (ARRAY(` + childrenOfCompleted + `)) AND c.status = 'blocked'
 ORDER BY c.id
 FOR UPDATE OF c`
 
