@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/db"
@@ -33,17 +34,43 @@ func TestClaimLimitedPlanPinned(t *testing.T) {
 	})
 }
 
-func testClaimLimitedPlanPinned(t *testing.T, backlog bool) {
+// planTx opens a transaction on a fresh database for a plan test; it is
+// rolled back when the test ends.
+func planTx(t *testing.T) (context.Context, pgx.Tx) {
+	t.Helper()
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
 	conn, err := store.Pool().Acquire(ctx)
 	require.NoError(t, err)
-	defer conn.Release()
 	tx, err := conn.Begin(ctx)
 	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
+	t.Cleanup(func() {
+		_ = tx.Rollback(ctx)
+		conn.Release()
+	})
+	return ctx, tx
+}
 
-	_, err = tx.Exec(ctx, `INSERT INTO queues (name, concurrency, per_key_concurrency, rate_limit, rate_period_seconds)
+// walkPlan runs EXPLAIN (FORMAT JSON) of stmt in tx and calls visit for
+// every node of the plan.
+func walkPlan(t *testing.T, ctx context.Context, tx pgx.Tx, stmt string, visit func(node map[string]any)) {
+	t.Helper()
+	var plan []map[string]any
+	require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+stmt).Scan(&plan))
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		visit(n)
+		kids, _ := n["Plans"].([]any)
+		for _, k := range kids {
+			walk(k.(map[string]any))
+		}
+	}
+	walk(plan[0]["Plan"].(map[string]any))
+}
+
+func testClaimLimitedPlanPinned(t *testing.T, backlog bool) {
+	ctx, tx := planTx(t)
+	_, err := tx.Exec(ctx, `INSERT INTO queues (name, concurrency, per_key_concurrency, rate_limit, rate_period_seconds)
 		VALUES ('limited', 100000, NULL, 1000, 1), ('fair', 100000, 5, NULL, NULL)`)
 	require.NoError(t, err)
 	if backlog {
@@ -63,21 +90,14 @@ func testClaimLimitedPlanPinned(t *testing.T, backlog bool) {
 	var version int64
 	require.NoError(t, tx.QueryRow(ctx, `SELECT version FROM flow_control_version`).Scan(&version))
 	explain := func() []string {
-		var plan []map[string]any
-		require.NoError(t, tx.QueryRow(ctx, fmt.Sprintf(`EXPLAIN (FORMAT JSON) EXECUTE pinned('w', 100, 60000, %d, NULL, ARRAY['fair', 'limited'], ARRAY['noop', 'sleep'], false)`, version)).Scan(&plan))
 		var nodes []string
-		var walk func(n map[string]any)
-		walk = func(n map[string]any) {
-			if rel, _ := n["Relation Name"].(string); rel == "jobs" {
-				idx, _ := n["Index Name"].(string)
-				nodes = append(nodes, n["Node Type"].(string)+" "+idx)
-			}
-			kids, _ := n["Plans"].([]any)
-			for _, k := range kids {
-				walk(k.(map[string]any))
-			}
-		}
-		walk(plan[0]["Plan"].(map[string]any))
+		walkPlan(t, ctx, tx, fmt.Sprintf(`EXECUTE pinned('w', 100, 60000, %d, NULL, ARRAY['fair', 'limited'], ARRAY['noop', 'sleep'], false)`, version),
+			func(n map[string]any) {
+				if rel, _ := n["Relation Name"].(string); rel == "jobs" {
+					idx, _ := n["Index Name"].(string)
+					nodes = append(nodes, n["Node Type"].(string)+" "+idx)
+				}
+			})
 		return nodes
 	}
 	explain() // the generic plan is made now

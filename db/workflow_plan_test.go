@@ -1,14 +1,12 @@
 package db_test
 
 import (
-	"context"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
 )
 
 // TestReleaseAfterFinishReadsNoTable: every finish that completes jobs
@@ -16,21 +14,12 @@ import (
 // (everything queued, job_dependencies never analyzed) and thousands of
 // jobs completed since, neither statement may read jobs from end to end:
 // each goes from the finished ids to their edges and touches jobs by
-// primary key only. Checked for
-// the plan PostgreSQL makes for the given ids and for the generic plan a
-// cached statement ends up with.
+// primary key only. Checked for the plan PostgreSQL makes for the given
+// ids and for the generic plan a cached statement ends up with.
 func TestReleaseAfterFinishReadsNoTable(t *testing.T) {
 	t.Parallel()
-	store, _ := dbtest.NewStore(t)
-	ctx := context.Background()
-	conn, err := store.Pool().Acquire(ctx)
-	require.NoError(t, err)
-	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	require.NoError(t, err)
-	defer func() { _ = tx.Rollback(ctx) }()
-
-	_, err = tx.Exec(ctx, `
+	ctx, tx := planTx(t)
+	_, err := tx.Exec(ctx, `
 		INSERT INTO jobs (id, type, queue, effective_priority, status, run_at)
 		SELECT gen_random_uuid(), 'noop', 'default', 2, 'queued', now() FROM generate_series(1, 20000)`)
 	require.NoError(t, err)
@@ -48,23 +37,15 @@ func TestReleaseAfterFinishReadsNoTable(t *testing.T) {
 		for name, sql := range map[string]string{"lock": db.LockChildrenSQL, "release": db.ReleaseChildrenSQL} {
 			_, err = tx.Exec(ctx, `PREPARE children(uuid[]) AS `+sql)
 			require.NoError(t, err)
-			var plan []map[string]any
 			// EXPLAIN takes no parameters; the ids are uuids PostgreSQL printed.
-			require.NoError(t, tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) EXECUTE children('{`+strings.Join(finished, ",")+`}')`).Scan(&plan))
-			var walk func(n map[string]any)
-			walk = func(n map[string]any) {
+			walkPlan(t, ctx, tx, `EXECUTE children('{`+strings.Join(finished, ",")+`}')`, func(n map[string]any) {
 				if rel, _ := n["Relation Name"].(string); rel == "jobs" {
 					require.NotEqual(t, "Seq Scan", n["Node Type"], "%s (%s): jobs read from end to end", name, mode)
 				}
 				if idx, _ := n["Index Name"].(string); strings.HasPrefix(idx, "jobs_") {
 					require.Equal(t, "jobs_pkey", idx, "%s (%s): jobs read through %s", name, mode, idx)
 				}
-				kids, _ := n["Plans"].([]any)
-				for _, k := range kids {
-					walk(k.(map[string]any))
-				}
-			}
-			walk(plan[0]["Plan"].(map[string]any))
+			})
 			_, err = tx.Exec(ctx, `DEALLOCATE children`)
 			require.NoError(t, err)
 		}
