@@ -2,6 +2,7 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,15 +19,37 @@ import (
 )
 
 // TestPoolDrain: on shutdown, jobs that finish within the drain timeout
-// complete; the rest are cancelled and handed back uncharged.
+// complete; the rest are cancelled and handed back uncharged. Shutdown
+// begins once both handlers have started: a job shown running is only
+// claimed, and one still waiting for a worker is handed back unstarted
+// (TestPoolClaimsAheadAndHandsBackUnstartedJobs).
 func TestPoolDrain(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	short := b.enqueue(t, jobs.TypeSleep, `{"ms": 300}`)
-	long := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	started := make(chan uuid.UUID, 2)
+	b.registry.Register("nap", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		var p struct{ MS int }
+		if err := json.Unmarshal(j.Payload, &p); err != nil {
+			return nil, err
+		}
+		started <- j.ID
+		select {
+		case <-time.After(time.Duration(p.MS) * time.Millisecond):
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}))
+	short := b.enqueue(t, "nap", `{"ms": 300}`)
+	long := b.enqueue(t, "nap", `{"ms": 600000}`)
 	_, stop := b.start(t, workers.Config{Workers: 4, DrainTimeout: 2 * time.Second})
-	b.waitFor(t, short.ID, 30*time.Second, status(jobs.StateRunning))
-	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateRunning))
+	for range 2 {
+		select {
+		case <-started:
+		case <-time.After(30 * time.Second):
+			t.Fatal("the handlers did not start")
+		}
+	}
 	stop()
 	s, err := b.store.GetJob(b.ctx, short.ID)
 	require.NoError(t, err)
