@@ -48,7 +48,7 @@ func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([
 			return fmt.Errorf("enqueue: read clock: %w", err)
 		}
 		pooled := copyBuffers.Get().(*[]byte)
-		defer copyBuffers.Put(pooled)
+		defer putCopyBuffer(pooled)
 		buf := append((*pooled)[:0], copyHeader...)
 		for i := range params {
 			j, err := newPlainJob(&params[i], now)

@@ -40,18 +40,16 @@ const releaseSQL = `WITH candidates AS (SELECT DISTINCT unnest($1::uuid[]) AS ci
 // depends on, so it starts from job_dependencies and reads jobs only by
 // key, for the edges found (a lateral subquery with a LIMIT, which the
 // planner cannot turn into a join); the statements around it reach the
-// children by key too (= ANY of an array). Written as joins, a plan made while the
-// statistics said almost nothing had completed or was blocked (a drain's
-// first finishes) read the jobs table from end to end, at every finish
-// of the connection.
+// children by key too (= ANY of an array). Written as joins, a plan made
+// while the statistics said almost nothing had completed or was blocked
+// (a drain's first finishes) read the jobs table from end to end, at
+// every finish of the connection.
 const childrenOfCompleted = `
-	WITH edges AS MATERIALIZED (
-		SELECT job_id, depends_on_id FROM job_dependencies WHERE depends_on_id = ANY($1::uuid[])
-	)
-	SELECT DISTINCT e.job_id AS cid
-	FROM edges e CROSS JOIN LATERAL (
-		SELECT 1 FROM jobs p WHERE p.id = e.depends_on_id AND p.status = 'completed' LIMIT 1
-	) done`
+	SELECT DISTINCT d.job_id AS cid
+	FROM job_dependencies d CROSS JOIN LATERAL (
+		SELECT 1 FROM jobs p WHERE p.id = d.depends_on_id AND p.status = 'completed' LIMIT 1
+	) done
+	WHERE d.depends_on_id = ANY($1::uuid[])`
 
 // lockChildrenSQL locks the blocked dependents of jobs that just completed,
 // in id order. Two dependencies of one job completing at once then take

@@ -264,7 +264,6 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 	// in full only to a caller that may read jobs.
 	full := mayRead(c)
 	buf := batchBodies.Get().(*[]byte)
-	defer batchBodies.Put(buf)
 	body := append((*buf)[:0], `{"jobs":[`...)
 	for i, r := range res {
 		if i > 0 {
@@ -281,16 +280,23 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 		body = append(body, ref...)
 	}
 	body = append(body, "]}"...)
-	*buf = body
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	c.Status(http.StatusCreated).Response().SetBody(body) // a copy: buf goes back to the pool
+	c.Status(http.StatusCreated).Response().SetBody(body) // a copy: the buffer can go back
+	if cap(body) <= maxPooledBody {
+		*buf = body
+		batchBodies.Put(buf)
+	}
 	return nil
 }
 
 // batchBodies holds the buffers batch responses are written in (about 350
-// bytes a job, so a third of a megabyte for a full batch): reused rather
-// than allocated and collected for every request.
+// bytes a job, so a third of a megabyte for a full batch of small jobs):
+// reused rather than allocated and collected for every request. One grown
+// past maxPooledBody by large payloads is left to the collector instead of
+// being kept.
 var batchBodies = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBody = 4 << 20
 
 // parseJobRef reads a depends_on entry of a plain enqueue: a job id.
 func parseJobRef(ref string) (uuid.UUID, error) {

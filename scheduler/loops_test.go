@@ -228,11 +228,7 @@ func TestRecurrerSettlesOnStop(t *testing.T) {
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, IntervalSeconds: 60, Queue: "settle"})
 	require.NoError(t, err)
 	series := *res[0].Job.ScheduleID
-	pending := func() int {
-		var n int
-		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0`, series).Scan(&n))
-		return n
-	}
+	pending := func() int { return dbtest.PendingOccurrences(t, store, series) }
 	require.Zero(t, pending(), "the first occurrence is queued, its successor not made yet")
 	var created []jobs.Moved
 	r := NewRecurrer(RecurrerConfig{OnMoved: func(m []jobs.Moved) { created = append(created, m...) }}, store, quiet())

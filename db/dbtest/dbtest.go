@@ -23,6 +23,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/db"
@@ -106,6 +107,20 @@ func NewStore(t testing.TB) (*db.Store, string) {
 	}
 	t.Cleanup(s.Close)
 	return s, u
+}
+
+// PendingOccurrences counts the occurrences of the recurring series that
+// wait for their time (scheduled, never run): one, while the series is
+// whole.
+func PendingOccurrences(t testing.TB, s *db.Store, series uuid.UUID) int {
+	t.Helper()
+	var n int
+	err := s.Pool().QueryRow(context.Background(),
+		`SELECT count(*) FROM jobs WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0`, series).Scan(&n)
+	if err != nil {
+		t.Fatalf("count pending occurrences: %v", err)
+	}
+	return n
 }
 
 // ensureTemplate creates (once per schema version, shared by every test

@@ -34,11 +34,7 @@ func TestRecurringWithRacingSchedulers(t *testing.T) {
 	require.NoError(t, err)
 	series := *res[0].Job.ScheduleID
 
-	pending := func() int {
-		var n int
-		require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0`, series).Scan(&n))
-		return n
-	}
+	pending := func() int { return dbtest.PendingOccurrences(t, s, series) }
 	startAll := func() []*proc {
 		var ps []*proc
 		for range 3 {
