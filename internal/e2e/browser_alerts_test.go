@@ -68,8 +68,8 @@ func TestAlertsInABrowser(t *testing.T) {
 		chromedp.SetValue(chromedp.CSS(`#f-kind`), string(jobs.AlertNoWorker)))
 	require.True(t, eval[bool](t, ctx, `document.querySelector('#f-kind').dispatchEvent(new Event('change', {bubbles: true}))`))
 	waitJS(t, ctx, `!!document.querySelector('#f-grace_minutes') && !document.querySelector('#f-threshold_percent')`, 10*time.Second)
+	typeInto(t, ctx, `#f-name`, "imports <orphaned>")
 	within(t, ctx, 10*time.Second,
-		chromedp.SendKeys(chromedp.CSS(`#f-name`), "imports <orphaned>"),
 		chromedp.SetValue(chromedp.CSS(`#f-queue`), "imports"),
 		chromedp.SetValue(chromedp.CSS(`#f-grace_minutes`), "-5"),
 		chromedp.SetValue(chromedp.CSS(`#f-webhook_url`), srv.URL+"/slack"))

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -166,6 +167,19 @@ func eval[T any](t *testing.T, ctx context.Context, js string) T {
 func waitJS(t *testing.T, ctx context.Context, js string, timeout time.Duration) {
 	t.Helper()
 	waitFor(t, timeout, "a condition in the page: "+js, func() bool { return eval[bool](t, ctx, js) })
+}
+
+// typeInto types text into the field sel once htmx has nothing in flight
+// (no request, swap or settle under way), then checks that the field holds
+// exactly text: keys sent while a swap was replacing the form were once
+// lost, leaving half a name behind.
+func typeInto(t *testing.T, ctx context.Context, sel, text string) {
+	t.Helper()
+	waitJS(t, ctx, `!document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')`, 10*time.Second)
+	within(t, ctx, 10*time.Second, chromedp.SendKeys(chromedp.CSS(sel), text))
+	js, err := json.Marshal(sel)
+	require.NoError(t, err)
+	require.Equal(t, text, eval[string](t, ctx, `document.querySelector(`+string(js)+`).value`), "what landed in "+sel)
 }
 
 func waitStatus(t *testing.T, s *db.Store, id uuid.UUID, want jobs.State) *jobs.Job {
