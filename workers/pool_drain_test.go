@@ -142,8 +142,11 @@ func TestPoolClaimsLongJobsOnlyForIdleWorkers(t *testing.T) {
 		require.NoError(t, err)
 		at, ok := began.Load(id)
 		require.True(t, ok)
+		// A job claimed ahead waits for a worker to finish a run, the
+		// better part of a second; a claim and a start on a machine busy
+		// with other tests have taken 110 ms.
 		waited := at.(time.Time).Sub(*j.StartedAt)
-		require.Less(t, waited, 100*time.Millisecond,
+		require.Less(t, waited, run/2,
 			"job %s was claimed %s before a worker started it", id, waited)
 	}
 }
