@@ -4,9 +4,9 @@ import (
 	"encoding/binary"
 	"math"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/flinthq/flint/internal/bufpool"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -97,12 +97,4 @@ func appendCopyNull(b []byte) []byte {
 
 // copyBuffers holds the buffers COPY streams are written in (about 160
 // bytes a job with an empty payload), reused from batch to batch.
-var copyBuffers = sync.Pool{New: func() any { return new([]byte) }}
-
-// putCopyBuffer returns b to copyBuffers, unless large payloads grew it
-// past 4 MiB: that one is left to the collector rather than kept.
-func putCopyBuffer(b *[]byte) {
-	if cap(*b) <= 4<<20 {
-		copyBuffers.Put(b)
-	}
-}
+var copyBuffers bufpool.Pool

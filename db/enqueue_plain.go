@@ -47,8 +47,8 @@ func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([
 		if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
 			return fmt.Errorf("enqueue: read clock: %w", err)
 		}
-		pooled := copyBuffers.Get().(*[]byte)
-		defer putCopyBuffer(pooled)
+		pooled := copyBuffers.Get()
+		defer copyBuffers.Put(pooled)
 		buf := append((*pooled)[:0], copyHeader...)
 		for i := range params {
 			j, err := newPlainJob(&params[i], now)

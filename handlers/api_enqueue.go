@@ -9,13 +9,13 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/internal/bufpool"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -263,7 +263,7 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 	// A job that was there already (its idempotency key matched) is shown
 	// in full only to a caller that may read jobs.
 	full := mayRead(c)
-	buf := batchBodies.Get().(*[]byte)
+	buf := batchBodies.Get()
 	body := append((*buf)[:0], `{"jobs":[`...)
 	for i, r := range res {
 		if i > 0 {
@@ -282,21 +282,15 @@ func (s *server) enqueueBatch(c *fiber.Ctx) error {
 	body = append(body, "]}"...)
 	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
 	c.Status(http.StatusCreated).Response().SetBody(body) // a copy: the buffer can go back
-	if cap(body) <= maxPooledBody {
-		*buf = body
-		batchBodies.Put(buf)
-	}
+	*buf = body
+	batchBodies.Put(buf)
 	return nil
 }
 
 // batchBodies holds the buffers batch responses are written in (about 350
 // bytes a job, so a third of a megabyte for a full batch of small jobs):
-// reused rather than allocated and collected for every request. One grown
-// past maxPooledBody by large payloads is left to the collector instead of
-// being kept.
-var batchBodies = sync.Pool{New: func() any { return new([]byte) }}
-
-const maxPooledBody = 4 << 20
+// reused rather than allocated and collected for every request.
+var batchBodies bufpool.Pool
 
 // parseJobRef reads a depends_on entry of a plain enqueue: a job id.
 func parseJobRef(ref string) (uuid.UUID, error) {

@@ -26,6 +26,7 @@ var layerRules = map[string][]string{
 	"github.com/flinthq/flint/client":    {"github.com/flinthq/flint/"}, // generated; stands alone for callers
 
 	"github.com/flinthq/flint/internal/minheap": {"github.com/", "golang.org/"}, // the standard library only
+	"github.com/flinthq/flint/internal/bufpool": {"github.com/", "golang.org/"}, // the standard library only
 }
 
 // TestLayering holds the packages to the layering ARCHITECTURE.md
