@@ -10,24 +10,31 @@ import (
 )
 
 const insertStepsSQL = `
-INSERT INTO workflow_steps (job_id, step_key)
-SELECT * FROM unnest($1::uuid[], $2::text[]) ON CONFLICT (job_id) DO NOTHING`
+INSERT INTO workflow_steps (job_id, step_key, workflow_id)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[]) ON CONFLICT (job_id) DO NOTHING`
 
-// insertSteps records the step keys of the jobs this enqueue created; a
-// job that already existed (by its idempotency key) keeps its own.
+// insertSteps records the step keys of the jobs this enqueue created, in
+// their workflows; a job that already existed (by its idempotency key)
+// keeps its own.
 func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued) error {
 	var ids []uuid.UUID
 	var keys []string
+	var workflows []*uuid.UUID
 	for i := range params {
 		if out[i].Inserted && params[i].StepKey != "" {
 			ids = append(ids, out[i].Job.ID)
 			keys = append(keys, params[i].StepKey)
+			var w *uuid.UUID
+			if params[i].WorkflowID != uuid.Nil {
+				w = &params[i].WorkflowID
+			}
+			workflows = append(workflows, w)
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys); err != nil {
+	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, nullableUUIDArray(workflows)); err != nil {
 		return fmt.Errorf("enqueue: record step keys: %w", err)
 	}
 	return nil
