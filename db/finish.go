@@ -64,7 +64,7 @@ moved AS (
 	FROM input i
 	WHERE j.id = i.id AND j.lease_token = i.token
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token,
-	          j.run_at, j.effective_priority, j.created_at
+	          j.run_at, j.effective_priority, j.created_at, j.batch_id
 ),
 logged AS (
 	INSERT INTO job_logs (job_id, attempt, at, level, message, attrs)
@@ -211,7 +211,7 @@ func readFinished(br pgx.BatchResults, n int) (map[jobs.Lease]jobs.Moved, error)
 		var f jobs.Moved
 		var status string
 		var token uuid.UUID
-		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &f.CreatedAt, &token); err != nil {
+		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &f.CreatedAt, &f.BatchID, &token); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}

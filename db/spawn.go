@@ -105,7 +105,7 @@ func graft(ctx context.Context, q DBTX, spawner uuid.UUID, list []jobs.Spawned) 
 			return nil, jobs.Invalid(fmt.Sprintf("spawn[%d].key", i), "%q already names a job of this workflow", sp.Key)
 		}
 		p := sp.Params
-		p.ID, p.StepKey, p.WorkflowID = ids[sp.Key], sp.Key, workflow
+		p.ID, p.StepKey, p.WorkflowID, p.SpawnedBy = ids[sp.Key], sp.Key, workflow, spawner
 		p.DependsOn = make([]uuid.UUID, len(sp.DependsOn))
 		for k, d := range sp.DependsOn {
 			id, spawned := ids[d]

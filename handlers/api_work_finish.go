@@ -26,13 +26,18 @@ type outcomeRequest struct {
 	Error             *string         `json:"error"`
 	Retryable         *bool           `json:"retryable"`
 	RetryAfterSeconds *float64        `json:"retry_after_seconds"`
+	// Spawn adds jobs to the job's workflow with its completion.
+	Spawn json.RawMessage `json:"spawn"`
 }
 
-// outcomeResult is the answer for one outcome.
+// outcomeResult is the answer for one outcome: applied (ok, with the
+// job's new status: dead_letter for a completion whose spawn the store
+// refused, the reason in the job's last_error) or not (lease_lost).
 type outcomeResult struct {
-	JobID uuid.UUID `json:"job_id"`
-	OK    bool      `json:"ok"`
-	Error string    `json:"error,omitempty"`
+	JobID  uuid.UUID  `json:"job_id"`
+	OK     bool       `json:"ok"`
+	Status jobs.State `json:"status,omitempty"`
+	Error  string     `json:"error,omitempty"`
 }
 
 // finishWork handles POST /api/v1/workers/{id}/finish: many outcomes in
@@ -54,9 +59,14 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	}
 	batch := make([]jobs.Finish, len(req.Outcomes))
 	ids := make([]uuid.UUID, len(req.Outcomes))
+	now := s.clock.Now()
 	for i, o := range req.Outcomes {
-		f, err := o.finish(fmt.Sprintf("outcomes[%d]", i))
+		at := fmt.Sprintf("outcomes[%d]", i)
+		f, err := o.finish(at)
 		if err != nil {
+			return err
+		}
+		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
 			return err
 		}
 		if slices.Contains(ids[:i], f.JobID) {
@@ -91,7 +101,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	out := make([]outcomeResult, len(finished))
 	var moved []jobs.Moved
 	for i, m := range finished {
-		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost()}
+		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost(), Status: m.Status}
 		if m.LeaseLost() {
 			out[i].Error = "lease_lost"
 		} else {
@@ -127,6 +137,9 @@ func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
 	hasResult := len(o.Result) > 0 && !bytes.Equal(bytes.TrimSpace(o.Result), []byte("null"))
 	if hasResult && o.Status != "completed" {
 		return f, invalid(field("result"), "applies to completed outcomes only")
+	}
+	if len(o.Spawn) > 0 && !bytes.Equal(bytes.TrimSpace(o.Spawn), []byte("null")) && o.Status != "completed" {
+		return f, invalid(field("spawn"), "applies to completed outcomes only: jobs are spawned with the completion")
 	}
 	switch o.Status {
 	case "completed":
@@ -167,6 +180,20 @@ func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
 		return f, invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
 	}
 	return f, nil
+}
+
+// parseSpawn checks an outcome's spawn list (raw, which may be absent);
+// at names the outcome in errors.
+func (s *server) parseSpawn(c *fiber.Ctx, raw json.RawMessage, at string, now time.Time) ([]jobs.Spawned, error) {
+	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, nil
+	}
+	list, err := jobs.ParseSpawn(raw, jobs.Prepared(c.UserContext(), s.types), now)
+	var ve *jobs.ValidationError
+	if errors.As(err, &ve) {
+		return nil, invalid(at+"."+ve.Field, ve.Message)
+	}
+	return list, err
 }
 
 // jobLogRequest is the body of POST /api/v1/jobs/{id}/logs.

@@ -27,6 +27,7 @@ func (registryTypes) Prepare(context.Context, string, string) {}
 type server struct {
 	statusStore    StatusStore
 	jobStore       JobStore
+	batchStore     BatchStore
 	jobActionStore JobActionStore
 	dlqStore       DLQStore
 	queueStore     QueueStore
@@ -66,6 +67,7 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 	s := &server{
 		statusStore:    store,
 		jobStore:       store,
+		batchStore:     store,
 		jobActionStore: store,
 		dlqStore:       store,
 		queueStore:     store,

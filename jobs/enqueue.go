@@ -99,6 +99,8 @@ type EnqueueParams struct {
 	WorkflowID uuid.UUID
 	// BatchID makes the job a member of a batch (the batch store sets it).
 	BatchID uuid.UUID
+	// SpawnedBy is the job whose completion spawned this one (see Spawn).
+	SpawnedBy uuid.UUID
 	// IntervalSeconds or Cron (with Timezone, default UTC) make the job a
 	// recurring series: each occurrence is a new job.
 	IntervalSeconds int64

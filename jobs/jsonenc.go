@@ -40,6 +40,14 @@ func (e *Event) AppendJSON(b []byte) []byte {
 		b = append(b, `,"progress_message":`...)
 		b = appendString(b, *e.ProgressMessage)
 	}
+	if e.BatchID != nil {
+		b = append(b, `,"batch_id":`...)
+		b = appendUUID(b, *e.BatchID)
+	}
+	if e.Kind != "" {
+		b = append(b, `,"kind":`...)
+		b = appendString(b, e.Kind)
+	}
 	return append(b, '}')
 }
 

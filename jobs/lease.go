@@ -126,6 +126,8 @@ type Moved struct {
 	EffectivePriority float64
 	RunAt             time.Time
 	CreatedAt         time.Time
+	// BatchID is the batch the job is a member of, if any.
+	BatchID *uuid.UUID
 }
 
 // LeaseLost reports whether the write was refused because the worker no

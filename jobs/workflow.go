@@ -144,8 +144,12 @@ type WorkflowStep struct {
 	Status State
 }
 
-// WorkflowEdge says that Job waits for DependsOn.
-type WorkflowEdge struct{ Job, DependsOn uuid.UUID }
+// WorkflowEdge says that Job waits for DependsOn, or, with Spawned, that
+// DependsOn added Job to the workflow (and Job does not wait for it).
+type WorkflowEdge struct {
+	Job, DependsOn uuid.UUID
+	Spawned        bool
+}
 
 // WorkflowGraph is the workflow a job belongs to: every job connected to
 // it through dependencies, upstream and downstream and across (a sibling

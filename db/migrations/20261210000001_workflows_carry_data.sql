@@ -24,7 +24,10 @@ ALTER TABLE job_history
 -- job within it. Rows from before this column have none, and their
 -- workflows cannot be grown by key (a job of one adds to a workflow of
 -- its own, named by its id).
-ALTER TABLE workflow_steps ADD COLUMN workflow_id uuid;
+-- spawned_by: the job whose completion added this one (jobs.Spawn), so
+-- that pages can show what a job added and draw it beside its spawner.
+ALTER TABLE workflow_steps ADD COLUMN workflow_id uuid, ADD COLUMN spawned_by uuid;
+CREATE INDEX workflow_steps_spawned_idx ON workflow_steps (spawned_by) WHERE spawned_by IS NOT NULL;
 CREATE UNIQUE INDEX workflow_steps_key_idx ON workflow_steps (workflow_id, step_key) WHERE workflow_id IS NOT NULL;
 
 -- batches: a set of jobs with callbacks. The counters say where the
@@ -46,7 +49,6 @@ CREATE TABLE batches (
     binned      integer NOT NULL DEFAULT 0 CHECK (binned >= 0),
     CONSTRAINT batches_settled_closed CHECK (settled_at IS NULL OR closed_at IS NOT NULL)
 );
-CREATE INDEX batches_created_idx ON batches (created_at DESC, id DESC);
 
 -- batch_callbacks: the jobs a batch enqueues when it settles (on_success,
 -- on_complete) or when its first member dies (on_death), validated and
@@ -91,49 +93,58 @@ END
 $$;
 
 -- flint_settle_batch settles a closed batch whose members have all
--- finished: marks it and fires on_complete, and on_success when every
--- member completed. The caller holds the batch's row lock (the counter
--- update or the close did), so two finishes cannot both settle it.
-CREATE FUNCTION flint_settle_batch(b_id uuid) RETURNS boolean LANGUAGE plpgsql AS $$
+-- finished: the first time, it marks the batch settled, fires on_complete
+-- and announces the settlement; and whenever every member has completed
+-- (at once, or after a dead member was replayed and completed), it fires
+-- on_success. Each callback fires once (flint_fire_callback). The caller
+-- holds the batch's row lock (the counter update or the close took it),
+-- so two finishes cannot both settle it.
+CREATE FUNCTION flint_settle_batch(b_id uuid) RETURNS void LANGUAGE plpgsql AS $$
 DECLARE b batches;
 BEGIN
-    UPDATE batches SET settled_at = now()
-    WHERE id = b_id AND pending = 0 AND closed_at IS NOT NULL AND settled_at IS NULL
-    RETURNING * INTO b;
-    IF NOT FOUND THEN
-        RETURN false;
+    SELECT * INTO b FROM batches WHERE id = b_id;
+    IF NOT FOUND OR b.pending <> 0 OR b.closed_at IS NULL OR b.total = 0 THEN
+        RETURN;
     END IF;
     IF b.completed = b.total THEN
         PERFORM flint_fire_callback(b_id, 'on_success');
     END IF;
-    PERFORM flint_fire_callback(b_id, 'on_complete');
-    RETURN true;
+    IF b.settled_at IS NULL THEN
+        UPDATE batches SET settled_at = now() WHERE id = b_id;
+        PERFORM flint_fire_callback(b_id, 'on_complete');
+        PERFORM pg_notify('flint_events', 'batch [' || json_build_object(
+            'job_id', b_id, 'kind', 'batch', 'batch_id', b_id, 'type', '', 'queue', '', 'attempt', 0, 'at', now(),
+            'status', CASE WHEN b.completed = b.total THEN 'succeeded'
+                           WHEN b.dead_letter > 0 THEN 'dead' ELSE 'completed' END)::text || ']');
+    END IF;
 END
 $$;
 
 -- jobs_batch_changes keeps the batch counters as members change state or
--- go to the bin and back, one grouped update per statement and per batch
--- (a statement-level trigger with transition tables, as job_counts is
--- kept). Statements that move no member (almost all of them) stop at the
--- first check; moves that leave every counter as it was (a claim: queued
--- to running, both pending) update nothing, so claims never wait on a
--- batch's row. Members are counted in when they are created (the batch
--- API does it in the same transaction), and a row deleted or moved to the
--- history is not uncounted: archiving keeps its count, and only a binned
--- member can be purged.
+-- go to the bin and back, one update per statement and per batch, in
+-- batch id order (two statements moving members of the same batches lock
+-- them in the same order). It is a statement-level trigger with
+-- transition tables, as job_counts is kept (PostgreSQL fills the
+-- transition tables once for both). Statements that move no member
+-- (almost all of them) stop at the first check; moves that leave every
+-- counter as it was (a claim: queued to running, both pending) update
+-- nothing, so claims never wait on a batch's row. Members are counted in
+-- when they are created (the batch API does it in the same transaction),
+-- and a row deleted or moved to the history is not uncounted: archiving
+-- keeps its count, and only a binned member can be purged.
 CREATE FUNCTION jobs_batch_changes() RETURNS trigger LANGUAGE plpgsql AS $$
-DECLARE b record;
+DECLARE d record; b batches;
 BEGIN
     IF NOT EXISTS (SELECT 1 FROM new_rows WHERE batch_id IS NOT NULL) THEN
         RETURN NULL;
     END IF;
-    FOR b IN
+    FOR d IN
         WITH changed AS (
             SELECT batch_id,
                    CASE WHEN deleted_at IS NOT NULL THEN 'binned'
                         WHEN status IN ('completed', 'dead_letter', 'cancelled') THEN status
                         ELSE 'pending' END AS bucket,
-                   -1 AS d
+                   -1 AS n
             FROM old_rows WHERE batch_id IS NOT NULL
             UNION ALL
             SELECT batch_id,
@@ -145,25 +156,29 @@ BEGIN
         ),
         delta AS (
             SELECT batch_id,
-                   coalesce(sum(d) FILTER (WHERE bucket = 'pending'), 0) AS pending,
-                   coalesce(sum(d) FILTER (WHERE bucket = 'completed'), 0) AS completed,
-                   coalesce(sum(d) FILTER (WHERE bucket = 'dead_letter'), 0) AS dead_letter,
-                   coalesce(sum(d) FILTER (WHERE bucket = 'cancelled'), 0) AS cancelled,
-                   coalesce(sum(d) FILTER (WHERE bucket = 'binned'), 0) AS binned
+                   coalesce(sum(n) FILTER (WHERE bucket = 'pending'), 0) AS pending,
+                   coalesce(sum(n) FILTER (WHERE bucket = 'completed'), 0) AS completed,
+                   coalesce(sum(n) FILTER (WHERE bucket = 'dead_letter'), 0) AS dead_letter,
+                   coalesce(sum(n) FILTER (WHERE bucket = 'cancelled'), 0) AS cancelled,
+                   coalesce(sum(n) FILTER (WHERE bucket = 'binned'), 0) AS binned
             FROM changed GROUP BY batch_id
         )
-        UPDATE batches x SET
-            pending = x.pending + delta.pending,
-            completed = x.completed + delta.completed,
-            dead_letter = x.dead_letter + delta.dead_letter,
-            cancelled = x.cancelled + delta.cancelled,
-            binned = x.binned + delta.binned
-        FROM delta
-        WHERE x.id = delta.batch_id
-          AND (delta.pending, delta.completed, delta.dead_letter, delta.cancelled, delta.binned) <> (0, 0, 0, 0, 0)
-        RETURNING x.id, x.pending, x.dead_letter, x.died_at, delta.dead_letter AS died
+        SELECT * FROM delta
+        WHERE (pending, completed, dead_letter, cancelled, binned) <> (0, 0, 0, 0, 0)
+        ORDER BY batch_id
     LOOP
-        IF b.died > 0 AND b.died_at IS NULL THEN
+        UPDATE batches SET
+            pending = pending + d.pending,
+            completed = completed + d.completed,
+            dead_letter = dead_letter + d.dead_letter,
+            cancelled = cancelled + d.cancelled,
+            binned = binned + d.binned
+        WHERE id = d.batch_id
+        RETURNING * INTO b;
+        IF NOT FOUND THEN
+            CONTINUE;
+        END IF;
+        IF d.dead_letter > 0 AND b.died_at IS NULL THEN
             UPDATE batches SET died_at = now() WHERE id = b.id;
             PERFORM flint_fire_callback(b.id, 'on_death');
         END IF;
@@ -186,7 +201,8 @@ DROP FUNCTION flint_settle_batch(uuid);
 DROP FUNCTION flint_fire_callback(uuid, text);
 DROP TABLE batch_callbacks;
 DROP TABLE batches;
+DROP INDEX workflow_steps_spawned_idx;
 DROP INDEX workflow_steps_key_idx;
-ALTER TABLE workflow_steps DROP COLUMN workflow_id;
+ALTER TABLE workflow_steps DROP COLUMN spawned_by, DROP COLUMN workflow_id;
 ALTER TABLE job_history DROP COLUMN batch_id, DROP COLUMN has_parents;
 ALTER TABLE jobs DROP COLUMN batch_id, DROP COLUMN has_parents;
