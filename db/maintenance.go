@@ -280,6 +280,15 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 	return total + n, err
 }
 
+// uuidTime returns the millisecond a UUIDv7 was made in.
+func uuidTime(id uuid.UUID) time.Time {
+	var ms int64
+	for i := 0; i < 6; i++ {
+		ms = ms<<8 | int64(id[i])
+	}
+	return time.UnixMilli(ms)
+}
+
 // uuidV7Floor returns the smallest UUIDv7 of the millisecond t: every id
 // generated after t compares above it.
 func uuidV7Floor(t time.Time) uuid.UUID {

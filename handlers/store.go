@@ -92,6 +92,9 @@ type JobStore interface {
 	// JobLogs returns up to limit of a job's stored log lines whose
 	// sequence number is above after, oldest first.
 	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
+	// JobData returns what a job received from its parents and added to
+	// its workflow, and the batch it belongs to.
+	JobData(ctx context.Context, j *jobs.Job) (jobs.JobData, error)
 	// CancelAudit returns the operator action on the audit trail that
 	// cancelled the job, or nil when the trail has none.
 	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)
