@@ -59,6 +59,44 @@ class OutcomeTest(unittest.TestCase):
     def test_cancel(self):
         self.assertEqual(fw.outcome_of(job(), exc=fw.Cancel())["status"], "cancelled")
 
+
+class WorkflowDataTest(unittest.TestCase):
+    def test_parents(self):
+        j = job(parents={"fetch": {"url": "s3://a"}, "big": {"too_large": True, "bytes": 9000000}, "quiet": None})
+        self.assertEqual(j.parent("fetch"), {"url": "s3://a"})
+        self.assertIsNone(j.parent("quiet"))
+        with self.assertRaises(fw.ParentTooLarge) as e:
+            j.parent("big")
+        self.assertEqual((e.exception.key, e.exception.bytes), ("big", 9000000))
+        with self.assertRaises(KeyError):
+            j.parent("nope")
+        self.assertIsNone(j.batch)
+        self.assertEqual(job().parents, {})
+
+    def test_batch(self):
+        b = {"id": "b1", "total": 3, "counts": {"completed": 3}}
+        self.assertEqual(job(parents={"batch": b, "m1": 1}).batch, b)
+
+    def test_spawn_rides_with_the_completion_only(self):
+        j = job()
+        j.spawn("square-1", "square", {"n": 1}, depends_on=[fw.SELF])
+        j.spawn("total", "total", depends_on=["square-1"], priority="high")
+        o = fw.outcome_of(j, {"ok": True})
+        self.assertEqual(o["spawn"], [
+            {"key": "square-1", "type": "square", "payload": {"n": 1}, "depends_on": ["$self"]},
+            {"key": "total", "type": "total", "depends_on": ["square-1"], "priority": "high"}])
+        self.assertNotIn("spawn", fw.outcome_of(j, exc=ValueError("no")))
+
+    def test_spawn_refusals(self):
+        j = job()
+        j.spawn("a", "t")
+        with self.assertRaises(ValueError):
+            j.spawn("a", "t")
+        with self.assertRaises(ValueError):
+            j.spawn("$x", "t")
+        with self.assertRaises(TypeError):
+            j.spawn("b", "t", colour="red")
+
     def test_long_errors_are_cut(self):
         o = fw.outcome_of(job(), exc=RuntimeError("x" * 20000))
         self.assertLessEqual(len(o["error"]), fw.MAX_ERROR_CHARS)

@@ -19,43 +19,67 @@ import (
 // imports Flint as a library (with a replace to this checkout); these
 // tests build it as such and run it as its users would.
 
-// exampleBuilds holds the example program built once per test run, with
+// exampleBuilds holds each example program built once per test run, with
 // the race detector (for tests) and without (for benchmarks).
-var exampleBuilds = map[bool]*struct {
+var (
+	exampleMu     sync.Mutex
+	exampleBuilds = map[string]*exampleBuild{}
+)
+
+type exampleBuild struct {
 	once sync.Once
 	path string
 	err  error
-}{true: {}, false: {}}
+}
 
 // exampleBinary builds examples/invoices as its own module, with the race
 // detector.
 func exampleBinary(t *testing.T) string {
 	t.Helper()
+	return exampleProgram(t, "invoices")
+}
+
+// exampleProgram builds examples/<name> as its own module, with the race
+// detector.
+func exampleProgram(t *testing.T, name string) string {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("builds and runs the example program")
 	}
-	return buildExample(t, true)
+	return buildExampleNamed(t, name, true)
 }
 
 func buildExample(tb testing.TB, race bool) string {
 	tb.Helper()
-	b := exampleBuilds[race]
+	return buildExampleNamed(tb, "invoices", race)
+}
+
+func buildExampleNamed(tb testing.TB, name string, race bool) string {
+	tb.Helper()
+	exampleMu.Lock()
+	key := fmt.Sprintf("%s/%v", name, race)
+	b, ok := exampleBuilds[key]
+	if !ok {
+		b = &exampleBuild{}
+		exampleBuilds[key] = b
+	}
+	exampleMu.Unlock()
 	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "flint-example-")
 		if err != nil {
 			b.err = err
 			return
 		}
-		b.path = filepath.Join(dir, "invoices")
+		b.path = filepath.Join(dir, name)
 		args := []string{"build", "-o", b.path}
 		if race {
 			args = append(args, "-race")
 		}
 		cmd := exec.Command("go", append(args, ".")...)
-		cmd.Dir = filepath.Join("..", "..", "examples", "invoices")
+		cmd.Dir = filepath.Join("..", "..", "examples", name)
 		cmd.Env = append(os.Environ(), "GOWORK=off")
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.err = fmt.Errorf("go build in examples/invoices: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build in examples/%s: %v\n%s", name, err, out)
 		}
 	})
 	require.NoError(tb, b.err)

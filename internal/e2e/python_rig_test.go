@@ -21,7 +21,7 @@ import (
 // depends on timing.
 const pythonJobs = `
 import os, time
-from flint_worker import handler, Retry
+from flint_worker import handler, Retry, SELF
 
 MARKS = os.environ["FLINT_TEST_MARKS"]
 
@@ -59,6 +59,38 @@ def work(job):
     mark("start", job)
     time.sleep(job.payload["ms"] / 1000.0)
     return {"pid": os.getpid()}
+
+@handler("py.fetch")
+def fetch(job):
+    return {"name": job.payload["name"], "width": 1024}
+
+@handler("py.resize")
+def resize(job):
+    img = job.parent("fetch")
+    return {"thumb": "thumb-" + img["name"], "width": min(img["width"], 128)}
+
+@handler("py.extract")
+def extract(job):
+    keys = []
+    for i, n in enumerate(job.payload["numbers"]):
+        keys.append("square-%d" % i)
+        job.spawn(keys[-1], "py.square", {"n": n}, depends_on=[SELF])
+    job.spawn("total", "py.total", depends_on=keys)
+    return {"squares": len(keys)}
+
+@handler("py.square")
+def square(job):
+    return job.payload["n"] ** 2
+
+@handler("py.total")
+def total(job):
+    return {"sum": sum(job.parent(k) for k in job.parents)}
+
+@handler("py.report")
+def report(job):
+    b = job.batch
+    return {"batch": b["id"], "members": b["total"], "completed": b["counts"].get("completed", 0),
+            "results": sorted(v["name"] for k, v in job.parents.items() if k != "batch")}
 `
 
 // pyRig is a flint serve process, a work-scoped key and a directory with

@@ -45,7 +45,7 @@ func TestPythonWorkerRunsJobs(t *testing.T) {
 	}
 	require.NotNil(t, seen, "the worker is in the registry: %v", ws.Workers)
 	require.Equal(t, "python", seen["language"])
-	require.Equal(t, []any{"py.broken", "py.echo", "py.flaky", "py.gated", "py.work"}, seen["types"])
+	require.Equal(t, []any{"py.broken", "py.echo", "py.extract", "py.fetch", "py.flaky", "py.gated", "py.report", "py.resize", "py.square", "py.total", "py.work"}, seen["types"])
 
 	var first map[string]any
 	waitFor(t, 15*time.Second, "the API to accept the type its worker serves", func() bool {
@@ -306,4 +306,55 @@ func TestPythonWorkerUnitTests(t *testing.T) {
 	cmd.Env = append(os.Environ(), "PYTHONDONTWRITEBYTECODE=1")
 	out, err := cmd.CombinedOutput()
 	require.NoError(t, err, "%s", out)
+}
+
+// TestPythonWorkerCarriesData: Python handlers read their parents'
+// results (job.parent), fan out with job.spawn plus a join that adds up
+// the fanned-out results, and a batch's callback reads the batch and its
+// members' results (job.batch, job.parents).
+func TestPythonWorkerCarriesData(t *testing.T) {
+	t.Parallel()
+	r := pythonRig(t)
+	r.pythonWorker(t, "--concurrency", "4")
+	var wf struct {
+		Jobs []struct {
+			ID string `json:"id"`
+		} `json:"jobs"`
+	}
+	waitFor(t, 15*time.Second, "the API to accept the types its worker serves", func() bool {
+		return r.api.do(t, http.MethodPost, "/api/v1/workflows", `{"jobs": [
+			{"key": "fetch", "type": "py.fetch", "payload": {"name": "cat.png"}},
+			{"key": "resize", "type": "py.resize", "depends_on": ["fetch"]}]}`, &wf) == http.StatusCreated
+	})
+	job := r.waitStatus(t, wf.Jobs[1].ID, "completed")
+	require.Equal(t, map[string]any{"thumb": "thumb-cat.png", "width": 128.0}, job["result"])
+
+	r.waitStatus(t, r.enqueue(t, `{"type": "py.extract", "payload": {"numbers": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]}}`), "completed")
+	var page struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	waitFor(t, 30*time.Second, "the total to complete", func() bool {
+		page.Jobs = nil
+		r.api.do(t, http.MethodGet, "/api/v1/jobs?type=py.total&status=completed", nil, &page)
+		return len(page.Jobs) == 1
+	})
+	require.Equal(t, map[string]any{"sum": 385.0}, page.Jobs[0]["result"])
+
+	var batch map[string]any
+	require.Equal(t, http.StatusCreated, r.api.do(t, http.MethodPost, "/api/v1/batches", `{
+		"jobs": [{"type": "py.fetch", "payload": {"name": "a.png"}}, {"type": "py.fetch", "payload": {"name": "b.png"}}],
+		"on_success": {"type": "py.report"}}`, &batch))
+	id := batch["id"].(string)
+	var cb string
+	waitFor(t, 30*time.Second, "the batch's callback to be enqueued", func() bool {
+		batch = nil
+		r.api.do(t, http.MethodGet, "/api/v1/batches/"+id, nil, &batch)
+		c, _ := batch["callbacks"].(map[string]any)["on_success"].(map[string]any)
+		if c != nil && c["fired_at"] != nil {
+			cb = c["id"].(string)
+		}
+		return cb != ""
+	})
+	job = r.waitStatus(t, cb, "completed")
+	require.Equal(t, map[string]any{"batch": id, "members": 2.0, "completed": 2.0, "results": []any{"a.png", "b.png"}}, job["result"])
 }
