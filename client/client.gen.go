@@ -1811,6 +1811,9 @@ type ListJobsParams struct {
 
 	// Cursor next_cursor of the previous page
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+
+	// BatchId only the members of this batch
+	BatchId *openapi_types.UUID `form:"batch_id,omitempty" json:"batch_id,omitempty"`
 }
 
 // EnqueueJobsJSONBody defines parameters for EnqueueJobs.
@@ -1939,6 +1942,9 @@ type StreamEventsParams struct {
 
 	// Status states, comma-separated
 	Status *string `form:"status,omitempty" json:"status,omitempty"`
+
+	// BatchId only the events of this batch's members and callbacks, and its settlement (an `event: batch` with {"batch_id", "state", "at"})
+	BatchId *openapi_types.UUID `form:"batch_id,omitempty" json:"batch_id,omitempty"`
 
 	// LastEventID resume after this event
 	LastEventID *string `json:"Last-Event-ID,omitempty"`
@@ -5600,6 +5606,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 
 		}
 
+		if params.BatchId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batch_id", *params.BatchId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
 		if encoded := queryValues.Encode(); encoded != "" {
 			rawQueryFragments = append(rawQueryFragments, encoded)
 		}
@@ -7046,6 +7064,18 @@ func NewStreamEventsRequest(server string, params *StreamEventsParams) (*http.Re
 		if params.Status != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "status", *params.Status, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.BatchId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batch_id", *params.BatchId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

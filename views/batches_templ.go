@@ -943,4 +943,20 @@ func callbackWhen(kind string) string {
 	return "the first member reached the dead-letter queue"
 }
 
+// batchStateClass maps a batch state to the job state whose colour it
+// takes.
+func batchStateClass(state string) string {
+	switch state {
+	case jobs.BatchOpen:
+		return string(jobs.StateScheduled)
+	case jobs.BatchRunning:
+		return string(jobs.StateRunning)
+	case jobs.BatchSucceeded:
+		return string(jobs.StateCompleted)
+	case jobs.BatchDead:
+		return string(jobs.StateDeadLetter)
+	}
+	return string(jobs.StateCancelled)
+}
+
 var _ = templruntime.GeneratedTemplate
