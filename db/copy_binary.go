@@ -31,7 +31,7 @@ var copyJobsSQL = "COPY jobs (" + strings.Join(copyColumns, ", ") + ") FROM STDI
 
 // copyColumns are the columns a COPY batch sets, in appendCopyJob's order.
 var copyColumns = []string{"id", "type", "queue", "payload", "priority", "effective_priority", "status",
-	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at", "concurrency_key"}
+	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at", "concurrency_key", "has_parents", "batch_id"}
 
 // postgresEpochMicros is 2000-01-01 00:00:00 UTC, PostgreSQL's zero for
 // timestamps, in Unix microseconds.
@@ -66,7 +66,16 @@ func appendCopyJob(b []byte, j *jobs.Job) []byte {
 	} else {
 		b = appendCopyNull(b)
 	}
-	return b
+	b = binary.BigEndian.AppendUint32(b, 1)
+	if j.HasParents {
+		b = append(b, 1)
+	} else {
+		b = append(b, 0)
+	}
+	if j.BatchID != nil {
+		return appendCopyField(b, j.BatchID[:])
+	}
+	return appendCopyNull(b)
 }
 
 func appendCopyField(b, v []byte) []byte {

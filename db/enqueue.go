@@ -297,6 +297,9 @@ func (in *enqueueInput) insert(ctx context.Context, q DBTX, params []jobs.Enqueu
 	if in.batches == nil {
 		args[len(args)-1] = nil
 	}
+	if tx, ok := q.(pgx.Tx); ok && len(params) >= copyMin && len(in.wantKeys) == 0 && !anyRecurring(params) {
+		return in.copyInsert(ctx, tx, params)
+	}
 	var inserted []*jobs.Job
 	var err error
 	if hasEdgesOrSeries(params) {

@@ -167,3 +167,55 @@ func TestEnqueueLargeBatchWithAKeyHonoursIt(t *testing.T) {
 	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT count(*) FROM jobs`).Scan(&n))
 	require.Equal(t, 100, n)
 }
+
+// TestEnqueueGraphByCopyReturnsWhatIsStored: a large workflow (some jobs
+// blocked on others of the submission, some on a completed job, some
+// free) and a large batch are written with COPY in their transaction;
+// each job comes back as stored, with its status, parents flag, batch and
+// step key, and the edges and keys are all there.
+func TestEnqueueGraphByCopyReturnsWhatIsStored(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	done := b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "pre"})
+	b.complete(t, "pre", `{"x": 1}`)
+	params := plainParams(150, false)
+	wf := uuid.Must(uuid.NewV7())
+	for i := range params {
+		params[i].ID = uuid.Must(uuid.NewV7())
+		params[i].StepKey, params[i].WorkflowID = fmt.Sprintf("k%d", i), wf
+		switch {
+		case i%3 == 1:
+			params[i].DependsOn = []uuid.UUID{params[i-1].ID}
+		case i%3 == 2:
+			params[i].DependsOn = []uuid.UUID{done.ID}
+		}
+	}
+	res, err := b.store.Enqueue(b.ctx, params...)
+	require.NoError(t, err)
+	for i, r := range res {
+		got, err := b.store.GetJob(b.ctx, r.Job.ID)
+		require.NoError(t, err, "job %d", i)
+		stored, returned := *got, *r.Job
+		stored.Payload, returned.Payload = nil, nil
+		require.Equal(t, stored, returned, "job %d: returned as stored", i)
+		require.Equal(t, i%3 != 0, got.HasParents, "job %d", i)
+		if i%3 == 1 {
+			require.Equal(t, jobs.StateBlocked, got.Status, "job %d waits for the one before", i)
+		}
+	}
+	var edges, keys int
+	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT (SELECT count(*) FROM job_dependencies), (SELECT count(*) FROM workflow_steps WHERE workflow_id = $1)`, wf).Scan(&edges, &keys))
+	require.Equal(t, 100, edges)
+	require.Equal(t, 150, keys)
+
+	batch, out, err := b.store.CreateBatch(b.ctx, jobs.BatchParams{Jobs: plainParams(120, false)})
+	require.NoError(t, err)
+	for i, r := range out {
+		got, err := b.store.GetJob(b.ctx, r.Job.ID)
+		require.NoError(t, err)
+		stored, returned := *got, *r.Job
+		stored.Payload, returned.Payload = nil, nil
+		require.Equal(t, stored, returned, "member %d: returned as stored", i)
+		require.Equal(t, batch.ID, *got.BatchID)
+	}
+}

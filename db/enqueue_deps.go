@@ -25,9 +25,11 @@ func resolveDependencies(ctx context.Context, q DBTX, params []jobs.EnqueueParam
 		inBatch[id] = true
 	}
 	var external []uuid.UUID
+	seen := map[uuid.UUID]bool{}
 	for i := range params {
 		for _, d := range params[i].DependsOn {
-			if !inBatch[d] {
+			if !inBatch[d] && !seen[d] {
+				seen[d] = true // a fan-out names its spawner thousands of times
 				external = append(external, d)
 			}
 		}

@@ -71,6 +71,57 @@ func (s *Store) enqueueCopy(ctx context.Context, params []jobs.EnqueueParams) ([
 	return out, nil
 }
 
+// anyRecurring reports whether some job starts a recurring series.
+func anyRecurring(params []jobs.EnqueueParams) bool {
+	for i := range params {
+		if params[i].Recurring() {
+			return true
+		}
+	}
+	return false
+}
+
+// copyInsert is insert for a large batch without idempotency keys or
+// recurrence in transaction tx (a spawn, a batch's members, a workflow):
+// COPY, as enqueueCopy writes plain jobs, with the statuses
+// resolveDependencies decided and the workflow columns set. Dependencies
+// and step keys follow in their own statements, as they do after the
+// insert statement.
+func (in *enqueueInput) copyInsert(ctx context.Context, tx pgx.Tx, params []jobs.EnqueueParams) ([]*jobs.Job, error) {
+	var now time.Time
+	if err := tx.QueryRow(ctx, nowSQL).Scan(&now); err != nil {
+		return nil, fmt.Errorf("read clock: %w", err)
+	}
+	pooled := copyBuffers.Get()
+	defer copyBuffers.Put(pooled)
+	buf := append((*pooled)[:0], copyHeader...)
+	out := make([]*jobs.Job, len(params))
+	for i := range params {
+		p := params[i]
+		p.ID = in.ids[i]
+		j, err := newPlainJob(&p, now)
+		if err != nil {
+			return nil, err
+		}
+		if in.blocked[i] {
+			j.Status = jobs.StateBlocked
+		}
+		j.HasParents = len(p.DependsOn) > 0
+		if p.BatchID != uuid.Nil {
+			b := p.BatchID
+			j.BatchID = &b
+		}
+		buf = appendCopyJob(buf, j)
+		out[i] = j
+	}
+	buf = append(buf, copyTrailer...)
+	*pooled = buf
+	if _, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(buf), copyJobsSQL); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // newPlainJob is the job enqueueSQL would store for p at now: queued, or
 // scheduled when it runs later.
 func newPlainJob(p *jobs.EnqueueParams, now time.Time) (*jobs.Job, error) {

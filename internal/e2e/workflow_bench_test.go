@@ -1,0 +1,202 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/workers"
+)
+
+// BenchmarkWorkflowData measures what carrying data along workflows costs,
+// against the same work without it, in one run on one PostgreSQL: each
+// round drains, each on a fresh database with one in-process pool at its
+// default settings (as `flint serve` runs it), in an order that rotates
+// from round to round:
+//
+//   - noop: 10,000 independent noop jobs, enqueued beforehand (the
+//     baseline of the fan-out and the batch);
+//   - fanout: one job that spawns 10,000 leaves with its completion,
+//     from the spawner's enqueue to the last leaf's completion
+//     (fanout-ratio = its time over noop's: the issue's target is ≤ 1.2);
+//   - batch: a batch of 10,000 members enqueued beforehand, to its
+//     on_success callback's completion (batch-ratio, target ≤ 1.2);
+//   - chain-read and chain-plain: 1,000 three-job chains, each child
+//     reading its parent's result and returning one, against the same
+//     chains returning and reading nothing (chain-ratio = read's rate
+//     over plain's, target ≥ 0.9).
+//
+// make bench BENCH=WorkflowData BENCHPKG=./internal/e2e BENCHTIME=3x
+func BenchmarkWorkflowData(b *testing.B) {
+	runs := []struct {
+		name string
+		run  func(b *testing.B) time.Duration
+		sum  time.Duration
+	}{
+		{name: "noop", run: func(b *testing.B) time.Duration { return wfDrain(b, wfNoops) }},
+		{name: "fanout", run: func(b *testing.B) time.Duration { return wfDrain(b, wfFanOut) }},
+		{name: "batch", run: func(b *testing.B) time.Duration { return wfDrain(b, wfBatch) }},
+		{name: "chain-read", run: func(b *testing.B) time.Duration { return wfDrain(b, wfChains(true)) }},
+		{name: "chain-plain", run: func(b *testing.B) time.Duration { return wfDrain(b, wfChains(false)) }},
+	}
+	round := 0
+	for b.Loop() {
+		for i := range runs {
+			r := &runs[(i+round)%len(runs)]
+			r.sum += r.run(b)
+		}
+		round++
+	}
+	at := func(name string) float64 {
+		for _, r := range runs {
+			if r.name == name {
+				return r.sum.Seconds() / float64(b.N)
+			}
+		}
+		panic(name)
+	}
+	b.ReportMetric(10_000/at("noop"), "noop-jobs/s")
+	b.ReportMetric(10_001/at("fanout"), "fanout-jobs/s")
+	b.ReportMetric(10_001/at("batch"), "batch-jobs/s")
+	b.ReportMetric(1000/at("chain-read"), "read-chains/s")
+	b.ReportMetric(1000/at("chain-plain"), "plain-chains/s")
+	b.ReportMetric(at("fanout")/at("noop"), "fanout-ratio")
+	b.ReportMetric(at("batch")/at("noop"), "batch-ratio")
+	b.ReportMetric(at("chain-plain")/at("chain-read"), "chain-ratio")
+}
+
+// wfWorkload prepares a drain on store (untimed) and returns the jobs to
+// wait for and what to enqueue once the clock runs (nil: nothing).
+type wfWorkload func(b *testing.B, store *db.Store, reg *jobs.Registry) (total int64, start func())
+
+// wfDrain runs one workload on a fresh database and returns the time from
+// the pool's start to the last awaited completion.
+func wfDrain(b *testing.B, w wfWorkload) time.Duration {
+	b.Helper()
+	b.StopTimer()
+	defer b.StartTimer()
+	store, u := dbtest.NewStore(b)
+	defer store.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	bus := db.NewEventBus(store, nil, false, logger, nil)
+	store.SetEventSink(bus)
+	go func() { _ = bus.Run(ctx) }()
+	reg := jobs.NewRegistry()
+	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	total, start := w(b, store, reg)
+	var done atomic.Int64
+	all := make(chan struct{})
+	pool := workers.NewPool(workers.Config{WorkerID: "bench", OnMoved: func(ms []jobs.Moved) {
+		n := int64(0)
+		for _, m := range ms {
+			if m.Status == jobs.StateCompleted {
+				n++
+			}
+		}
+		if done.Add(n) == total {
+			close(all)
+		}
+	}}, store, reg, logger)
+	listener := db.NewListener(u, logger, 0)
+	listener.Handle(db.ChannelJobs, pool.Wake)
+	connected := make(chan struct{}, 1)
+	listener.OnConnect(func() { connected <- struct{}{} })
+	go func() { _ = listener.Run(ctx) }()
+	<-connected
+	b.StartTimer()
+	began := time.Now()
+	if start != nil {
+		start()
+	}
+	go func() { _ = pool.Run(ctx) }()
+	select {
+	case <-all:
+	case <-time.After(10 * time.Minute):
+		b.Fatalf("completed %d of %d", done.Load(), total)
+	}
+	return time.Since(began)
+}
+
+func wfNoops(b *testing.B, store *db.Store, _ *jobs.Registry) (int64, func()) {
+	enqueueNoops(b, store, 10_000)
+	return 10_000, nil
+}
+
+func wfFanOut(b *testing.B, store *db.Store, reg *jobs.Registry) (int64, func()) {
+	reg.Register("spawner", jobs.HandlerFunc(func(ctx context.Context, _ *jobs.Job) (any, error) {
+		specs := make([]jobs.SpawnJob, 10_000)
+		for i := range specs {
+			specs[i] = jobs.SpawnJob{Key: fmt.Sprintf("leaf-%d", i), Type: jobs.TypeNoop, DependsOn: []string{jobs.Self}}
+		}
+		return nil, jobs.Spawn(ctx, specs...)
+	}))
+	return 10_001, func() {
+		if _, err := store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "spawner", Queue: jobs.DefaultQueue, Priority: 2}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func wfBatch(b *testing.B, store *db.Store, _ *jobs.Registry) (int64, func()) {
+	p := jobs.BatchParams{Callbacks: map[string]jobs.EnqueueParams{jobs.OnSuccess: {Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2}}}
+	p.Jobs = make([]jobs.EnqueueParams, 10_000)
+	for i := range p.Jobs {
+		p.Jobs[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2}
+	}
+	if _, _, err := store.CreateBatch(context.Background(), p); err != nil {
+		b.Fatal(err)
+	}
+	return 10_001, nil
+}
+
+// wfChains enqueues 1,000 workflows a → b → c; with read, each job returns
+// a result and each child reads its parent's.
+func wfChains(read bool) wfWorkload {
+	return func(b *testing.B, store *db.Store, reg *jobs.Registry) (int64, func()) {
+		reg.Register("link", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+			if !read {
+				return nil, nil
+			}
+			n := 0
+			if parents := jobs.ParentsOf(ctx); len(parents) > 0 {
+				in, err := jobs.ParentResult[struct{ N int }](ctx, parents.Keys()[0])
+				if err != nil {
+					return nil, err
+				}
+				n = in.N
+			}
+			return map[string]int{"n": n + 1}, nil
+		}))
+		var params []jobs.EnqueueParams
+		for range 1000 {
+			wf := uuid.Must(uuid.NewV7())
+			ids := [3]uuid.UUID{uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())}
+			for k, key := range []string{"a", "b", "c"} {
+				p := jobs.EnqueueParams{Type: "link", Queue: jobs.DefaultQueue, Priority: 2, Payload: json.RawMessage(`{}`),
+					ID: ids[k], StepKey: key, WorkflowID: wf}
+				if k > 0 {
+					p.DependsOn = []uuid.UUID{ids[k-1]}
+				}
+				params = append(params, p)
+			}
+		}
+		for i := 0; i < len(params); i += 999 {
+			if _, err := store.Enqueue(context.Background(), params[i:min(i+999, len(params))]...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return 3000, nil
+	}
+}
