@@ -212,3 +212,36 @@ func TestSpawnWithALostLeaseAddsNothing(t *testing.T) {
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)
 	require.Len(t, b.claimQueue(t, "kids"), 1)
 }
+
+// TestSpawnedJobsCascadeAndReArm: a spawned job that fails for good
+// cancels the join spawned with it, as a submitted one would; replaying it
+// re-arms the join, which then runs once the replay completes.
+func TestSpawnedJobsCascadeAndReArm(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.enqueue(t, jobs.EnqueueParams{Queue: "wf"})
+	spawn := []jobs.Spawned{
+		{Key: "a", DependsOn: []string{jobs.Self}, Params: jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "rows"}},
+		{Key: "join", DependsOn: []string{"a"}, Params: jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "join"}},
+	}
+	b.complete(t, "wf", "", spawn...)
+	rows := b.claimQueue(t, "rows")
+	require.Len(t, rows, 1)
+	_, cascaded, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(rows[0]), Outcome: jobs.OutcomeFailed, Final: true, Error: "boom"}})
+	require.NoError(t, err)
+	require.Len(t, cascaded, 1)
+	require.Equal(t, jobs.StateCancelled, cascaded[0].Status, "the join is cancelled")
+	join, err := b.store.GetJob(b.ctx, cascaded[0].JobID)
+	require.NoError(t, err)
+	require.Contains(t, *join.LastError, "failed permanently")
+
+	_, err = b.store.RetryJob(b.ctx, rows[0].ID)
+	require.NoError(t, err)
+	join, err = b.store.GetJob(b.ctx, join.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateBlocked, join.Status, "re-armed by the replay")
+	b.complete(t, "rows", `{"ok": true}`)
+	got := b.claimQueue(t, "join")
+	require.Len(t, got, 1)
+	require.JSONEq(t, `{"ok": true}`, string(got[0].Parents["a"]))
+}

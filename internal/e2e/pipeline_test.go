@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -221,4 +223,83 @@ func TestBatchOfTenThousandAcrossWorkers(t *testing.T) {
 	require.Equal(t, http.StatusOK, api.do(t, http.MethodGet, "/api/v1/batches/"+doomed["id"].(string), nil, &got))
 	require.Equal(t, "dead", got["state"])
 	require.Equal(t, map[string]any{"completed": 2.0, "dead_letter": 1.0}, got["counts"])
+}
+
+// TestBatchEventStream: a stream of one batch's events (batch_id) gets its
+// members' moves, its callback's enqueue, and one "event: batch" when it
+// settles; another batch's events stay out of it.
+func TestBatchEventStream(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	addr := freeAddr(t)
+	startFlint(t, "serve", u, "FLINT_ADDR="+addr)
+	api := newAPIClient("http://" + addr)
+	api.waitReady(t, 60*time.Second)
+	require.Equal(t, http.StatusOK, api.do(t, http.MethodPost, "/api/v1/queues/ev/pause", nil, nil))
+	var mine, other map[string]any
+	require.Equal(t, http.StatusCreated, api.do(t, http.MethodPost, "/api/v1/batches",
+		`{"jobs": [{"type": "noop", "queue": "ev"}, {"type": "noop", "queue": "ev"}], "on_complete": {"type": "noop", "queue": "cb"}}`, &mine))
+	require.Equal(t, http.StatusCreated, api.do(t, http.MethodPost, "/api/v1/batches", `{"jobs": [{"type": "noop", "queue": "ev"}]}`, &other))
+	id := mine["id"].(string)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, api.base+"/api/v1/sse/events?batch_id="+id, nil)
+	require.NoError(t, err)
+	req.Header.Set("X-API-Key", api.key)
+	stream, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer stream.Body.Close()
+	require.Equal(t, http.StatusOK, stream.StatusCode)
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stream.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	require.Equal(t, http.StatusOK, api.do(t, http.MethodPost, "/api/v1/queues/ev/resume", nil, nil))
+
+	// The settlement is announced by the transaction that settles the
+	// batch, the members' moves by the process that moved them once that
+	// transaction has committed: either may come first.
+	var completed, callback int
+	var event string
+	for settled := false; !settled || completed < 2 || callback < 1; {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "the stream ended")
+			switch {
+			case strings.HasPrefix(l, "event: "):
+				event = strings.TrimPrefix(l, "event: ")
+			case strings.HasPrefix(l, "data: ") && event == "batch":
+				var e struct {
+					BatchID string `json:"batch_id"`
+					State   string `json:"state"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(l, "data: ")), &e))
+				require.Equal(t, id, e.BatchID)
+				require.Equal(t, "succeeded", e.State)
+				settled = true
+			case strings.HasPrefix(l, "data: "):
+				var e struct {
+					BatchID string `json:"batch_id"`
+					Status  string `json:"status"`
+					Queue   string `json:"queue"`
+				}
+				require.NoError(t, json.Unmarshal([]byte(strings.TrimPrefix(l, "data: ")), &e))
+				require.Equal(t, id, e.BatchID, "only this batch's events: %s", l)
+				if e.Queue == "ev" && e.Status == "completed" {
+					completed++
+				}
+				if e.Queue == "cb" {
+					callback++
+				}
+			}
+		case <-ctx.Done():
+			t.Fatalf("settled %v, %d members' completions and %d callback events seen", settled, completed, callback)
+		}
+	}
+	require.Equal(t, 2, completed, "both members' completions")
 }
