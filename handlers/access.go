@@ -153,6 +153,8 @@ var accessTable = map[string]rule{
 	"GET /jobs/:id":                 needRead,
 	"GET /jobs/:id/live":            needRead,
 	"GET /jobs/:id/log":             needRead,
+	"GET /jobs/:id/payload.json":    needRead,
+	"GET /jobs/:id/result.json":     needRead,
 	"GET /jobs/:id/edit":            needOperate,
 	"POST /jobs/:id/edit":           needOperate,
 	"POST /jobs/:id/retry":          needOperate,

@@ -32,13 +32,18 @@ type outcomeRequest struct {
 type outcomeResult struct {
 	JobID uuid.UUID `json:"job_id"`
 	OK    bool      `json:"ok"`
-	Error string    `json:"error,omitempty"`
+	// Error is lease_lost (nothing was applied) or result_refused (the
+	// result cannot be stored; the job was failed instead, saying why in
+	// Message).
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // finishWork handles POST /api/v1/workers/{id}/finish: many outcomes in
 // one statement. A malformed outcome refuses the whole request (nothing
 // is applied); an outcome whose lease is no longer the worker's changes
-// nothing and answers lease_lost.
+// nothing and answers lease_lost; a result that cannot be stored fails
+// its job alone, saying why, and answers result_refused.
 func (s *server) finishWork(c *fiber.Ctx) error {
 	var req struct {
 		Outcomes []outcomeRequest `json:"outcomes"`
@@ -54,11 +59,13 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	}
 	batch := make([]jobs.Finish, len(req.Outcomes))
 	ids := make([]uuid.UUID, len(req.Outcomes))
+	refused := make([]string, len(req.Outcomes))
 	for i, o := range req.Outcomes {
-		f, err := o.finish(fmt.Sprintf("outcomes[%d]", i))
+		f, why, err := o.finish(fmt.Sprintf("outcomes[%d]", i))
 		if err != nil {
 			return err
 		}
+		refused[i] = why
 		if slices.Contains(ids[:i], f.JobID) {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
 		}
@@ -91,10 +98,14 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	out := make([]outcomeResult, len(finished))
 	var moved []jobs.Moved
 	for i, m := range finished {
-		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost()}
-		if m.LeaseLost() {
+		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost() && refused[i] == ""}
+		switch {
+		case m.LeaseLost():
 			out[i].Error = "lease_lost"
-		} else {
+		case refused[i] != "":
+			out[i].Error, out[i].Message = "result_refused", refused[i]
+			moved = append(moved, m)
+		default:
 			moved = append(moved, m)
 		}
 	}
@@ -106,39 +117,41 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"outcomes": out})
 }
 
-// finish validates one outcome into a jobs.Finish; at names it.
-func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
-	var f jobs.Finish
+// finish validates one outcome into a jobs.Finish; at names it. A result
+// that cannot be stored turns the outcome into a failure that says why
+// (returned as refused too), so its neighbours are applied as sent.
+func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err error) {
 	field := func(name string) string { return at + "." + name }
 	lease, err := leaseOf(o.JobID, o.LeaseToken, field)
 	if err != nil {
-		return f, err
+		return f, "", err
 	}
 	f.Lease = lease
 	if o.Error != nil {
 		f.Error = logs.Scrub(*o.Error)
 	}
 	if o.Retryable != nil && o.Status != "failed" {
-		return f, invalid(field("retryable"), "applies to failed outcomes only")
+		return f, "", invalid(field("retryable"), "applies to failed outcomes only")
 	}
 	if o.RetryAfterSeconds != nil && o.Status != "failed" {
-		return f, invalid(field("retry_after_seconds"), "applies to failed outcomes only")
+		return f, "", invalid(field("retry_after_seconds"), "applies to failed outcomes only")
 	}
 	hasResult := len(o.Result) > 0 && !bytes.Equal(bytes.TrimSpace(o.Result), []byte("null"))
 	if hasResult && o.Status != "completed" {
-		return f, invalid(field("result"), "applies to completed outcomes only")
+		return f, "", invalid(field("result"), "applies to completed outcomes only")
 	}
 	switch o.Status {
 	case "completed":
 		f.Outcome = jobs.OutcomeSucceeded
 		if hasResult {
 			if len(o.Result) > jobs.MaxResultBytes {
-				return f, invalid(field("result"), fmt.Sprintf("is %d bytes; the limit is %d", len(o.Result), jobs.MaxResultBytes))
-			}
-			if bytes.Contains(o.Result, []byte(`\u0000`)) {
-				return f, invalid(field("result"), "must not contain NUL characters (\\u0000)")
+				return f, "", invalid(field("result"), fmt.Sprintf("is %d bytes; the limit is %d", len(o.Result), jobs.MaxResultBytes))
 			}
 			f.Result = bytes.TrimSpace(o.Result)
+			if err := jobs.CheckJSON(field("result"), f.Result); err != nil {
+				refused = err.Error()
+				f.Outcome, f.Result, f.Error = jobs.OutcomeFailed, nil, "the worker's result was refused: "+refused
+			}
 		}
 	case "failed":
 		f.Outcome = jobs.OutcomeFailed
@@ -149,10 +162,10 @@ func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
 		if o.RetryAfterSeconds != nil {
 			ra := *o.RetryAfterSeconds
 			if math.IsNaN(ra) || ra < 0 || ra > jobs.MaxBackoff.Seconds() {
-				return f, invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(jobs.MaxBackoff.Seconds())))
+				return f, "", invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(jobs.MaxBackoff.Seconds())))
 			}
 			if f.Final {
-				return f, invalid(field("retry_after_seconds"), "a failure that is not retryable is not retried")
+				return f, "", invalid(field("retry_after_seconds"), "a failure that is not retryable is not retried")
 			}
 			f.RetryDelay = max(time.Duration(ra*float64(time.Second)), time.Millisecond)
 		}
@@ -162,11 +175,11 @@ func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
 			f.Error = "cancelled by the worker"
 		}
 	case "":
-		return f, invalid(field("status"), "is required: completed, failed or cancelled")
+		return f, "", invalid(field("status"), "is required: completed, failed or cancelled")
 	default:
-		return f, invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
+		return f, "", invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
 	}
-	return f, nil
+	return f, refused, nil
 }
 
 // jobLogRequest is the body of POST /api/v1/jobs/{id}/logs.

@@ -63,6 +63,8 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
 	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
 	priv(fiber.MethodGet, "/jobs/:id/log", s.jobLogCard)
+	priv(fiber.MethodGet, "/jobs/:id/payload.json", s.jobRawJSON(rawPayload))
+	priv(fiber.MethodGet, "/jobs/:id/result.json", s.jobRawJSON(rawResult))
 	priv(fiber.MethodGet, "/jobs/:id/edit", s.replayPage)
 	priv(fiber.MethodPost, "/jobs/:id/edit", s.replaySubmit)
 	for _, a := range jobActions {

@@ -241,26 +241,12 @@ func validatePayload(p *EnqueueParams) error {
 	if !json.Valid(raw) {
 		return Invalid("payload", "is not valid JSON")
 	}
-	// PostgreSQL's jsonb cannot hold U+0000. JSON spells it only as an
-	// escape, so the raw bytes tell; a backslash-escaped backslash before it
-	// ("\\u0000") is harmless text and is told apart by decoding.
-	if bytes.Contains(raw, []byte(`\u0000`)) && hasNUL(raw) {
-		return Invalid("payload", "must not contain NUL characters (\\u0000)")
+	// What PostgreSQL's jsonb cannot hold (NUL, invalid UTF-8, lone
+	// surrogates, numbers past numeric) and what nobody can render
+	// (unbounded nesting) is refused here, naming the field.
+	if err := checkJSONText("payload", raw); err != nil {
+		return err
 	}
 	p.Payload = json.RawMessage(raw)
 	return nil
-}
-
-// hasNUL reports whether any string or key in the JSON document holds U+0000.
-func hasNUL(raw []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if s, ok := tok.(string); ok && bytes.IndexByte([]byte(s), 0) >= 0 {
-			return true
-		}
-	}
 }

@@ -124,7 +124,14 @@ func (p *Pusher) answered(q jobs.PushQueue, d *delivery, rec jobs.PushDelivery, 
 	case resp.StatusCode/100 == 2:
 		f := &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeSucceeded}
 		if r := bytes.TrimSpace(answer); len(answer) <= jobs.MaxPushResultBytes && len(r) > 0 && json.Valid(r) &&
-			!bytes.Equal(r, []byte("null")) && !bytes.Contains(r, []byte(`\u0000`)) {
+			!bytes.Equal(r, []byte("null")) {
+			// A JSON answer is the result; one that cannot be stored
+			// fails this job alone, saying why.
+			if err := jobs.CheckJSON("result", r); err != nil {
+				rec.Outcome, rec.Error = jobs.PushRetry, what+": the result was refused: "+err.Error()
+				return pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Error: rec.Error,
+					RetryDelay: jobs.Backoff(j.Attempt, nil)}, record: rec}
+			}
 			f.Result = r
 		}
 		rec.Outcome = jobs.PushCompleted
