@@ -106,6 +106,8 @@ var accessTable = map[string]rule{
 	"POST /api/v1/workers/:id/finish":       needWork,
 	"DELETE /api/v1/workers/:id":            needWork,
 	"POST /api/v1/jobs/:id/logs":            needWork,
+	"POST /api/v1/jobs/:id/heartbeat":       needWork,
+	"POST /api/v1/jobs/:id/finish":          needWork,
 	"POST /api/v1/workers/:id/quiet":        needOperate,
 	"POST /api/v1/workers/:id/terminate":    needOperate,
 	"POST /api/v1/benchmark/run":            needAdmin, // loads the machine

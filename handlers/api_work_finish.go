@@ -3,10 +3,8 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"time"
 
@@ -84,7 +82,8 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	for i := range batch {
 		cl, live := claimed[batch[i].JobID]
 		if live && !cl.Mine {
-			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), fmt.Sprintf("this worker never claimed job %s; nothing was applied", batch[i].JobID))
+			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), fmt.Sprintf("this worker never claimed job %s; nothing was applied "+
+				"(a push endpoint that answered 202 finishes its job with POST /api/v1/jobs/{id}/finish)", batch[i].JobID))
 		}
 		if batch[i].Outcome == jobs.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
 			batch[i].RetryDelay = jobs.Backoff(cl.Attempt, nil)
@@ -121,7 +120,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 // that cannot be stored turns the outcome into a failure that says why
 // (returned as refused too), so its neighbours are applied as sent.
 func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err error) {
-	field := func(name string) string { return at + "." + name }
+	field := func(name string) string { return join(at, name) }
 	lease, err := leaseOf(o.JobID, o.LeaseToken, field)
 	if err != nil {
 		return f, "", err
@@ -239,16 +238,12 @@ func (s *server) appendJobLog(c *fiber.Ctx) error {
 		}
 		lines[i] = jobs.LogEntry{JobID: id, At: at, Level: l.Level, Message: logs.Scrub(*l.Message), Attrs: scrubAttrs(l.Attrs)}
 	}
-	attempt, _, err := s.work.cfg.Store.LeaseAttempt(c.UserContext(), lease)
-	if errors.Is(err, jobs.ErrLeaseLost) {
-		return &apiError{Status: http.StatusConflict, Code: "lease_lost",
-			Message: "this lease_token no longer holds the job (it finished, was reaped or claimed again); nothing was stored"}
-	}
+	h, err := s.leaseHolder(c, lease)
 	if err != nil {
 		return err
 	}
 	for i := range lines {
-		lines[i].Attempt = attempt
+		lines[i].Attempt = h.Attempt
 	}
 	if err := s.work.cfg.Store.InsertJobLogs(c.UserContext(), lines); err != nil {
 		return err
