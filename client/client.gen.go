@@ -1850,7 +1850,7 @@ type RegisterWorkerJSONBody struct {
 	// Queues the queues it takes from; omitted or empty: every queue (every queue the key may work)
 	Queues *[]string `json:"queues,omitempty"`
 
-	// Types the job types it runs: it is offered no others, and the API accepts them for 24 hours after it was last seen
+	// Types the job types it runs (at most 200): it is offered no others, and the API accepts them for 24 hours after it was last seen. Flint knows at most 2,000 types served by workers; a registration that would add past that is refused (409 too_many_types)
 	Types   []string `json:"types"`
 	Version *string  `json:"version,omitempty"`
 }
@@ -11786,6 +11786,8 @@ type RegisterWorkerResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -11820,6 +11822,11 @@ func (r RegisterWorkerResponse) GetJSON401() *Error {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r RegisterWorkerResponse) GetJSON403() *Error {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RegisterWorkerResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -16798,6 +16805,13 @@ func ParseRegisterWorkerResponse(rsp *http.Response) (*RegisterWorkerResponse, e
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
 
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest Error

@@ -102,7 +102,7 @@ func (c *WorkConfig) fill() {
 const (
 	maxClaim         = 100
 	maxWaitSeconds   = 30
-	maxWorkerTypes   = 1000
+	maxWorkerTypes   = 200
 	maxWorkerQueues  = 100
 	maxLeasesPerBeat = 10000
 	maxOutcomes      = 1000
