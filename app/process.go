@@ -173,6 +173,7 @@ func (p *process) startWorkers() {
 		FastPath:          fast,
 		OnRun:             func(j *jobs.Job, o jobs.Outcome, d time.Duration) { p.mx.ObserveRun(j.Type, o, d) },
 		OnMoved:           p.kickOnDLQ,
+		Types:             jobs.Prepared(p.gctx, p.catalog()),
 	}, p.store, p.registry, p.logger)
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
 	presence := workers.NewPresence(jobs.WorkerInfo{
@@ -204,7 +205,7 @@ func (p *process) startPusher() error {
 	pusher, err := workers.NewPusher(workers.PusherConfig{
 		WorkerID: jobs.PushWorkerID(cfg.WorkerID), MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, PollInterval: cfg.PollInterval, DrainTimeout: cfg.DrainTimeout,
-		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ,
+		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.catalog()),
 	}, p.store, p.logger)
 	if err != nil {
 		return err

@@ -201,6 +201,33 @@ func (e AuditEntrySource) Valid() bool {
 	}
 }
 
+// Defines values for BatchState.
+const (
+	BatchStateCompleted BatchState = "completed"
+	BatchStateDead      BatchState = "dead"
+	BatchStateOpen      BatchState = "open"
+	BatchStateRunning   BatchState = "running"
+	BatchStateSucceeded BatchState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the BatchState enum.
+func (e BatchState) Valid() bool {
+	switch e {
+	case BatchStateCompleted:
+		return true
+	case BatchStateDead:
+		return true
+	case BatchStateOpen:
+		return true
+	case BatchStateRunning:
+		return true
+	case BatchStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for EnqueueRequestPriority0.
 const (
 	EnqueueRequestPriority0N1 EnqueueRequestPriority0 = 1
@@ -594,6 +621,60 @@ func (e ListAlertsParamsStatus) Valid() bool {
 	case Firing:
 		return true
 	case Resolved:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for CreateBatch201JSONResponseBodyState.
+const (
+	CreateBatch201JSONResponseBodyStateCompleted CreateBatch201JSONResponseBodyState = "completed"
+	CreateBatch201JSONResponseBodyStateDead      CreateBatch201JSONResponseBodyState = "dead"
+	CreateBatch201JSONResponseBodyStateOpen      CreateBatch201JSONResponseBodyState = "open"
+	CreateBatch201JSONResponseBodyStateRunning   CreateBatch201JSONResponseBodyState = "running"
+	CreateBatch201JSONResponseBodyStateSucceeded CreateBatch201JSONResponseBodyState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the CreateBatch201JSONResponseBodyState enum.
+func (e CreateBatch201JSONResponseBodyState) Valid() bool {
+	switch e {
+	case CreateBatch201JSONResponseBodyStateCompleted:
+		return true
+	case CreateBatch201JSONResponseBodyStateDead:
+		return true
+	case CreateBatch201JSONResponseBodyStateOpen:
+		return true
+	case CreateBatch201JSONResponseBodyStateRunning:
+		return true
+	case CreateBatch201JSONResponseBodyStateSucceeded:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for AddToBatch201JSONResponseBodyState.
+const (
+	AddToBatch201JSONResponseBodyStateCompleted AddToBatch201JSONResponseBodyState = "completed"
+	AddToBatch201JSONResponseBodyStateDead      AddToBatch201JSONResponseBodyState = "dead"
+	AddToBatch201JSONResponseBodyStateOpen      AddToBatch201JSONResponseBodyState = "open"
+	AddToBatch201JSONResponseBodyStateRunning   AddToBatch201JSONResponseBodyState = "running"
+	AddToBatch201JSONResponseBodyStateSucceeded AddToBatch201JSONResponseBodyState = "succeeded"
+)
+
+// Valid indicates whether the value is a known member of the AddToBatch201JSONResponseBodyState enum.
+func (e AddToBatch201JSONResponseBodyState) Valid() bool {
+	switch e {
+	case AddToBatch201JSONResponseBodyStateCompleted:
+		return true
+	case AddToBatch201JSONResponseBodyStateDead:
+		return true
+	case AddToBatch201JSONResponseBodyStateOpen:
+		return true
+	case AddToBatch201JSONResponseBodyStateRunning:
+		return true
+	case AddToBatch201JSONResponseBodyStateSucceeded:
 		return true
 	default:
 		return false
@@ -1128,6 +1209,40 @@ type AuditEntry struct {
 // AuditEntrySource defines model for AuditEntry.Source.
 type AuditEntrySource string
 
+// Batch defines model for Batch.
+type Batch struct {
+	// Callbacks by kind: on_success, on_complete, on_death
+	Callbacks map[string]BatchCallback `json:"callbacks"`
+	ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+	// Counts members by job status (binned: in the bin); zeros left out
+	Counts    map[string]int     `json:"counts"`
+	CreatedAt time.Time          `json:"created_at"`
+	DiedAt    *time.Time         `json:"died_at,omitempty"`
+	Id        openapi_types.UUID `json:"id"`
+	SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+	// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+	State BatchState `json:"state"`
+	Total int        `json:"total"`
+}
+
+// BatchState open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+type BatchState string
+
+// BatchCallback defines model for BatchCallback.
+type BatchCallback struct {
+	FiredAt *time.Time `json:"fired_at,omitempty"`
+
+	// Id the id the callback's job has once enqueued
+	Id    openapi_types.UUID `json:"id"`
+	Queue string             `json:"queue"`
+
+	// Status the job's status once fired; pending before; skipped when the batch settled without meeting its condition
+	Status string `json:"status"`
+	Type   string `json:"type"`
+}
+
 // ClaimedJob defines model for ClaimedJob.
 type ClaimedJob struct {
 	// Attempt this attempt, 1 for the first
@@ -1137,10 +1252,13 @@ type ClaimedJob struct {
 	LeaseExpiresAt time.Time          `json:"lease_expires_at"`
 
 	// LeaseToken fences every heartbeat, log and finish of this attempt
-	LeaseToken openapi_types.UUID     `json:"lease_token"`
-	MaxRetries int                    `json:"max_retries"`
-	Payload    map[string]interface{} `json:"payload"`
-	Queue      string                 `json:"queue"`
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+	MaxRetries int                `json:"max_retries"`
+
+	// Parents The results of the job's direct dependencies: each under its step key (its job id for a dependency outside the workflow), null for a dependency that returned none. Results are passed smallest first while they total at most 4 MiB; each of the rest is {"too_large": true, "bytes": N} (read it with GET /api/v1/jobs/{id}). A batch callback's parents hold the batch under "batch" ({"id", "total", "counts"}) and each member's result by member id.
+	Parents *Parents               `json:"parents,omitempty"`
+	Payload map[string]interface{} `json:"payload"`
+	Queue   string                 `json:"queue"`
 
 	// TimeoutSeconds 0 for none; report a run past it as failed
 	TimeoutSeconds int    `json:"timeout_seconds"`
@@ -1243,7 +1361,10 @@ type Explanation struct {
 
 // Job defines model for Job.
 type Job struct {
-	Attempt         *int                `json:"attempt,omitempty"`
+	Attempt *int `json:"attempt,omitempty"`
+
+	// BatchId the batch the job is a member of
+	BatchId         *openapi_types.UUID `json:"batch_id,omitempty"`
 	CancelRequested *bool               `json:"cancel_requested,omitempty"`
 	CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
 
@@ -1284,7 +1405,10 @@ type JobStatus string
 
 // JobDetail defines model for JobDetail.
 type JobDetail struct {
-	Attempt         *int                `json:"attempt,omitempty"`
+	Attempt *int `json:"attempt,omitempty"`
+
+	// BatchId the batch the job is a member of
+	BatchId         *openapi_types.UUID `json:"batch_id,omitempty"`
 	CancelRequested *bool               `json:"cancel_requested,omitempty"`
 	CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
 
@@ -1383,6 +1507,9 @@ type LogEntry struct {
 	Type     *string   `json:"type,omitempty"`
 	WorkerId *string   `json:"worker_id,omitempty"`
 }
+
+// Parents The results of the job's direct dependencies: each under its step key (its job id for a dependency outside the workflow), null for a dependency that returned none. Results are passed smallest first while they total at most 4 MiB; each of the rest is {"too_large": true, "bytes": N} (read it with GET /api/v1/jobs/{id}). A batch callback's parents hold the batch under "batch" ({"id", "total", "counts"}) and each member's result by member id.
+type Parents map[string]interface{}
 
 // PushDelivery defines model for PushDelivery.
 type PushDelivery struct {
@@ -1521,6 +1648,26 @@ type Settings struct {
 // SettingsSchedulerStrategy defines model for Settings.SchedulerStrategy.
 type SettingsSchedulerStrategy string
 
+// SpawnJob A job added to the finishing job's workflow with its completion (created if and only if the completion commits).
+type SpawnJob struct {
+	ConcurrencyKey *string  `json:"concurrency_key,omitempty"`
+	DelaySeconds   *float32 `json:"delay_seconds,omitempty"`
+
+	// DependsOn keys of jobs spawned in the same list, keys already in the workflow, or "$self" (the finishing job)
+	DependsOn *[]string `json:"depends_on,omitempty"`
+
+	// Key new to the workflow; keys starting with $ are reserved
+	Key        string                  `json:"key"`
+	MaxRetries *int                    `json:"max_retries,omitempty"`
+	Payload    *map[string]interface{} `json:"payload,omitempty"`
+
+	// Priority 1, 2, 3 or "high", "medium", "low"
+	Priority       interface{} `json:"priority,omitempty"`
+	Queue          *string     `json:"queue,omitempty"`
+	TimeoutSeconds *int        `json:"timeout_seconds,omitempty"`
+	Type           string      `json:"type"`
+}
+
 // Stats defines model for Stats.
 type Stats struct {
 	Bin        *int                      `json:"bin,omitempty"`
@@ -1607,6 +1754,37 @@ type ListAuditParams struct {
 	// Limit 1-500
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
 }
+
+// ListBatchesParams defines parameters for ListBatches.
+type ListBatchesParams struct {
+	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// Cursor next_cursor of the previous page
+	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
+}
+
+// CreateBatchJSONBody defines parameters for CreateBatch.
+type CreateBatchJSONBody struct {
+	// Jobs its members, as in /jobs/batch (no idempotency keys, no recurrence); at least one unless open
+	Jobs       *[]EnqueueRequest `json:"jobs,omitempty"`
+	OnComplete *EnqueueRequest   `json:"on_complete,omitempty"`
+	OnDeath    *EnqueueRequest   `json:"on_death,omitempty"`
+	OnSuccess  *EnqueueRequest   `json:"on_success,omitempty"`
+
+	// Open keep the batch open for more members (POST /api/v1/batches/{id}/jobs) until POST /api/v1/batches/{id}/close; otherwise it is closed with this request
+	Open *bool `json:"open,omitempty"`
+}
+
+// CreateBatch201JSONResponseBodyState defines parameters for CreateBatch.
+type CreateBatch201JSONResponseBodyState string
+
+// AddToBatchJSONBody defines parameters for AddToBatch.
+type AddToBatchJSONBody struct {
+	Jobs []EnqueueRequest `json:"jobs"`
+}
+
+// AddToBatch201JSONResponseBodyState defines parameters for AddToBatch.
+type AddToBatch201JSONResponseBodyState string
 
 // RunBenchmarkJSONBody defines parameters for RunBenchmark.
 type RunBenchmarkJSONBody struct {
@@ -1705,15 +1883,18 @@ type FinishJobJSONBody struct {
 	Error      *string            `json:"error,omitempty"`
 	LeaseToken openapi_types.UUID `json:"lease_token"`
 
-	// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels)
+	// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels; one PostgreSQL cannot store fails the job instead)
 	Result interface{} `json:"result,omitempty"`
 
 	// RetryAfterSeconds failed only: retry after this long instead of the backoff
 	RetryAfterSeconds *float32 `json:"retry_after_seconds,omitempty"`
 
 	// Retryable failed only: false sends the job to the dead-letter queue
-	Retryable *bool                   `json:"retryable,omitempty"`
-	Status    FinishJobJSONBodyStatus `json:"status"`
+	Retryable *bool `json:"retryable,omitempty"`
+
+	// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
+	Spawn  *[]SpawnJob             `json:"spawn,omitempty"`
+	Status FinishJobJSONBodyStatus `json:"status"`
 }
 
 // FinishJobJSONBodyStatus defines parameters for FinishJob.
@@ -1878,8 +2059,11 @@ type FinishWorkJSONBody struct {
 		RetryAfterSeconds *float32 `json:"retry_after_seconds,omitempty"`
 
 		// Retryable failed only: false sends the job to the dead-letter queue
-		Retryable *bool                            `json:"retryable,omitempty"`
-		Status    FinishWorkJSONBodyOutcomesStatus `json:"status"`
+		Retryable *bool `json:"retryable,omitempty"`
+
+		// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
+		Spawn  *[]SpawnJob                      `json:"spawn,omitempty"`
+		Status FinishWorkJSONBodyOutcomesStatus `json:"status"`
 	} `json:"outcomes"`
 }
 
@@ -1951,6 +2135,12 @@ type CreateAlertRuleJSONRequestBody = AlertRuleInput
 
 // UpdateAlertRuleJSONRequestBody defines body for UpdateAlertRule for application/json ContentType.
 type UpdateAlertRuleJSONRequestBody = AlertRuleInput
+
+// CreateBatchJSONRequestBody defines body for CreateBatch for application/json ContentType.
+type CreateBatchJSONRequestBody CreateBatchJSONBody
+
+// AddToBatchJSONRequestBody defines body for AddToBatch for application/json ContentType.
+type AddToBatchJSONRequestBody AddToBatchJSONBody
 
 // RunBenchmarkJSONRequestBody defines body for RunBenchmark for application/json ContentType.
 type RunBenchmarkJSONRequestBody RunBenchmarkJSONBody
@@ -2344,6 +2534,63 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// ListBatches Batches, newest first
+	//
+	// Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/batches (the `ListBatches` operationId).
+	ListBatches(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBatchWithBody Create a batch of jobs with callbacks
+	//
+	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+	CreateBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CreateBatch Create a batch of jobs with callbacks
+	//
+	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+	CreateBatch(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetBatch A batch: its state, counts per status and callbacks
+	//
+	// Needs the `read` scope.
+	//
+	// Corresponds with GET /api/v1/batches/{id} (the `GetBatch` operationId).
+	GetBatch(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// CloseBatch Close a batch: it settles once its members have finished
+	//
+	// Needs the `enqueue` scope. A batch without members cannot be closed (422). A batch whose members have all finished settles at once.
+	//
+	// Corresponds with POST /api/v1/batches/{id}/close (the `CloseBatch` operationId).
+	CloseBatch(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddToBatchWithBody Add members to an open batch
+	//
+	// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+	AddToBatchWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// AddToBatch Add members to an open batch
+	//
+	// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+	AddToBatch(ctx context.Context, id openapi_types.UUID, body AddToBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// RunBenchmarkWithBody Run the scheduler benchmark (heap vs timing wheel)
 	//
@@ -3082,6 +3329,133 @@ func (c *Client) TestAlertRule(ctx context.Context, id int, reqEditors ...Reques
 // Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 func (c *Client) ListAudit(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewListAuditRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// ListBatches Batches, newest first
+//
+// Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/batches (the `ListBatches` operationId).
+func (c *Client) ListBatches(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewListBatchesRequest(c.Server, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBatchWithBody Create a batch of jobs with callbacks
+//
+// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+func (c *Client) CreateBatchWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBatchRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CreateBatch Create a batch of jobs with callbacks
+//
+// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+func (c *Client) CreateBatch(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCreateBatchRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetBatch A batch: its state, counts per status and callbacks
+//
+// Needs the `read` scope.
+//
+// Corresponds with GET /api/v1/batches/{id} (the `GetBatch` operationId).
+func (c *Client) GetBatch(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetBatchRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// CloseBatch Close a batch: it settles once its members have finished
+//
+// Needs the `enqueue` scope. A batch without members cannot be closed (422). A batch whose members have all finished settles at once.
+//
+// Corresponds with POST /api/v1/batches/{id}/close (the `CloseBatch` operationId).
+func (c *Client) CloseBatch(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewCloseBatchRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddToBatchWithBody Add members to an open batch
+//
+// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+func (c *Client) AddToBatchWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddToBatchRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// AddToBatch Add members to an open batch
+//
+// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+func (c *Client) AddToBatch(ctx context.Context, id openapi_types.UUID, body AddToBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewAddToBatchRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -4787,6 +5161,227 @@ func NewListAuditRequest(server string, params *ListAuditParams) (*http.Request,
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewListBatchesRequest constructs an http.Request for the ListBatches method
+func NewListBatchesRequest(server string, params *ListBatchesParams) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/batches")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Limit != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Cursor != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "cursor", *params.Cursor, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCreateBatchRequest calls the generic CreateBatch builder with application/json body
+func NewCreateBatchRequest(server string, body CreateBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewCreateBatchRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewCreateBatchRequestWithBody constructs an http.Request for the CreateBatch method, with any body, and a specified content type
+func NewCreateBatchRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/batches")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewGetBatchRequest constructs an http.Request for the GetBatch method
+func NewGetBatchRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/batches/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewCloseBatchRequest constructs an http.Request for the CloseBatch method
+func NewCloseBatchRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/batches/%s/close", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewAddToBatchRequest calls the generic AddToBatch builder with application/json body
+func NewAddToBatchRequest(server string, id openapi_types.UUID, body AddToBatchJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewAddToBatchRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewAddToBatchRequestWithBody constructs an http.Request for the AddToBatch method, with any body, and a specified content type
+func NewAddToBatchRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/batches/%s/jobs", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7380,6 +7975,69 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/audit (the `ListAudit` operationId).
 	ListAuditWithResponse(ctx context.Context, params *ListAuditParams, reqEditors ...RequestEditorFn) (*ListAuditResponse, error)
 
+	// ListBatchesWithResponse Batches, newest first
+	//
+	// Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/batches (the `ListBatches` operationId).
+	ListBatchesWithResponse(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*ListBatchesResponse, error)
+
+	// CreateBatchWithBodyWithResponse Create a batch of jobs with callbacks
+	//
+	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+	CreateBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error)
+
+	// CreateBatchWithResponse Create a batch of jobs with callbacks
+	//
+	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+	CreateBatchWithResponse(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error)
+
+	// GetBatchWithResponse A batch: its state, counts per status and callbacks
+	//
+	// Needs the `read` scope.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/batches/{id} (the `GetBatch` operationId).
+	GetBatchWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetBatchResponse, error)
+
+	// CloseBatchWithResponse Close a batch: it settles once its members have finished
+	//
+	// Needs the `enqueue` scope. A batch without members cannot be closed (422). A batch whose members have all finished settles at once.
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/batches/{id}/close (the `CloseBatch` operationId).
+	CloseBatchWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CloseBatchResponse, error)
+
+	// AddToBatchWithBodyWithResponse Add members to an open batch
+	//
+	// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+	AddToBatchWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddToBatchResponse, error)
+
+	// AddToBatchWithResponse Add members to an open batch
+	//
+	// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+	AddToBatchWithResponse(ctx context.Context, id openapi_types.UUID, body AddToBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AddToBatchResponse, error)
+
 	// RunBenchmarkWithBodyWithResponse Run the scheduler benchmark (heap vs timing wheel)
 	//
 	// Needs the `admin` scope.
@@ -8620,6 +9278,463 @@ func (r ListAuditResponse) ContentType() string {
 	return ""
 }
 
+type ListBatchesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		Batches    *[]Batch `json:"batches,omitempty"`
+		NextCursor *string  `json:"next_cursor,omitempty"`
+	}
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r ListBatchesResponse) GetJSON200() *struct {
+	Batches    *[]Batch `json:"batches,omitempty"`
+	NextCursor *string  `json:"next_cursor,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r ListBatchesResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r ListBatchesResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r ListBatchesResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r ListBatchesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r ListBatchesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r ListBatchesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r ListBatchesResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CreateBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *struct {
+		// Callbacks by kind: on_success, on_complete, on_death
+		Callbacks map[string]BatchCallback `json:"callbacks"`
+		ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+		// Counts members by job status (binned: in the bin); zeros left out
+		Counts    map[string]int     `json:"counts"`
+		CreatedAt time.Time          `json:"created_at"`
+		DiedAt    *time.Time         `json:"died_at,omitempty"`
+		Id        openapi_types.UUID `json:"id"`
+		Jobs      *[]Job             `json:"jobs,omitempty"`
+		SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+		// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+		State CreateBatch201JSONResponseBodyState `json:"state"`
+		Total int                                 `json:"total"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r CreateBatchResponse) GetJSON201() *struct {
+	// Callbacks by kind: on_success, on_complete, on_death
+	Callbacks map[string]BatchCallback `json:"callbacks"`
+	ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+	// Counts members by job status (binned: in the bin); zeros left out
+	Counts    map[string]int     `json:"counts"`
+	CreatedAt time.Time          `json:"created_at"`
+	DiedAt    *time.Time         `json:"died_at,omitempty"`
+	Id        openapi_types.UUID `json:"id"`
+	Jobs      *[]Job             `json:"jobs,omitempty"`
+	SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+	// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+	State CreateBatch201JSONResponseBodyState `json:"state"`
+	Total int                                 `json:"total"`
+} {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CreateBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CreateBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CreateBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r CreateBatchResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r CreateBatchResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CreateBatchResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r CreateBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CreateBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CreateBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CreateBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Batch
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetBatchResponse) GetJSON200() *Batch {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r GetBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetBody returns the raw response body bytes
+func (r GetBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type CloseBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *Batch
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r CloseBatchResponse) GetJSON200() *Batch {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r CloseBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r CloseBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r CloseBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r CloseBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r CloseBatchResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r CloseBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r CloseBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r CloseBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r CloseBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type AddToBatchResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *struct {
+		// Callbacks by kind: on_success, on_complete, on_death
+		Callbacks map[string]BatchCallback `json:"callbacks"`
+		ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+		// Counts members by job status (binned: in the bin); zeros left out
+		Counts    map[string]int     `json:"counts"`
+		CreatedAt time.Time          `json:"created_at"`
+		DiedAt    *time.Time         `json:"died_at,omitempty"`
+		Id        openapi_types.UUID `json:"id"`
+		Jobs      *[]Job             `json:"jobs,omitempty"`
+		SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+		// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+		State AddToBatch201JSONResponseBodyState `json:"state"`
+		Total int                                `json:"total"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON413 the response for an HTTP 413 `application/json` response
+	JSON413 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r AddToBatchResponse) GetJSON201() *struct {
+	// Callbacks by kind: on_success, on_complete, on_death
+	Callbacks map[string]BatchCallback `json:"callbacks"`
+	ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+	// Counts members by job status (binned: in the bin); zeros left out
+	Counts    map[string]int     `json:"counts"`
+	CreatedAt time.Time          `json:"created_at"`
+	DiedAt    *time.Time         `json:"died_at,omitempty"`
+	Id        openapi_types.UUID `json:"id"`
+	Jobs      *[]Job             `json:"jobs,omitempty"`
+	SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+	// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+	State AddToBatch201JSONResponseBodyState `json:"state"`
+	Total int                                `json:"total"`
+} {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r AddToBatchResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r AddToBatchResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r AddToBatchResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r AddToBatchResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r AddToBatchResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON413 returns the response for an HTTP 413 `application/json` response
+func (r AddToBatchResponse) GetJSON413() *Error {
+	return r.JSON413
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r AddToBatchResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r AddToBatchResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r AddToBatchResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r AddToBatchResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r AddToBatchResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r AddToBatchResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type RunBenchmarkResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -9491,6 +10606,9 @@ type FinishJobResponse struct {
 		// Message result_refused: what is wrong with the result
 		Message *string `json:"message,omitempty"`
 		Ok      bool    `json:"ok"`
+
+		// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+		Status *string `json:"status,omitempty"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
 	JSON400 *Error
@@ -9515,6 +10633,9 @@ func (r FinishJobResponse) GetJSON200() *struct {
 	// Message result_refused: what is wrong with the result
 	Message *string `json:"message,omitempty"`
 	Ok      bool    `json:"ok"`
+
+	// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+	Status *string `json:"status,omitempty"`
 } {
 	return r.JSON200
 }
@@ -12041,6 +13162,9 @@ type FinishWorkResponse struct {
 			// Message result_refused: what is wrong with the result
 			Message *string `json:"message,omitempty"`
 			Ok      bool    `json:"ok"`
+
+			// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+			Status *string `json:"status,omitempty"`
 		} `json:"outcomes"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
@@ -12067,6 +13191,9 @@ func (r FinishWorkResponse) GetJSON200() *struct {
 		// Message result_refused: what is wrong with the result
 		Message *string `json:"message,omitempty"`
 		Ok      bool    `json:"ok"`
+
+		// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+		Status *string `json:"status,omitempty"`
 	} `json:"outcomes"`
 } {
 	return r.JSON200
@@ -12368,7 +13495,10 @@ type EnqueueWorkflowResponse struct {
 	// JSON201 the response for an HTTP 201 `application/json` response
 	JSON201 *struct {
 		Jobs *[]struct {
-			Attempt         *int                `json:"attempt,omitempty"`
+			Attempt *int `json:"attempt,omitempty"`
+
+			// BatchId the batch the job is a member of
+			BatchId         *openapi_types.UUID `json:"batch_id,omitempty"`
 			CancelRequested *bool               `json:"cancel_requested,omitempty"`
 			CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
 
@@ -12420,7 +13550,10 @@ type EnqueueWorkflowResponse struct {
 // GetJSON201 returns the response for an HTTP 201 `application/json` response
 func (r EnqueueWorkflowResponse) GetJSON201() *struct {
 	Jobs *[]struct {
-		Attempt         *int                `json:"attempt,omitempty"`
+		Attempt *int `json:"attempt,omitempty"`
+
+		// BatchId the batch the job is a member of
+		BatchId         *openapi_types.UUID `json:"batch_id,omitempty"`
 		CancelRequested *bool               `json:"cancel_requested,omitempty"`
 		CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
 
@@ -12800,6 +13933,111 @@ func (c *ClientWithResponses) ListAuditWithResponse(ctx context.Context, params 
 		return nil, err
 	}
 	return ParseListAuditResponse(rsp)
+}
+
+// ListBatchesWithResponse Batches, newest first
+//
+// Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/batches (the `ListBatches` operationId).
+func (c *ClientWithResponses) ListBatchesWithResponse(ctx context.Context, params *ListBatchesParams, reqEditors ...RequestEditorFn) (*ListBatchesResponse, error) {
+	rsp, err := c.ListBatches(ctx, params, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseListBatchesResponse(rsp)
+}
+
+// CreateBatchWithBodyWithResponse Create a batch of jobs with callbacks
+//
+// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+func (c *ClientWithResponses) CreateBatchWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error) {
+	rsp, err := c.CreateBatchWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBatchResponse(rsp)
+}
+
+// CreateBatchWithResponse Create a batch of jobs with callbacks
+//
+// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
+func (c *ClientWithResponses) CreateBatchWithResponse(ctx context.Context, body CreateBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*CreateBatchResponse, error) {
+	rsp, err := c.CreateBatch(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCreateBatchResponse(rsp)
+}
+
+// GetBatchWithResponse A batch: its state, counts per status and callbacks
+//
+// Needs the `read` scope.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/batches/{id} (the `GetBatch` operationId).
+func (c *ClientWithResponses) GetBatchWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*GetBatchResponse, error) {
+	rsp, err := c.GetBatch(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetBatchResponse(rsp)
+}
+
+// CloseBatchWithResponse Close a batch: it settles once its members have finished
+//
+// Needs the `enqueue` scope. A batch without members cannot be closed (422). A batch whose members have all finished settles at once.
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/batches/{id}/close (the `CloseBatch` operationId).
+func (c *ClientWithResponses) CloseBatchWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*CloseBatchResponse, error) {
+	rsp, err := c.CloseBatch(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseCloseBatchResponse(rsp)
+}
+
+// AddToBatchWithBodyWithResponse Add members to an open batch
+//
+// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+func (c *ClientWithResponses) AddToBatchWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*AddToBatchResponse, error) {
+	rsp, err := c.AddToBatchWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddToBatchResponse(rsp)
+}
+
+// AddToBatchWithResponse Add members to an open batch
+//
+// Needs the `enqueue` scope. 409 `batch_closed` once the batch is closed; nothing is added then.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/batches/{id}/jobs (the `AddToBatch` operationId).
+func (c *ClientWithResponses) AddToBatchWithResponse(ctx context.Context, id openapi_types.UUID, body AddToBatchJSONRequestBody, reqEditors ...RequestEditorFn) (*AddToBatchResponse, error) {
+	rsp, err := c.AddToBatch(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseAddToBatchResponse(rsp)
 }
 
 // RunBenchmarkWithBodyWithResponse Run the scheduler benchmark (heap vs timing wheel)
@@ -14323,6 +15561,353 @@ func ParseListAuditResponse(rsp *http.Response) (*ListAuditResponse, error) {
 	return response, nil
 }
 
+// ParseListBatchesResponse parses an HTTP response from a ListBatchesWithResponse call
+func ParseListBatchesResponse(rsp *http.Response) (*ListBatchesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &ListBatchesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			Batches    *[]Batch `json:"batches,omitempty"`
+			NextCursor *string  `json:"next_cursor,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCreateBatchResponse parses an HTTP response from a CreateBatchWithResponse call
+func ParseCreateBatchResponse(rsp *http.Response) (*CreateBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CreateBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest struct {
+			// Callbacks by kind: on_success, on_complete, on_death
+			Callbacks map[string]BatchCallback `json:"callbacks"`
+			ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+			// Counts members by job status (binned: in the bin); zeros left out
+			Counts    map[string]int     `json:"counts"`
+			CreatedAt time.Time          `json:"created_at"`
+			DiedAt    *time.Time         `json:"died_at,omitempty"`
+			Id        openapi_types.UUID `json:"id"`
+			Jobs      *[]Job             `json:"jobs,omitempty"`
+			SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+			// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+			State CreateBatch201JSONResponseBodyState `json:"state"`
+			Total int                                 `json:"total"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetBatchResponse parses an HTTP response from a GetBatchWithResponse call
+func ParseGetBatchResponse(rsp *http.Response) (*GetBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Batch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseCloseBatchResponse parses an HTTP response from a CloseBatchWithResponse call
+func ParseCloseBatchResponse(rsp *http.Response) (*CloseBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &CloseBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest Batch
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseAddToBatchResponse parses an HTTP response from a AddToBatchWithResponse call
+func ParseAddToBatchResponse(rsp *http.Response) (*AddToBatchResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &AddToBatchResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest struct {
+			// Callbacks by kind: on_success, on_complete, on_death
+			Callbacks map[string]BatchCallback `json:"callbacks"`
+			ClosedAt  *time.Time               `json:"closed_at,omitempty"`
+
+			// Counts members by job status (binned: in the bin); zeros left out
+			Counts    map[string]int     `json:"counts"`
+			CreatedAt time.Time          `json:"created_at"`
+			DiedAt    *time.Time         `json:"died_at,omitempty"`
+			Id        openapi_types.UUID `json:"id"`
+			Jobs      *[]Job             `json:"jobs,omitempty"`
+			SettledAt *time.Time         `json:"settled_at,omitempty"`
+
+			// State open until closed; running while a member is unfinished; then succeeded (every member completed), dead (a member is in the dead-letter queue) or completed
+			State AddToBatch201JSONResponseBodyState `json:"state"`
+			Total int                                `json:"total"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 413:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON413 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseRunBenchmarkResponse parses an HTTP response from a RunBenchmarkWithResponse call
 func ParseRunBenchmarkResponse(rsp *http.Response) (*RunBenchmarkResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -15017,6 +16602,9 @@ func ParseFinishJobResponse(rsp *http.Response) (*FinishJobResponse, error) {
 			// Message result_refused: what is wrong with the result
 			Message *string `json:"message,omitempty"`
 			Ok      bool    `json:"ok"`
+
+			// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+			Status *string `json:"status,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
@@ -16982,6 +18570,9 @@ func ParseFinishWorkResponse(rsp *http.Response) (*FinishWorkResponse, error) {
 				// Message result_refused: what is wrong with the result
 				Message *string `json:"message,omitempty"`
 				Ok      bool    `json:"ok"`
+
+				// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+				Status *string `json:"status,omitempty"`
 			} `json:"outcomes"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17227,7 +18818,10 @@ func ParseEnqueueWorkflowResponse(rsp *http.Response) (*EnqueueWorkflowResponse,
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
 		var dest struct {
 			Jobs *[]struct {
-				Attempt         *int                `json:"attempt,omitempty"`
+				Attempt *int `json:"attempt,omitempty"`
+
+				// BatchId the batch the job is a member of
+				BatchId         *openapi_types.UUID `json:"batch_id,omitempty"`
 				CancelRequested *bool               `json:"cancel_requested,omitempty"`
 				CancelledBy     *openapi_types.UUID `json:"cancelled_by,omitempty"`
 

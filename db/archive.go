@@ -34,12 +34,20 @@ func historyPartition(state jobs.State, day time.Time) string {
 // UUIDv7 floor of $3, so that the scan stays among old rows). A job that
 // was touched since (a replay moved it back a moment ago) waits for the
 // next turn; a job with dependencies either way stays: the workflow
-// statements (release, cascade, re-arm on replay) work on jobs alone.
+// statements (release, cascade, re-arm on replay) work on jobs alone, and
+// the claims of its dependents read its result (parentsSQL). So does a
+// member of a batch until the batch has settled and its callbacks have
+// finished (they read the members' results), and the batch page counts
+// its unfinished members in jobs.
 const archiveCandidates = `
 	j.status = $1 AND j.status <> 'running' AND j.deleted_at IS NULL
 	AND j.id < $2 AND j.finished_at < $3 AND j.updated_at < $3
 	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = j.id)
-	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on_id = j.id)`
+	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on_id = j.id)
+	AND (j.batch_id IS NULL OR EXISTS (
+		SELECT 1 FROM batches b WHERE b.id = j.batch_id AND b.settled_at IS NOT NULL
+		AND NOT EXISTS (SELECT 1 FROM batch_callbacks c JOIN jobs cj ON cj.id = c.job_id
+		                WHERE c.batch_id = b.id AND cj.status NOT IN ('completed', 'dead_letter', 'cancelled'))))`
 
 // archiveDaysSQL returns the days the next batch of candidates finished
 // on, so that their partitions exist before the move.

@@ -269,7 +269,8 @@ func TestHistoryHasEveryJobsColumn(t *testing.T) {
 		}
 		return out
 	}
+	// Every statement names its columns, so the order may differ (a
+	// column added later to both tables comes after the history's own).
 	live, hist := columns("jobs"), columns("job_history")
-	require.Equal(t, live, hist[:len(live)])
-	require.Equal(t, []string{"execution_rows jsonb", "log_rows jsonb"}, hist[len(live):])
+	require.ElementsMatch(t, append(live, "execution_rows jsonb", "log_rows jsonb"), hist)
 }

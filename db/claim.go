@@ -19,14 +19,14 @@ import (
 const claimUpdate = claimLease + `
 FROM next
 WHERE j.id = next.next_id
-RETURNING ` + jobColumns
+RETURNING ` + claimedColumns
 
 // claimUpdateByArray is claimUpdate reaching the rows through the primary
 // key whatever a plan estimates of how many there are: a join with next,
 // planned without knowing its size, may read the whole table.
 const claimUpdateByArray = claimLease + `
 WHERE j.id = ANY (ARRAY(SELECT next_id FROM next))
-RETURNING ` + jobColumns
+RETURNING ` + claimedColumns
 
 const claimLease = `
 UPDATE jobs j SET
@@ -124,9 +124,9 @@ func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job,
 	case len(constrained) > 0:
 		claimed, err = s.claimFlow(ctx, p, st, constrained, ttl)
 	case len(p.Queues) == 0:
-		claimed, err = collectJobs(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl, st.version, p.Types))
+		claimed, err = collectClaimed(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl, st.version, p.Types))
 	default:
-		claimed, err = collectJobs(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
+		claimed, err = collectClaimed(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)

@@ -376,7 +376,7 @@ func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowS
 	b := &pgx.Batch{}
 	b.Queue(lock, limited)
 	b.Queue(claim, p.WorkerID, p.Limit, ttl, st.version, queues, constrained, p.Types, p.Push).Query(func(rows pgx.Rows) error {
-		claimed, err = collectJobs(rows, nil)
+		claimed, err = collectClaimed(rows, nil)
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {

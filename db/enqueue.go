@@ -35,20 +35,23 @@ WITH input AS (
 	SELECT t.id, t.type, t.queue, t.payload::jsonb AS payload, t.priority, t.max_retries,
 	       coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond') AS run_at,
 	       nullif(t.timeout_seconds, 0) AS timeout_seconds, t.idempotency_key, t.blocked,
-	       t.schedule_id, t.scheduled_for, t.concurrency_key, t.ord
+	       t.schedule_id, t.scheduled_for, t.concurrency_key, coalesce(t.has_parents, false) AS has_parents,
+	       t.batch_id, t.ord
 	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::integer[],
 	            $7::timestamptz[], $8::float8[], $9::integer[], $10::text[], $11::boolean[],
-	            $12::uuid[], $13::timestamptz[], $14::text[])
+	            $12::uuid[], $13::timestamptz[], $14::text[], $15::boolean[], $16::uuid[])
 	     WITH ORDINALITY AS t(id, type, queue, payload, priority, max_retries, run_at, delay_ms,
 	                          timeout_seconds, idempotency_key, blocked, schedule_id, scheduled_for,
-	                          concurrency_key, ord)
+	                          concurrency_key, has_parents, batch_id, ord)
 ),
 inserted AS (
 	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
-	                  run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key)
+	                  run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key,
+	                  has_parents, batch_id)
 	SELECT id, type, queue, payload, priority, priority,
 	       CASE WHEN blocked THEN 'blocked' WHEN run_at > now() THEN 'scheduled' ELSE 'queued' END,
-	       max_retries, run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key
+	       max_retries, run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key,
+	       has_parents, batch_id
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -108,11 +111,11 @@ func needsTx(params []jobs.EnqueueParams) bool {
 }
 
 // hasEdgesOrSeries reports whether some job has dependencies, a
-// recurrence or a workflow step key: the insert then returns whole rows,
-// and more statements follow it.
+// recurrence, a workflow step key or a batch: the insert then returns
+// whole rows, and more statements may follow it.
 func hasEdgesOrSeries(params []jobs.EnqueueParams) bool {
 	for i := range params {
-		if len(params[i].DependsOn) > 0 || params[i].Recurring() || params[i].StepKey != "" {
+		if p := &params[i]; len(p.DependsOn) > 0 || p.Recurring() || p.StepKey != "" || p.BatchID != uuid.Nil {
 			return true
 		}
 	}
@@ -207,7 +210,9 @@ type enqueueInput struct {
 	timeouts  []int32
 	keys      []*string // idempotency keys
 	ckeys     []*string // concurrency keys
-	blocked   []bool    // set by resolveDependencies
+	parents   []bool    // has dependencies: the claim reads their results
+	batches   []*uuid.UUID
+	blocked   []bool // set by resolveDependencies
 	schedules []*uuid.UUID
 	fireAts   []*time.Time // set, with schedules, by createSchedules
 	wantKeys  []string     // the idempotency keys asked for
@@ -263,6 +268,20 @@ func newEnqueueInput(params []jobs.EnqueueParams) (enqueueInput, error) {
 			ck := p.ConcurrencyKey
 			in.ckeys[i] = &ck
 		}
+		// Plain jobs leave both columns out (NULL arrays, their defaults).
+		if len(p.DependsOn) > 0 {
+			if in.parents == nil {
+				in.parents = make([]bool, n)
+			}
+			in.parents[i] = true
+		}
+		if p.BatchID != uuid.Nil {
+			if in.batches == nil {
+				in.batches = make([]*uuid.UUID, n)
+			}
+			b := p.BatchID
+			in.batches[i] = &b
+		}
 	}
 	return in, nil
 }
@@ -273,7 +292,11 @@ func newEnqueueInput(params []jobs.EnqueueParams) (enqueueInput, error) {
 // inserted, which lack those whose key was taken.
 func (in *enqueueInput) insert(ctx context.Context, q DBTX, params []jobs.EnqueueParams) ([]*jobs.Job, error) {
 	args := []any{uuidArray(in.ids), in.types, in.queues, in.payloads, in.prios, in.retries,
-		in.runAts, in.delays, in.timeouts, in.keys, in.blocked, nullableUUIDArray(in.schedules), in.fireAts, in.ckeys}
+		in.runAts, in.delays, in.timeouts, in.keys, in.blocked, nullableUUIDArray(in.schedules), in.fireAts, in.ckeys,
+		in.parents, nullableUUIDArray(in.batches)}
+	if in.batches == nil {
+		args[len(args)-1] = nil
+	}
 	var inserted []*jobs.Job
 	var err error
 	if hasEdgesOrSeries(params) {

@@ -28,7 +28,7 @@ func copyable(params []jobs.EnqueueParams) bool {
 	}
 	for i := range params {
 		p := &params[i]
-		if p.IdempotencyKey != "" || len(p.DependsOn) > 0 || p.Recurring() || p.StepKey != "" {
+		if p.IdempotencyKey != "" || len(p.DependsOn) > 0 || p.Recurring() || p.StepKey != "" || p.BatchID != uuid.Nil {
 			return false
 		}
 	}

@@ -13,6 +13,7 @@ const (
 	ClaimLimitedLockSQL = claimLimitedLockSQL
 	LockChildrenSQL     = lockChildrenSQL
 	ReleaseChildrenSQL  = releaseChildrenSQL
+	MaxParentsBytesSQL  = maxParentsBytesSQL
 )
 
 // ArchiveSQL moves finished jobs to the history; ArchiveArgs are its

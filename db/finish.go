@@ -65,7 +65,7 @@ moved AS (
 	FROM input i
 	WHERE j.id = i.id AND j.lease_token = i.token
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token,
-	          j.run_at, j.effective_priority, j.created_at
+	          j.run_at, j.effective_priority, j.created_at, j.batch_id
 ),
 logged AS (
 	INSERT INTO job_logs (job_id, attempt, at, level, message, attrs)
@@ -106,6 +106,9 @@ SELECT ` + movedColumns + `, moved.token FROM moved`
 func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	if len(batch) == 0 {
 		return nil, nil, nil
+	}
+	if plain, spawning := splitSpawning(batch); len(spawning) > 0 {
+		return s.finishWithSpawns(ctx, batch, plain, spawning)
 	}
 	finished, cascaded, err = s.finishBatch(ctx, batch)
 	if err == nil || !isDataError(err) {
@@ -249,7 +252,7 @@ func readFinished(br pgx.BatchResults, n int) (map[jobs.Lease]jobs.Moved, error)
 		var f jobs.Moved
 		var status string
 		var token uuid.UUID
-		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &f.CreatedAt, &token); err != nil {
+		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &f.CreatedAt, &f.BatchID, &token); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
@@ -291,4 +294,67 @@ func (in finishInput) readCascaded(br pgx.BatchResults) (cascaded []jobs.Moved, 
 // can hold.
 func truncate(s string, n int) string {
 	return jobs.TruncateBytes(strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD"), n, "… (truncated)")
+}
+
+// splitSpawning tells apart the outcomes that spawn jobs (completions with
+// Spawn) from the others, by index.
+func splitSpawning(batch []jobs.Finish) (plain, spawning []int) {
+	for i := range batch {
+		if batch[i].Outcome == jobs.OutcomeSucceeded && len(batch[i].Spawn) > 0 {
+			spawning = append(spawning, i)
+		} else {
+			plain = append(plain, i)
+		}
+	}
+	return plain, spawning
+}
+
+// finishWithSpawns is FinishJobs for a batch in which some completions
+// spawn jobs: the others are written together, each spawning one in a
+// transaction of its own with the jobs it creates (finishSpawning). A
+// spawn the store refuses fails its job for good instead, with the
+// reason, and creates nothing.
+func (s *Store) finishWithSpawns(ctx context.Context, batch []jobs.Finish, plain, spawning []int) (finished, cascaded []jobs.Moved, err error) {
+	finished = make([]jobs.Moved, len(batch))
+	if len(plain) > 0 {
+		rest := make([]jobs.Finish, len(plain))
+		for k, i := range plain {
+			rest[k] = batch[i]
+		}
+		done, more, err := s.FinishJobs(ctx, rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, i := range plain {
+			finished[i] = done[k]
+		}
+		cascaded = append(cascaded, more...)
+	}
+	for _, i := range spawning {
+		f := batch[i]
+		m, more, spawned, err := s.finishSpawning(ctx, f)
+		var ve *jobs.ValidationError
+		if errors.As(err, &ve) {
+			refused := jobs.Finish{Lease: f.Lease, Outcome: jobs.OutcomeFailed, Final: true, Log: f.Log,
+				Error: "spawn refused: " + ve.Error()}
+			done, more, err := s.FinishJobs(ctx, []jobs.Finish{refused})
+			if err != nil {
+				return nil, nil, err
+			}
+			finished[i] = done[0]
+			cascaded = append(cascaded, more...)
+			continue
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		finished[i] = m
+		cascaded = append(cascaded, more...)
+		s.wakeMoved([]jobs.Moved{m})
+		s.wakeMoved(more)
+		s.emitMoved([]jobs.Moved{m})
+		s.emitMoved(more)
+		s.Announce(spawned)
+	}
+	return finished, cascaded, nil
 }

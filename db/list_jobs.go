@@ -150,6 +150,11 @@ func (q *listQuery) filter(p jobs.ListParams) {
 	if p.ScheduleID != nil {
 		q.where = append(q.where, "schedule_id = "+q.arg(*p.ScheduleID))
 	}
+	if p.BatchID != nil {
+		// Members are created after their batch: their ids (UUIDv7) are
+		// no older than the batch's, which bounds the scan.
+		q.where = append(q.where, "batch_id = "+q.arg(*p.BatchID), "id >= "+q.arg(uuidV7Floor(uuidTime(*p.BatchID))))
+	}
 	if text := strings.TrimSpace(p.Q); text != "" {
 		q.search(text)
 	}

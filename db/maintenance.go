@@ -47,7 +47,7 @@ moved AS (
 	FROM expired
 	WHERE j.id = expired.expired_id
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, j.last_error,
-	          j.effective_priority, j.run_at, j.created_at
+	          j.effective_priority, j.run_at, j.created_at, j.batch_id
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
@@ -99,7 +99,7 @@ moved AS (
 	UPDATE jobs j SET status = 'queued', updated_at = now()
 	FROM due
 	WHERE j.id = due.due_id
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
 )
 SELECT ` + movedColumns + ` FROM moved`
 
@@ -129,7 +129,8 @@ func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jo
 
 // movedColumns is what every statement that moves jobs returns, in the
 // order collectMoved scans it, from a CTE named moved.
-const movedColumns = `moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.effective_priority, moved.run_at, moved.created_at`
+const movedColumns = `moved.id, moved.status, moved.type, moved.queue, moved.attempt, moved.effective_priority, moved.run_at, moved.created_at,
+	moved.batch_id`
 
 func collectMoved(rows interface {
 	Next() bool
@@ -145,7 +146,7 @@ func collectMoved(rows interface {
 	for rows.Next() {
 		var m jobs.Moved
 		var status string
-		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt); err != nil {
+		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID); err != nil {
 			return nil, err
 		}
 		m.Status = jobs.State(status)
@@ -190,9 +191,9 @@ WITH aged AS (
 		ORDER BY id
 		LIMIT $5
 		FOR UPDATE SKIP LOCKED)
-	RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at
+	RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at, batch_id
 )
-SELECT id, status, type, queue, attempt, effective_priority, run_at, created_at FROM aged`
+SELECT id, status, type, queue, attempt, effective_priority, run_at, created_at, batch_id FROM aged`
 
 // AgeQueued runs one aging step over up to limit waiting jobs and returns
 // how many it aged.
@@ -277,6 +278,15 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 	}
 	n, err := s.PruneAudit(ctx, st.AuditRetentionDays)
 	return total + n, err
+}
+
+// uuidTime returns the millisecond a UUIDv7 was made in.
+func uuidTime(id uuid.UUID) time.Time {
+	var ms int64
+	for i := 0; i < 6; i++ {
+		ms = ms<<8 | int64(id[i])
+	}
+	return time.UnixMilli(ms)
 }
 
 // uuidV7Floor returns the smallest UUIDv7 of the millisecond t: every id

@@ -18,7 +18,7 @@ import (
 const jobColumns = `id, type, queue, payload, priority, effective_priority, status, attempt, max_retries,
 	interruptions, executions, run_at, timeout_seconds, idempotency_key, cancel_requested, last_error,
 	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
-	schedule_id, scheduled_for, cancelled_by, progress, progress_message, concurrency_key`
+	schedule_id, scheduled_for, cancelled_by, progress, progress_message, concurrency_key, has_parents, batch_id`
 
 // jobRow is a jobs row as stored. It is scanned by position only (its
 // fields follow jobColumns), wherever a statement returns jobs rows.
@@ -54,6 +54,8 @@ type jobRow struct {
 	Progress          *int16
 	ProgressMessage   *string
 	ConcurrencyKey    *string
+	HasParents        bool
+	BatchID           *uuid.UUID
 }
 
 // scrubbed is an error text or a progress message as Flint shows it:
@@ -100,6 +102,8 @@ func (r *jobRow) toJob() *jobs.Job {
 		ScheduledFor:      r.ScheduledFor,
 		CancelledBy:       r.CancelledBy,
 		ConcurrencyKey:    r.ConcurrencyKey,
+		HasParents:        r.HasParents,
+		BatchID:           r.BatchID,
 	}
 	if r.TimeoutSeconds != nil {
 		j.TimeoutSeconds = int(*r.TimeoutSeconds)

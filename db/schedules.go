@@ -104,10 +104,10 @@ inserted AS (
 	       s.max_retries, target.at, s.timeout_seconds, s.id, target.at, s.concurrency_key
 	FROM job_schedules s, target WHERE s.id = $1
 	ON CONFLICT DO NOTHING
-	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at
+	RETURNING id, status, type, queue, attempt, run_at, effective_priority, created_at, batch_id
 )
 SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt,
-       inserted.effective_priority, inserted.run_at, inserted.created_at FROM inserted`
+       inserted.effective_priority, inserted.run_at, inserted.created_at, inserted.batch_id FROM inserted`
 
 const markScheduleSQL = `
 UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`
@@ -208,7 +208,7 @@ func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, 
 const cancelPendingSQL = `
 UPDATE jobs SET status = 'cancelled', finished_at = now(), updated_at = now(), last_error = $2
 WHERE schedule_id = $1 AND status = 'scheduled' AND executions = 0
-RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at`
+RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at, batch_id`
 
 const pauseScheduleSQL = `UPDATE job_schedules SET paused = true, next_run_at = NULL, updated_at = now() WHERE id = $1`
 

@@ -27,7 +27,7 @@ moved AS (
 	  AND NOT EXISTS (
 		SELECT 1 FROM job_dependencies x JOIN jobs p ON p.id = x.depends_on_id
 		WHERE x.job_id = c.id AND p.status <> 'completed')
-	RETURNING c.id, c.status, c.type, c.queue, c.attempt, c.run_at, c.effective_priority, c.created_at
+	RETURNING c.id, c.status, c.type, c.queue, c.attempt, c.run_at, c.effective_priority, c.created_at, c.batch_id
 )
 SELECT ` + movedColumns + ` FROM moved`
 
@@ -91,7 +91,7 @@ moved AS (
 			CASE t.why WHEN 'dead_letter' THEN 'failed permanently' ELSE 'was cancelled' END)
 	FROM targets t
 	WHERE j.id = t.id AND j.status = 'blocked'
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
 )
 SELECT ` + movedColumns + ` FROM moved`
 
@@ -101,7 +101,7 @@ const rearmSQL = `
 WITH moved AS (
 	UPDATE jobs SET status = 'blocked', cancelled_by = NULL, finished_at = NULL, last_error = NULL, updated_at = now()
 	WHERE cancelled_by = ANY($1::uuid[]) AND status = 'cancelled'
-	RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at
+	RETURNING id, status, type, queue, attempt, effective_priority, run_at, created_at, batch_id
 )
 SELECT ` + movedColumns + ` FROM moved`
 

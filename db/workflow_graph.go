@@ -10,24 +10,34 @@ import (
 )
 
 const insertStepsSQL = `
-INSERT INTO workflow_steps (job_id, step_key)
-SELECT * FROM unnest($1::uuid[], $2::text[]) ON CONFLICT (job_id) DO NOTHING`
+INSERT INTO workflow_steps (job_id, step_key, workflow_id, spawned_by)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[]) ON CONFLICT (job_id) DO NOTHING`
 
-// insertSteps records the step keys of the jobs this enqueue created; a
-// job that already existed (by its idempotency key) keeps its own.
+// insertSteps records the step keys of the jobs this enqueue created, in
+// their workflows (with the job that spawned them, if one did); a job
+// that already existed (by its idempotency key) keeps its own.
 func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued) error {
 	var ids []uuid.UUID
 	var keys []string
+	var workflows, spawners []*uuid.UUID
+	opt := func(id uuid.UUID) *uuid.UUID {
+		if id == uuid.Nil {
+			return nil
+		}
+		return &id
+	}
 	for i := range params {
 		if out[i].Inserted && params[i].StepKey != "" {
 			ids = append(ids, out[i].Job.ID)
 			keys = append(keys, params[i].StepKey)
+			workflows = append(workflows, opt(params[i].WorkflowID))
+			spawners = append(spawners, opt(params[i].SpawnedBy))
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys); err != nil {
+	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, nullableUUIDArray(workflows), nullableUUIDArray(spawners)); err != nil {
 		return fmt.Errorf("enqueue: record step keys: %w", err)
 	}
 	return nil
@@ -46,6 +56,10 @@ WITH RECURSIVE reach(id) AS (
 		(SELECT d.depends_on_id AS id FROM job_dependencies d WHERE d.job_id = r.id LIMIT $2)
 		UNION ALL
 		(SELECT d.job_id FROM job_dependencies d WHERE d.depends_on_id = r.id LIMIT $2)
+		UNION ALL
+		(SELECT s.spawned_by FROM workflow_steps s WHERE s.job_id = r.id AND s.spawned_by IS NOT NULL)
+		UNION ALL
+		(SELECT s.job_id FROM workflow_steps s WHERE s.spawned_by = r.id LIMIT $2)
 	) n
 )
 SELECT r.id, coalesce(s.step_key, ''), j.type, j.status
@@ -54,13 +68,19 @@ JOIN jobs j ON j.id = r.id
 LEFT JOIN workflow_steps s ON s.job_id = r.id
 ORDER BY r.n`
 
+// workflowEdgesSQL reads the edges among jobs $1: dependencies, and a
+// spawner's link to a job it added that does not wait for it.
 const workflowEdgesSQL = `
-SELECT job_id, depends_on_id FROM job_dependencies
+SELECT job_id, depends_on_id, false FROM job_dependencies
 WHERE job_id = ANY($1) AND depends_on_id = ANY($1)
-ORDER BY job_id, depends_on_id`
+UNION ALL
+SELECT s.job_id, s.spawned_by, true FROM workflow_steps s
+WHERE s.job_id = ANY($1) AND s.spawned_by = ANY($1)
+  AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = s.job_id AND d.depends_on_id = s.spawned_by)
+ORDER BY 1, 2`
 
 // WorkflowGraph returns the workflow job id belongs to: every job
-// connected to it through dependencies, nearest first, at most
+// connected to it through dependencies or spawns, nearest first, at most
 // jobs.MaxGraphSteps of them, with the edges between them. A job without
 // dependencies either way is a workflow of one.
 func (s *Store) WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowGraph, error) {
@@ -99,7 +119,7 @@ func (s *Store) WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowG
 	}
 	for rows.Next() {
 		var e jobs.WorkflowEdge
-		if err := rows.Scan(&e.Job, &e.DependsOn); err != nil {
+		if err := rows.Scan(&e.Job, &e.DependsOn, &e.Spawned); err != nil {
 			rows.Close()
 			return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
 		}

@@ -15,12 +15,13 @@ import (
 func (b *testBundle) workflow(t *testing.T, steps [][]string) map[string]uuid.UUID {
 	t.Helper()
 	ids := map[string]uuid.UUID{}
+	workflow := uuid.Must(uuid.NewV7())
 	for _, s := range steps {
 		ids[s[0]] = uuid.Must(uuid.NewV7())
 	}
 	ps := make([]jobs.EnqueueParams, len(steps))
 	for i, s := range steps {
-		ps[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "wf", ID: ids[s[0]], StepKey: s[0]}
+		ps[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "wf", ID: ids[s[0]], StepKey: s[0], WorkflowID: workflow}
 		for _, d := range s[1:] {
 			ps[i].DependsOn = append(ps[i].DependsOn, ids[d])
 		}

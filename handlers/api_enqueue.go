@@ -8,7 +8,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -34,16 +33,11 @@ func (p *priorityValue) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return &fieldError{"priority", "must be 1, 2, 3, \"high\", \"medium\" or \"low\""}
 		}
-		switch strings.ToLower(s) {
-		case "high", "1":
-			*p = jobs.PriorityHigh
-		case "medium", "2":
-			*p = jobs.PriorityMedium
-		case "low", "3":
-			*p = jobs.PriorityLow
-		default:
+		n, ok := jobs.PriorityByName(s)
+		if !ok {
 			return &fieldError{"priority", fmt.Sprintf("unknown priority %q: use 1, 2, 3, \"high\", \"medium\" or \"low\"", s)}
 		}
+		*p = priorityValue(n)
 		return nil
 	}
 	n, err := strconv.Atoi(string(b))

@@ -46,6 +46,13 @@ func listParams(c *fiber.Ctx) (jobs.ListParams, error) {
 			p.Statuses = append(p.Statuses, st)
 		}
 	}
+	if v := c.Query("batch_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return p, invalid("batch_id", "must be a batch id (UUID)")
+		}
+		p.BatchID = &id
+	}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > jobs.MaxListLimit {

@@ -35,11 +35,14 @@ type claimedJob struct {
 	LeaseToken     uuid.UUID       `json:"lease_token"`
 	LeaseExpiresAt *time.Time      `json:"lease_expires_at"`
 	ConcurrencyKey *string         `json:"concurrency_key"`
+	// Parents holds the results of the job's direct dependencies (by step
+	// key, or job id outside its workflow), for a job that has any.
+	Parents jobs.Parents `json:"parents,omitempty"`
 }
 
 func claimedJobOf(j *jobs.Job) claimedJob {
 	out := claimedJob{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt, MaxRetries: j.MaxRetries,
-		TimeoutSeconds: j.TimeoutSeconds, LeaseExpiresAt: j.LeaseExpiresAt, ConcurrencyKey: j.ConcurrencyKey}
+		TimeoutSeconds: j.TimeoutSeconds, LeaseExpiresAt: j.LeaseExpiresAt, ConcurrencyKey: j.ConcurrencyKey, Parents: j.Parents}
 	if j.LeaseToken != nil {
 		out.LeaseToken = *j.LeaseToken
 	}

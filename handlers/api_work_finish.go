@@ -3,6 +3,7 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -24,12 +25,17 @@ type outcomeRequest struct {
 	Error             *string         `json:"error"`
 	Retryable         *bool           `json:"retryable"`
 	RetryAfterSeconds *float64        `json:"retry_after_seconds"`
+	// Spawn adds jobs to the job's workflow with its completion.
+	Spawn json.RawMessage `json:"spawn"`
 }
 
-// outcomeResult is the answer for one outcome.
+// outcomeResult is the answer for one outcome: applied (ok, with the
+// job's new status: dead_letter for a completion whose spawn the store
+// refused, the reason in the job's last_error) or not (lease_lost).
 type outcomeResult struct {
-	JobID uuid.UUID `json:"job_id"`
-	OK    bool      `json:"ok"`
+	JobID  uuid.UUID  `json:"job_id"`
+	OK     bool       `json:"ok"`
+	Status jobs.State `json:"status,omitempty"`
 	// Error is lease_lost (nothing was applied) or result_refused (the
 	// result cannot be stored; the job was failed instead, saying why in
 	// Message).
@@ -58,12 +64,17 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	batch := make([]jobs.Finish, len(req.Outcomes))
 	ids := make([]uuid.UUID, len(req.Outcomes))
 	refused := make([]string, len(req.Outcomes))
+	now := s.clock.Now()
 	for i, o := range req.Outcomes {
-		f, why, err := o.finish(fmt.Sprintf("outcomes[%d]", i))
+		at := fmt.Sprintf("outcomes[%d]", i)
+		f, why, err := o.finish(at)
 		if err != nil {
 			return err
 		}
 		refused[i] = why
+		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
+			return err
+		}
 		if slices.Contains(ids[:i], f.JobID) {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
 		}
@@ -97,7 +108,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	out := make([]outcomeResult, len(finished))
 	var moved []jobs.Moved
 	for i, m := range finished {
-		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost() && refused[i] == ""}
+		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost() && refused[i] == "", Status: m.Status}
 		switch {
 		case m.LeaseLost():
 			out[i].Error = "lease_lost"
@@ -139,6 +150,9 @@ func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err er
 	if hasResult && o.Status != "completed" {
 		return f, "", invalid(field("result"), "applies to completed outcomes only")
 	}
+	if len(o.Spawn) > 0 && !bytes.Equal(bytes.TrimSpace(o.Spawn), []byte("null")) && o.Status != "completed" {
+		return f, "", invalid(field("spawn"), "applies to completed outcomes only: jobs are spawned with the completion")
+	}
 	switch o.Status {
 	case "completed":
 		f.Outcome = jobs.OutcomeSucceeded
@@ -179,6 +193,20 @@ func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err er
 		return f, "", invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
 	}
 	return f, refused, nil
+}
+
+// parseSpawn checks an outcome's spawn list (raw, which may be absent);
+// at names the outcome in errors.
+func (s *server) parseSpawn(c *fiber.Ctx, raw json.RawMessage, at string, now time.Time) ([]jobs.Spawned, error) {
+	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return nil, nil
+	}
+	list, err := jobs.ParseSpawn(raw, jobs.Prepared(c.UserContext(), s.types), now)
+	var ve *jobs.ValidationError
+	if errors.As(err, &ve) {
+		return nil, invalid(join(at, ve.Field), ve.Message)
+	}
+	return list, err
 }
 
 // jobLogRequest is the body of POST /api/v1/jobs/{id}/logs.

@@ -125,6 +125,9 @@ func (s *server) jobFinish(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if f.Spawn, err = s.parseSpawn(c, req.Spawn, "", s.clock.Now()); err != nil {
+		return err
+	}
 	h, err := s.leaseHolder(c, f.Lease)
 	if err != nil {
 		return err

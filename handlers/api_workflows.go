@@ -76,6 +76,10 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 		}
 		return parseJobRef(ref)
 	}
+	workflow, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
 	now := s.clock.Now()
 	params := make([]jobs.EnqueueParams, len(reqs))
 	for i := range reqs {
@@ -87,7 +91,7 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 			return invalid(fmt.Sprintf("jobs[%d].interval_seconds", i), "a workflow job cannot be recurring")
 		}
 		p.ID = ids[*reqs[i].Key]
-		p.StepKey = *reqs[i].Key
+		p.StepKey, p.WorkflowID = *reqs[i].Key, workflow
 		s.applyDefaults(&p)
 		params[i] = p
 	}

@@ -52,9 +52,18 @@ type eventFilter struct {
 	jobIDs   map[uuid.UUID]bool // when set, only these jobs
 	types    []string
 	statuses []jobs.State
+	batchID  uuid.UUID // when set, only the batch's members, callbacks and settlement
 }
 
 func (f eventFilter) match(e jobs.Event) bool {
+	if f.batchID != uuid.Nil && (e.BatchID == nil || *e.BatchID != f.batchID) {
+		return false
+	}
+	if e.Kind == jobs.EventBatch {
+		// A batch's settlement names no job: only unfiltered streams and
+		// streams of its batch get it.
+		return f.jobID == uuid.Nil && f.jobIDs == nil && len(f.types) == 0 && len(f.statuses) == 0
+	}
 	return (f.jobID == uuid.Nil || f.jobID == e.JobID) &&
 		(f.jobIDs == nil || f.jobIDs[e.JobID]) &&
 		(len(f.types) == 0 || slices.Contains(f.types, e.Type)) &&

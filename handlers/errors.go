@@ -66,6 +66,8 @@ func toAPIError(err error) *apiError {
 		return ae
 	case errors.As(err, &ve):
 		return invalid(ve.Field, ve.Error())
+	case errors.Is(err, jobs.ErrBatchClosed):
+		return &apiError{Status: http.StatusConflict, Code: "batch_closed", Message: err.Error()}
 	case errors.Is(err, jobs.ErrNotFound):
 		msg := "no such job"
 		if err != jobs.ErrNotFound {

@@ -3,6 +3,7 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"net/http"
@@ -20,7 +21,10 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 		return views.JobDetail{}, err
 	}
 	d := views.JobDetail{Job: jd.Job, Executions: jd.Executions}
-	if len(jd.Dependencies.Upstream) > 0 || len(jd.Dependencies.Downstream) > 0 {
+	if d.Data, err = s.jobStore.JobData(ctx, jd.Job); err != nil {
+		return d, err
+	}
+	if len(jd.Dependencies.Upstream) > 0 || len(jd.Dependencies.Downstream) > 0 || len(d.Data.Spawned) > 0 || d.Data.SpawnedBy != nil {
 		if d.Workflow, err = s.jobStore.WorkflowGraph(ctx, id); err != nil {
 			return d, err
 		}
@@ -33,6 +37,11 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 	d.Explain = &e
 	if d.Log, err = s.jobLogShown(ctx, jd.Job, jd.Executions); err != nil {
 		return d, err
+	}
+	if b := cmp.Or(d.Data.BatchID, d.Data.CallbackOf); b != nil {
+		if d.Batch, err = s.batchStore.GetBatch(ctx, *b); err != nil {
+			return d, err
+		}
 	}
 	if s.auditStore != nil {
 		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})

@@ -56,10 +56,10 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 func listFilter(c *fiber.Ctx) views.JobsFilter {
 	if c.Method() == fiber.MethodPost {
 		return views.JobsFilter{Status: c.FormValue("status"), Type: c.FormValue("type"), Queue: c.FormValue("queue"), Q: c.FormValue("q"),
-			Series: c.FormValue("series"), Sort: c.FormValue("sort"), Before: c.FormValue("before")}
+			Series: c.FormValue("series"), Batch: c.FormValue("batch"), Sort: c.FormValue("sort"), Before: c.FormValue("before")}
 	}
 	return views.JobsFilter{Status: c.Query("status"), Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"),
-		Series: c.Query("series"), Sort: c.Query("sort"), Before: c.Query("before"), Cursor: c.Query("cursor")}
+		Series: c.Query("series"), Batch: c.Query("batch"), Sort: c.Query("sort"), Before: c.Query("before"), Cursor: c.Query("cursor")}
 }
 
 // listFilterParams turns l's filter, but its status, into list parameters.
@@ -75,6 +75,15 @@ func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
 			return p, false
 		}
 		p.ScheduleID = &id
+	}
+	if l.Filter.Batch != "" {
+		id, err := uuid.Parse(l.Filter.Batch)
+		if err != nil {
+			l.Error = "Unknown batch " + strconv.Quote(l.Filter.Batch) + ": give a batch id from the Batches page."
+			l.Filter.Batch = ""
+			return p, false
+		}
+		p.BatchID = &id
 	}
 	switch l.Filter.Sort {
 	case "":

@@ -42,7 +42,8 @@ import (
 //     when jobs overflowed; kinds_more says there were more kinds than
 //     listed. "new" marks a job just enqueued (no attempt yet).
 //   - topics: "stats" (jobs moved; at most once a second, and once more
-//     liveStatsTrail after the last), "workers",
+//     liveStatsTrail after the last), "batches" (a batch's member or
+//     callback moved, or a batch settled), "workers",
 //     "audit", "settings", "logs", "alerts": what a page without job rows
 //     refreshes on.
 //
@@ -107,6 +108,12 @@ type liveUpdate struct {
 }
 
 func (u *liveUpdate) addJob(e jobs.Event) {
+	if e.BatchID != nil {
+		u.addTopics("batches")
+	}
+	if e.Kind == jobs.EventBatch {
+		return // a batch settled: no job moved
+	}
 	u.stats = true
 	j := liveJob{ID: e.JobID, Status: e.Status, Type: e.Type, Queue: e.Queue, Attempt: e.Attempt,
 		New: e.Attempt == 0 && e.Status.Waiting()}
@@ -294,6 +301,7 @@ func (f *liveFold) take(u *liveUpdate) {
 	defer f.mu.Unlock()
 	u.Jobs, u.Overflow, u.Kinds, u.KindsMore = f.u.Jobs, f.u.Overflow, f.u.Kinds, f.u.KindsMore
 	u.stats = u.stats || f.u.stats
+	u.addTopics(f.u.Topics...)
 	f.u = liveUpdate{}
 }
 

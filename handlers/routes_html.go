@@ -76,6 +76,9 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 	priv(fiber.MethodPost, "/dlq/delete-all", s.deleteAllDLQ)
 	priv(fiber.MethodGet, "/bin", s.listPage("bin", "Bin"))
 	priv(fiber.MethodPost, "/bin/bulk", s.bulk("bin"))
+	priv(fiber.MethodGet, "/batches", s.batchesPage)
+	priv(fiber.MethodGet, "/batches/:id", s.batchPage)
+	priv(fiber.MethodGet, "/batches/:id/live", s.batchLive)
 	priv(fiber.MethodGet, "/recurring", s.recurringPage)
 	for _, a := range seriesActions {
 		priv(fiber.MethodPost, "/recurring/:id/"+string(a), s.recurringActionHTML(a))

@@ -34,6 +34,7 @@ func (registryTypes) Reload(context.Context, time.Duration) {}
 type server struct {
 	statusStore    StatusStore
 	jobStore       JobStore
+	batchStore     BatchStore
 	jobActionStore JobActionStore
 	dlqStore       DLQStore
 	queueStore     QueueStore
@@ -73,6 +74,7 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 	s := &server{
 		statusStore:    store,
 		jobStore:       store,
+		batchStore:     store,
 		jobActionStore: store,
 		dlqStore:       store,
 		queueStore:     store,

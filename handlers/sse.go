@@ -211,8 +211,20 @@ func streamEvents(ctx context.Context, st *eventStream, b *Broker, sub *subscrib
 }
 
 func writeEvent(w *bufio.Writer, b *Broker, e brokerEvent) {
+	if e.ev.Kind == jobs.EventBatch && e.ev.BatchID != nil {
+		data, _ := json.Marshal(batchEvent{BatchID: *e.ev.BatchID, State: string(e.ev.Status), At: e.ev.At})
+		fmt.Fprintf(w, "id: %s\nevent: batch\ndata: %s\n\n", b.id(e.seq), data)
+		return
+	}
 	data, _ := json.Marshal(e.ev)
 	fmt.Fprintf(w, "id: %s\nevent: job\ndata: %s\n\n", b.id(e.seq), data)
+}
+
+// batchEvent is the data of an "event: batch": a batch settled.
+type batchEvent struct {
+	BatchID uuid.UUID `json:"batch_id"`
+	State   string    `json:"state"`
+	At      time.Time `json:"at"`
 }
 
 func (b *Broker) currentSeq() uint64 {
@@ -221,9 +233,16 @@ func (b *Broker) currentSeq() uint64 {
 	return b.seq
 }
 
-// parseEventFilter reads job_id, type and status.
+// parseEventFilter reads job_id, batch_id, type and status.
 func parseEventFilter(c *fiber.Ctx) (eventFilter, error) {
 	var f eventFilter
+	if v := c.Query("batch_id"); v != "" {
+		id, err := uuid.Parse(v)
+		if err != nil {
+			return f, invalid("batch_id", "must be a batch id (UUID)")
+		}
+		f.batchID = id
+	}
 	if v := c.Query("job_id"); v != "" {
 		id, err := uuid.Parse(v)
 		if err != nil {

@@ -19,6 +19,7 @@ import (
 type Store interface {
 	StatusStore
 	JobStore
+	BatchStore
 	JobActionStore
 	DLQStore
 	QueueStore
@@ -37,6 +38,23 @@ type StatusStore interface {
 	// Stats counts jobs per state, queue and type, with the last hour of
 	// throughput. Callers that poll it cache the result (see cached).
 	Stats(ctx context.Context) (*jobs.Stats, error)
+}
+
+// BatchStore is what the batches API and pages need.
+type BatchStore interface {
+	// CreateBatch creates a batch with its first members and callbacks in
+	// one transaction (closed unless p.Open).
+	CreateBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batch, []jobs.Enqueued, error)
+	// AddToBatch adds members to an open batch: jobs.ErrNotFound,
+	// jobs.ErrBatchClosed.
+	AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (*jobs.Batch, []jobs.Enqueued, error)
+	// CloseBatch closes a batch (a closed one stays as it is).
+	CloseBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error)
+	// GetBatch returns a batch with its counts and callbacks, or
+	// jobs.ErrNotFound.
+	GetBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error)
+	// ListBatches returns a page of batches, newest first.
+	ListBatches(ctx context.Context, cursor string, limit int) (jobs.BatchPage, error)
 }
 
 // JobStore is what enqueueing and reading jobs need: the jobs API, the job
@@ -74,6 +92,9 @@ type JobStore interface {
 	// JobLogs returns up to limit of a job's stored log lines whose
 	// sequence number is above after, oldest first.
 	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
+	// JobData returns what a job received from its parents and added to
+	// its workflow, and the batch it belongs to.
+	JobData(ctx context.Context, j *jobs.Job) (jobs.JobData, error)
 	// CancelAudit returns the operator action on the audit trail that
 	// cancelled the job, or nil when the trail has none.
 	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)

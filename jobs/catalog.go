@@ -147,3 +147,26 @@ func (c *Catalog) Reload(ctx context.Context, maxAge time.Duration) {
 	types = slices.Compact(types)
 	c.served.Store(&types)
 }
+
+// Preparer is a TypeSource that may need bringing up to date before it is
+// asked about a type (*Catalog).
+type Preparer interface {
+	TypeSource
+	// Prepare makes the source current for a job of jobType in queue.
+	Prepare(ctx context.Context, jobType, queue string)
+}
+
+// Prepared returns t as a TypeSource that prepares it (with ctx) for each
+// type it is asked to accept: for checks of many jobs, such as the jobs a
+// handler spawns, whose types are not known in advance.
+func Prepared(ctx context.Context, t Preparer) TypeSource { return prepared{t, ctx} }
+
+type prepared struct {
+	Preparer
+	ctx context.Context
+}
+
+func (p prepared) Accepts(jobType, queue string) bool {
+	p.Prepare(p.ctx, jobType, queue)
+	return p.Preparer.Accepts(jobType, queue)
+}

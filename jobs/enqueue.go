@@ -95,6 +95,13 @@ type EnqueueParams struct {
 	// with); the dashboard labels the job's node of the workflow graph
 	// with it. At most MaxStepKeyLen bytes of text.
 	StepKey string
+	// WorkflowID names the workflow StepKey is a key of (a submission,
+	// and what its jobs spawned); a key names one job of a workflow.
+	WorkflowID uuid.UUID
+	// BatchID makes the job a member of a batch (the batch store sets it).
+	BatchID uuid.UUID
+	// SpawnedBy is the job whose completion spawned this one (see Spawn).
+	SpawnedBy uuid.UUID
 	// IntervalSeconds or Cron (with Timezone, default UTC) make the job a
 	// recurring series: each occurrence is a new job.
 	IntervalSeconds int64

@@ -27,7 +27,16 @@ type Event struct {
 	// jobs; they are not part of the published JSON.
 	EffectivePriority float64   `json:"-"`
 	RunAt             time.Time `json:"-"`
+	// BatchID is the batch the job is a member of. On a batch's own
+	// event (Kind EventBatch) it names the batch, whose new state is Status.
+	BatchID *uuid.UUID `json:"batch_id,omitempty"`
+	// Kind is "" for a job's event and EventBatch for a batch's
+	// settlement (JobID then repeats the batch's id).
+	Kind string `json:"kind,omitempty"`
 }
+
+// EventBatch is the Kind of a batch's settlement event.
+const EventBatch = "batch"
 
 // EventSink receives events after their changes commit. Publish must not
 // block: a sink that cannot keep up drops events (and counts them).
@@ -45,7 +54,7 @@ func EventsFromMoved(moved []Moved, at time.Time) []Event {
 			continue // lease lost: nothing changed
 		}
 		out = append(out, Event{JobID: m.JobID, Status: m.Status, Type: m.Type, Queue: m.Queue, Attempt: m.Attempt,
-			At: at, EffectivePriority: m.EffectivePriority, RunAt: m.RunAt})
+			At: at, EffectivePriority: m.EffectivePriority, RunAt: m.RunAt, BatchID: m.BatchID})
 	}
 	return out
 }
@@ -55,7 +64,7 @@ func EventsFromJobs(js []*Job, at time.Time) []Event {
 	out := make([]Event, 0, len(js))
 	for _, j := range js {
 		out = append(out, Event{JobID: j.ID, Status: j.Status, Type: j.Type, Queue: j.Queue, Attempt: j.Attempt,
-			At: at, EffectivePriority: j.EffectivePriority, RunAt: j.RunAt})
+			At: at, EffectivePriority: j.EffectivePriority, RunAt: j.RunAt, BatchID: j.BatchID})
 	}
 	return out
 }

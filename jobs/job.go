@@ -104,6 +104,16 @@ type Job struct {
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
 	// DeletedAt is set while the job is in the bin (soft-deleted).
 	DeletedAt *time.Time `json:"deleted_at,omitempty"`
+	// BatchID is the batch the job is a member of (POST /api/v1/batches).
+	BatchID *uuid.UUID `json:"batch_id,omitempty"`
+	// HasParents says the job has dependencies (or is a batch callback):
+	// its claim reads the results of the jobs it depends on.
+	HasParents bool `json:"-"`
+	// Parents holds, in a claimed job, the results of the jobs it depends
+	// on, by their step keys (job ids for dependencies outside its
+	// workflow); see ParentResult. Nil for jobs without dependencies and
+	// outside a claim.
+	Parents Parents `json:"-"`
 }
 
 // Timeout returns the handler's time limit, or 0 for none.

@@ -40,6 +40,14 @@ func (e *Event) AppendJSON(b []byte) []byte {
 		b = append(b, `,"progress_message":`...)
 		b = appendString(b, *e.ProgressMessage)
 	}
+	if e.BatchID != nil {
+		b = append(b, `,"batch_id":`...)
+		b = appendUUID(b, *e.BatchID)
+	}
+	if e.Kind != "" {
+		b = append(b, `,"kind":`...)
+		b = appendString(b, e.Kind)
+	}
 	return append(b, '}')
 }
 
@@ -113,14 +121,23 @@ func (j *Job) AppendJSON(b []byte) []byte {
 		b = append(b, `,"progress_message":`...)
 		b = appendString(b, *j.ProgressMessage)
 	}
+	b = j.appendTimes(b)
+	if j.BatchID != nil {
+		b = append(b, `,"batch_id":`...)
+		b = appendUUID(b, *j.BatchID)
+	}
+	return append(b, '}')
+}
+
+// appendTimes appends j's lifecycle timestamps, from created_at on.
+func (j *Job) appendTimes(b []byte) []byte {
 	b = append(b, `,"created_at":`...)
 	b = appendTime(b, j.CreatedAt)
 	b = append(b, `,"updated_at":`...)
 	b = appendTime(b, j.UpdatedAt)
 	b = appendOptTime(b, `,"started_at":`, j.StartedAt)
 	b = appendOptTime(b, `,"finished_at":`, j.FinishedAt)
-	b = appendOptTime(b, `,"deleted_at":`, j.DeletedAt)
-	return append(b, '}')
+	return appendOptTime(b, `,"deleted_at":`, j.DeletedAt)
 }
 
 func appendUUID(b []byte, id uuid.UUID) []byte {

@@ -74,6 +74,8 @@ func fillValue(r *rand.Rand, f reflect.Value) {
 		p := reflect.New(f.Type().Elem())
 		fillValue(r, p.Elem())
 		f.Set(p)
+	case reflect.Map:
+		f.Set(reflect.MakeMap(f.Type())) // Parents: never encoded
 	default:
 		panic("fill: no rule for " + f.Type().String())
 	}

@@ -104,6 +104,13 @@ type Finish struct {
 	// statement, when the lease holds; when it is lost, the worker stores
 	// them through its log writer instead.
 	Log []LogEntry
+	// Spawn lists jobs to add to the job's workflow with its completion
+	// (succeeded only; see Spawn), each checked with CheckSpawned and the
+	// list with CheckSpawnGraph. They are created in the transaction that
+	// completes the job, or not at all; what the store refuses (a key the
+	// workflow has, a dependency that cannot complete) fails the job for
+	// good with the reason instead.
+	Spawn []Spawned
 }
 
 // Moved reports a job that a write moved, with its new state. A Moved with
@@ -120,6 +127,8 @@ type Moved struct {
 	EffectivePriority float64
 	RunAt             time.Time
 	CreatedAt         time.Time
+	// BatchID is the batch the job is a member of, if any.
+	BatchID *uuid.UUID
 }
 
 // LeaseLost reports whether the write was refused because the worker no

@@ -11,10 +11,13 @@ import (
 
 // Limits of push targets.
 const (
-	MaxPushURL            = 2048
-	DefaultPushTimeout    = 60
-	MaxPushTimeout        = 1800
-	MaxPushResultBytes    = 64 << 10
+	MaxPushURL         = 2048
+	DefaultPushTimeout = 60
+	MaxPushTimeout     = 1800
+	MaxPushResultBytes = 64 << 10
+	// MaxPushAnswerBytes bounds a 2xx answer read whole: its result (at
+	// most MaxPushResultBytes) and the jobs it spawns, like a request body.
+	MaxPushAnswerBytes    = 16 << 20
 	PushDeliveriesPerPage = 50
 )
 

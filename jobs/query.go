@@ -27,6 +27,8 @@ type ListParams struct {
 	Retrying *bool
 	// ScheduleID keeps the runs of one recurring series.
 	ScheduleID *uuid.UUID
+	// BatchID keeps the members of one batch.
+	BatchID *uuid.UUID
 	// InBin lists the bin (soft-deleted jobs) instead of live jobs.
 	InBin bool
 	// Cursor continues a previous listing (its NextCursor).

@@ -30,15 +30,21 @@ func (e *CycleError) Error() string {
 // reported through external), no self-edges and no cycles. It returns the
 // keys in an order where every job comes after its dependencies.
 func CheckWorkflow(nodes []WorkflowNode, isExternal func(ref string) bool) ([]string, error) {
+	return checkGraph(nodes, "jobs", MaxWorkflowJobs, isExternal)
+}
+
+// checkGraph is CheckWorkflow for a list named list (the field errors
+// name) of at most limit nodes.
+func checkGraph(nodes []WorkflowNode, list string, limit int, isExternal func(ref string) bool) ([]string, error) {
 	if len(nodes) == 0 {
-		return nil, Invalid("jobs", "must hold at least one job")
+		return nil, Invalid(list, "must hold at least one job")
 	}
-	if len(nodes) > MaxWorkflowJobs {
-		return nil, Invalid("jobs", "holds %d jobs; the limit is %d per workflow", len(nodes), MaxWorkflowJobs)
+	if len(nodes) > limit {
+		return nil, Invalid(list, "holds %d jobs; the limit is %d", len(nodes), limit)
 	}
 	index := make(map[string]int, len(nodes))
 	for i, n := range nodes {
-		field := fmt.Sprintf("jobs[%d].key", i)
+		field := fmt.Sprintf("%s[%d].key", list, i)
 		switch {
 		case n.Key == "":
 			return nil, Invalid(field, "is required: each job of a workflow needs a key the others can refer to")
@@ -46,13 +52,13 @@ func CheckWorkflow(nodes []WorkflowNode, isExternal func(ref string) bool) ([]st
 			return nil, Invalid(field, "must be at most %d characters of text", MaxStepKeyLen)
 		}
 		if j, dup := index[n.Key]; dup {
-			return nil, Invalid(field, "%q is also the key of jobs[%d]", n.Key, j)
+			return nil, Invalid(field, "%q is also the key of %s[%d]", n.Key, list, j)
 		}
 		index[n.Key] = i
 	}
 	for i, n := range nodes {
 		for k, d := range n.DependsOn {
-			field := fmt.Sprintf("jobs[%d].depends_on[%d]", i, k)
+			field := fmt.Sprintf("%s[%d].depends_on[%d]", list, i, k)
 			if d == n.Key {
 				return nil, Invalid(field, "job %q cannot depend on itself", n.Key)
 			}
@@ -138,8 +144,12 @@ type WorkflowStep struct {
 	Status State
 }
 
-// WorkflowEdge says that Job waits for DependsOn.
-type WorkflowEdge struct{ Job, DependsOn uuid.UUID }
+// WorkflowEdge says that Job waits for DependsOn, or, with Spawned, that
+// DependsOn added Job to the workflow (and Job does not wait for it).
+type WorkflowEdge struct {
+	Job, DependsOn uuid.UUID
+	Spawned        bool
+}
 
 // WorkflowGraph is the workflow a job belongs to: every job connected to
 // it through dependencies, upstream and downstream and across (a sibling

@@ -374,3 +374,19 @@ func rowStatus(j *jobs.Job) string {
 	}
 	return string(j.Status)
 }
+
+// batchStateClass maps a batch state to the job state whose colour it
+// takes.
+func batchStateClass(state string) string {
+	switch state {
+	case jobs.BatchOpen:
+		return string(jobs.StateScheduled)
+	case jobs.BatchRunning:
+		return string(jobs.StateRunning)
+	case jobs.BatchSucceeded:
+		return string(jobs.StateCompleted)
+	case jobs.BatchDead:
+		return string(jobs.StateDeadLetter)
+	}
+	return string(jobs.StateCancelled)
+}

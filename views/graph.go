@@ -19,10 +19,17 @@ type GraphNode struct {
 	Status     jobs.State
 	X, Y       int
 	Self       bool
+	// Count is how many alike jobs the box stands for (a fan-out drawn
+	// as one); 1 for a job of its own.
+	Count int
 }
 
-// GraphEdge is a curve from one node's right side to another's left.
-type GraphEdge struct{ Path string }
+// GraphEdge is a curve from one node's right side to another's left;
+// Spawned marks a job added by the one it starts from (no dependency).
+type GraphEdge struct {
+	Path    string
+	Spawned bool
+}
 
 // DependencyGraph lays out a workflow in columns: each job to the right of
 // every job it waits for. Width and Height are CSS pixels: the page draws
@@ -47,7 +54,13 @@ const (
 // points right; within a column, jobs sit near the average row of what
 // they wait for (which keeps edges short and rarely crossing), then in
 // step key order.
-func LayoutWorkflow(self uuid.UUID, g jobs.WorkflowGraph) DependencyGraph {
+//
+// Large fan-outs (collapseAt or more jobs of one type between the same
+// jobs) are drawn as one box saying how many jobs it stands for and where
+// they are, so that a workflow of hundreds of jobs stays a readable map.
+func LayoutWorkflow(self uuid.UUID, whole jobs.WorkflowGraph) DependencyGraph {
+	folded := collapseFanOuts(self, whole)
+	g := folded.graph
 	col := workflowColumns(g)
 	cols := make([][]int, 0, 4) // step indexes by column, in row order
 	for i := range g.Steps {
@@ -87,14 +100,18 @@ func LayoutWorkflow(self uuid.UUID, g jobs.WorkflowGraph) DependencyGraph {
 	h := rows*(nodeH+rowGap) - rowGap + 2*graphPad
 	out := DependencyGraph{Width: len(cols)*nodeW + (len(cols)-1)*colGap + 2*graphPad, Height: h}
 	at := make(map[uuid.UUID]GraphNode, len(g.Steps))
-	for c, members := range cols {
+	for col, members := range cols {
 		top := (h - (len(members)*(nodeH+rowGap) - rowGap)) / 2
 		for r, i := range members {
 			st := g.Steps[i]
 			n := GraphNode{ID: st.ID, Label: st.Key, Sub: st.Type, Status: st.Status, Self: st.ID == self,
-				X: graphPad + c*(nodeW+colGap), Y: top + r*(nodeH+rowGap)}
+				X: graphPad + col*(nodeW+colGap), Y: top + r*(nodeH+rowGap), Count: 1}
 			if st.Key == "" {
 				n.Label, n.Sub = st.Type, ShortID(st.ID)
+			}
+			if members, ok := folded.groups[st.ID]; ok {
+				n.Count = len(members)
+				n.Label, n.Sub, n.Status = groupLabel(members)
 			}
 			at[st.ID] = n
 			out.Nodes = append(out.Nodes, n)
@@ -105,7 +122,8 @@ func LayoutWorkflow(self uuid.UUID, g jobs.WorkflowGraph) DependencyGraph {
 		x1, y1 := a.X+nodeW, a.Y+nodeH/2
 		x2, y2 := b.X, b.Y+nodeH/2
 		mid := (x1 + x2) / 2
-		out.Edges = append(out.Edges, GraphEdge{Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2-6, y2)})
+		out.Edges = append(out.Edges, GraphEdge{Path: fmt.Sprintf("M%d %d C%d %d %d %d %d %d", x1, y1, mid, y1, mid, y2, x2-6, y2),
+			Spawned: e.Spawned})
 	}
 	return out
 }

@@ -69,6 +69,8 @@ type JobsFilter struct {
 	Q      string // search text: an id, idempotency key, type or error text
 	// Series is a recurring series' id: its runs.
 	Series string
+	// Batch is a batch's id: its members.
+	Batch string
 	// Sort is "oldest" for oldest first; Before ("2006-01-02T15:04", UTC)
 	// starts the list at jobs created before it.
 	Sort   string
@@ -80,7 +82,7 @@ type JobsFilter struct {
 
 // Narrowed reports whether the filter leaves jobs out (paging does not).
 func (f JobsFilter) Narrowed() bool {
-	return f.Status != "" || f.Type != "" || f.Queue != "" || f.Q != "" || f.Series != "" || f.Sort != "" || f.Before != ""
+	return f.Status != "" || f.Type != "" || f.Queue != "" || f.Q != "" || f.Series != "" || f.Batch != "" || f.Sort != "" || f.Before != ""
 }
 
 // JobsList is a page of the Jobs, DLQ or Bin tables.
@@ -113,6 +115,10 @@ type JobDetail struct {
 	Explain *jobs.Explanation
 	// Log is the start of the job's log (at most JobLogShown lines).
 	Log []jobs.LogEntry
+	// Data is what the job received from its parents and added to its
+	// workflow; Batch is the batch it belongs to (member or callback).
+	Data  jobs.JobData
+	Batch *jobs.Batch
 }
 
 // JobLogShown is how many log lines the job page shows.
@@ -159,6 +165,6 @@ type BenchmarkPage struct {
 // that comes back shows the same selection of jobs.
 func filterVals(l JobsList) string {
 	b, _ := json.Marshal(map[string]string{"status": l.Filter.Status, "type": l.Filter.Type, "queue": l.Filter.Queue, "q": l.Filter.Q, "series": l.Filter.Series,
-		"sort": l.Filter.Sort, "before": l.Filter.Before})
+		"batch": l.Filter.Batch, "sort": l.Filter.Sort, "before": l.Filter.Before})
 	return string(b)
 }

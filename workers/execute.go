@@ -44,12 +44,16 @@ type execution struct {
 	// logger is made when the handler first asks for it.
 	loggerOnce sync.Once
 	logger     *slog.Logger
+	// spawnMu guards spawned: what the handler added to its workflow.
+	spawnMu sync.Mutex
+	spawned []jobs.Spawned
 }
 
 // handlerContext is what an execution's handler reaches through its
 // context: jobs.ReportProgress (the latest report waits for the next
-// heartbeat, which the pool brings forward to within a second) and
-// jobs.Logger (made when the handler first asks for it).
+// heartbeat, which the pool brings forward to within a second),
+// jobs.Logger (made when the handler first asks for it) and jobs.Spawn
+// (kept until the handler returns; written with its completion).
 type handlerContext struct {
 	p  *Pool
 	ex *execution
@@ -68,6 +72,58 @@ func (h handlerContext) JobLogger() *slog.Logger {
 				slog.Any("job_id", ex.job.ID), slog.String("type", ex.job.Type), slog.Int("attempt", ex.job.Attempt)}}}))
 	})
 	return ex.logger
+}
+
+// Spawn keeps jobs the handler adds to its workflow, refusing a key it
+// spawned already and more than jobs.MaxSpawnJobs in all.
+func (h handlerContext) Spawn(list []jobs.Spawned) error {
+	ex := h.ex
+	ex.spawnMu.Lock()
+	defer ex.spawnMu.Unlock()
+	if n := len(ex.spawned) + len(list); n > jobs.MaxSpawnJobs {
+		return fmt.Errorf("%d jobs in this attempt; the limit is %d", n, jobs.MaxSpawnJobs)
+	}
+	keys := make(map[string]bool, len(ex.spawned)+len(list))
+	for _, sp := range ex.spawned {
+		keys[sp.Key] = true
+	}
+	for _, sp := range list {
+		if keys[sp.Key] {
+			return fmt.Errorf("key %q is spawned twice", sp.Key)
+		}
+		keys[sp.Key] = true
+	}
+	ex.spawned = append(ex.spawned, list...)
+	return nil
+}
+
+// SpawnTypes is what spawned jobs may name.
+func (h handlerContext) SpawnTypes() jobs.TypeSource {
+	if h.p.cfg.Types != nil {
+		return h.p.cfg.Types
+	}
+	return h.p.registry
+}
+
+// Now is the pool's clock.
+func (h handlerContext) Now() time.Time { return time.Now() }
+
+// takeSpawned is what the handler spawned, checked as a whole; a list
+// that does not hold together fails the job for good.
+func (ex *execution) takeSpawned(f *jobs.Finish) {
+	ex.spawnMu.Lock()
+	list := ex.spawned
+	ex.spawned = nil
+	ex.spawnMu.Unlock()
+	if len(list) == 0 || f.Outcome != jobs.OutcomeSucceeded {
+		return
+	}
+	if err := jobs.CheckSpawnGraph(list); err != nil {
+		f.Outcome, f.Result, f.Final = jobs.OutcomeFailed, nil, true
+		f.Error = "spawn refused: " + err.Error()
+		return
+	}
+	f.Spawn = list
 }
 
 // worker runs claimed jobs until the work channel closes.
@@ -109,6 +165,7 @@ func (p *Pool) execute(ex *execution) {
 	}
 	hc := handlerContext{p, ex}
 	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
+	ctx = jobs.WithSpawn(jobs.ContextWithJob(ctx, j), hc)
 	ex.started.Store(true)
 	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 	start := time.Now()
@@ -147,6 +204,7 @@ func (p *Pool) execute(ex *execution) {
 		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
 		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
 	}
+	ex.takeSpawned(&f)
 	f.Log = ex.takeLog()
 	ran := time.Since(start)
 	movingAverage(&p.runAvg, ran)

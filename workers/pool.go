@@ -97,6 +97,9 @@ type Config struct {
 	// OnRun, if set, is called after each run with its outcome and how long
 	// the handler took (for metrics).
 	OnRun func(j *jobs.Job, outcome jobs.Outcome, d time.Duration)
+	// Types says which job types the jobs a handler spawns may name (see
+	// jobs.Spawn); nil means the pool's registry.
+	Types jobs.TypeSource
 	// OnMoved, if set, is called after outcomes are written with the jobs
 	// they moved (lease-lost entries excluded), and the dependents released
 	// or cancelled as a consequence.

@@ -27,6 +27,7 @@ type pushBody struct {
 	Attempt    int             `json:"attempt"`
 	MaxRetries int             `json:"max_retries"`
 	LeaseToken uuid.UUID       `json:"lease_token"`
+	Parents    jobs.Parents    `json:"parents,omitempty"`
 	// LeaseExpiresAt is when the lease ends unless the endpoint, having
 	// answered 202, heartbeats it (POST /api/v1/jobs/{id}/heartbeat).
 	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
@@ -36,7 +37,7 @@ type pushBody struct {
 func (p *Pusher) deliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
 	j := d.job
 	body, _ := json.Marshal(pushBody{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
-		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token, LeaseExpiresAt: j.LeaseExpiresAt})
+		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token, Parents: j.Parents, LeaseExpiresAt: j.LeaseExpiresAt})
 	start := time.Now()
 	rec := jobs.PushDelivery{Queue: q.Name, JobID: j.ID, Attempt: j.Attempt, At: start}
 	rctx, cancel := context.WithTimeout(ctx, q.Timeout)
@@ -52,7 +53,11 @@ func (p *Pusher) deliver(ctx context.Context, q jobs.PushQueue, d *delivery) pus
 		return unanswered(ctx, rctx, q, d, rec, err)
 	}
 	defer resp.Body.Close()
-	answer, _ := io.ReadAll(io.LimitReader(resp.Body, jobs.MaxPushResultBytes+1))
+	limit := int64(jobs.MaxPushResultBytes)
+	if resp.StatusCode/100 == 2 {
+		limit = jobs.MaxPushAnswerBytes // it may spawn jobs
+	}
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, limit+1))
 	rec.DurationMS = time.Since(start).Milliseconds()
 	rec.StatusCode = resp.StatusCode
 	return p.answered(q, d, rec, resp, answer)
@@ -134,19 +139,11 @@ func (p *Pusher) answered(q jobs.PushQueue, d *delivery, rec jobs.PushDelivery, 
 		rec.Outcome = jobs.PushAccepted
 		return pushOutcome{record: rec}
 	case resp.StatusCode/100 == 2:
-		f := &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeSucceeded}
-		if r := bytes.TrimSpace(answer); len(answer) <= jobs.MaxPushResultBytes && len(r) > 0 && json.Valid(r) &&
-			!bytes.Equal(r, []byte("null")) {
-			// A JSON answer is the result; one that cannot be stored
-			// fails this job alone, saying why.
-			if err := jobs.CheckJSON("result", r); err != nil {
-				rec.Outcome, rec.Error = jobs.PushRetry, what+": the result was refused: "+err.Error()
-				return pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Error: rec.Error,
-					RetryDelay: jobs.Backoff(j.Attempt, nil)}, record: rec}
-			}
-			f.Result = r
-		}
 		rec.Outcome = jobs.PushCompleted
+		f := p.completion(d, answer)
+		if f.Outcome == jobs.OutcomeFailed {
+			rec.Outcome, rec.Error = jobs.PushFailed, f.Error
+		}
 		return pushOutcome{finish: f, record: rec}
 	}
 	delay, given := retryAfter(resp.Header.Get("Retry-After"), time.Now())
@@ -159,6 +156,51 @@ func (p *Pusher) answered(q jobs.PushQueue, d *delivery, rec jobs.PushDelivery, 
 		p.holdPush(q.Name, time.Now().Add(delay))
 	}
 	return out
+}
+
+// completion is the finish of a job whose endpoint answered 2xx with
+// answer: its result, and the jobs it spawns when the answer is a JSON
+// object with a "spawn" list (taken out of the result). A spawn list
+// that does not hold up fails the job for good, with the reason.
+func (p *Pusher) completion(d *delivery, answer []byte) *jobs.Finish {
+	f := &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeSucceeded}
+	r := bytes.TrimSpace(answer)
+	if len(r) == 0 || len(answer) > jobs.MaxPushAnswerBytes || !json.Valid(r) || bytes.Equal(r, []byte("null")) {
+		return f
+	}
+	// JSON that cannot be stored fails this job alone, saying why.
+	if err := jobs.CheckJSON("result", r); err != nil {
+		return &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, RetryDelay: jobs.Backoff(d.job.Attempt, nil),
+			Error: "the endpoint answered JSON that cannot be stored; the result was refused: " + err.Error()}
+	}
+	if r[0] == '{' && bytes.Contains(r, []byte(`"spawn"`)) {
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(r, &fields) == nil && fields["spawn"] != nil {
+			list, err := jobs.ParseSpawn(fields["spawn"], p.types(), time.Now())
+			if err != nil {
+				return &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Final: true,
+					Error: "the endpoint's answer spawned jobs Flint refused: " + err.Error()}
+			}
+			f.Spawn = list
+			delete(fields, "spawn")
+			if len(fields) == 0 {
+				return f
+			}
+			r, _ = json.Marshal(fields) // a map of raw values always encodes
+		}
+	}
+	if len(r) <= jobs.MaxPushResultBytes {
+		f.Result = r
+	}
+	return f
+}
+
+// types is what jobs spawned by endpoints may name.
+func (p *Pusher) types() jobs.TypeSource {
+	if p.cfg.Types != nil {
+		return p.cfg.Types
+	}
+	return jobs.NewRegistry()
 }
 
 // retryAfter reads a Retry-After header: seconds or an HTTP date, capped

@@ -19,7 +19,9 @@ import (
 // leases, retries and the DLQ apply), POSTs each, signed by the Standard
 // Webhooks scheme, and records the outcome the answer gives:
 //
-//	2xx                      completed; a JSON body up to 64 KiB is the result
+//	2xx                      completed; a JSON body up to 64 KiB is the result,
+//	                         less a "spawn" list of jobs to add to the job's
+//	                         workflow with its completion
 //	202                      the endpoint took the job and finishes it through
 //	                         POST /api/v1/jobs/{id}/finish with the lease token
 //	                         (and a work key of the queue); its heartbeats
@@ -67,6 +69,9 @@ type PusherConfig struct {
 	Allow []string
 	// OnMoved, if set, is told of the jobs outcomes moved.
 	OnMoved func([]jobs.Moved)
+	// Types says which types the jobs an endpoint spawns may name (see
+	// jobs.ParseSpawn); nil accepts none but the built-in ones.
+	Types jobs.TypeSource
 }
 
 // Pusher POSTs the jobs of push queues to their endpoints.

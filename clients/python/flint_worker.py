@@ -60,8 +60,8 @@ import traceback
 import urllib.parse
 
 __all__ = [
-    "Worker", "Job", "Retry", "Fail", "Cancel", "JobStopped", "FlintError",
-    "handler", "main",
+    "Worker", "Job", "Retry", "Fail", "Cancel", "JobStopped", "FlintError", "ParentTooLarge",
+    "SELF", "handler", "main",
 ]
 __version__ = "1.0.0"
 
@@ -71,6 +71,8 @@ MAX_CLAIM = 100          # the API's limit on one claim
 MAX_OUTCOMES = 1000      # the API's limit on one finish
 MAX_LOG_LINES = 1000     # the API's limit on one log request
 MAX_ERROR_CHARS = 8000   # error texts sent to Flint are cut to this
+MAX_SPAWN = 10000        # the API's limit on jobs one attempt spawns
+SELF = "$self"           # names the finishing job in a spawned job's depends_on
 SHORT_POLL = 2.0         # seconds a claim waits while the worker holds jobs
 
 
@@ -95,6 +97,17 @@ class Cancel(Exception):
 class JobStopped(Exception):
     """Raised by Job.check() once the job's lease is lost or its
     cancellation was asked; the worker drops whatever the handler does next."""
+
+
+class ParentTooLarge(Exception):
+    """Raised by Job.parent() for a parent whose result was too large to pass
+    with the claim; read it with GET /api/v1/jobs/{id} instead."""
+
+    def __init__(self, key, size):
+        super().__init__("the result of parent %r is %d bytes, more than a claim carries; "
+                         "read it with GET /api/v1/jobs/{id}" % (key, size))
+        self.key = key
+        self.bytes = size
 
 
 class FlintError(Exception):
@@ -240,6 +253,9 @@ class Job:
 
     id, type, queue, payload, attempt (1 for the first run), max_retries,
     timeout_seconds, concurrency_key and lease_token come from the claim.
+    parents maps each direct dependency of a workflow job (by step key, or
+    job id outside its workflow) to its result; a batch callback's parents
+    hold the batch under "batch" and each member's result by member id.
     """
 
     def __init__(self, worker, data):
@@ -254,6 +270,8 @@ class Job:
         self.lease_token = data["lease_token"]
         self.lease_expires_at = data.get("lease_expires_at")
         self.concurrency_key = data.get("concurrency_key")
+        self.parents = data.get("parents") or {}
+        self._spawned = []          # jobs to add to the workflow with the completion
         self.started = time.monotonic()
         self._renewed = self.started  # when Flint last extended the lease
         self._lock = threading.Lock()
@@ -276,6 +294,48 @@ class Job:
         its cancellation was asked, or the worker is stopping at once.
         Whatever the handler returns after that is dropped."""
         return self._stopped.is_set()
+
+    def parent(self, key):
+        """The result of the parent named key (its step key, or its job id).
+        Raises KeyError for a key that names no parent and ParentTooLarge
+        for a result too large to pass with the claim."""
+        if key not in self.parents:
+            raise KeyError("no parent %r (parents: %s)" % (key, ", ".join(sorted(self.parents)[:10]) or "none"))
+        r = self.parents[key]
+        if isinstance(r, dict) and r.get("too_large") is True and isinstance(r.get("bytes"), int) and len(r) == 2:
+            raise ParentTooLarge(key, r["bytes"])
+        return r
+
+    @property
+    def batch(self):
+        """For a batch callback, the batch: {"id", "total", "counts"}; else None."""
+        b = self.parents.get("batch")
+        return b if isinstance(b, dict) and "counts" in b else None
+
+    def spawn(self, key, job_type, payload=None, depends_on=None, **options):
+        """Adds a job to this job's workflow, created only if this attempt
+        completes (a retry that spawns again creates it once). key names it
+        within the workflow; depends_on lists keys of jobs spawned with it,
+        keys already in the workflow, or SELF (this job). options: queue,
+        priority, max_retries, timeout_seconds, concurrency_key,
+        delay_seconds."""
+        unknown = set(options) - {"queue", "priority", "max_retries", "timeout_seconds", "concurrency_key", "delay_seconds"}
+        if unknown:
+            raise TypeError("spawn() got unknown options: %s" % ", ".join(sorted(unknown)))
+        if not key or not isinstance(key, str) or key.startswith("$"):
+            raise ValueError("a spawned job needs a key that does not start with $")
+        with self._lock:
+            if any(s["key"] == key for s in self._spawned):
+                raise ValueError("key %r is spawned twice" % key)
+            if len(self._spawned) >= MAX_SPAWN:
+                raise ValueError("at most %d jobs can be spawned in one attempt" % MAX_SPAWN)
+            job = {"key": key, "type": job_type}
+            if payload is not None:
+                job["payload"] = payload
+            if depends_on:
+                job["depends_on"] = list(depends_on)
+            job.update({k: v for k, v in options.items() if v is not None})
+            self._spawned.append(job)
 
     def check(self):
         """Raises JobStopped if the job was stopped (see stopped)."""
@@ -358,6 +418,8 @@ def outcome_of(job, result=None, exc=None):
         o["status"] = "completed"
         if result is not None:
             o["result"] = result
+        if job._spawned:
+            o["spawn"] = list(job._spawned)
         return o
     if isinstance(exc, Cancel):
         return dict(o, status="cancelled", error=_cut(str(exc) or "cancelled by the handler"))

@@ -38,15 +38,17 @@ type dashboardRig struct {
 	broker   *handlers.Broker
 }
 
-func startDashboard(t *testing.T) *dashboardRig {
+// startDashboard starts the rig on a fresh database; register adds
+// handlers of the test's own before the pool starts.
+func startDashboard(t *testing.T, register ...func(*jobs.Registry)) *dashboardRig {
 	t.Helper()
 	store, dbURL := dbtest.NewStore(t)
-	return startDashboardOn(t, store, dbURL)
+	return startDashboardOn(t, store, dbURL, register...)
 }
 
 // startDashboardOn is startDashboard on the database at dbURL, which store
 // is open on.
-func startDashboardOn(t *testing.T, store *db.Store, dbURL string) *dashboardRig {
+func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...func(*jobs.Registry)) *dashboardRig {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -71,6 +73,9 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string) *dashboardRig
 		}
 		return map[string]bool{"ok": true}, nil
 	}))
+	for _, r := range register {
+		r(reg)
+	}
 	pool := workers.NewPool(workers.Config{WorkerID: "browser", Workers: 4, PollInterval: 100 * time.Millisecond}, store, reg, logger)
 	l := db.NewListener(dbURL, logger, 0)
 	l.Handle(db.ChannelEvents, bus.ReceivePostgres)
