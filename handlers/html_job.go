@@ -61,7 +61,7 @@ func (s *server) jobPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	d.Job = jobForCaller(c, d.Job)
+	d.Job, d.Audit = jobForCaller(c, d.Job), auditForCaller(c, d.Audit)
 	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", true), d))
 }
 
@@ -119,7 +119,7 @@ func (s *server) jobLive(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	d.Job = jobForCaller(c, d.Job)
+	d.Job, d.Audit = jobForCaller(c, d.Job), auditForCaller(c, d.Audit)
 	return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
 }
 

@@ -111,3 +111,30 @@ func restoreRedacted(stored, edited json.RawMessage) json.RawMessage {
 	}
 	return out
 }
+
+// redactReplayDetails redacts the payloads an edit and replay recorded
+// (payload_before, payload_after) as an http_request payload is redacted;
+// other payloads hold no headers or URL to redact and come back as they
+// are.
+func redactReplayDetails(details json.RawMessage) json.RawMessage {
+	var d map[string]json.RawMessage
+	if json.Unmarshal(details, &d) != nil {
+		return details
+	}
+	changed := false
+	for _, k := range []string{"payload_before", "payload_after"} {
+		if p, ok := d[k]; ok {
+			if r := redactHTTPPayload(p); !bytes.Equal(r, p) {
+				d[k], changed = r, true
+			}
+		}
+	}
+	if !changed {
+		return details
+	}
+	out, err := json.Marshal(d)
+	if err != nil {
+		return details
+	}
+	return out
+}

@@ -77,4 +77,18 @@ func TestHTTPRequestCredentialsRedactedBelowAdmin(t *testing.T) {
 	require.Equal(t, "SecretApiKey456", got.Headers["X-Api-Key"])
 	require.Equal(t, "text/plain", got.Headers["Accept"])
 	require.Equal(t, "https://api.example/hook?token=QueryTok999", got.URL)
+
+	// The replay's audit entry holds both payloads: shown redacted below
+	// admin, on the job page and the audit trail, whole to admins.
+	for name, body := range map[string]string{
+		"viewer job page": dashCall(t, r.people[auth.RoleViewer], http.MethodGet, "/jobs/"+id, nil).body,
+		"viewer audit":    dashCall(t, r.people[auth.RoleViewer], http.MethodGet, "/audit", nil).body,
+		"read key audit":  string(apiCall(t, r.app, r.keys[auth.ScopeRead], http.MethodGet, "/api/v1/audit", "").body),
+	} {
+		for _, s := range secrets {
+			require.NotContains(t, body, s, name)
+		}
+		require.Contains(t, body, "text/plain", "%s shows the replay's payloads", name)
+	}
+	require.Contains(t, dashCall(t, r.people[auth.RoleAdmin], http.MethodGet, "/audit", nil).body, "SecretBearer123")
 }
