@@ -46,7 +46,7 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 	if field, n, deep := scanShape(body); deep {
 		return invalid(field, fmt.Sprintf("nests deeper than %d levels; flatten it", jobs.MaxJSONDepth))
 	} else if n > maxListEntries {
-		return invalid(field, fmt.Sprintf("holds more than %d entries; no request takes that many", maxListEntries))
+		return invalid(field, fmt.Sprintf("holds more than %d entries; that is the limit of any request", maxListEntries))
 	}
 	return decodeStrict(body, v, "")
 }

@@ -102,8 +102,9 @@ func TestHostilePayloadPagesBounded(t *testing.T) {
 			t.Logf("%s%s: payload %d bytes, page %d bytes, %d allocated", tc.name, path, len(tc.payload), body, got)
 			require.LessOrEqual(t, body, floorBody+64<<10+2*len(tc.payload), "%s%s", tc.name, path)
 			require.LessOrEqual(t, body, floorBody+2*views.PrettyMaxBytes, "%s%s", tc.name, path)
-			// Reading the payload, and a few copies of the page.
-			require.LessOrEqual(t, got, 2*floor+5*uint64(len(tc.payload))+8*uint64(body), "%s%s", tc.name, path)
+			// Reading the payload, and a few copies of the page (more
+			// under the race detector).
+			require.LessOrEqual(t, got, 2*floor+8*uint64(len(tc.payload))+8*uint64(body), "%s%s", tc.name, path)
 		}
 	}
 	id := insert(wide)
