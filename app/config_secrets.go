@@ -80,11 +80,12 @@ var devSecretMarkers = []string{"change-me", "changeme", "change_me", "dev-api-k
 
 // checkProductionSecrets refuses, in production, a secret that is a known
 // development value (a shipped default, or the one `make run` wrote to
-// .flint/dev.env) or too easy to guess (auth.EstimateStrength below
-// auth.MinKeyBits for a key, auth.MinPasswordBits for the admin password),
-// naming the setting to change. Generated secrets are random and pass.
+// .flint/dev.env) or too easy to guess (auth.CheckMachineSecret for a
+// key: `flint secret`'s, or zxcvbn's estimate at auth.MinKeyBits;
+// auth.CheckPasswordStrength for the admin password), naming the setting
+// to change. Generated secrets are random and pass.
 func checkProductionSecrets(c *Config, devEnv map[string]string, bad func(string, ...any)) {
-	check := func(name, value string, generated bool, minBits int) {
+	check := func(name, value string, generated bool, strength func(string) error) {
 		if generated || value == "" {
 			return
 		}
@@ -99,18 +100,15 @@ func checkProductionSecrets(c *Config, devEnv map[string]string, bad func(string
 			bad("%s is the development value from %s; set a different secret for FLINT_ENV=production (`flint secret` prints one)", name, devEnvFile)
 			return
 		}
-		if s := auth.EstimateStrength(value); s.Bits < float64(minBits) {
-			why := ""
-			if len(s.Flaws) > 0 {
-				why = " (" + strings.Join(s.Flaws, ", ") + ")"
-			}
-			bad("%s is too weak for FLINT_ENV=production: about %d bits of entropy estimated%s, at least %d needed; use a random secret (`flint secret` prints one)",
-				name, int(s.Bits), why, minBits)
+		if err := strength(value); err != nil {
+			bad("%s %v for FLINT_ENV=production; `flint secret` prints one", name, err)
 		}
 	}
-	check("FLINT_API_KEY", c.APIKey, c.APIKeyGenerated, auth.MinKeyBits)
-	check("FLINT_SESSION_KEY", c.SessionKey, c.SessionKeyGenerated, auth.MinKeyBits)
-	check("FLINT_ADMIN_PASSWORD", c.AdminPassword, c.AdminPasswordGenerated, auth.MinPasswordBits)
+	check("FLINT_API_KEY", c.APIKey, c.APIKeyGenerated, auth.CheckMachineSecret)
+	check("FLINT_SESSION_KEY", c.SessionKey, c.SessionKeyGenerated, auth.CheckMachineSecret)
+	check("FLINT_ADMIN_PASSWORD", c.AdminPassword, c.AdminPasswordGenerated, func(pw string) error {
+		return auth.CheckPasswordStrength(pw, c.AdminEmail)
+	})
 }
 
 // readDevEnv reads KEY=value lines of the development settings file; a

@@ -49,7 +49,7 @@ func TestProductionRefusesDevelopmentSecrets(t *testing.T) {
 	}
 	good := map[string]string{
 		"FLINT_ENV":            "production",
-		"FLINT_API_KEY":        "b1e5c2a9f07d4e63a8c1d5f29e0b7c34",
+		"FLINT_API_KEY":        "b1e5c2a9f07d4e63a8c1d5f29e0b7c34d2a8e6f1c9b3a7d5e0f4c8b2a6d1e9f3",
 		"FLINT_SESSION_KEY":    "7c2e9a41d0b8f6e35a1c7d9e2b4f6a8c0e1d3b5f7a9c2e4d6b8f0a1c3e5d7b9f",
 		"FLINT_ADMIN_PASSWORD": "Tz8mQe4vNw2rLk6s",
 	}
@@ -70,11 +70,17 @@ func TestProductionRefusesDevelopmentSecrets(t *testing.T) {
 		{"compose password", "FLINT_ADMIN_PASSWORD", "flint-dev-password-change-me", `FLINT_ADMIN_PASSWORD looks like a development`},
 		{"dev.env key", "FLINT_API_KEY", "3f9c0b7e1d2a4c6b8e0f1a3c5e7d9b2f", "FLINT_API_KEY is the development value from .flint/dev.env"},
 		{"dev.env password", "FLINT_ADMIN_PASSWORD", "Kq7dLm2pXz9RtV4w", "FLINT_ADMIN_PASSWORD is the development value from .flint/dev.env"},
-		{"short key", "FLINT_API_KEY", "a8f3k2m9q4w7e1r6", "FLINT_API_KEY is too weak for FLINT_ENV=production: about 82 bits of entropy estimated, at least 128 needed"},
-		{"digits in sequence", "FLINT_API_KEY", "123456789012345678901234", "FLINT_API_KEY is too weak for FLINT_ENV=production: about 18 bits of entropy estimated (only digits, a run of characters in sequence or repeated, a part repeated), at least 128 needed"},
-		{"repeated session key", "FLINT_SESSION_KEY", strings.Repeat("abcdefgh", 4), "FLINT_SESSION_KEY is too weak for FLINT_ENV=production: about 16 bits"},
+		{"short key", "FLINT_API_KEY", "a8f3k2m9q4w7e1r6", "FLINT_API_KEY is too weak: about 53 bits by zxcvbn's estimate, at least 128 needed"},
+		{"digits in sequence", "FLINT_API_KEY", "123456789012345678901234", "FLINT_API_KEY is too weak: about"},
+		{"repeated session key", "FLINT_SESSION_KEY", strings.Repeat("abcdefgh", 4), "FLINT_SESSION_KEY is too weak"},
 		{"one letter session key", "FLINT_SESSION_KEY", strings.Repeat("q", 32), "FLINT_SESSION_KEY is too weak"},
-		{"word and digits", "FLINT_ADMIN_PASSWORD", "admin1234567", "FLINT_ADMIN_PASSWORD is too weak for FLINT_ENV=production: about 15 bits of entropy estimated (a common word, a run of characters in sequence or repeated), at least 64 needed"},
+		{"words session key", "FLINT_SESSION_KEY", "ThisIsMyVeryLongAndSecureApiKey!", "FLINT_SESSION_KEY is too weak"},
+		{"keyboard walk key", "FLINT_API_KEY", "1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik,9ol.0p;/", "FLINT_API_KEY is too weak"},
+		{"hex words key", "FLINT_API_KEY", "deadbeefcafebabefeedfacebaadf00d", "FLINT_API_KEY is too weak"},
+		{"mistyped flint secret", "FLINT_API_KEY", strings.TrimSuffix(auth.NewSecret(), "A") + "x", "checksum does not match"},
+		{"word and digits", "FLINT_ADMIN_PASSWORD", "admin1234567", "FLINT_ADMIN_PASSWORD is too weak: about"},
+		{"season and year", "FLINT_ADMIN_PASSWORD", "Summer2024!", "FLINT_ADMIN_PASSWORD is too weak"},
+		{"leet password", "FLINT_ADMIN_PASSWORD", "P@ssw0rd2024!", "FLINT_ADMIN_PASSWORD is too weak"},
 		{"short password", "FLINT_ADMIN_PASSWORD", "Tz8mQe4vNw", "FLINT_ADMIN_PASSWORD is too weak"},
 	} {
 		err := load("serve", with(tc.key, tc.value))
@@ -106,8 +112,9 @@ func TestSecretCommand(t *testing.T) {
 	var out, errOut strings.Builder
 	require.Equal(t, 0, New().main([]string{"secret"}, &out, &errOut))
 	secret := strings.TrimSpace(out.String())
-	require.Len(t, secret, 64)
-	require.GreaterOrEqual(t, auth.EstimateStrength(secret).Bits, float64(auth.MinKeyBits))
+	require.True(t, strings.HasPrefix(secret, auth.GeneratedSecretPrefix))
+	require.True(t, auth.GeneratedSecret(secret))
+	require.NoError(t, auth.CheckMachineSecret(secret))
 	require.Equal(t, 2, New().main([]string{"secret", "extra"}, &out, &errOut))
 }
 

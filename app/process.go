@@ -203,7 +203,7 @@ func (p *process) startWorkers() {
 func (p *process) startPusher() error {
 	cfg := p.cfg
 	pusher, err := workers.NewPusher(workers.PusherConfig{
-		WorkerID: cfg.WorkerID + "/push", MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
+		WorkerID: jobs.PushWorkerID(cfg.WorkerID), MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, PollInterval: cfg.PollInterval, DrainTimeout: cfg.DrainTimeout,
 		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.catalog()),
 	}, p.store, p.logger)

@@ -12,6 +12,7 @@
 //
 // access.go is who may do what: the scopes, the roles and what each
 // grants (Grants, Role.Scopes), and API keys; auth.go is users, sessions
-// and how passwords and tokens are hashed and checked; strength.go is the
-// entropy estimate that production configuration is held to.
+// and how passwords and tokens are hashed and checked; strength.go is what
+// production configuration is held to (`flint secret`'s format, and
+// zxcvbn's estimate for keys and passwords it did not make).
 package auth

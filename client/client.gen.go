@@ -702,6 +702,45 @@ func (e RunBenchmarkJSONBodyAlgorithm) Valid() bool {
 	}
 }
 
+// Defines values for FinishJobJSONBodyStatus.
+const (
+	FinishJobJSONBodyStatusCancelled FinishJobJSONBodyStatus = "cancelled"
+	FinishJobJSONBodyStatusCompleted FinishJobJSONBodyStatus = "completed"
+	FinishJobJSONBodyStatusFailed    FinishJobJSONBodyStatus = "failed"
+)
+
+// Valid indicates whether the value is a known member of the FinishJobJSONBodyStatus enum.
+func (e FinishJobJSONBodyStatus) Valid() bool {
+	switch e {
+	case FinishJobJSONBodyStatusCancelled:
+		return true
+	case FinishJobJSONBodyStatusCompleted:
+		return true
+	case FinishJobJSONBodyStatusFailed:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for FinishJob200JSONResponseBodyError.
+const (
+	FinishJob200JSONResponseBodyErrorLeaseLost     FinishJob200JSONResponseBodyError = "lease_lost"
+	FinishJob200JSONResponseBodyErrorResultRefused FinishJob200JSONResponseBodyError = "result_refused"
+)
+
+// Valid indicates whether the value is a known member of the FinishJob200JSONResponseBodyError enum.
+func (e FinishJob200JSONResponseBodyError) Valid() bool {
+	switch e {
+	case FinishJob200JSONResponseBodyErrorLeaseLost:
+		return true
+	case FinishJob200JSONResponseBodyErrorResultRefused:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for AppendJobLogJSONBodyLinesLevel.
 const (
 	AppendJobLogJSONBodyLinesLevelDebug AppendJobLogJSONBodyLinesLevel = "debug"
@@ -830,13 +869,16 @@ func (e FinishWorkJSONBodyOutcomesStatus) Valid() bool {
 
 // Defines values for FinishWork200JSONResponseBodyOutcomesError.
 const (
-	LeaseLost FinishWork200JSONResponseBodyOutcomesError = "lease_lost"
+	FinishWork200JSONResponseBodyOutcomesErrorLeaseLost     FinishWork200JSONResponseBodyOutcomesError = "lease_lost"
+	FinishWork200JSONResponseBodyOutcomesErrorResultRefused FinishWork200JSONResponseBodyOutcomesError = "result_refused"
 )
 
 // Valid indicates whether the value is a known member of the FinishWork200JSONResponseBodyOutcomesError enum.
 func (e FinishWork200JSONResponseBodyOutcomesError) Valid() bool {
 	switch e {
-	case LeaseLost:
+	case FinishWork200JSONResponseBodyOutcomesErrorLeaseLost:
+		return true
+	case FinishWork200JSONResponseBodyOutcomesErrorResultRefused:
 		return true
 	default:
 		return false
@@ -1234,7 +1276,7 @@ type EnqueueRequest struct {
 	IntervalSeconds *int      `json:"interval_seconds,omitempty"`
 	MaxRetries      *int      `json:"max_retries,omitempty"`
 
-	// Payload at most 1 MiB
+	// Payload at most 1 MiB of JSON, nested at most 64 levels; its text must be what PostgreSQL stores (valid UTF-8, no \u0000, no lone surrogate such as \ud800) and its numbers at most 40 digits longer written out in full than as sent (1e30, not 1e300). Anything else is a 422 naming the field.
 	Payload        *map[string]interface{}  `json:"payload,omitempty"`
 	Priority       *EnqueueRequest_Priority `json:"priority,omitempty"`
 	Queue          *string                  `json:"queue,omitempty"`
@@ -1838,6 +1880,42 @@ type DeleteJob200JSONResponseBody struct {
 	union json.RawMessage
 }
 
+// FinishJobJSONBody defines parameters for FinishJob.
+type FinishJobJSONBody struct {
+	// Error failed or cancelled: why
+	Error      *string            `json:"error,omitempty"`
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+
+	// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels; one PostgreSQL cannot store fails the job instead)
+	Result interface{} `json:"result,omitempty"`
+
+	// RetryAfterSeconds failed only: retry after this long instead of the backoff
+	RetryAfterSeconds *float32 `json:"retry_after_seconds,omitempty"`
+
+	// Retryable failed only: false sends the job to the dead-letter queue
+	Retryable *bool `json:"retryable,omitempty"`
+
+	// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
+	Spawn  *[]SpawnJob             `json:"spawn,omitempty"`
+	Status FinishJobJSONBodyStatus `json:"status"`
+}
+
+// FinishJobJSONBodyStatus defines parameters for FinishJob.
+type FinishJobJSONBodyStatus string
+
+// FinishJob200JSONResponseBodyError defines parameters for FinishJob.
+type FinishJob200JSONResponseBodyError string
+
+// HeartbeatJobJSONBody defines parameters for HeartbeatJob.
+type HeartbeatJobJSONBody struct {
+	// LeaseToken the lease_token the push carried
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+	Progress   *int               `json:"progress,omitempty"`
+
+	// ProgressMessage shown with the job, scrubbed of secrets as errors are
+	ProgressMessage *string `json:"progress_message,omitempty"`
+}
+
 // GetJobLogsParams defines parameters for GetJobLogs.
 type GetJobLogsParams struct {
 	// After next_after of the previous page; 0 or absent for the first
@@ -1959,7 +2037,7 @@ type RegisterWorkerJSONBody struct {
 	// Queues the queues it takes from; omitted or empty: every queue (every queue the key may work)
 	Queues *[]string `json:"queues,omitempty"`
 
-	// Types the job types it runs: it is offered no others, and the API accepts them for 24 hours after it was last seen
+	// Types the job types it runs (at most 200): it is offered no others, and the API accepts them for 24 hours after it was last seen. Flint knows at most 2,000 types served by workers; a registration that would add past that is refused (409 too_many_types)
 	Types   []string `json:"types"`
 	Version *string  `json:"version,omitempty"`
 }
@@ -1980,7 +2058,7 @@ type FinishWorkJSONBody struct {
 		JobId      openapi_types.UUID `json:"job_id"`
 		LeaseToken openapi_types.UUID `json:"lease_token"`
 
-		// Result completed only: the job's JSON result (up to 1 MiB)
+		// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels; one PostgreSQL cannot store fails the job instead)
 		Result interface{} `json:"result,omitempty"`
 
 		// RetryAfterSeconds failed only: retry after this long instead of the backoff
@@ -2029,7 +2107,7 @@ type EnqueueWorkflowJSONBody struct {
 		Key        string `json:"key"`
 		MaxRetries *int   `json:"max_retries,omitempty"`
 
-		// Payload at most 1 MiB
+		// Payload at most 1 MiB of JSON, nested at most 64 levels; its text must be what PostgreSQL stores (valid UTF-8, no \u0000, no lone surrogate such as \ud800) and its numbers at most 40 digits longer written out in full than as sent (1e30, not 1e300). Anything else is a 422 naming the field.
 		Payload        *map[string]interface{}                `json:"payload,omitempty"`
 		Priority       *EnqueueWorkflowJSONBody_Jobs_Priority `json:"priority,omitempty"`
 		Queue          *string                                `json:"queue,omitempty"`
@@ -2078,6 +2156,12 @@ type EnqueueJobJSONRequestBody = EnqueueRequest
 
 // EnqueueJobsJSONRequestBody defines body for EnqueueJobs for application/json ContentType.
 type EnqueueJobsJSONRequestBody EnqueueJobsJSONBody
+
+// FinishJobJSONRequestBody defines body for FinishJob for application/json ContentType.
+type FinishJobJSONRequestBody FinishJobJSONBody
+
+// HeartbeatJobJSONRequestBody defines body for HeartbeatJob for application/json ContentType.
+type HeartbeatJobJSONRequestBody HeartbeatJobJSONBody
 
 // AppendJobLogJSONRequestBody defines body for AppendJobLog for application/json ContentType.
 type AppendJobLogJSONRequestBody AppendJobLogJSONBody
@@ -2629,6 +2713,42 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// FinishJobWithBody Finish a job a push endpoint took (202)
+	//
+	// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+	FinishJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// FinishJob Finish a job a push endpoint took (202)
+	//
+	// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+	FinishJob(ctx context.Context, id openapi_types.UUID, body FinishJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeartbeatJobWithBody Extend the lease of a job a push endpoint took (202), with progress
+	//
+	// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+	HeartbeatJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// HeartbeatJob Extend the lease of a job a push endpoint took (202), with progress
+	//
+	// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+	HeartbeatJob(ctx context.Context, id openapi_types.UUID, body HeartbeatJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 	//
 	// Needs the `read` scope.
@@ -2638,7 +2758,7 @@ type ClientInterface interface {
 
 	// AppendJobLogWithBody Append lines to a running job's own log
 	//
-	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2647,7 +2767,7 @@ type ClientInterface interface {
 
 	// AppendJobLog Append lines to a running job's own log
 	//
-	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2948,7 +3068,7 @@ type ClientInterface interface {
 
 	// FinishWorkWithBody Finish jobs, many at once
 	//
-	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 	//
 	// Takes any type of body and a specified content type.
 	//
@@ -2957,7 +3077,7 @@ type ClientInterface interface {
 
 	// FinishWork Finish jobs, many at once
 	//
-	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3617,6 +3737,82 @@ func (c *Client) ExplainJob(ctx context.Context, id openapi_types.UUID, reqEdito
 	return c.Client.Do(req)
 }
 
+// FinishJobWithBody Finish a job a push endpoint took (202)
+//
+// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+func (c *Client) FinishJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFinishJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// FinishJob Finish a job a push endpoint took (202)
+//
+// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+func (c *Client) FinishJob(ctx context.Context, id openapi_types.UUID, body FinishJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewFinishJobRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeartbeatJobWithBody Extend the lease of a job a push endpoint took (202), with progress
+//
+// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+func (c *Client) HeartbeatJobWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeartbeatJobRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// HeartbeatJob Extend the lease of a job a push endpoint took (202), with progress
+//
+// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+func (c *Client) HeartbeatJob(ctx context.Context, id openapi_types.UUID, body HeartbeatJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewHeartbeatJobRequest(c.Server, id, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // GetJobLogs A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 //
 // Needs the `read` scope.
@@ -3636,7 +3832,7 @@ func (c *Client) GetJobLogs(ctx context.Context, id openapi_types.UUID, params *
 
 // AppendJobLogWithBody Append lines to a running job's own log
 //
-// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -3655,7 +3851,7 @@ func (c *Client) AppendJobLogWithBody(ctx context.Context, id openapi_types.UUID
 
 // AppendJobLog Append lines to a running job's own log
 //
-// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4346,7 +4542,7 @@ func (c *Client) ClaimWork(ctx context.Context, id string, body ClaimWorkJSONReq
 
 // FinishWorkWithBody Finish jobs, many at once
 //
-// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 //
 // Takes any type of body and a specified content type.
 //
@@ -4365,7 +4561,7 @@ func (c *Client) FinishWorkWithBody(ctx context.Context, id string, contentType 
 
 // FinishWork Finish jobs, many at once
 //
-// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5871,6 +6067,100 @@ func NewExplainJobRequest(server string, id openapi_types.UUID) (*http.Request, 
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewFinishJobRequest calls the generic FinishJob builder with application/json body
+func NewFinishJobRequest(server string, id openapi_types.UUID, body FinishJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewFinishJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewFinishJobRequestWithBody constructs an http.Request for the FinishJob method, with any body, and a specified content type
+func NewFinishJobRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/finish", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewHeartbeatJobRequest calls the generic HeartbeatJob builder with application/json body
+func NewHeartbeatJobRequest(server string, id openapi_types.UUID, body HeartbeatJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewHeartbeatJobRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewHeartbeatJobRequestWithBody constructs an http.Request for the HeartbeatJob method, with any body, and a specified content type
+func NewHeartbeatJobRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/heartbeat", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -7911,6 +8201,42 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/jobs/{id}/explain (the `ExplainJob` operationId).
 	ExplainJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*ExplainJobResponse, error)
 
+	// FinishJobWithBodyWithResponse Finish a job a push endpoint took (202)
+	//
+	// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+	FinishJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FinishJobResponse, error)
+
+	// FinishJobWithResponse Finish a job a push endpoint took (202)
+	//
+	// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+	FinishJobWithResponse(ctx context.Context, id openapi_types.UUID, body FinishJobJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishJobResponse, error)
+
+	// HeartbeatJobWithBodyWithResponse Extend the lease of a job a push endpoint took (202), with progress
+	//
+	// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+	HeartbeatJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatJobResponse, error)
+
+	// HeartbeatJobWithResponse Extend the lease of a job a push endpoint took (202), with progress
+	//
+	// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+	HeartbeatJobWithResponse(ctx context.Context, id openapi_types.UUID, body HeartbeatJobJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatJobResponse, error)
+
 	// GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 	//
 	// Needs the `read` scope.
@@ -7922,7 +8248,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendJobLogWithBodyWithResponse Append lines to a running job's own log
 	//
-	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -7931,7 +8257,7 @@ type ClientWithResponsesInterface interface {
 
 	// AppendJobLogWithResponse Append lines to a running job's own log
 	//
-	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+	// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8280,7 +8606,7 @@ type ClientWithResponsesInterface interface {
 
 	// FinishWorkWithBodyWithResponse Finish jobs, many at once
 	//
-	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8289,7 +8615,7 @@ type ClientWithResponsesInterface interface {
 
 	// FinishWorkWithResponse Finish jobs, many at once
 	//
-	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+	// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -10292,6 +10618,208 @@ func (r ExplainJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r ExplainJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type FinishJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// Error lease_lost: the token no longer holds the job, nothing changed; result_refused: the result is JSON PostgreSQL cannot store (invalid UTF-8, a lone surrogate, NUL, nesting deeper than 64 levels, a number that grows past 40 digits written out), so the job was failed with the reason instead (retried like any failure)
+		Error *FinishJob200JSONResponseBodyError `json:"error,omitempty"`
+		JobId openapi_types.UUID                 `json:"job_id"`
+
+		// Message result_refused: what is wrong with the result
+		Message *string `json:"message,omitempty"`
+		Ok      bool    `json:"ok"`
+
+		// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+		Status *string `json:"status,omitempty"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r FinishJobResponse) GetJSON200() *struct {
+	// Error lease_lost: the token no longer holds the job, nothing changed; result_refused: the result is JSON PostgreSQL cannot store (invalid UTF-8, a lone surrogate, NUL, nesting deeper than 64 levels, a number that grows past 40 digits written out), so the job was failed with the reason instead (retried like any failure)
+	Error *FinishJob200JSONResponseBodyError `json:"error,omitempty"`
+	JobId openapi_types.UUID                 `json:"job_id"`
+
+	// Message result_refused: what is wrong with the result
+	Message *string `json:"message,omitempty"`
+	Ok      bool    `json:"ok"`
+
+	// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+	Status *string `json:"status,omitempty"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r FinishJobResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r FinishJobResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r FinishJobResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r FinishJobResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r FinishJobResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r FinishJobResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r FinishJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r FinishJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r FinishJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r FinishJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type HeartbeatJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *struct {
+		// CancelRequested an operator asked to cancel the job: finish it as cancelled
+		CancelRequested bool               `json:"cancel_requested"`
+		JobId           openapi_types.UUID `json:"job_id"`
+
+		// LeaseSeconds heartbeat again well within this
+		LeaseSeconds float32 `json:"lease_seconds"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r HeartbeatJobResponse) GetJSON200() *struct {
+	// CancelRequested an operator asked to cancel the job: finish it as cancelled
+	CancelRequested bool               `json:"cancel_requested"`
+	JobId           openapi_types.UUID `json:"job_id"`
+
+	// LeaseSeconds heartbeat again well within this
+	LeaseSeconds float32 `json:"lease_seconds"`
+} {
+	return r.JSON200
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r HeartbeatJobResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r HeartbeatJobResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r HeartbeatJobResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r HeartbeatJobResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r HeartbeatJobResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r HeartbeatJobResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r HeartbeatJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r HeartbeatJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r HeartbeatJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r HeartbeatJobResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -12409,6 +12937,8 @@ type RegisterWorkerResponse struct {
 	JSON401 *Error
 	// JSON403 the response for an HTTP 403 `application/json` response
 	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
 	// JSON415 the response for an HTTP 415 `application/json` response
 	JSON415 *Error
 	// JSON422 the response for an HTTP 422 `application/json` response
@@ -12443,6 +12973,11 @@ func (r RegisterWorkerResponse) GetJSON401() *Error {
 // GetJSON403 returns the response for an HTTP 403 `application/json` response
 func (r RegisterWorkerResponse) GetJSON403() *Error {
 	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RegisterWorkerResponse) GetJSON409() *Error {
+	return r.JSON409
 }
 
 // GetJSON415 returns the response for an HTTP 415 `application/json` response
@@ -12650,9 +13185,13 @@ type FinishWorkResponse struct {
 	// JSON200 the response for an HTTP 200 `application/json` response
 	JSON200 *struct {
 		Outcomes []struct {
+			// Error lease_lost: the token no longer holds the job, nothing changed; result_refused: the result is JSON PostgreSQL cannot store (invalid UTF-8, a lone surrogate, NUL, nesting deeper than 64 levels, a number that grows past 40 digits written out), so the job was failed with the reason instead (retried like any failure)
 			Error *FinishWork200JSONResponseBodyOutcomesError `json:"error,omitempty"`
 			JobId openapi_types.UUID                          `json:"job_id"`
-			Ok    bool                                        `json:"ok"`
+
+			// Message result_refused: what is wrong with the result
+			Message *string `json:"message,omitempty"`
+			Ok      bool    `json:"ok"`
 
 			// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
 			Status *string `json:"status,omitempty"`
@@ -12675,9 +13214,13 @@ type FinishWorkResponse struct {
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
 func (r FinishWorkResponse) GetJSON200() *struct {
 	Outcomes []struct {
+		// Error lease_lost: the token no longer holds the job, nothing changed; result_refused: the result is JSON PostgreSQL cannot store (invalid UTF-8, a lone surrogate, NUL, nesting deeper than 64 levels, a number that grows past 40 digits written out), so the job was failed with the reason instead (retried like any failure)
 		Error *FinishWork200JSONResponseBodyOutcomesError `json:"error,omitempty"`
 		JobId openapi_types.UUID                          `json:"job_id"`
-		Ok    bool                                        `json:"ok"`
+
+		// Message result_refused: what is wrong with the result
+		Message *string `json:"message,omitempty"`
+		Ok      bool    `json:"ok"`
 
 		// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
 		Status *string `json:"status,omitempty"`
@@ -13750,6 +14293,66 @@ func (c *ClientWithResponses) ExplainJobWithResponse(ctx context.Context, id ope
 	return ParseExplainJobResponse(rsp)
 }
 
+// FinishJobWithBodyWithResponse Finish a job a push endpoint took (202)
+//
+// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+func (c *ClientWithResponses) FinishJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*FinishJobResponse, error) {
+	rsp, err := c.FinishJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFinishJobResponse(rsp)
+}
+
+// FinishJobWithResponse Finish a job a push endpoint took (202)
+//
+// One outcome, as in a worker's finish, for the job of the path, with the lease_token the push carried. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/finish (the `FinishJob` operationId).
+func (c *ClientWithResponses) FinishJobWithResponse(ctx context.Context, id openapi_types.UUID, body FinishJobJSONRequestBody, reqEditors ...RequestEditorFn) (*FinishJobResponse, error) {
+	rsp, err := c.FinishJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseFinishJobResponse(rsp)
+}
+
+// HeartbeatJobWithBodyWithResponse Extend the lease of a job a push endpoint took (202), with progress
+//
+// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+func (c *ClientWithResponses) HeartbeatJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*HeartbeatJobResponse, error) {
+	rsp, err := c.HeartbeatJobWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeartbeatJobResponse(rsp)
+}
+
+// HeartbeatJobWithResponse Extend the lease of a job a push endpoint took (202), with progress
+//
+// For a lease no registered worker holds: the endpoint of a push queue that answered 202 keeps the job with it until it finishes it. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/heartbeat (the `HeartbeatJob` operationId).
+func (c *ClientWithResponses) HeartbeatJobWithResponse(ctx context.Context, id openapi_types.UUID, body HeartbeatJobJSONRequestBody, reqEditors ...RequestEditorFn) (*HeartbeatJobResponse, error) {
+	rsp, err := c.HeartbeatJob(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseHeartbeatJobResponse(rsp)
+}
+
 // GetJobLogsWithResponse A job's own log: Flint's lifecycle lines (claimed, how each attempt ended and when the next one runs, a cancel while it waited; on the first page) merged in time order with what its handler logged (at most 1,000 lines per attempt and 5,000 per job, the last of them counting what was dropped), paged by the handler lines' sequence
 //
 // Needs the `read` scope.
@@ -13767,7 +14370,7 @@ func (c *ClientWithResponses) GetJobLogsWithResponse(ctx context.Context, id ope
 
 // AppendJobLogWithBodyWithResponse Append lines to a running job's own log
 //
-// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -13782,7 +14385,7 @@ func (c *ClientWithResponses) AppendJobLogWithBodyWithResponse(ctx context.Conte
 
 // AppendJobLogWithResponse Append lines to a running job's own log
 //
-// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. Needs the `work` scope.
+// Stored with the job's attempt, scrubbed of secrets and capped like in-process handlers' lines. The lease must be held by a push delivery of a queue the key may work (the endpoint answered 202), or by a remote worker this key registered; an admin key may act for any holder (403 otherwise). Needs the `work` scope.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14365,7 +14968,7 @@ func (c *ClientWithResponses) ClaimWorkWithResponse(ctx context.Context, id stri
 
 // FinishWorkWithBodyWithResponse Finish jobs, many at once
 //
-// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -14380,7 +14983,7 @@ func (c *ClientWithResponses) FinishWorkWithBodyWithResponse(ctx context.Context
 
 // FinishWorkWithResponse Finish jobs, many at once
 //
-// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing. Needs the `work` scope.
+// A malformed outcome, or one for a job this worker never claimed, refuses the whole request (422) and applies nothing; a result that cannot be stored fails its own job alone. Needs the `work` scope.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16000,6 +16603,160 @@ func ParseExplainJobResponse(rsp *http.Response) (*ExplainJobResponse, error) {
 			return nil, err
 		}
 		response.JSON404 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseFinishJobResponse parses an HTTP response from a FinishJobWithResponse call
+func ParseFinishJobResponse(rsp *http.Response) (*FinishJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &FinishJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// Error lease_lost: the token no longer holds the job, nothing changed; result_refused: the result is JSON PostgreSQL cannot store (invalid UTF-8, a lone surrogate, NUL, nesting deeper than 64 levels, a number that grows past 40 digits written out), so the job was failed with the reason instead (retried like any failure)
+			Error *FinishJob200JSONResponseBodyError `json:"error,omitempty"`
+			JobId openapi_types.UUID                 `json:"job_id"`
+
+			// Message result_refused: what is wrong with the result
+			Message *string `json:"message,omitempty"`
+			Ok      bool    `json:"ok"`
+
+			// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
+			Status *string `json:"status,omitempty"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseHeartbeatJobResponse parses an HTTP response from a HeartbeatJobWithResponse call
+func ParseHeartbeatJobResponse(rsp *http.Response) (*HeartbeatJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &HeartbeatJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest struct {
+			// CancelRequested an operator asked to cancel the job: finish it as cancelled
+			CancelRequested bool               `json:"cancel_requested"`
+			JobId           openapi_types.UUID `json:"job_id"`
+
+			// LeaseSeconds heartbeat again well within this
+			LeaseSeconds float32 `json:"lease_seconds"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 
@@ -17667,6 +18424,13 @@ func ParseRegisterWorkerResponse(rsp *http.Response) (*RegisterWorkerResponse, e
 		}
 		response.JSON403 = &dest
 
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
 		var dest Error
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
@@ -17829,9 +18593,13 @@ func ParseFinishWorkResponse(rsp *http.Response) (*FinishWorkResponse, error) {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest struct {
 			Outcomes []struct {
+				// Error lease_lost: the token no longer holds the job, nothing changed; result_refused: the result is JSON PostgreSQL cannot store (invalid UTF-8, a lone surrogate, NUL, nesting deeper than 64 levels, a number that grows past 40 digits written out), so the job was failed with the reason instead (retried like any failure)
 				Error *FinishWork200JSONResponseBodyOutcomesError `json:"error,omitempty"`
 				JobId openapi_types.UUID                          `json:"job_id"`
-				Ok    bool                                        `json:"ok"`
+
+				// Message result_refused: what is wrong with the result
+				Message *string `json:"message,omitempty"`
+				Ok      bool    `json:"ok"`
 
 				// Status the job's status after the outcome (dead_letter for a completion whose spawn the store refused)
 				Status *string `json:"status,omitempty"`

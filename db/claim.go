@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/logs"
 )
 
 // claimUpdate leases the rows chosen by the "next" CTE. Each claim charges
@@ -164,6 +165,7 @@ FROM unnest($1::uuid[], $2::uuid[], $4::boolean[], $5::smallint[], $6::text[]) A
 WHERE j.id = l.id AND j.lease_token = l.token
   AND ($7::float8 IS NULL OR j.timeout_seconds IS NULL
        OR j.started_at + (j.timeout_seconds * 1000 + $7) * interval '1 millisecond' > now())
+  AND ($8::text IS NULL OR j.worker_id = $8)
 RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, j.progress, j.progress_message`
 
 // ExtendLeases extends the lease of every heartbeat in beats by ttl from
@@ -172,12 +174,13 @@ RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, 
 // written is announced as an event, so the job page and the jobs list show
 // it live.
 func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
-	return s.extendLeases(ctx, beats, ttl, nil)
+	return s.extendLeases(ctx, beats, ttl, nil, nil)
 }
 
 // extendLeases extends leases; with grace set, not those of jobs that ran
-// past their timeout by more than grace.
-func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration) ([]jobs.LeaseStatus, error) {
+// past their timeout by more than grace; with holder set, only those that
+// worker holds.
+func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
 	if len(beats) == 0 {
 		return nil, nil
 	}
@@ -187,7 +190,9 @@ func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl ti
 	for i, b := range beats {
 		ids[i], tokens[i] = b.JobID, b.Token
 		if b.Progress != nil {
-			has[i], pcts[i], msgs[i] = true, int16(b.Progress.Percent), truncate(b.Progress.Message, jobs.MaxProgressMessage)
+			// Scrubbed as errors are (whoever reported it: a handler, a
+			// remote worker, a push endpoint), then cut.
+			has[i], pcts[i], msgs[i] = true, int16(b.Progress.Percent), truncate(logs.Scrub(b.Progress.Message), jobs.MaxProgressMessage)
 		}
 	}
 	var graceMS *float64
@@ -196,7 +201,7 @@ func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl ti
 		graceMS = &g
 	}
 	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond),
-		has, pcts, msgs, graceMS)
+		has, pcts, msgs, graceMS, holder)
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/logs"
@@ -97,6 +98,11 @@ SELECT ` + movedColumns + `, moved.token FROM moved`
 // It is one round trip: the outcome statement, then (in the same implicit
 // transaction, each with a fresh snapshot) the dependency release and the
 // cascade.
+//
+// A batch the database refuses for its data (an outcome no check caught)
+// is written again one outcome at a time, so the outcome at fault never
+// fails or re-runs its neighbours; that outcome is then written as a
+// failure that says why (finishRefused).
 func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	if len(batch) == 0 {
 		return nil, nil, nil
@@ -104,6 +110,41 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 	if plain, spawning := splitSpawning(batch); len(spawning) > 0 {
 		return s.finishWithSpawns(ctx, batch, plain, spawning)
 	}
+	finished, cascaded, err = s.finishBatch(ctx, batch)
+	if err == nil || !isDataError(err) {
+		return finished, cascaded, err
+	}
+	finished = make([]jobs.Moved, len(batch))
+	cascaded = nil
+	for i, f := range batch {
+		one, more, err := s.finishBatch(ctx, []jobs.Finish{f})
+		if err != nil && isDataError(err) {
+			one, more, err = s.finishBatch(ctx, []jobs.Finish{finishRefused(f, err)})
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		finished[i] = one[0]
+		cascaded = append(cascaded, more...)
+	}
+	return finished, cascaded, nil
+}
+
+// finishRefused is the outcome written in place of f when the database
+// refused f's data: a failure (retried as any failure is) that names the
+// reason, without f's result and log lines.
+func finishRefused(f jobs.Finish, err error) jobs.Finish {
+	msg := err.Error()
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		msg = pg.Message
+	}
+	return jobs.Finish{Lease: f.Lease, Outcome: jobs.OutcomeFailed, RetryDelay: jobs.Backoff(1, nil),
+		Error: "the outcome (" + string(f.Outcome) + ") could not be stored: " + msg + "; its result and log lines were dropped"}
+}
+
+// finishBatch writes batch in one round trip (see FinishJobs).
+func (s *Store) finishBatch(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	in := newFinishInput(batch)
 	br := s.pool.SendBatch(ctx, in.batch())
 	defer br.Close()

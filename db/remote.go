@@ -172,30 +172,30 @@ func (s *Store) ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID)
 	return out, rows.Err()
 }
 
-const leaseAttemptSQL = `SELECT attempt, worker_id FROM jobs WHERE id = $1 AND lease_token = $2`
+const leaseHolderSQL = `SELECT attempt, coalesce(worker_id, ''), queue FROM jobs WHERE id = $1 AND lease_token = $2`
 
-// LeaseAttempt returns the attempt and the worker of the lease token
-// holds on the job, or jobs.ErrLeaseLost when it holds none (the job
+// LeaseHolder says who holds the lease l names (the worker, the job's
+// attempt and queue), or jobs.ErrLeaseLost when it holds none (the job
 // finished, was reaped or re-claimed, or the token is wrong).
-func (s *Store) LeaseAttempt(ctx context.Context, l jobs.Lease) (attempt int, workerID string, err error) {
-	var w *string
-	err = s.pool.QueryRow(ctx, leaseAttemptSQL, l.JobID, l.Token).Scan(&attempt, &w)
+func (s *Store) LeaseHolder(ctx context.Context, l jobs.Lease) (jobs.LeaseHolder, error) {
+	h := jobs.LeaseHolder{Lease: l}
+	err := s.pool.QueryRow(ctx, leaseHolderSQL, l.JobID, l.Token).Scan(&h.Attempt, &h.WorkerID, &h.Queue)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, "", jobs.ErrLeaseLost
+		return h, jobs.ErrLeaseLost
 	}
 	if err != nil {
-		return 0, "", fmt.Errorf("check lease: %w", err)
+		return h, fmt.Errorf("check lease: %w", err)
 	}
-	if w != nil {
-		workerID = *w
-	}
-	return attempt, workerID, nil
+	return h, nil
 }
 
 // ExtendLeasesWithin is ExtendLeases for workers Flint cannot watch: a
 // lease of a job that has run past its timeout plus grace is not
 // extended (it is lost, and the reaper returns the job), so a worker
-// whose handler hangs cannot hold a job for ever.
-func (s *Store) ExtendLeasesWithin(ctx context.Context, beats []jobs.Heartbeat, ttl, grace time.Duration) ([]jobs.LeaseStatus, error) {
-	return s.extendLeases(ctx, beats, ttl, &grace)
+// whose handler hangs cannot hold a job for ever. Only leases that
+// holder holds are extended (the others are reported lost): a worker
+// cannot keep, or write progress to, a job another worker holds even
+// with its lease token.
+func (s *Store) ExtendLeasesWithin(ctx context.Context, beats []jobs.Heartbeat, ttl, grace time.Duration, holder string) ([]jobs.LeaseStatus, error) {
+	return s.extendLeases(ctx, beats, ttl, &grace, &holder)
 }

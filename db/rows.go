@@ -58,10 +58,10 @@ type jobRow struct {
 	BatchID           *uuid.UUID
 }
 
-// scrubbed is an error text as Flint shows it: with the log file's
-// scrubbing (logs.Scrub), which writes apply too. Reads apply it again for
-// rows stored before writes did, and for errors written by processes that
-// do not.
+// scrubbed is an error text or a progress message as Flint shows it:
+// with the log file's scrubbing (logs.Scrub), which writes apply too.
+// Reads apply it again for rows stored before writes did, and for text
+// written by processes that do not.
 func scrubbed(s *string) *string {
 	if s == nil {
 		return nil
@@ -112,7 +112,7 @@ func (r *jobRow) toJob() *jobs.Job {
 		p := int(*r.Progress)
 		j.Progress = &p
 	}
-	j.ProgressMessage = r.ProgressMessage
+	j.ProgressMessage = scrubbed(r.ProgressMessage)
 	if len(r.Result) > 0 {
 		j.Result = json.RawMessage(r.Result)
 	}

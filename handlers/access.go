@@ -111,6 +111,8 @@ var accessTable = map[string]rule{
 	"POST /api/v1/workers/:id/finish":       needWork,
 	"DELETE /api/v1/workers/:id":            needWork,
 	"POST /api/v1/jobs/:id/logs":            needWork,
+	"POST /api/v1/jobs/:id/heartbeat":       needWork,
+	"POST /api/v1/jobs/:id/finish":          needWork,
 	"POST /api/v1/workers/:id/quiet":        needOperate,
 	"POST /api/v1/workers/:id/terminate":    needOperate,
 	"POST /api/v1/benchmark/run":            needAdmin, // loads the machine
@@ -158,6 +160,8 @@ var accessTable = map[string]rule{
 	"GET /jobs/:id":                 needRead,
 	"GET /jobs/:id/live":            needRead,
 	"GET /jobs/:id/log":             needRead,
+	"GET /jobs/:id/payload.json":    needRead,
+	"GET /jobs/:id/result.json":     needRead,
 	"GET /jobs/:id/edit":            needOperate,
 	"POST /jobs/:id/edit":           needOperate,
 	"POST /jobs/:id/retry":          needOperate,

@@ -24,7 +24,7 @@ func (s *server) listDLQ(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(pageResponse(page))
+	return c.JSON(pageResponse(c, page))
 }
 
 // dlqRetryRequest is the body of POST /api/v1/dlq/retry.
@@ -86,5 +86,5 @@ func (s *server) listBin(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(pageResponse(page))
+	return c.JSON(pageResponse(c, page))
 }

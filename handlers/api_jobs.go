@@ -21,10 +21,11 @@ type listResponse struct {
 	NextCursor *string     `json:"next_cursor"`
 }
 
-func pageResponse(p jobs.Page) listResponse {
-	r := listResponse{Jobs: p.Jobs}
-	if r.Jobs == nil {
-		r.Jobs = []*jobs.Job{}
+// pageResponse is p as the caller may see it (payloadForCaller).
+func pageResponse(c *fiber.Ctx, p jobs.Page) listResponse {
+	r := listResponse{Jobs: make([]*jobs.Job, len(p.Jobs))}
+	for i, j := range p.Jobs {
+		r.Jobs[i] = jobForCaller(c, j)
 	}
 	if p.NextCursor != "" {
 		r.NextCursor = &p.NextCursor
@@ -80,7 +81,7 @@ func (s *server) listJobs(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(pageResponse(page))
+	return c.JSON(pageResponse(c, page))
 }
 
 // jobDetail is a job with its executions and dependencies.
@@ -109,6 +110,7 @@ func (s *server) getJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	d.Job = jobForCaller(c, d.Job)
 	return c.JSON(d)
 }
 
@@ -135,7 +137,7 @@ func (s *server) replayJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(fiber.Map{"job": j, "payload_before": old})
+	return c.JSON(fiber.Map{"job": jobForCaller(c, j), "payload_before": payloadForCaller(c, &jobs.Job{Type: j.Type, Payload: old})})
 }
 
 // editAndReplay validates payload for the job's type and replays the job
@@ -145,6 +147,9 @@ func (s *server) editAndReplay(c *fiber.Ctx, id uuid.UUID, payload json.RawMessa
 	cur, err := s.jobStore.GetJob(ctx, id)
 	if err != nil {
 		return nil, nil, err
+	}
+	if cur.Type == jobs.TypeHTTPRequest && !seesSecrets(c) {
+		payload = restoreRedacted(cur.Payload, payload)
 	}
 	clean, err := s.registry.CheckPayload(cur.Type, payload)
 	if err != nil {

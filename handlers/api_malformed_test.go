@@ -32,7 +32,8 @@ type malformedRequest struct {
 func malformedRequests() []malformedRequest {
 	big := `{"type":"noop","payload":{"x":"` + strings.Repeat("a", jobs.MaxPayloadBytes) + `"}}`
 	many := `{"jobs":[` + strings.TrimSuffix(strings.Repeat(`{"type":"noop"},`, handlers.MaxBatch+1), ",") + `]}`
-	return []malformedRequest{
+	deep := `{"type":"noop","payload":{"a":` + strings.Repeat("[", 9990) + strings.Repeat("]", 9990) + `}}`
+	return append([]malformedRequest{
 		{name: "no api key", path: "/api/v1/jobs", body: `{"type":"noop"}`, noKey: true, wantStatus: 401, wantCode: "unauthorized"},
 		{name: "wrong content type", path: "/api/v1/jobs", contentType: "text/plain", body: `{"type":"noop"}`, wantStatus: 415, wantCode: "unsupported_media_type"},
 		{name: "form content type", path: "/api/v1/jobs", contentType: "application/x-www-form-urlencoded", body: `type=noop`, wantStatus: 415, wantCode: "unsupported_media_type"},
@@ -94,6 +95,31 @@ func malformedRequests() []malformedRequest {
 		{name: "dlq status filter", method: "GET", path: "/api/v1/dlq?status=queued", wantStatus: 422, wantField: "status"},
 		{name: "unknown route", method: "GET", path: "/api/v1/nope", wantStatus: 404, wantCode: "not_found"},
 		{name: "wrong method", method: "PUT", path: "/api/v1/jobs", body: `{}`, wantStatus: 405, wantCode: "method_not_allowed"},
+	}, hostileJSON(deep)...)
+}
+
+// hostileJSON are requests whose JSON PostgreSQL cannot store or nobody
+// can render: nesting 9,990 levels deep (deep), invalid UTF-8, lone
+// surrogates and numbers that grow a thousandfold when written out, on
+// every route that takes a payload.
+func hostileJSON(deep string) []malformedRequest {
+	return []malformedRequest{
+		{name: "payload nested 9990 deep", path: "/api/v1/jobs", body: deep, wantStatus: 422, wantField: "payload"},
+		{name: "payload nested 65 deep", path: "/api/v1/jobs", body: `{"type":"noop","payload":` + strings.Repeat(`{"a":`, 65) + `1` + strings.Repeat("}", 65) + `}`, wantStatus: 422, wantField: "payload"},
+		{name: "payload invalid utf-8", path: "/api/v1/jobs", body: "{\"type\":\"noop\",\"payload\":{\"x\":\"\xff\"}}", wantStatus: 422, wantField: "payload"},
+		{name: "payload key invalid utf-8", path: "/api/v1/jobs", body: "{\"type\":\"noop\",\"payload\":{\"\xfe\xff\":1}}", wantStatus: 422, wantField: "payload"},
+		{name: "payload lone surrogate", path: "/api/v1/jobs", body: `{"type":"noop","payload":{"x":"\ud800"}}`, wantStatus: 422, wantField: "payload"},
+		{name: "payload lone low surrogate", path: "/api/v1/jobs", body: `{"type":"noop","payload":{"x":"\udfff"}}`, wantStatus: 422, wantField: "payload"},
+		{name: "payload number that grows", path: "/api/v1/jobs", body: `{"type":"noop","payload":{"x":1e131071}}`, wantStatus: 422, wantField: "payload"},
+		{name: "payload number numeric refuses", path: "/api/v1/jobs", body: `{"type":"noop","payload":{"x":1e-20000}}`, wantStatus: 422, wantField: "payload"},
+		{name: "batch entry invalid utf-8", path: "/api/v1/jobs/batch", body: "{\"jobs\":[{\"type\":\"noop\"},{\"type\":\"noop\",\"payload\":{\"x\":\"\xff\"}}]}", wantStatus: 422, wantField: "jobs[1].payload"},
+		{name: "batch entry lone surrogate", path: "/api/v1/jobs/batch", body: `{"jobs":[{"type":"noop","payload":{"x":"\ud800"}}]}`, wantStatus: 422, wantField: "jobs[0].payload"},
+		{name: "batch entry too deep", path: "/api/v1/jobs/batch", body: `{"jobs":[` + strings.TrimPrefix(deep, "") + `]}`, wantStatus: 422, wantField: "jobs[0].payload"},
+		{name: "workflow invalid utf-8", path: "/api/v1/workflows", body: "{\"jobs\":[{\"key\":\"a\",\"type\":\"noop\",\"payload\":{\"x\":\"\xff\"}}]}", wantStatus: 422, wantField: "jobs[0].payload"},
+		{name: "workflow lone surrogate", path: "/api/v1/workflows", body: `{"jobs":[{"key":"a","type":"noop","payload":{"x":"\ud800"}}]}`, wantStatus: 422, wantField: "jobs[0].payload"},
+		{name: "recurring invalid utf-8", path: "/api/v1/jobs", body: "{\"type\":\"noop\",\"interval_seconds\":60,\"payload\":{\"x\":\"\xff\"}}", wantStatus: 422, wantField: "payload"},
+		{name: "recurring lone surrogate", path: "/api/v1/jobs", body: `{"type":"noop","cron":"@daily","payload":{"x":"\ud800"}}`, wantStatus: 422, wantField: "payload"},
+		{name: "idempotency key NUL", path: "/api/v1/jobs", body: `{"type":"noop","idempotency_key":"a\u0000b"}`, wantStatus: 422, wantField: "idempotency_key"},
 	}
 }
 
@@ -118,6 +144,26 @@ func TestMalformedRequests(t *testing.T) {
 // and a JSON error with a message, the code and the field.
 func requireRefused(t *testing.T, b *testBundle, tc malformedRequest) {
 	t.Helper()
+	r := sendMalformed(t, b, tc)
+	require.Equal(t, tc.wantStatus, r.status, "body: %.300s", r.body)
+	var e struct {
+		Error struct {
+			Code, Message, Field string
+		}
+	}
+	require.NoError(t, json.Unmarshal(r.body, &e), "a JSON error body: %.300s", r.body)
+	require.NotEmpty(t, e.Error.Message)
+	if tc.wantCode != "" {
+		require.Equal(t, tc.wantCode, e.Error.Code)
+	}
+	if tc.wantField != "" {
+		require.Equal(t, tc.wantField, e.Error.Field, "message: %s", e.Error.Message)
+	}
+}
+
+// sendMalformed sends tc's request as it is written.
+func sendMalformed(t *testing.T, b *testBundle, tc malformedRequest) response {
+	t.Helper()
 	method := tc.method
 	if method == "" {
 		method = http.MethodPost
@@ -138,18 +184,5 @@ func requireRefused(t *testing.T, b *testBundle, tc malformedRequest) {
 	} else {
 		r = b.do(t, method, tc.path, ct, tc.body)
 	}
-	require.Equal(t, tc.wantStatus, r.status, "body: %.300s", r.body)
-	var e struct {
-		Error struct {
-			Code, Message, Field string
-		}
-	}
-	require.NoError(t, json.Unmarshal(r.body, &e), "a JSON error body: %.300s", r.body)
-	require.NotEmpty(t, e.Error.Message)
-	if tc.wantCode != "" {
-		require.Equal(t, tc.wantCode, e.Error.Code)
-	}
-	if tc.wantField != "" {
-		require.Equal(t, tc.wantField, e.Error.Field, "message: %s", e.Error.Message)
-	}
+	return r
 }

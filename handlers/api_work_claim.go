@@ -169,21 +169,8 @@ func (s *server) workerHeartbeat(c *fiber.Ctx) error {
 			return invalid(f("job_id"), "lists a job twice")
 		}
 		beats[i] = jobs.Heartbeat{Lease: lease}
-		if l.Progress != nil || l.ProgressMessage != nil {
-			pr := &jobs.Progress{}
-			if l.Progress != nil {
-				if *l.Progress < 0 || *l.Progress > 100 {
-					return invalid(f("progress"), "must be between 0 and 100 (percent)")
-				}
-				pr.Percent = *l.Progress
-			}
-			if l.ProgressMessage != nil {
-				if !jobs.CleanText(*l.ProgressMessage) {
-					return invalid(f("progress_message"), "must be text without control characters")
-				}
-				pr.Message = jobs.TruncateBytes(*l.ProgressMessage, jobs.MaxProgressMessage, "…")
-			}
-			beats[i].Progress = pr
+		if beats[i].Progress, err = progressOf(l.Progress, l.ProgressMessage, f); err != nil {
+			return err
 		}
 	}
 	w, err := s.worker(c)
@@ -208,7 +195,7 @@ func (s *server) workerHeartbeat(c *fiber.Ctx) error {
 	wa.cache.Store(w.ID, cachedWorker{info: w, at: time.Now()})
 	lost := []uuid.UUID{}
 	if len(beats) > 0 {
-		statuses, err := wa.cfg.Store.ExtendLeasesWithin(ctx, beats, wa.cfg.LeaseTTL, wa.cfg.TimeoutGrace)
+		statuses, err := wa.cfg.Store.ExtendLeasesWithin(ctx, beats, wa.cfg.LeaseTTL, wa.cfg.TimeoutGrace, w.ID)
 		if err != nil {
 			return err
 		}
@@ -223,6 +210,29 @@ func (s *server) workerHeartbeat(c *fiber.Ctx) error {
 		}
 	}
 	return c.JSON(fiber.Map{"state": state, "lost": lost})
+}
+
+// progressOf checks the progress a heartbeat reports (nil when it
+// reports none); field names the fields in errors. The message is
+// scrubbed of secrets where it is stored.
+func progressOf(percent *int, message *string, field func(string) string) (*jobs.Progress, error) {
+	if percent == nil && message == nil {
+		return nil, nil
+	}
+	pr := &jobs.Progress{}
+	if percent != nil {
+		if *percent < 0 || *percent > 100 {
+			return nil, invalid(field("progress"), "must be between 0 and 100 (percent)")
+		}
+		pr.Percent = *percent
+	}
+	if message != nil {
+		if !jobs.CleanText(*message) {
+			return nil, invalid(field("progress_message"), "must be text without control characters")
+		}
+		pr.Message = jobs.TruncateBytes(*message, jobs.MaxProgressMessage, "…")
+	}
+	return pr, nil
 }
 
 // leaseOf reads a job id and lease token given as text; field names

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"slices"
 	"time"
 
@@ -37,13 +36,18 @@ type outcomeResult struct {
 	JobID  uuid.UUID  `json:"job_id"`
 	OK     bool       `json:"ok"`
 	Status jobs.State `json:"status,omitempty"`
-	Error  string     `json:"error,omitempty"`
+	// Error is lease_lost (nothing was applied) or result_refused (the
+	// result cannot be stored; the job was failed instead, saying why in
+	// Message).
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
 }
 
 // finishWork handles POST /api/v1/workers/{id}/finish: many outcomes in
 // one statement. A malformed outcome refuses the whole request (nothing
 // is applied); an outcome whose lease is no longer the worker's changes
-// nothing and answers lease_lost.
+// nothing and answers lease_lost; a result that cannot be stored fails
+// its job alone, saying why, and answers result_refused.
 func (s *server) finishWork(c *fiber.Ctx) error {
 	var req struct {
 		Outcomes []outcomeRequest `json:"outcomes"`
@@ -59,13 +63,15 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	}
 	batch := make([]jobs.Finish, len(req.Outcomes))
 	ids := make([]uuid.UUID, len(req.Outcomes))
+	refused := make([]string, len(req.Outcomes))
 	now := s.clock.Now()
 	for i, o := range req.Outcomes {
 		at := fmt.Sprintf("outcomes[%d]", i)
-		f, err := o.finish(at)
+		f, why, err := o.finish(at)
 		if err != nil {
 			return err
 		}
+		refused[i] = why
 		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
 			return err
 		}
@@ -87,7 +93,8 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	for i := range batch {
 		cl, live := claimed[batch[i].JobID]
 		if live && !cl.Mine {
-			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), fmt.Sprintf("this worker never claimed job %s; nothing was applied", batch[i].JobID))
+			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), fmt.Sprintf("this worker never claimed job %s; nothing was applied "+
+				"(a push endpoint that answered 202 finishes its job with POST /api/v1/jobs/{id}/finish)", batch[i].JobID))
 		}
 		if batch[i].Outcome == jobs.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
 			batch[i].RetryDelay = jobs.Backoff(cl.Attempt, nil)
@@ -101,10 +108,14 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	out := make([]outcomeResult, len(finished))
 	var moved []jobs.Moved
 	for i, m := range finished {
-		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost(), Status: m.Status}
-		if m.LeaseLost() {
+		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost() && refused[i] == "", Status: m.Status}
+		switch {
+		case m.LeaseLost():
 			out[i].Error = "lease_lost"
-		} else {
+		case refused[i] != "":
+			out[i].Error, out[i].Message = "result_refused", refused[i]
+			moved = append(moved, m)
+		default:
 			moved = append(moved, m)
 		}
 	}
@@ -116,42 +127,44 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"outcomes": out})
 }
 
-// finish validates one outcome into a jobs.Finish; at names it.
-func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
-	var f jobs.Finish
-	field := func(name string) string { return at + "." + name }
+// finish validates one outcome into a jobs.Finish; at names it. A result
+// that cannot be stored turns the outcome into a failure that says why
+// (returned as refused too), so its neighbours are applied as sent.
+func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err error) {
+	field := func(name string) string { return join(at, name) }
 	lease, err := leaseOf(o.JobID, o.LeaseToken, field)
 	if err != nil {
-		return f, err
+		return f, "", err
 	}
 	f.Lease = lease
 	if o.Error != nil {
 		f.Error = logs.Scrub(*o.Error)
 	}
 	if o.Retryable != nil && o.Status != "failed" {
-		return f, invalid(field("retryable"), "applies to failed outcomes only")
+		return f, "", invalid(field("retryable"), "applies to failed outcomes only")
 	}
 	if o.RetryAfterSeconds != nil && o.Status != "failed" {
-		return f, invalid(field("retry_after_seconds"), "applies to failed outcomes only")
+		return f, "", invalid(field("retry_after_seconds"), "applies to failed outcomes only")
 	}
 	hasResult := len(o.Result) > 0 && !bytes.Equal(bytes.TrimSpace(o.Result), []byte("null"))
 	if hasResult && o.Status != "completed" {
-		return f, invalid(field("result"), "applies to completed outcomes only")
+		return f, "", invalid(field("result"), "applies to completed outcomes only")
 	}
 	if len(o.Spawn) > 0 && !bytes.Equal(bytes.TrimSpace(o.Spawn), []byte("null")) && o.Status != "completed" {
-		return f, invalid(field("spawn"), "applies to completed outcomes only: jobs are spawned with the completion")
+		return f, "", invalid(field("spawn"), "applies to completed outcomes only: jobs are spawned with the completion")
 	}
 	switch o.Status {
 	case "completed":
 		f.Outcome = jobs.OutcomeSucceeded
 		if hasResult {
 			if len(o.Result) > jobs.MaxResultBytes {
-				return f, invalid(field("result"), fmt.Sprintf("is %d bytes; the limit is %d", len(o.Result), jobs.MaxResultBytes))
-			}
-			if bytes.Contains(o.Result, []byte(`\u0000`)) {
-				return f, invalid(field("result"), "must not contain NUL characters (\\u0000)")
+				return f, "", invalid(field("result"), fmt.Sprintf("is %d bytes; the limit is %d", len(o.Result), jobs.MaxResultBytes))
 			}
 			f.Result = bytes.TrimSpace(o.Result)
+			if err := jobs.CheckJSON(field("result"), f.Result); err != nil {
+				refused = err.Error()
+				f.Outcome, f.Result, f.Error = jobs.OutcomeFailed, nil, "the worker's result was refused: "+refused
+			}
 		}
 	case "failed":
 		f.Outcome = jobs.OutcomeFailed
@@ -162,10 +175,10 @@ func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
 		if o.RetryAfterSeconds != nil {
 			ra := *o.RetryAfterSeconds
 			if math.IsNaN(ra) || ra < 0 || ra > jobs.MaxBackoff.Seconds() {
-				return f, invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(jobs.MaxBackoff.Seconds())))
+				return f, "", invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(jobs.MaxBackoff.Seconds())))
 			}
 			if f.Final {
-				return f, invalid(field("retry_after_seconds"), "a failure that is not retryable is not retried")
+				return f, "", invalid(field("retry_after_seconds"), "a failure that is not retryable is not retried")
 			}
 			f.RetryDelay = max(time.Duration(ra*float64(time.Second)), time.Millisecond)
 		}
@@ -175,11 +188,11 @@ func (o outcomeRequest) finish(at string) (jobs.Finish, error) {
 			f.Error = "cancelled by the worker"
 		}
 	case "":
-		return f, invalid(field("status"), "is required: completed, failed or cancelled")
+		return f, "", invalid(field("status"), "is required: completed, failed or cancelled")
 	default:
-		return f, invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
+		return f, "", invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
 	}
-	return f, nil
+	return f, refused, nil
 }
 
 // parseSpawn checks an outcome's spawn list (raw, which may be absent);
@@ -191,7 +204,7 @@ func (s *server) parseSpawn(c *fiber.Ctx, raw json.RawMessage, at string, now ti
 	list, err := jobs.ParseSpawn(raw, jobs.Prepared(c.UserContext(), s.types), now)
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
-		return nil, invalid(at+"."+ve.Field, ve.Message)
+		return nil, invalid(join(at, ve.Field), ve.Message)
 	}
 	return list, err
 }
@@ -253,16 +266,12 @@ func (s *server) appendJobLog(c *fiber.Ctx) error {
 		}
 		lines[i] = jobs.LogEntry{JobID: id, At: at, Level: l.Level, Message: logs.Scrub(*l.Message), Attrs: scrubAttrs(l.Attrs)}
 	}
-	attempt, _, err := s.work.cfg.Store.LeaseAttempt(c.UserContext(), lease)
-	if errors.Is(err, jobs.ErrLeaseLost) {
-		return &apiError{Status: http.StatusConflict, Code: "lease_lost",
-			Message: "this lease_token no longer holds the job (it finished, was reaped or claimed again); nothing was stored"}
-	}
+	h, err := s.leaseHolder(c, lease)
 	if err != nil {
 		return err
 	}
 	for i := range lines {
-		lines[i].Attempt = attempt
+		lines[i].Attempt = h.Attempt
 	}
 	if err := s.work.cfg.Store.InsertJobLogs(c.UserContext(), lines); err != nil {
 		return err

@@ -54,6 +54,10 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	s.types.Reload(c.UserContext(), 0)
+	if err := knownTypesRoom(s.types.Known(), w.Types); err != nil {
+		return err
+	}
 	p, _ := principalOf(c)
 	if w.Queues, err = keyQueues(p, w.Queues); err != nil {
 		return err
@@ -128,6 +132,25 @@ func workerTypes(types []string) ([]string, error) {
 		}
 	}
 	return slices.Sorted(slices.Values(types)), nil
+}
+
+// knownTypesRoom refuses a registration whose new types would take the
+// job types Flint knows past jobs.MaxKnownTypes: every one of them is
+// offered to whoever enqueues, so a work key must not grow the list
+// without bound. Types no worker served for 24 hours are forgotten.
+func knownTypesRoom(known, types []string) error {
+	added := 0
+	for _, t := range types {
+		if _, found := slices.BinarySearch(known, t); !found {
+			added++
+		}
+	}
+	if added > 0 && len(known)+added > jobs.MaxKnownTypes {
+		return &apiError{Status: http.StatusConflict, Code: "too_many_types", Field: "types",
+			Message: fmt.Sprintf("Flint knows %d job types and this worker would add %d; the limit is %d. "+
+				"Types no worker has served for 24 hours are forgotten; serve fewer types per worker", len(known), added, jobs.MaxKnownTypes)}
+	}
+	return nil
 }
 
 // checkWorkerQueues checks the queues a worker says it serves (none: every

@@ -43,7 +43,114 @@ func decodeJSON(c *fiber.Ctx, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return badRequest("invalid_json", "", "request body is empty; send a JSON object")
 	}
+	if field, n, deep := scanShape(body); deep {
+		return invalid(field, fmt.Sprintf("nests deeper than %d levels; flatten it", jobs.MaxJSONDepth))
+	} else if n > maxListEntries {
+		return invalid(field, fmt.Sprintf("holds more than %d entries; that is the limit of any request", maxListEntries))
+	}
 	return decodeStrict(body, v, "")
+}
+
+// maxListEntries bounds the lists of a request body (jobs of a batch,
+// outcomes, leases, log lines, ids) before they are decoded: a Go struct
+// per entry costs far more than the entry's JSON, so 16 MiB of "{}," would
+// otherwise decode into gigabytes before any limit of the route is
+// checked. It is the largest limit of any route (MaxBatch); each route
+// checks its own after decoding.
+const maxListEntries = MaxBatch
+
+// maxBodyDepth is how deeply a request body may nest: the deepest user
+// JSON it carries (a batch entry's payload, three levels down) at
+// jobs.MaxJSONDepth. Deeper bodies are refused before decoding, where
+// every level costs each of encoding/json's scanners a stack entry.
+const maxBodyDepth = jobs.MaxJSONDepth + 3
+
+// shapeLevel is where scanShape is at one level of the body: the key of
+// an object's current field, or the index in a list.
+type shapeLevel struct {
+	list  bool
+	key   []byte
+	index int
+}
+
+// scanShape reads the body once, allocating nothing, for what must be
+// refused before decoding: the longest list among the top-level object's
+// fields (counted to just past maxListEntries; field names it, n is its
+// length), and nesting past maxBodyDepth (deep; field names the field of
+// the first three levels it is in, as "jobs[0].payload"). Malformed JSON
+// is left to the decoder, which explains it.
+func scanShape(raw []byte) (field string, n int, deep bool) {
+	var path [4]shapeLevel
+	depth := 0
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
+		case '"':
+			end := stringEnd(raw, i+1)
+			if depth >= 1 && depth <= len(path) && !path[depth-1].list {
+				path[depth-1].key = raw[i+1 : max(end-1, i+1)]
+			}
+			i = end - 1
+		case '{', '[':
+			if depth++; depth > maxBodyDepth {
+				return pathField(path[:]), 0, true
+			}
+			if depth <= len(path) {
+				path[depth-1] = shapeLevel{list: c == '['}
+			}
+		case '}', ']':
+			if depth == 2 && path[1].list {
+				if count := path[1].index + 1; count > n && nonEmpty(raw, i) {
+					field, n = string(path[0].key), count
+				}
+			}
+			depth--
+		case ',':
+			if depth >= 1 && depth <= len(path) && path[depth-1].list {
+				path[depth-1].index++
+				if depth == 2 && path[1].index >= maxListEntries {
+					return string(path[0].key), path[1].index + 1, false
+				}
+			}
+		}
+	}
+	return field, n, false
+}
+
+// nonEmpty reports whether the list closed at raw[i] had an entry.
+func nonEmpty(raw []byte, i int) bool {
+	for i--; i >= 0 && (raw[i] == ' ' || raw[i] == '\t' || raw[i] == '\n' || raw[i] == '\r'); i-- {
+	}
+	return i >= 0 && raw[i] != '['
+}
+
+// pathField names the field the deep part is in: the top-level field,
+// or for a list of objects, the entry's field ("jobs[0].payload").
+func pathField(path []shapeLevel) string {
+	name := string(path[0].key)
+	if !path[1].list {
+		return name
+	}
+	name += fmt.Sprintf("[%d]", path[1].index)
+	if !path[2].list && path[2].key != nil {
+		name += "." + string(path[2].key)
+	}
+	return name
+}
+
+// stringEnd returns the index past the closing quote of the string whose
+// content starts at raw[i].
+func stringEnd(raw []byte, i int) int {
+	for i < len(raw) {
+		switch raw[i] {
+		case '\\':
+			i += 2
+		case '"':
+			return i + 1
+		default:
+			i++
+		}
+	}
+	return len(raw)
 }
 
 // decodeStrict decodes raw into v; prefix names the enclosing field in

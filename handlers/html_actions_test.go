@@ -68,6 +68,10 @@ func TestCreateFormValidation(t *testing.T) {
 		{"cron", url.Values{"type": {"noop"}, "cron": {"soon"}}, "cron"},
 		{"depends", url.Values{"type": {"noop"}, "depends_on": {"not-an-id"}}, "depends_on"},
 		{"run_at", url.Values{"type": {"noop"}, "run_at": {"yesterday"}}, "run_at"},
+		// What PostgreSQL cannot store, and nesting nobody can render.
+		{"invalid utf-8", url.Values{"type": {"noop"}, "payload": {"{\"x\": \"\xff\"}"}}, "payload"},
+		{"lone surrogate", url.Values{"type": {"noop"}, "payload": {`{"x": "\ud800"}`}}, "payload"},
+		{"too deep", url.Values{"type": {"noop"}, "payload": {`{"a":` + strings.Repeat("[", 9990) + strings.Repeat("]", 9990) + `}`}}, "payload"},
 	}
 	for _, tc := range cases {
 		p := b.hx(t, http.MethodPost, "/jobs/new", tc.form, "create-form")

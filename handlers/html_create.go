@@ -25,7 +25,7 @@ func (s *server) createPage(c *fiber.Ctx) error {
 		if id, err := uuid.Parse(clone); err == nil {
 			if j, err := s.jobStore.GetJob(c.UserContext(), id); err == nil {
 				f.Values = map[string]string{"type": j.Type, "queue": j.Queue, "priority": views.PriorityLabel(j.Priority),
-					"payload": views.PrettyJSON(j.Payload), "max_retries": strconv.Itoa(j.MaxRetries)}
+					"payload": views.EditableJSON(payloadForCaller(c, j)), "max_retries": strconv.Itoa(j.MaxRetries)}
 				if j.TimeoutSeconds > 0 {
 					f.Values["timeout_seconds"] = strconv.Itoa(j.TimeoutSeconds)
 				}

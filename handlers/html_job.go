@@ -61,6 +61,7 @@ func (s *server) jobPage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	d.Job, d.Audit = jobForCaller(c, d.Job), auditForCaller(c, d.Audit)
 	return render(c, http.StatusOK, views.JobPage(s.chrome(c, "Job "+views.ShortID(id), "jobs", true), d))
 }
 
@@ -118,6 +119,7 @@ func (s *server) jobLive(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	d.Job, d.Audit = jobForCaller(c, d.Job), auditForCaller(c, d.Audit)
 	return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
 }
 
@@ -153,4 +155,36 @@ func (s *server) jobActionHTML(action jobAction) fiber.Handler {
 
 func (s *server) notFound(c *fiber.Ctx) error {
 	return render(c, http.StatusNotFound, views.ErrorPage(s.chrome(c, "Not found", "", false), "Not found", "There is no such page or job. It may have been purged."))
+}
+
+// rawDocument names a job's JSON document a page links to when it is too
+// long to show.
+type rawDocument string
+
+const (
+	rawPayload rawDocument = "payload"
+	rawResult  rawDocument = "result"
+)
+
+// jobRawJSON serves a job's payload or result as it is stored (the
+// payload as the caller may see it), as a download: the page shows a
+// bounded part of a long document and links here for the rest.
+func (s *server) jobRawJSON(doc rawDocument) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		j, err := s.jobFromPath(c)
+		if j == nil {
+			return err
+		}
+		body := []byte(j.Result)
+		if doc == rawPayload {
+			body = payloadForCaller(c, j)
+		}
+		if len(body) == 0 {
+			body = []byte("null")
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSONCharsetUTF8)
+		c.Set(fiber.HeaderContentDisposition, `attachment; filename="job-`+j.ID.String()+"-"+string(doc)+`.json"`)
+		c.Set("X-Content-Type-Options", "nosniff")
+		return c.Send(body)
+	}
 }

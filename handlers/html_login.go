@@ -56,7 +56,7 @@ func (s *server) login(c *fiber.Ctx) error {
 	// CSRF token, so the browser's word on where it came from decides:
 	// another site posting its own credentials would sign this browser in
 	// as the attacker (login CSRF).
-	if fromAnotherSite(c, true) {
+	if s.fromAnotherSite(c, true) {
 		s.logger.WarnContext(c.UserContext(), "sign-in from another site refused", "component", "auth", "ip", clientAddr(c), "origin", c.Get("Origin"))
 		return render(c, http.StatusForbidden, views.LoginPage(s.loginToken(c), "", next,
 			"Refused: this sign-in was sent from another site. Open this site's sign-in page and sign in there."))

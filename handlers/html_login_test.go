@@ -265,6 +265,10 @@ func TestSignInRefusesOtherSites(t *testing.T) {
 		{"cross-site fetch", []string{"Sec-Fetch-Site", "cross-site"}},
 		{"a sibling subdomain", []string{"Sec-Fetch-Site", "same-site", "Origin", "https://blog.example.com"}},
 		{"an opaque origin", []string{"Origin", "null"}},
+		// The site is served over plain HTTP here: https://example.com is
+		// another origin (scheme, host and port make one).
+		{"the same host over another scheme", []string{"Origin", "https://example.com"}},
+		{"the same host over another scheme, same-origin claimed", []string{"Origin", "https://example.com", "Sec-Fetch-Site", "same-origin"}},
 	} {
 		p := signIn(tc.headers...)
 		require.Equal(t, http.StatusForbidden, p.status, tc.name)
@@ -303,4 +307,22 @@ func TestCSRFRequired(t *testing.T) {
 	ok := b.hx(t, http.MethodPost, "/jobs/"+j.ID.String()+"/cancel", url.Values{}, "job-live")
 	require.Equal(t, http.StatusOK, ok.status)
 	require.Contains(t, ok.header.Get("HX-Trigger"), "Cancelled")
+}
+
+// TestSignInSchemeBehindProxy: behind a trusted reverse proxy that says
+// the browser came over HTTPS, an https Origin of this host signs in and
+// an http one is another origin.
+func TestSignInSchemeBehindProxy(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	for _, tc := range []struct {
+		origin string
+		status int
+	}{{"http://example.com", http.StatusForbidden}, {"https://example.com", http.StatusSeeOther}} {
+		c := &dashBundle{app: b.app, cookies: map[string]string{}}
+		require.Equal(t, http.StatusOK, c.request(t, http.MethodGet, "/login", nil).status)
+		p := c.request(t, http.MethodPost, "/login", url.Values{"email": {adminEmail}, "password": {adminPassword}, "_csrf": {c.csrf}},
+			"Origin", tc.origin, "X-Forwarded-Proto", "https")
+		require.Equal(t, tc.status, p.status, tc.origin)
+	}
 }

@@ -24,7 +24,8 @@ func (s *server) replayPage(c *fiber.Ctx) error {
 	if j == nil {
 		return err
 	}
-	f := views.ReplayForm{Job: j, Payload: views.PrettyJSON(j.Payload)}
+	f := views.ReplayForm{Job: jobForCaller(c, j)}
+	f.Payload = views.EditableJSON(f.Job.Payload)
 	if !replayable(j) {
 		f.Refused, f.Error = true, replayRefusal(j)
 	}
@@ -41,7 +42,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 	if j == nil {
 		return err
 	}
-	f := views.ReplayForm{Job: j, Payload: c.FormValue("payload")}
+	f := views.ReplayForm{Job: jobForCaller(c, j), Payload: c.FormValue("payload")}
 	if !replayable(j) {
 		f.Refused, f.Error = true, replayRefusal(j)
 		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
@@ -54,7 +55,11 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 		f.Error = "The payload is empty: give the JSON object the job should run with, {} for none."
 		return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
 	}
-	clean, err := s.registry.CheckPayload(j.Type, []byte(f.Payload))
+	edited := []byte(f.Payload)
+	if j.Type == jobs.TypeHTTPRequest && !seesSecrets(c) {
+		edited = restoreRedacted(j.Payload, edited)
+	}
+	clean, err := s.registry.CheckPayload(j.Type, edited)
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
 		f.Error = "Payload: " + ve.Message + "."
@@ -66,7 +71,8 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 	switch step {
 	case "preview":
 		f.Preview = true
-		f.Diff = views.LineDiff(views.CanonicalJSON(j.Payload), views.CanonicalJSON(clean))
+		after := payloadForCaller(c, &jobs.Job{Type: j.Type, Payload: clean})
+		f.Diff = views.LineDiff(views.CanonicalJSON(f.Job.Payload), views.CanonicalJSON(after))
 		return render(c, http.StatusOK, views.ReplayFormPartial(f))
 	case "replay":
 		_, _, err := s.jobActionStore.EditAndReplay(c.UserContext(), j.ID, clean, auditActor(c))

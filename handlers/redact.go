@@ -56,13 +56,18 @@ func deliveriesForCaller(c *fiber.Ctx, r jobs.AlertRule, ds []jobs.AlertDelivery
 
 // auditForCaller are audit entries as the caller may see them: for all
 // but admins, every "webhook_url" in their details redacted (entries
-// written before webhook URLs were kept redacted hold them whole).
+// written before webhook URLs were kept redacted hold them whole), and
+// the payloads an edit and replay recorded as payloadForCaller shows
+// payloads.
 func auditForCaller(c *fiber.Ctx, entries []jobs.AuditEntry) []jobs.AuditEntry {
 	if seesSecrets(c) {
 		return entries
 	}
 	out := make([]jobs.AuditEntry, len(entries))
 	for i, e := range entries {
+		if e.Action == jobs.AuditEditReplay {
+			e.Details = redactReplayDetails(e.Details)
+		}
 		if len(e.Details) > 0 {
 			var v any
 			if json.Unmarshal(e.Details, &v) == nil && redactWebhookURLs(v) {

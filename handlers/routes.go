@@ -136,6 +136,8 @@ func (s *server) routesAPIWorkers(api guarded) {
 	api.Post("/workers/:id/quiet", s.workerStateAPI(jobs.WorkerQuiet))
 	api.Post("/workers/:id/terminate", s.workerStateAPI(jobs.WorkerTerminate))
 	api.Post("/jobs/:id/logs", s.appendJobLog)
+	api.Post("/jobs/:id/heartbeat", s.jobHeartbeat)
+	api.Post("/jobs/:id/finish", s.jobFinish)
 }
 
 // routesAPIOperations registers what operators run Flint with: the

@@ -32,7 +32,7 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	app.Add(fiber.MethodGet, "/login", sec, s.loginPage)
 	app.Add(fiber.MethodPost, "/login", sec, s.login)
 	priv := func(method, path string, h fiber.Handler) {
-		app.Add(method, path, sec, s.sessions.requireLogin, csrfProtect, s.authorize, h)
+		app.Add(method, path, sec, s.sessions.requireLogin, s.csrfProtect, s.authorize, h)
 	}
 	priv(fiber.MethodPost, "/logout", s.logout)
 	s.routesHTMLJobs(priv)
@@ -63,6 +63,8 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
 	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
 	priv(fiber.MethodGet, "/jobs/:id/log", s.jobLogCard)
+	priv(fiber.MethodGet, "/jobs/:id/payload.json", s.jobRawJSON(rawPayload))
+	priv(fiber.MethodGet, "/jobs/:id/result.json", s.jobRawJSON(rawResult))
 	priv(fiber.MethodGet, "/jobs/:id/edit", s.replayPage)
 	priv(fiber.MethodPost, "/jobs/:id/edit", s.replaySubmit)
 	for _, a := range jobActions {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"time"
 
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/views"
@@ -14,6 +15,9 @@ import (
 type typeCatalog interface {
 	jobs.TypeSource
 	Prepare(ctx context.Context, jobType, queue string)
+	// Reload reads the types served elsewhere again unless it did within
+	// maxAge.
+	Reload(ctx context.Context, maxAge time.Duration)
 }
 
 // registryTypes is a typeCatalog of the registry's types alone.
@@ -21,6 +25,9 @@ type registryTypes struct{ *jobs.Registry }
 
 // Prepare does nothing: the registry's types are known from the start.
 func (registryTypes) Prepare(context.Context, string, string) {}
+
+// Reload does nothing, for the same reason.
+func (registryTypes) Reload(context.Context, time.Duration) {}
 
 // server carries the dependencies of every route. Each area reads storage
 // through its own interface (store.go), all of them the one Store.

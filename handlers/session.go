@@ -7,6 +7,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync"
@@ -182,12 +183,12 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 // csrfProtect refuses state-changing requests that do not carry the
 // session's CSRF token (X-CSRF-Token header from HTMX, or the _csrf form
 // field) or that come from another site.
-func csrfProtect(c *fiber.Ctx) error {
+func (s *server) csrfProtect(c *fiber.Ctx) error {
 	switch c.Method() {
 	case fiber.MethodGet, fiber.MethodHead, fiber.MethodOptions:
 		return c.Next()
 	}
-	if fromAnotherSite(c, false) {
+	if s.fromAnotherSite(c, false) {
 		return csrfRefused(c)
 	}
 	want, _ := c.Locals(csrfKey).(string)
@@ -203,11 +204,12 @@ func csrfProtect(c *fiber.Ctx) error {
 
 // fromAnotherSite reports whether the browser says the request was sent
 // by a page of another origin: Sec-Fetch-Site cross-site or same-site (a
-// sibling subdomain), or an Origin whose host is not this one. An Origin
-// of "null" (a sandboxed frame, a redirect across origins) counts as
+// sibling subdomain), or an Origin whose scheme or host is not this
+// site's (https://host is another origin than http://host). An Origin of
+// "null" (a sandboxed frame, a redirect across origins) counts as
 // foreign when nullForeign is set; elsewhere the session's CSRF token
 // decides. Requests without either header (not from a browser) pass.
-func fromAnotherSite(c *fiber.Ctx, nullForeign bool) bool {
+func (s *server) fromAnotherSite(c *fiber.Ctx, nullForeign bool) bool {
 	switch c.Get("Sec-Fetch-Site") {
 	case "cross-site", "same-site":
 		return true
@@ -220,7 +222,27 @@ func fromAnotherSite(c *fiber.Ctx, nullForeign bool) bool {
 		return nullForeign
 	}
 	u, err := url.Parse(origin)
-	return err != nil || !strings.EqualFold(u.Host, string(c.Request().Host()))
+	return err != nil || !strings.EqualFold(u.Host, string(c.Request().Host())) || !strings.EqualFold(u.Scheme, s.siteScheme(c))
+}
+
+// siteScheme is the scheme browsers reach this site by: https over TLS;
+// behind a trusted reverse proxy (Config.TrustedProxies), what its
+// X-Forwarded-Proto says; otherwise https in production (its cookies are
+// Secure: no session works over plain HTTP) and http in development.
+func (s *server) siteScheme(c *fiber.Ctx) string {
+	if c.Context().IsTLS() {
+		return "https"
+	}
+	if peer, ok := netip.AddrFromSlice(c.Context().RemoteIP()); ok && s.trustedProxy(peer.Unmap()) {
+		protos := strings.Split(c.Get(fiber.HeaderXForwardedProto), ",")
+		if p := strings.ToLower(strings.TrimSpace(protos[len(protos)-1])); p == "http" || p == "https" {
+			return p
+		}
+	}
+	if s.sessions != nil && s.sessions.secure {
+		return "https"
+	}
+	return "http"
 }
 
 func equalTokens(a, b string) bool {

@@ -42,10 +42,10 @@ type WorkStore interface {
 	// ClaimJobs leases up to p.Limit queued jobs for p.WorkerID, in claim
 	// order.
 	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
-	// ExtendLeasesWithin extends the leases of beats by ttl, except those
-	// of jobs past their timeout plus grace, and says which are still
-	// held.
-	ExtendLeasesWithin(ctx context.Context, beats []jobs.Heartbeat, ttl, grace time.Duration) ([]jobs.LeaseStatus, error)
+	// ExtendLeasesWithin extends the leases of beats that holder holds by
+	// ttl, except those of jobs past their timeout plus grace, and says
+	// which are still held.
+	ExtendLeasesWithin(ctx context.Context, beats []jobs.Heartbeat, ttl, grace time.Duration, holder string) ([]jobs.LeaseStatus, error)
 	// FinishJobs records the end of a batch of attempts: finished has one
 	// entry per input, in order (an empty Status where the lease was
 	// lost), cascaded the other jobs that moved as a consequence.
@@ -53,9 +53,9 @@ type WorkStore interface {
 	// ClaimedBy says, of the jobs ids still in the live table, which the
 	// worker has claimed and at which attempt they stand.
 	ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID) (map[uuid.UUID]jobs.Claimed, error)
-	// LeaseAttempt returns the attempt and worker of the job l holds;
-	// jobs.ErrLeaseLost when it holds none.
-	LeaseAttempt(ctx context.Context, l jobs.Lease) (attempt int, workerID string, err error)
+	// LeaseHolder says who holds the lease l names; jobs.ErrLeaseLost
+	// when it holds none.
+	LeaseHolder(ctx context.Context, l jobs.Lease) (jobs.LeaseHolder, error)
 	// InsertJobLogs stores job log lines in one statement.
 	InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error
 }
@@ -102,7 +102,7 @@ func (c *WorkConfig) fill() {
 const (
 	maxClaim         = 100
 	maxWaitSeconds   = 30
-	maxWorkerTypes   = 1000
+	maxWorkerTypes   = 200
 	maxWorkerQueues  = 100
 	maxLeasesPerBeat = 10000
 	maxOutcomes      = 1000

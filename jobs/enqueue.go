@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -114,6 +115,74 @@ type EnqueueParams struct {
 // Recurring reports whether p creates a recurring series.
 func (p *EnqueueParams) Recurring() bool { return p.IntervalSeconds != 0 || p.Cron != "" }
 
+// MaxKnownTypes caps the job types Flint knows from workers seen in the
+// last 24 hours: registering a worker that would add more is refused.
+const MaxKnownTypes = 2000
+
+// unknownType is the error for a type nothing accepts: short whatever
+// the number of known types, naming the few most like the one given.
+func unknownType(typ string, known []string) error {
+	msg := fmt.Sprintf("unknown job type %q: no handler here, no worker seen in the last 24 hours serves it, "+
+		"and FLINT_JOB_TYPES does not name it", typ)
+	if like := similarTypes(typ, known, 5); len(like) > 0 {
+		msg += fmt.Sprintf(" (did you mean %s?)", strings.Join(like, ", "))
+	}
+	return Invalid("type", "%s; %d types are known (GET /api/v1/workers lists who serves them)", msg, len(known))
+}
+
+// similarTypes returns up to n of known closest to typ by edit distance
+// (at most a third of its length, and at least 2), closest first.
+func similarTypes(typ string, known []string, n int) []string {
+	limit := max(len(typ)/3, 2)
+	type scored struct {
+		name string
+		d    int
+	}
+	var found []scored
+	for _, k := range known {
+		if k == typ || abs(len(k)-len(typ)) > limit {
+			continue
+		}
+		if d := editDistance(typ, k, limit); d <= limit {
+			found = append(found, scored{k, d})
+		}
+	}
+	slices.SortStableFunc(found, func(a, b scored) int { return a.d - b.d })
+	out := make([]string, 0, min(n, len(found)))
+	for _, f := range found[:min(n, len(found))] {
+		out = append(out, f.name)
+	}
+	return out
+}
+
+func abs(n int) int { return max(n, -n) }
+
+// editDistance is the Levenshtein distance of a and b (bytes: type names
+// are ASCII), or limit+1 once it is sure to exceed limit.
+func editDistance(a, b string, limit int) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		best := cur[0]
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+			best = min(best, cur[j])
+		}
+		if best > limit {
+			return limit + 1
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
 // Limits on dependencies and recurrence.
 const (
 	MaxDependencies    = 100
@@ -142,8 +211,7 @@ func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 		return Invalid("queue", "must be 1-%d letters, digits or _ . : -", MaxQueueLen)
 	}
 	if !types.Accepts(p.Type, p.Queue) {
-		return Invalid("type", "unknown job type %q: no handler here, no worker seen in the last 24 hours serves it, "+
-			"and FLINT_JOB_TYPES does not name it (known: %s)", p.Type, strings.Join(types.Known(), ", "))
+		return unknownType(p.Type, types.Known())
 	}
 	h, _ := types.Lookup(p.Type)
 	if err := validatePayload(p); err != nil {
@@ -248,26 +316,12 @@ func validatePayload(p *EnqueueParams) error {
 	if !json.Valid(raw) {
 		return Invalid("payload", "is not valid JSON")
 	}
-	// PostgreSQL's jsonb cannot hold U+0000. JSON spells it only as an
-	// escape, so the raw bytes tell; a backslash-escaped backslash before it
-	// ("\\u0000") is harmless text and is told apart by decoding.
-	if bytes.Contains(raw, []byte(`\u0000`)) && hasNUL(raw) {
-		return Invalid("payload", "must not contain NUL characters (\\u0000)")
+	// What PostgreSQL's jsonb cannot hold (NUL, invalid UTF-8, lone
+	// surrogates, numbers past numeric) and what nobody can render
+	// (unbounded nesting) is refused here, naming the field.
+	if err := checkJSONText("payload", raw); err != nil {
+		return err
 	}
 	p.Payload = json.RawMessage(raw)
 	return nil
-}
-
-// hasNUL reports whether any string or key in the JSON document holds U+0000.
-func hasNUL(raw []byte) bool {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return false
-		}
-		if s, ok := tok.(string); ok && bytes.IndexByte([]byte(s), 0) >= 0 {
-			return true
-		}
-	}
 }

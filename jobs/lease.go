@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -143,6 +144,29 @@ type Timer struct {
 	RunAt     time.Time
 	CreatedAt time.Time
 }
+
+// LeaseHolder is who holds a lease: the worker (a remote worker's id, an
+// in-process pool's, or a pusher's, PushWorkerID), with the job's attempt
+// and queue.
+type LeaseHolder struct {
+	Lease
+	WorkerID string
+	Attempt  int
+	Queue    string
+}
+
+// pushWorkerSuffix ends the worker id of a process's pusher: the holder
+// of every lease a push delivery takes.
+const pushWorkerSuffix = "/push"
+
+// PushWorkerID is the worker id the pusher of the process named
+// processID claims push jobs under.
+func PushWorkerID(processID string) string { return processID + pushWorkerSuffix }
+
+// PushDelivery reports whether a lease held by workerID was taken by a
+// push delivery (PushWorkerID): an endpoint that answered 202 finishes
+// such a job through the API with its lease token.
+func (h LeaseHolder) PushDelivery() bool { return strings.HasSuffix(h.WorkerID, pushWorkerSuffix) }
 
 // Claimed is what the API checks of a job a remote worker reports on.
 type Claimed struct {

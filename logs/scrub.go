@@ -11,23 +11,31 @@ const Redacted = "[REDACTED]"
 
 // secretKeyPattern is the regexp form of the key vocabulary, for secrets
 // embedded in free text ("password=x", `"api_key":"x"`, "Authorization: x").
-const secretKeyPattern = `[A-Za-z0-9_.-]*(?i:password|passwd|passphrase|secret|token|api[_-]?key|authorization|cookie|session|csrf|xsrf|private[_-]?key|credential)[A-Za-z0-9_.-]*` +
-	`|(?:[A-Za-z0-9]+[_.-])*(?i:auth|pass|pwd|dsn)`
+const secretKeyPattern = `[A-Za-z0-9_.-]*(?i:password|passwd|passphrase|secret|token|api[_-]?key|authorization|cookie|session|csrf|xsrf|private[_-]?key|credential|signature)[A-Za-z0-9_.-]*` +
+	`|(?:[A-Za-z0-9]+[_.-])*(?i:auth|pass|pwd|dsn|sig)`
 
 var (
 	// scheme://user:password@host — the password runs to the last '@'
-	// before the end of the authority, so unescaped '@' in it is covered.
-	urlUserinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s:]*):([^/?#\s]*)@`)
+	// before a query, a fragment or a space, so an unescaped '@' or '/' in
+	// it (amqp://guest:pa/ss@host) is covered.
+	urlUserinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)([^/?#@\s:]*):([^?#\s]*)@`)
 
 	// key=value, key: value, "key":"value", key="value", 'key': 'value',
 	// and the backslash-escaped JSON form \"key\":\"value\". Groups:
 	// 1 key with its quotes and the separator, 2 the value.
-	kvRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_.-])((?:\\?["'])?(?:` + secretKeyPattern + `)(?:\\?["'])?\s*[:=]\s*)` +
+	// The separator may be URL-encoded (password%3Dhunter2).
+	kvRE = regexp.MustCompile(`(?:^|[^A-Za-z0-9_.-])((?:\\?["'])?(?:` + secretKeyPattern + `)(?:\\?["'])?\s*(?:[:=]|%3[DdAa])\s*)` +
 		`(\[REDACTED\]|\\"(?:[^"\\]|\\[^"])*\\"|"(?:[^"\\]|\\.)*"|'[^']*'|(?i:(?:bearer|basic|digest|token)\s+)?[^\s,;&"'}\])]+)`)
 
 	// Authorization-header credentials anywhere in text.
 	bearerRE = regexp.MustCompile(`(?i)\b(bearer)(\s+)([A-Za-z0-9\-._~+/]+=*)`)
 	basicRE  = regexp.MustCompile(`(?i)\b(basic)(\s+)([A-Za-z0-9+/]{8,}={0,2})`)
+
+	// An environment variable that names a secret, then its value after
+	// a space, as shells and process lists show it: PGPASSWORD hunter2,
+	// DB_PASSWORD s3cret. Upper case only, and a prefix before the word,
+	// so prose ("PASSWORD RESET") is left alone.
+	envRE = regexp.MustCompile(`\b([A-Z][A-Z0-9]*_?(?:PASSWORD|PASSWD|PWD|SECRET|TOKEN|API_?KEY)(?:_[A-Z0-9]+)*)([ \t]+)([^\s=:]\S*)`)
 )
 
 // Scrub removes secrets from free text: passwords in URL userinfo, Bearer
@@ -42,9 +50,9 @@ func Scrub(s string) string {
 		return s
 	}
 	hasURL := strings.Contains(s, "://") && strings.IndexByte(s, '@') >= 0
-	hasSep := strings.IndexByte(s, '=') >= 0 || strings.IndexByte(s, ':') >= 0
-	hasWord, hasAuthScheme := suspiciousWords(s)
-	if !hasURL && !(hasSep && hasWord) && !hasAuthScheme {
+	hasSep := strings.IndexByte(s, '=') >= 0 || strings.IndexByte(s, ':') >= 0 || strings.Contains(s, "%3")
+	hasWord, hasAuthScheme, hasToken := suspiciousWords(s)
+	if !hasURL && !hasWord && !hasAuthScheme && !hasToken {
 		return s
 	}
 	if t := strings.TrimSpace(s); len(t) > 1 && (t[0] == '{' && t[len(t)-1] == '}' || t[0] == '[' && t[len(t)-1] == ']') && json.Valid([]byte(t)) {
@@ -59,9 +67,15 @@ func Scrub(s string) string {
 	if hasSep && hasWord {
 		s = replaceKV(s)
 	}
+	if hasWord {
+		s = envRE.ReplaceAllString(s, "${1}${2}"+Redacted)
+	}
 	if hasAuthScheme {
 		s = bearerRE.ReplaceAllString(s, "${1}${2}"+Redacted)
 		s = replaceBasic(s)
+	}
+	if hasToken {
+		s = scrubTokens(s)
 	}
 	return s
 }
@@ -139,49 +153,49 @@ func replaceKV(s string) string {
 }
 
 // suspiciousWords scans s once, case-insensitively, for the secret
-// vocabulary (word) and for "bearer"/"basic" (scheme), without allocating.
-func suspiciousWords(s string) (word, scheme bool) {
+// vocabulary (word), for "bearer"/"basic" (scheme) and for the prefixes
+// of the token formats in tokenRules (token), without allocating.
+func suspiciousWords(s string) (word, scheme, token bool) {
 	for i := 0; i < len(s); i++ {
-		c := s[i] | 0x20 // ASCII lower-case (garbage for non-letters, harmless)
-		switch c {
+		rest := s[i:]
+		switch s[i] | 0x20 { // ASCII lower-case (garbage for non-letters, harmless)
 		case 'p':
-			if hasPrefixFold(s[i:], "pass") || hasPrefixFold(s[i:], "pwd") || hasPrefixFold(s[i:], "private") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "pass") || hasPrefixFold(rest, "pwd") || hasPrefixFold(rest, "private")
 		case 's':
-			if hasPrefixFold(s[i:], "secret") || hasPrefixFold(s[i:], "session") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "secret") || hasPrefixFold(rest, "session") || hasPrefixFold(rest, "sig")
+			token = token || hasPrefixFold(rest, "sk_") || hasPrefixFold(rest, "sg.")
 		case 't':
-			if hasPrefixFold(s[i:], "token") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "token")
 		case 'a':
-			if hasPrefixFold(s[i:], "api") || hasPrefixFold(s[i:], "auth") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "api") || hasPrefixFold(rest, "auth")
+			token = token || hasPrefixFold(rest, "akia") || hasPrefixFold(rest, "asia") || hasPrefixFold(rest, "abia") ||
+				hasPrefixFold(rest, "acca") || hasPrefixFold(rest, "a3t") || hasPrefixFold(rest, "aiza")
 		case 'c':
-			if hasPrefixFold(s[i:], "cookie") || hasPrefixFold(s[i:], "csrf") || hasPrefixFold(s[i:], "credential") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "cookie") || hasPrefixFold(rest, "csrf") || hasPrefixFold(rest, "credential")
 		case 'x':
-			if hasPrefixFold(s[i:], "xsrf") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "xsrf")
+			token = token || hasPrefixFold(rest, "xox")
 		case 'd':
-			if hasPrefixFold(s[i:], "dsn") {
-				word = true
-			}
+			word = word || hasPrefixFold(rest, "dsn")
 		case 'b':
-			if hasPrefixFold(s[i:], "bearer") || hasPrefixFold(s[i:], "basic") {
-				scheme = true
-			}
-		}
-		if word && scheme {
-			return
+			scheme = scheme || hasPrefixFold(rest, "bearer") || hasPrefixFold(rest, "basic")
+		case 'e':
+			token = token || hasPrefixFold(rest, "eyj")
+		case 'g':
+			token = token || (len(rest) > 3 && rest[3] == '_' && hasPrefixFold(rest, "gh")) || hasPrefixFold(rest, "github_pat_")
+		case 'r':
+			token = token || hasPrefixFold(rest, "rk_")
+		case 'f':
+			token = token || hasPrefixFold(rest, "flint_")
+		case 'w':
+			token = token || hasPrefixFold(rest, "whsec_")
+		case 'n':
+			token = token || hasPrefixFold(rest, "npm_")
+		case '-':
+			token = token || hasPrefixFold(rest, "-----BEGIN")
 		}
 	}
-	return
+	return word, scheme, token
 }
 
 func hasPrefixFold(s, prefix string) bool {

@@ -32,8 +32,8 @@ func scrubJSON(raw []byte) ([]byte, bool) {
 // a URL with userinfo, or a \u escape (which could spell a secret key).
 func jsonMayHoldSecret(raw []byte) bool {
 	s := string(raw)
-	word, scheme := suspiciousWords(s)
-	return word || scheme || strings.Contains(s, `\u`) ||
+	word, scheme, token := suspiciousWords(s)
+	return word || scheme || token || strings.Contains(s, `\u`) ||
 		(strings.Contains(s, "://") && strings.IndexByte(s, '@') >= 0)
 }
 

@@ -13,13 +13,13 @@ import (
 var secretSubstrings = []string{
 	"password", "passwd", "passphrase", "secret", "token", "apikey",
 	"authorization", "cookie", "session", "csrf", "xsrf", "privatekey",
-	"credential",
+	"credential", "signature",
 }
 
 // secretWords must match one whole word of the key (words split at
 // separators and camelCase boundaries): "auth" and "auth_header" match,
 // "author" does not.
-var secretWords = map[string]bool{"auth": true, "pass": true, "pwd": true, "bearer": true, "dsn": true}
+var secretWords = map[string]bool{"auth": true, "pass": true, "pwd": true, "bearer": true, "dsn": true, "sig": true}
 
 // keyCache remembers the verdict for keys already seen; log keys come from a
 // small, fixed vocabulary, so this turns the check into one map lookup.

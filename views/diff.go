@@ -81,6 +81,8 @@ func DiffChanged(d []DiffLine) bool {
 // CanonicalJSON prints a JSON document indented with object keys sorted,
 // so that two documents that differ only in key order or spacing (jsonb
 // reorders keys) print the same; what is not JSON is returned as it is.
+// It is bounded as ShowJSON is: a document too long to indent comes back
+// sorted on one line.
 func CanonicalJSON(raw []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -91,9 +93,12 @@ func CanonicalJSON(raw []byte) string {
 	var out bytes.Buffer
 	enc := json.NewEncoder(&out)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
 	if err := enc.Encode(v); err != nil {
 		return string(raw)
 	}
-	return strings.TrimSuffix(out.String(), "\n")
+	compact := bytes.TrimSuffix(out.Bytes(), []byte("\n"))
+	if p := ShowJSON(compact); !p.Cut {
+		return p.Text
+	}
+	return string(compact)
 }

@@ -165,19 +165,6 @@ func Thousands(n int64) string {
 	return b.String()
 }
 
-// PrettyJSON indents a JSON document for display; invalid JSON comes back
-// as is. The result is text: templ escapes it where it is shown.
-func PrettyJSON(raw []byte) string {
-	if len(raw) == 0 {
-		return ""
-	}
-	var out bytes.Buffer
-	if err := json.Indent(&out, raw, "", "  "); err != nil {
-		return string(raw)
-	}
-	return out.String()
-}
-
 // ShortID is the last eight hex digits of a UUID, enough to tell jobs apart
 // on screen. (Ids are UUIDv7: their first digits are a timestamp, the same
 // for jobs created together; the last ones are random.)

@@ -254,9 +254,6 @@ func marshalResult(v any) ([]byte, error) {
 	var b []byte
 	switch r := v.(type) {
 	case json.RawMessage:
-		if !json.Valid(r) {
-			return nil, errors.New("handler returned a result that is not valid JSON")
-		}
 		b = r
 	default:
 		var err error
@@ -270,20 +267,8 @@ func marshalResult(v any) ([]byte, error) {
 	if string(b) == "null" {
 		return nil, nil
 	}
-	if containsNULEscape(b) {
-		return nil, errors.New("handler result contains a NUL character (\\u0000), which cannot be stored")
+	if err := jobs.CheckJSON("result", b); err != nil {
+		return nil, fmt.Errorf("handler returned a result that cannot be stored: %v", err)
 	}
 	return b, nil
-}
-
-func containsNULEscape(b []byte) bool {
-	for i := 0; i+6 <= len(b); i++ {
-		if b[i] == '\\' {
-			if string(b[i:i+6]) == `\u0000` {
-				return true
-			}
-			i++ // skip the escaped character
-		}
-	}
-	return false
 }

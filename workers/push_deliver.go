@@ -28,13 +28,16 @@ type pushBody struct {
 	MaxRetries int             `json:"max_retries"`
 	LeaseToken uuid.UUID       `json:"lease_token"`
 	Parents    jobs.Parents    `json:"parents,omitempty"`
+	// LeaseExpiresAt is when the lease ends unless the endpoint, having
+	// answered 202, heartbeats it (POST /api/v1/jobs/{id}/heartbeat).
+	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
 }
 
 // deliver POSTs one job and decides its outcome from the answer.
 func (p *Pusher) deliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
 	j := d.job
 	body, _ := json.Marshal(pushBody{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
-		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token, Parents: j.Parents})
+		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token, Parents: j.Parents, LeaseExpiresAt: j.LeaseExpiresAt})
 	start := time.Now()
 	rec := jobs.PushDelivery{Queue: q.Name, JobID: j.ID, Attempt: j.Attempt, At: start}
 	rctx, cancel := context.WithTimeout(ctx, q.Timeout)
@@ -42,7 +45,7 @@ func (p *Pusher) deliver(ctx context.Context, q jobs.PushQueue, d *delivery) pus
 	req, err := newPushRequest(rctx, q, j, body, start)
 	if err != nil {
 		rec.DurationMS = 0
-		return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), "push: "+err.Error())
+		return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), "push to "+jobs.RedactURL(q.URL)+": "+pushError(q, err))
 	}
 	resp, err := p.client.Do(req)
 	if err != nil {
@@ -97,7 +100,16 @@ func unanswered(ctx, rctx context.Context, q jobs.PushQueue, d *delivery, rec jo
 	case rctx.Err() != nil:
 		return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), fmt.Sprintf("push to %s: no answer within %s", jobs.RedactURL(q.URL), q.Timeout))
 	}
-	return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), fmt.Sprintf("push to %s: %s", jobs.RedactURL(q.URL), logs.Scrub(err.Error())))
+	return retryPush(d, rec, jobs.Backoff(j.Attempt, nil), fmt.Sprintf("push to %s: %s", jobs.RedactURL(q.URL), pushError(q, err)))
+}
+
+// pushError is err as a job's error may say it: without the endpoint's
+// URL, which is often a credential (a path token, a signed query) and is
+// shown whole to admins only. The Go client quotes it in every error it
+// returns (Post "https://…": dial tcp …); the job, its executions, its
+// log, the DLQ and the queue's deliveries say only scheme and host.
+func pushError(q jobs.PushQueue, err error) string {
+	return jobs.RedactURLIn(logs.Scrub(withoutURL(err).Error()), q.URL)
 }
 
 // answered decides the outcome from the endpoint's answer (answer is its
@@ -107,7 +119,7 @@ func (p *Pusher) answered(q jobs.PushQueue, d *delivery, rec jobs.PushDelivery, 
 	j := d.job
 	what := fmt.Sprintf("push to %s answered %s", jobs.RedactURL(q.URL), resp.Status)
 	if s := jobs.Truncate(jobs.FirstLine(strings.TrimSpace(string(answer))), 300); s != "" && resp.StatusCode/100 != 2 {
-		what += ": " + logs.Scrub(s)
+		what += ": " + logs.Scrub(jobs.RedactURLIn(s, q.URL))
 	}
 	switch {
 	case strings.EqualFold(strings.TrimSpace(resp.Header.Get("Flint-No-Retry")), "true"):
@@ -156,6 +168,11 @@ func (p *Pusher) completion(d *delivery, answer []byte) *jobs.Finish {
 	if len(r) == 0 || len(answer) > jobs.MaxPushAnswerBytes || !json.Valid(r) || bytes.Equal(r, []byte("null")) {
 		return f
 	}
+	// JSON that cannot be stored fails this job alone, saying why.
+	if err := jobs.CheckJSON("result", r); err != nil {
+		return &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, RetryDelay: jobs.Backoff(d.job.Attempt, nil),
+			Error: "the endpoint answered JSON that cannot be stored; the result was refused: " + err.Error()}
+	}
 	if r[0] == '{' && bytes.Contains(r, []byte(`"spawn"`)) {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(r, &fields) == nil && fields["spawn"] != nil {
@@ -172,7 +189,7 @@ func (p *Pusher) completion(d *delivery, answer []byte) *jobs.Finish {
 			r, _ = json.Marshal(fields) // a map of raw values always encodes
 		}
 	}
-	if len(r) <= jobs.MaxPushResultBytes && !bytes.Contains(r, []byte(`\u0000`)) {
+	if len(r) <= jobs.MaxPushResultBytes {
 		f.Result = r
 	}
 	return f

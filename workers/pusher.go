@@ -23,8 +23,9 @@ import (
 //	                         less a "spawn" list of jobs to add to the job's
 //	                         workflow with its completion
 //	202                      the endpoint took the job and finishes it through
-//	                         the worker API with the lease token; its heartbeats
-//	                         keep the lease
+//	                         POST /api/v1/jobs/{id}/finish with the lease token
+//	                         (and a work key of the queue); its heartbeats
+//	                         (/heartbeat) keep the lease
 //	Flint-No-Retry: true     failed for good (DLQ), whatever the status
 //	410                      failed for good, and the queue's push paused
 //	anything else, no answer failed and retried with backoff, honouring

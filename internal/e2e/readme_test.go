@@ -70,30 +70,8 @@ func TestReadmePushReceiver(t *testing.T) {
 	api.waitReady(t, 60*time.Second)
 
 	// The commands as written, on this test's addresses and ports.
-	dir := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "receiver.py"), []byte(readmeBlock(t, "receiver.py")), 0o600))
-	script := readmeBlock(t, "push.sh")
-	script = strings.ReplaceAll(script, "http://localhost:8080", base)
-	script = strings.ReplaceAll(script, "127.0.0.1:9000", recvAddr)
-	script = strings.ReplaceAll(script, "python3 receiver.py", "PORT="+recvPort+" python3 receiver.py")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", script)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "FLINT_API_KEY="+testAPIKey)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the receiver runs on in the background
-	// Output goes to a file: the receiver keeps a pipe open after the
-	// script ends.
-	outFile, err := os.Create(filepath.Join(dir, "out.txt"))
-	require.NoError(t, err)
-	defer outFile.Close()
-	cmd.Stdout, cmd.Stderr = outFile, outFile
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-	runErr := cmd.Wait()
-	out, err := os.ReadFile(outFile.Name())
-	require.NoError(t, err)
-	require.NoError(t, runErr, "the README's push commands failed:\n%s", out)
+	out := runReadmeScript(t, base, map[string]string{"receiver.py": "receiver.py"}, "push.sh",
+		strings.NewReplacer("127.0.0.1:9000", recvAddr, "python3 receiver.py", "PORT="+recvPort+" python3 receiver.py"))
 
 	// The last command enqueued the job; its answer is the job.
 	var enqueued struct {
@@ -127,4 +105,103 @@ func TestReadmePushReceiver(t *testing.T) {
 	require.Equal(t, http.StatusOK, api.do(t, http.MethodGet, "/api/v1/queues/hooks", nil, &queue))
 	require.NotEmpty(t, queue.RecentDeliveries)
 	require.Equal(t, enqueued.ID, queue.RecentDeliveries[0].JobID)
+}
+
+// runReadmeScript writes the README's blocks named in files (block name →
+// file name) to a scratch directory and runs the block script there as
+// written, on base for Flint's address and with repl's changes, and
+// returns what it printed. Processes it starts in the background are
+// killed when the test ends.
+func runReadmeScript(t *testing.T, base string, files map[string]string, script string, repl *strings.Replacer) []byte {
+	t.Helper()
+	dir := t.TempDir()
+	for block, name := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(readmeBlock(t, block)), 0o600))
+	}
+	text := repl.Replace(strings.ReplaceAll(readmeBlock(t, script), "http://localhost:8080", base))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", text)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "FLINT_API_KEY="+testAPIKey)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // receivers run on in the background
+	// Output goes to a file: a receiver keeps a pipe open after the
+	// script ends.
+	outFile, err := os.Create(filepath.Join(dir, "out.txt"))
+	require.NoError(t, err)
+	defer outFile.Close()
+	cmd.Stdout, cmd.Stderr = outFile, outFile
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
+	runErr := cmd.Wait()
+	out, err := os.ReadFile(outFile.Name())
+	require.NoError(t, err)
+	require.NoError(t, runErr, "the README's %s failed:\n%s", script, out)
+	return out
+}
+
+// TestReadmePushReceiverLater runs the README's receiver that answers 202
+// and finishes each job later through the API, as an independent
+// process, against a real flint serve: the job completes with the
+// receiver's result, its progress and log line were written with the
+// lease token, and the delivery is recorded as accepted.
+func TestReadmePushReceiverLater(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("python3"); err != nil {
+		t.Skip("python3 is not installed")
+	}
+	bin := flintBinary(t)
+	addr, recvAddr := freeAddr(t), freeAddr(t)
+	_, recvPort, err := net.SplitHostPort(recvAddr)
+	require.NoError(t, err)
+	startBinary(t, bin, "serve", dbtest.NewDatabase(t), "FLINT_ADDR="+addr, "FLINT_HTTP_ALLOW=127.0.0.1:"+recvPort)
+	base := "http://" + addr
+	api := newAPIClient(base)
+	api.waitReady(t, 60*time.Second)
+
+	out := runReadmeScript(t, base, map[string]string{"receiver.py": "receiver.py", "receiver_later.py": "receiver_later.py"}, "push_later.sh",
+		strings.NewReplacer("127.0.0.1:9001", recvAddr, "python3 receiver_later.py", "PORT="+recvPort+" python3 receiver_later.py"))
+	var enqueued struct {
+		ID    string `json:"id"`
+		Queue string `json:"queue"`
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	require.NoError(t, json.Unmarshal([]byte(lines[len(lines)-1]), &enqueued), "output:\n%s", out)
+	require.Equal(t, "later", enqueued.Queue)
+	done := waitCompleted(t, api, enqueued.ID)
+	require.Equal(t, map[string]any{"greeting": "hello later, Ada"}, done["result"])
+	// The receiver may have started after the first push (a refused
+	// connection, retried); the delivery it took was finished once, by
+	// the receiver, and never handed back or pushed again.
+	succeeded := 0
+	for _, e := range done["executions"].([]any) {
+		outcome := e.(map[string]any)["outcome"]
+		require.NotEqual(t, "interrupted", outcome)
+		if outcome == "succeeded" {
+			succeeded++
+		}
+	}
+	require.Equal(t, 1, succeeded)
+
+	var log struct {
+		Entries []struct {
+			Message string `json:"message"`
+		} `json:"entries"`
+	}
+	require.Equal(t, http.StatusOK, api.do(t, http.MethodGet, "/api/v1/jobs/"+enqueued.ID+"/logs", nil, &log))
+	var messages []string
+	for _, l := range log.Entries {
+		messages = append(messages, l.Message)
+	}
+	require.Contains(t, messages, "greeted Ada")
+	var queue struct {
+		RecentDeliveries []struct {
+			JobID   string `json:"job_id"`
+			Outcome string `json:"outcome"`
+		} `json:"recent_deliveries"`
+	}
+	require.Equal(t, http.StatusOK, api.do(t, http.MethodGet, "/api/v1/queues/later", nil, &queue))
+	require.NotEmpty(t, queue.RecentDeliveries)
+	require.Equal(t, enqueued.ID, queue.RecentDeliveries[0].JobID)
+	require.Equal(t, "accepted", queue.RecentDeliveries[0].Outcome)
 }
