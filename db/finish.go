@@ -334,9 +334,14 @@ func (s *Store) finishWithSpawns(ctx context.Context, batch []jobs.Finish, plain
 		f := batch[i]
 		m, more, spawned, err := s.finishSpawning(ctx, f)
 		var ve *jobs.ValidationError
-		if errors.As(err, &ve) {
-			refused := jobs.Finish{Lease: f.Lease, Outcome: jobs.OutcomeFailed, Final: true, Log: f.Log,
-				Error: "spawn refused: " + ve.Error()}
+		if errors.As(err, &ve) || isDataError(err) {
+			// Refused (a key the workflow has; data no check caught):
+			// the job fails for good with the reason, nothing spawned.
+			refused := finishRefused(f, err)
+			refused.Spawn, refused.Final = nil, true
+			if ve != nil {
+				refused.Error, refused.Log = "spawn refused: "+ve.Error(), f.Log
+			}
 			done, more, err := s.FinishJobs(ctx, []jobs.Finish{refused})
 			if err != nil {
 				return nil, nil, err

@@ -116,7 +116,7 @@ func TestWorkflowDataInABrowser(t *testing.T) {
 	}
 	const dataReport = `(() => ({
 		parents: [...document.querySelectorAll('[data-testid="parent-row"] td:first-child')].map(td => td.textContent.trim()),
-		results: [...document.querySelectorAll('[data-testid="parent-row"] pre')].map(p => p.textContent),
+		results: [...document.querySelectorAll('[data-testid="parent-row"] pre[data-testid="parent-result"]')].map(p => p.textContent),
 		spawned: document.querySelectorAll('[data-testid="spawned-row"]').length,
 		groups: [...document.querySelectorAll('[data-testid="graph-node"].group')].map(a => +a.dataset.count),
 		dashed: document.querySelectorAll('[data-testid="graph"] path.edge.spawned').length,
