@@ -76,6 +76,9 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 		return err
 	}
 	wa.cache.Store(w.ID, cachedWorker{info: w, at: time.Now()})
+	// The catalog was loaded just above, before these types were served:
+	// load it again so that a job of them enqueued next is accepted here.
+	s.types.Reload(c.UserContext(), 0)
 	queues := w.Queues
 	if queues == nil {
 		queues = []string{}

@@ -295,3 +295,16 @@ func TestHeartbeatAfterDeregistrationDoesNotResurrect(t *testing.T) {
 	require.ErrorIs(t, err, jobs.ErrNotFound, "the heartbeat brought the worker back")
 	require.Equal(t, http.StatusNotFound, other.call(t, apiKey, http.MethodPost, "/api/v1/workers/"+id+"/claim", `{}`, &e))
 }
+
+// A job of a type a remote worker has just registered for is accepted at
+// once by the process that registered it, even though registering loaded
+// the catalog (to check its size) a moment before the type was served.
+func TestTypeAcceptedRightAfterRegistration(t *testing.T) {
+	t.Parallel()
+	r := workSetup(t)
+	var e errBody
+	require.Equal(t, http.StatusUnprocessableEntity, r.call(t, apiKey, http.MethodPost, "/api/v1/jobs",
+		`{"type": "py.fresh"}`, &e), "a type nothing serves is refused")
+	r.register(t, apiKey, `{"types": ["py.fresh"]}`)
+	require.Equal(t, http.StatusCreated, r.call(t, apiKey, http.MethodPost, "/api/v1/jobs", `{"type": "py.fresh"}`, &e), "%+v", e)
+}
