@@ -19,22 +19,22 @@ import (
 )
 
 // BenchmarkWorkflowData measures what carrying data along workflows costs,
-// against the same work without it, in one run on one PostgreSQL: each
-// round drains, each on a fresh database with one in-process pool at its
-// default settings (as `flint serve` runs it), in an order that rotates
-// from round to round:
+// against the same work without it, in one run on one PostgreSQL. Each
+// workload runs on a fresh database with one in-process pool at its
+// default settings (as `flint serve` runs it), timed from the moment the
+// work is submitted, with the pool already running, to the last job's
+// completion; the order rotates from round to round:
 //
-//   - noop: 10,000 independent noop jobs, enqueued beforehand (the
+//   - noop: 10,000 independent noop jobs submitted in one batch (the
 //     baseline of the fan-out and the batch);
-//   - fanout: one job that spawns 10,000 leaves with its completion,
-//     from the spawner's enqueue to the last leaf's completion
-//     (fanout-ratio = its time over noop's: the issue's target is ≤ 1.2);
-//   - batch: a batch of 10,000 members enqueued beforehand, to its
-//     on_success callback's completion (batch-ratio, target ≤ 1.2);
+//   - fanout: one job that spawns 10,000 leaves with its completion
+//     (fanout-ratio = its time over noop's: the target is at most 1.2);
+//   - batch: a batch of 10,000 noop members with an on_success callback,
+//     to the callback's completion (batch-ratio, at most 1.2);
 //   - chain-read and chain-plain: 1,000 three-job chains, each child
 //     reading its parent's result and returning one, against the same
 //     chains returning and reading nothing (chain-ratio = read's rate
-//     over plain's, target ≥ 0.9).
+//     over plain's, at least 0.9).
 //
 // make bench BENCH=WorkflowData BENCHPKG=./internal/e2e BENCHTIME=3x
 func BenchmarkWorkflowData(b *testing.B) {
@@ -75,12 +75,12 @@ func BenchmarkWorkflowData(b *testing.B) {
 	b.ReportMetric(at("chain-plain")/at("chain-read"), "chain-ratio")
 }
 
-// wfWorkload prepares a drain on store (untimed) and returns the jobs to
-// wait for and what to enqueue once the clock runs (nil: nothing).
-type wfWorkload func(b *testing.B, store *db.Store, reg *jobs.Registry) (total int64, start func())
+// wfWorkload prepares a drain on store and registry (untimed) and
+// returns the jobs to wait for and the submission, which the clock times.
+type wfWorkload func(b *testing.B, store *db.Store, reg *jobs.Registry) (total int64, submit func())
 
 // wfDrain runs one workload on a fresh database and returns the time from
-// the pool's start to the last awaited completion.
+// its submission to the last awaited completion.
 func wfDrain(b *testing.B, w wfWorkload) time.Duration {
 	b.Helper()
 	b.StopTimer()
@@ -95,7 +95,7 @@ func wfDrain(b *testing.B, w wfWorkload) time.Duration {
 	go func() { _ = bus.Run(ctx) }()
 	reg := jobs.NewRegistry()
 	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
-	total, start := w(b, store, reg)
+	total, submit := w(b, store, reg)
 	var done atomic.Int64
 	all := make(chan struct{})
 	pool := workers.NewPool(workers.Config{WorkerID: "bench", OnMoved: func(ms []jobs.Moved) {
@@ -115,12 +115,10 @@ func wfDrain(b *testing.B, w wfWorkload) time.Duration {
 	listener.OnConnect(func() { connected <- struct{}{} })
 	go func() { _ = listener.Run(ctx) }()
 	<-connected
+	go func() { _ = pool.Run(ctx) }()
 	b.StartTimer()
 	began := time.Now()
-	if start != nil {
-		start()
-	}
-	go func() { _ = pool.Run(ctx) }()
+	submit()
 	select {
 	case <-all:
 	case <-time.After(10 * time.Minute):
@@ -129,9 +127,19 @@ func wfDrain(b *testing.B, w wfWorkload) time.Duration {
 	return time.Since(began)
 }
 
+// wfEnqueue enqueues params in one call, as one API request would.
+func wfEnqueue(b *testing.B, store *db.Store, params []jobs.EnqueueParams) {
+	if _, err := store.Enqueue(context.Background(), params...); err != nil {
+		b.Fatal(err)
+	}
+}
+
 func wfNoops(b *testing.B, store *db.Store, _ *jobs.Registry) (int64, func()) {
-	enqueueNoops(b, store, 10_000)
-	return 10_000, nil
+	params := make([]jobs.EnqueueParams, 10_000)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2, Payload: json.RawMessage(`{}`)}
+	}
+	return 10_000, func() { wfEnqueue(b, store, params) }
 }
 
 func wfFanOut(b *testing.B, store *db.Store, reg *jobs.Registry) (int64, func()) {
@@ -143,9 +151,7 @@ func wfFanOut(b *testing.B, store *db.Store, reg *jobs.Registry) (int64, func())
 		return nil, jobs.Spawn(ctx, specs...)
 	}))
 	return 10_001, func() {
-		if _, err := store.Enqueue(context.Background(), jobs.EnqueueParams{Type: "spawner", Queue: jobs.DefaultQueue, Priority: 2}); err != nil {
-			b.Fatal(err)
-		}
+		wfEnqueue(b, store, []jobs.EnqueueParams{{Type: "spawner", Queue: jobs.DefaultQueue, Priority: 2}})
 	}
 }
 
@@ -155,14 +161,15 @@ func wfBatch(b *testing.B, store *db.Store, _ *jobs.Registry) (int64, func()) {
 	for i := range p.Jobs {
 		p.Jobs[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2}
 	}
-	if _, _, err := store.CreateBatch(context.Background(), p); err != nil {
-		b.Fatal(err)
+	return 10_001, func() {
+		if _, _, err := store.CreateBatch(context.Background(), p); err != nil {
+			b.Fatal(err)
+		}
 	}
-	return 10_001, nil
 }
 
-// wfChains enqueues 1,000 workflows a → b → c; with read, each job returns
-// a result and each child reads its parent's.
+// wfChains submits 1,000 workflows a → b → c, 333 to a request; with
+// read, each job returns a result and each child reads its parent's.
 func wfChains(read bool) wfWorkload {
 	return func(b *testing.B, store *db.Store, reg *jobs.Registry) (int64, func()) {
 		reg.Register("link", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
@@ -192,11 +199,10 @@ func wfChains(read bool) wfWorkload {
 				params = append(params, p)
 			}
 		}
-		for i := 0; i < len(params); i += 999 {
-			if _, err := store.Enqueue(context.Background(), params[i:min(i+999, len(params))]...); err != nil {
-				b.Fatal(err)
+		return 3000, func() {
+			for i := 0; i < len(params); i += 999 {
+				wfEnqueue(b, store, params[i:min(i+999, len(params))])
 			}
 		}
-		return 3000, nil
 	}
 }
