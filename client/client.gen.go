@@ -332,6 +332,7 @@ const (
 	ExplainReasonCodeCancelledByDependency ExplainReasonCode = "cancelled_by_dependency"
 	ExplainReasonCodeCancelledByOperator   ExplainReasonCode = "cancelled_by_operator"
 	ExplainReasonCodeCancelledBySeries     ExplainReasonCode = "cancelled_by_series"
+	ExplainReasonCodeClaimed               ExplainReasonCode = "claimed"
 	ExplainReasonCodeCompleted             ExplainReasonCode = "completed"
 	ExplainReasonCodeConcurrencyLimit      ExplainReasonCode = "concurrency_limit"
 	ExplainReasonCodeDeadLetter            ExplainReasonCode = "dead_letter"
@@ -368,6 +369,8 @@ func (e ExplainReasonCode) Valid() bool {
 	case ExplainReasonCodeCancelledByOperator:
 		return true
 	case ExplainReasonCodeCancelledBySeries:
+		return true
+	case ExplainReasonCodeClaimed:
 		return true
 	case ExplainReasonCodeCompleted:
 		return true
@@ -418,6 +421,7 @@ func (e ExplainReasonCode) Valid() bool {
 const (
 	JobStatusBlocked    JobStatus = "blocked"
 	JobStatusCancelled  JobStatus = "cancelled"
+	JobStatusClaimed    JobStatus = "claimed"
 	JobStatusCompleted  JobStatus = "completed"
 	JobStatusDeadLetter JobStatus = "dead_letter"
 	JobStatusQueued     JobStatus = "queued"
@@ -431,6 +435,8 @@ func (e JobStatus) Valid() bool {
 	case JobStatusBlocked:
 		return true
 	case JobStatusCancelled:
+		return true
+	case JobStatusClaimed:
 		return true
 	case JobStatusCompleted:
 		return true
@@ -451,6 +457,7 @@ func (e JobStatus) Valid() bool {
 const (
 	JobDetailStatusBlocked    JobDetailStatus = "blocked"
 	JobDetailStatusCancelled  JobDetailStatus = "cancelled"
+	JobDetailStatusClaimed    JobDetailStatus = "claimed"
 	JobDetailStatusCompleted  JobDetailStatus = "completed"
 	JobDetailStatusDeadLetter JobDetailStatus = "dead_letter"
 	JobDetailStatusQueued     JobDetailStatus = "queued"
@@ -464,6 +471,8 @@ func (e JobDetailStatus) Valid() bool {
 	case JobDetailStatusBlocked:
 		return true
 	case JobDetailStatusCancelled:
+		return true
+	case JobDetailStatusClaimed:
 		return true
 	case JobDetailStatusCompleted:
 		return true
@@ -952,6 +961,7 @@ func (e EnqueueWorkflowJSONBodyJobsPriority1) Valid() bool {
 const (
 	EnqueueWorkflow201JSONResponseBodyJobsStatusBlocked    EnqueueWorkflow201JSONResponseBodyJobsStatus = "blocked"
 	EnqueueWorkflow201JSONResponseBodyJobsStatusCancelled  EnqueueWorkflow201JSONResponseBodyJobsStatus = "cancelled"
+	EnqueueWorkflow201JSONResponseBodyJobsStatusClaimed    EnqueueWorkflow201JSONResponseBodyJobsStatus = "claimed"
 	EnqueueWorkflow201JSONResponseBodyJobsStatusCompleted  EnqueueWorkflow201JSONResponseBodyJobsStatus = "completed"
 	EnqueueWorkflow201JSONResponseBodyJobsStatusDeadLetter EnqueueWorkflow201JSONResponseBodyJobsStatus = "dead_letter"
 	EnqueueWorkflow201JSONResponseBodyJobsStatusQueued     EnqueueWorkflow201JSONResponseBodyJobsStatus = "queued"
@@ -965,6 +975,8 @@ func (e EnqueueWorkflow201JSONResponseBodyJobsStatus) Valid() bool {
 	case EnqueueWorkflow201JSONResponseBodyJobsStatusBlocked:
 		return true
 	case EnqueueWorkflow201JSONResponseBodyJobsStatusCancelled:
+		return true
+	case EnqueueWorkflow201JSONResponseBodyJobsStatusClaimed:
 		return true
 	case EnqueueWorkflow201JSONResponseBodyJobsStatusCompleted:
 		return true
@@ -1679,6 +1691,8 @@ type Stats struct {
 
 // Worker defines model for Worker.
 type Worker struct {
+	// Claimed jobs claimed into its buffer that have not started (counted apart from running)
+	Claimed     *int       `json:"claimed,omitempty"`
 	Concurrency *int       `json:"concurrency,omitempty"`
 	HeartbeatAt *time.Time `json:"heartbeat_at,omitempty"`
 
@@ -1697,7 +1711,7 @@ type Worker struct {
 	Pid    *int      `json:"pid,omitempty"`
 	Queues *[]string `json:"queues,omitempty"`
 
-	// Running the jobs it holds (their leases)
+	// Running the jobs whose handlers run in it (at most its concurrency)
 	Running *[]struct {
 		Id        *openapi_types.UUID `json:"id,omitempty"`
 		StartedAt *time.Time          `json:"started_at,omitempty"`

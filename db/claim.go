@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,6 +42,34 @@ UPDATE jobs j SET
 	updated_at = now(),
 	progress = NULL,
 	progress_message = NULL`
+
+// claimStarts is how claimLease sets started_at for a claim whose jobs
+// start at once; claimWaits is what a buffered claim sets instead (see
+// claimStatement).
+const (
+	claimStarts = "\tstarted_at = now(),\n"
+	claimWaits  = "\tstarted_at = NULL,\n"
+)
+
+// bufferedClaims caches each claim statement's buffered variant.
+var bufferedClaims sync.Map // string → string
+
+// claimStatement is the claim statement sql as a claim of p runs it. A
+// buffered claim (jobs.ClaimParams.Buffered) leaves started_at NULL: its
+// jobs are claimed, not running, until the pool reports that their
+// handlers started (StartJobs, or with their outcomes). The claim's time
+// is the updated_at it returns, which the pool counts the start from.
+func claimStatement(sql string, p jobs.ClaimParams) string {
+	if !p.Buffered {
+		return sql
+	}
+	if v, ok := bufferedClaims.Load(sql); ok {
+		return v.(string)
+	}
+	out := strings.Replace(sql, claimStarts, claimWaits, 1)
+	bufferedClaims.Store(sql, out)
+	return out
+}
 
 // claimSQL takes the next due jobs in claim order and leases them in one
 // statement. SKIP LOCKED lets concurrent claimers pass over each other's rows
@@ -124,9 +154,9 @@ func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job,
 	case len(constrained) > 0:
 		claimed, err = s.claimFlow(ctx, p, st, constrained, ttl)
 	case len(p.Queues) == 0:
-		claimed, err = collectClaimed(s.pool.Query(ctx, claimSQL, p.WorkerID, p.Limit, ttl, st.version, p.Types))
+		claimed, err = collectClaimed(s.pool.Query(ctx, claimStatement(claimSQL, p), p.WorkerID, p.Limit, ttl, st.version, p.Types))
 	default:
-		claimed, err = collectClaimed(s.pool.Query(ctx, claimQueuesSQL, p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
+		claimed, err = collectClaimed(s.pool.Query(ctx, claimStatement(claimQueuesSQL, p), p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
@@ -164,7 +194,7 @@ UPDATE jobs j SET
 FROM unnest($1::uuid[], $2::uuid[], $4::boolean[], $5::smallint[], $6::text[]) AS l(id, token, has_progress, progress, message)
 WHERE j.id = l.id AND j.lease_token = l.token
   AND ($7::float8 IS NULL OR j.timeout_seconds IS NULL
-       OR j.started_at + (j.timeout_seconds * 1000 + $7) * interval '1 millisecond' > now())
+       OR coalesce(j.started_at, now()) + (j.timeout_seconds * 1000 + $7) * interval '1 millisecond' > now())
   AND ($8::text IS NULL OR j.worker_id = $8)
 RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, j.progress, j.progress_message`
 

@@ -375,7 +375,7 @@ func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowS
 	}
 	b := &pgx.Batch{}
 	b.Queue(lock, limited)
-	b.Queue(claim, p.WorkerID, p.Limit, ttl, st.version, queues, constrained, p.Types, p.Push).Query(func(rows pgx.Rows) error {
+	b.Queue(claimStatement(claim, p), p.WorkerID, p.Limit, ttl, st.version, queues, constrained, p.Types, p.Push).Query(func(rows pgx.Rows) error {
 		claimed, err = collectClaimed(rows, nil)
 		return err
 	})

@@ -13,12 +13,16 @@ import (
 	"github.com/flinthq/flint/logs"
 )
 
-// cappedCountsSQL counts each state up to $1. Running jobs are counted
-// through the lease index; the others through the status index, which leaves running jobs out (the explicit status <>
+// cappedCountsSQL counts each state up to $1. Claimed and running jobs
+// (running rows without and with a start) are counted through the lease
+// index; the others through the status index, which leaves running jobs out (the explicit status <>
 // 'running' lets the planner use it for a state it only learns at run time).
 const cappedCountsSQL = `
-SELECT s AS state, CASE WHEN s = 'running'
-	THEN (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = 'running' AND deleted_at IS NULL LIMIT $1) x)
+SELECT s AS state, CASE
+	WHEN s = 'running' THEN (SELECT count(*) FROM (SELECT 1 FROM jobs
+		WHERE status = 'running' AND started_at IS NOT NULL AND deleted_at IS NULL LIMIT $1) x)
+	WHEN s = 'claimed' THEN (SELECT count(*) FROM (SELECT 1 FROM jobs
+		WHERE status = 'running' AND started_at IS NULL AND deleted_at IS NULL LIMIT $1) x)
 	ELSE (SELECT count(*) FROM (SELECT 1 FROM jobs WHERE status = s AND status <> 'running' AND deleted_at IS NULL LIMIT $1) x)
 	END AS n
 FROM unnest($2::text[]) AS s`
@@ -94,7 +98,7 @@ func (s *Store) estimateState(ctx context.Context, st jobs.State) (int64, error)
 		} `json:"Plan"`
 	}
 	var raw []byte
-	if err := s.pool.QueryRow(ctx, fmt.Sprintf(estimateStateSQL, st)).Scan(&raw); err != nil {
+	if err := s.pool.QueryRow(ctx, fmt.Sprintf(estimateStateSQL, st.Stored())).Scan(&raw); err != nil {
 		return 0, err
 	}
 	if err := json.Unmarshal(raw, &plan); err != nil || len(plan) == 0 {

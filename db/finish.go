@@ -26,7 +26,10 @@ import (
 // each input up by id. For each row
 // it moves the job, records the execution, stores the log lines that came
 // with the outcome (see jobs.Finish.Log; a lost lease stores none here),
-// and counts throughput:
+// and counts throughput. An outcome of a buffered claim whose start was
+// not written yet carries the start (started_at); one handed back before
+// it started leaves started_at NULL and records a run of no length. The
+// moves:
 //
 //	succeeded                      → completed
 //	cancelled                      → cancelled
@@ -37,8 +40,8 @@ import (
 //	failed for good (Final)        → dead_letter (sent as a negative delay)
 const finishSQL = `
 WITH input AS (
-	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[])
-	     AS i(id, token, outcome, result, error, delay_ms)
+	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[], $14::timestamptz[])
+	     AS i(id, token, outcome, result, error, delay_ms, started_at)
 ),
 moved AS (
 	UPDATE jobs j SET
@@ -59,6 +62,7 @@ moved AS (
 			WHEN i.outcome IN ('succeeded', 'cancelled') OR j.cancel_requested
 			  OR (i.outcome = 'failed' AND (j.attempt > j.max_retries OR i.delay_ms < 0)) THEN now()
 			ELSE NULL END,
+		started_at = coalesce(j.started_at, least(i.started_at, now())),
 		lease_token = NULL,
 		lease_expires_at = NULL,
 		updated_at = now()
@@ -78,7 +82,7 @@ logged AS (
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
 	SELECT id, executions, CASE WHEN outcome = 'interrupted' THEN attempt + 1 ELSE attempt END,
-	       worker_id, started_at, now(), outcome, error,
+	       worker_id, coalesce(started_at, now()), now(), outcome, error,
 	       greatest(0, (extract(epoch FROM now() - started_at) * 1000)::bigint)
 	FROM moved
 ),
@@ -180,9 +184,10 @@ func (s *Store) finishBatch(ctx context.Context, batch []jobs.Finish) (finished,
 type finishInput struct {
 	ids, tokens []uuid.UUID
 	outcomes    []string
-	results     []*string // the handler's result, succeeded entries only
-	errs        []*string // the scrubbed, truncated error, other entries only
-	delays      []float64 // retry delay in milliseconds; -1 for no retry
+	results     []*string    // the handler's result, succeeded entries only
+	errs        []*string    // the scrubbed, truncated error, other entries only
+	delays      []float64    // retry delay in milliseconds; -1 for no retry
+	started     []*time.Time // the handler's start not written yet (jobs.Finish.StartedAt)
 	lines       finishLines
 	succeeded   []uuid.UUID
 	others      []uuid.UUID
@@ -197,10 +202,11 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 		results:  make([]*string, n),
 		errs:     make([]*string, n),
 		delays:   make([]float64, n),
+		started:  make([]*time.Time, n),
 	}
 	for i, f := range batch {
 		in.ids[i], in.tokens[i] = f.JobID, f.Token
-		in.outcomes[i] = string(f.Outcome)
+		in.outcomes[i], in.started[i] = string(f.Outcome), f.StartedAt
 		if f.Outcome == jobs.OutcomeSucceeded {
 			in.succeeded = append(in.succeeded, f.JobID)
 			if len(f.Result) > 0 {
@@ -228,7 +234,7 @@ func (in finishInput) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	l := &in.lines
 	b.Queue(finishSQL, uuidArray(in.ids), uuidArray(in.tokens), in.outcomes, in.results, in.errs, in.delays,
-		uuidArray(l.jobs), uuidArray(l.tokens), l.attempts, l.ats, l.levels, l.messages, l.attrs)
+		uuidArray(l.jobs), uuidArray(l.tokens), l.attempts, l.ats, l.levels, l.messages, l.attrs, in.started)
 	if len(in.succeeded) > 0 {
 		ok := uuidArray(in.succeeded)
 		b.Queue(lockChildrenSQL, ok)

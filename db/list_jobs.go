@@ -120,6 +120,32 @@ func (q *listQuery) arg(v any) string {
 	return "$" + strconv.Itoa(len(q.args))
 }
 
+// statuses adds the condition on the listed states. A claimed job is a
+// running row without started_at (jobs.StateClaimed): asked for one of
+// the two and not the other, the listing tells them apart.
+func (q *listQuery) statuses(states []jobs.State) {
+	stored := make([]jobs.State, 0, len(states))
+	for _, s := range states {
+		if !slices.Contains(stored, s.Stored()) {
+			stored = append(stored, s.Stored())
+		}
+	}
+	switch len(stored) {
+	case 0:
+	case 1:
+		q.where = append(q.where, "status = "+q.arg(string(stored[0])))
+	default:
+		q.where = append(q.where, "status = ANY("+q.arg(stateStrings(stored))+"::text[])")
+	}
+	claimed, running := slices.Contains(states, jobs.StateClaimed), slices.Contains(states, jobs.StateRunning)
+	switch {
+	case claimed && !running:
+		q.where = append(q.where, "(status <> 'running' OR started_at IS NULL)")
+	case running && !claimed:
+		q.where = append(q.where, "(status <> 'running' OR started_at IS NOT NULL)")
+	}
+}
+
 // filter adds the conditions that pick which jobs are listed.
 func (q *listQuery) filter(p jobs.ListParams) {
 	if p.InBin {
@@ -127,13 +153,7 @@ func (q *listQuery) filter(p jobs.ListParams) {
 	} else {
 		q.where = append(q.where, "deleted_at IS NULL")
 	}
-	switch len(p.Statuses) {
-	case 0:
-	case 1:
-		q.where = append(q.where, "status = "+q.arg(string(p.Statuses[0])))
-	default:
-		q.where = append(q.where, "status = ANY("+q.arg(stateStrings(p.Statuses))+"::text[])")
-	}
+	q.statuses(p.Statuses)
 	if p.Type != "" {
 		q.where = append(q.where, "type = "+q.arg(p.Type))
 	}
@@ -332,7 +352,7 @@ func listLiveSQL(cond, lim string, p jobs.ListParams) string {
 	switch {
 	case p.InBin:
 		return listJobsFrom + cond + ` ORDER BY deleted_at DESC, id DESC LIMIT ` + lim
-	case !slices.Contains(p.Statuses, jobs.StateRunning) && len(p.Statuses) > 0:
+	case !slices.Contains(p.Statuses, jobs.StateRunning) && !slices.Contains(p.Statuses, jobs.StateClaimed) && len(p.Statuses) > 0:
 		// The listing indexes leave running jobs out; saying so lets the
 		// planner use them for states it only learns at run time.
 		return listNotRunning(cond, lim, p)

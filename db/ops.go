@@ -185,7 +185,7 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 	if err != nil {
 		return nil, fmt.Errorf("delete job: %w", err)
 	}
-	if j.Status == jobs.StateRunning {
+	if j.Status.Leased() {
 		s.wakeCancel(j.ID)
 	}
 	return j, nil

@@ -29,8 +29,8 @@ UNION ALL
 SELECT queue, 'blocked', count(*), NULL FROM jobs
 WHERE status = 'blocked' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
 UNION ALL
-SELECT queue, 'running', count(*), NULL FROM jobs
-WHERE status = 'running' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+SELECT queue, CASE WHEN started_at IS NULL THEN 'claimed' ELSE 'running' END, count(*), NULL FROM jobs
+WHERE status = 'running' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY 1, 2
 UNION ALL
 SELECT queue, status, sum(n)::bigint, NULL FROM job_counts
 WHERE NOT in_bin AND ($1::text IS NULL OR queue = $1) GROUP BY queue, status HAVING sum(n) > 0`

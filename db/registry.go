@@ -157,12 +157,14 @@ func (r workerRow) info() jobs.WorkerInfo {
 		HeartbeatAt: r.HeartbeatAt, State: r.State, KeyID: r.KeyID}
 }
 
+// runningJobsSQL reads the jobs the workers hold: running, or claimed
+// (no started_at yet) and waiting in their buffers.
 const runningJobsSQL = `
 SELECT worker_id, id, type, started_at FROM jobs
 WHERE status = 'running' AND worker_id = ANY($1::text[])
-ORDER BY started_at`
+ORDER BY started_at NULLS LAST`
 
-// runningJobRow is a job a worker is running.
+// runningJobRow is a job a worker holds (StartedAt nil: claimed).
 type runningJobRow struct {
 	WorkerID  string     `db:"worker_id"`
 	ID        uuid.UUID  `db:"id"`
@@ -206,12 +208,13 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
 	for _, r := range running {
-		rj := jobs.RunningJob{ID: r.ID, Type: r.Type}
-		if r.StartedAt != nil {
-			rj.StartedAt = *r.StartedAt
-		}
-		if i, ok := index[r.WorkerID]; ok {
-			out[i].Running = append(out[i].Running, rj)
+		i, ok := index[r.WorkerID]
+		switch {
+		case !ok:
+		case r.StartedAt == nil:
+			out[i].Claimed++
+		default:
+			out[i].Running = append(out[i].Running, jobs.RunningJob{ID: r.ID, Type: r.Type, StartedAt: *r.StartedAt})
 		}
 	}
 	return out, nil

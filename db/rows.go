@@ -108,6 +108,9 @@ func (r *jobRow) toJob() *jobs.Job {
 	if r.TimeoutSeconds != nil {
 		j.TimeoutSeconds = int(*r.TimeoutSeconds)
 	}
+	if j.Status == jobs.StateRunning && r.StartedAt == nil {
+		j.Status = jobs.StateClaimed // leased, its handler not started yet
+	}
 	if r.Progress != nil {
 		p := int(*r.Progress)
 		j.Progress = &p

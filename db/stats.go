@@ -7,8 +7,8 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
-// liveCountsSQL counts the live jobs (waiting, blocked, scheduled or
-// running) per queue, type and state, through the status and lease
+// liveCountsSQL counts the live jobs (waiting, blocked, scheduled,
+// claimed or running: see jobs.StateClaimed) per queue, type and state, through the status and lease
 // indexes; finishedCountsSQL reads the finished jobs' counts, which
 // triggers keep in job_counts as rows change (see its migration), so no
 // statement here scans the finished jobs however many there are.
@@ -17,8 +17,9 @@ SELECT queue, type, status, count(*) AS n FROM jobs
 WHERE status IN ('blocked', 'scheduled', 'queued') AND status <> 'running' AND deleted_at IS NULL
 GROUP BY queue, type, status
 UNION ALL
-SELECT queue, type, status, count(*) FROM jobs WHERE status = 'running' AND deleted_at IS NULL
-GROUP BY queue, type, status`
+SELECT queue, type, CASE WHEN started_at IS NULL THEN 'claimed' ELSE 'running' END, count(*) FROM jobs
+WHERE status = 'running' AND deleted_at IS NULL
+GROUP BY 1, 2, 3`
 
 const finishedCountsSQL = `
 SELECT queue, type, status, sum(n)::bigint AS n FROM job_counts WHERE NOT in_bin

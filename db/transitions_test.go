@@ -15,9 +15,17 @@ import (
 
 // force puts a job straight into a state, as if it had got there by the
 // normal path: a running job gets an (already expired) lease, a scheduled
-// one is due.
+// one is due, a claimed one is leased and has not started.
 func (b *testBundle) force(t *testing.T, id uuid.UUID, s jobs.State) {
 	t.Helper()
+	claimed := s == jobs.StateClaimed
+	defer func() {
+		if claimed {
+			_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET started_at = NULL WHERE id = $1`, id)
+			require.NoError(t, err)
+		}
+	}()
+	s = s.Stored()
 	_, err := b.store.Pool().Exec(b.ctx, `
 		UPDATE jobs SET status = $2,
 			attempt = CASE WHEN $2 = 'running' THEN 1 ELSE 0 END,
@@ -62,9 +70,15 @@ func TestSQLGuardsFollowTheStateMachine(t *testing.T) {
 					require.Equal(t, from, to, "a refused operation must not move the job")
 					return
 				}
-				if o.name == "cancel" && from == jobs.StateRunning {
-					require.Equal(t, jobs.StateRunning, to, "a running job is only asked to stop")
+				if o.name == "cancel" && from.Leased() {
+					require.Equal(t, from, to, "a leased job is only asked to stop")
 					return
+				}
+				if from == jobs.StateClaimed && o.starts {
+					// The outcome carries the handler's start: the job
+					// started and ended in one write.
+					require.True(t, jobs.CanTransition(from, jobs.StateRunning))
+					from = jobs.StateRunning
 				}
 				require.True(t, jobs.CanTransition(from, to), "%s moved %s → %s, which the state machine forbids", o.name, from, to)
 				mu.Lock()
@@ -85,6 +99,9 @@ func TestSQLGuardsFollowTheStateMachine(t *testing.T) {
 type storeOp struct {
 	name string
 	from []jobs.State
+	// starts says the operation reports a handler's start with it (an
+	// outcome of a run that ended before its start was written).
+	starts bool
 	// run performs the operation on job id; it reports whether the
 	// operation took effect.
 	run func(t *testing.T, b *testBundle, id uuid.UUID) bool
@@ -102,8 +119,12 @@ func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBu
 		if j.LeaseToken != nil {
 			token = *j.LeaseToken
 		}
-		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
-			Outcome: outcome, Error: "x", RetryDelay: time.Second}})
+		f := jobs.Finish{Lease: jobs.Lease{JobID: id, Token: token}, Outcome: outcome, Error: "x", RetryDelay: time.Second}
+		if outcome == jobs.OutcomeSucceeded || outcome == jobs.OutcomeFailed {
+			at := time.Now()
+			f.StartedAt = &at // the handler ran
+		}
+		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{f})
 		require.NoError(t, err)
 		return !moved[0].LeaseLost()
 	}
@@ -112,26 +133,41 @@ func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBu
 // storeOps are the operations TestSQLGuardsFollowTheStateMachine runs.
 func storeOps() []storeOp {
 	finish := finishOp
+	leased := []jobs.State{jobs.StateClaimed, jobs.StateRunning}
 	return []storeOp{
-		{"claim", []jobs.State{jobs.StateQueued}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"claim", []jobs.State{jobs.StateQueued}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			return len(b.claim(t, "w", 10, time.Minute)) == 1
 		}},
-		{"finish_succeeded", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeSucceeded, 3)},
-		{"finish_failed_retry", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeFailed, 3)},
-		{"finish_failed_dead", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeFailed, 0)},
-		{"finish_cancelled", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeCancelled, 3)},
-		{"finish_interrupted", []jobs.State{jobs.StateRunning}, finish(jobs.OutcomeInterrupted, 3)},
-		{"reap", []jobs.State{jobs.StateRunning}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"claim_buffered", []jobs.State{jobs.StateQueued}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 10, LeaseTTL: time.Minute, Buffered: true})
+			require.NoError(t, err)
+			return len(got) == 1
+		}},
+		{"start", []jobs.State{jobs.StateClaimed}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			j, err := b.store.GetJob(b.ctx, id)
+			require.NoError(t, err)
+			if j.LeaseToken == nil {
+				return false
+			}
+			require.NoError(t, b.store.StartJobs(b.ctx, []jobs.Start{{Lease: jobs.LeaseOf(j), At: time.Now()}}))
+			return b.status(t, id) != j.Status
+		}},
+		{"finish_succeeded", leased, true, finish(jobs.OutcomeSucceeded, 3)},
+		{"finish_failed_retry", leased, true, finish(jobs.OutcomeFailed, 3)},
+		{"finish_failed_dead", leased, true, finish(jobs.OutcomeFailed, 0)},
+		{"finish_cancelled", leased, false, finish(jobs.OutcomeCancelled, 3)},
+		{"finish_interrupted", leased, false, finish(jobs.OutcomeInterrupted, 3)},
+		{"reap", leased, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			moved, err := b.store.ReapExpired(b.ctx, nil, 10)
 			require.NoError(t, err)
 			return len(moved) == 1
 		}},
-		{"promote", []jobs.State{jobs.StateScheduled}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"promote", []jobs.State{jobs.StateScheduled}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			moved, err := b.store.PromoteDue(b.ctx, nil, 10)
 			require.NoError(t, err)
 			return len(moved) == 1
 		}},
-		{"cancel", jobs.CancelFrom, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"cancel", jobs.CancelFrom, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			_, err := b.store.CancelJob(b.ctx, id)
 			if err != nil {
 				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
@@ -139,7 +175,7 @@ func storeOps() []storeOp {
 			}
 			return true
 		}},
-		{"release", []jobs.State{jobs.StateBlocked}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"release", []jobs.State{jobs.StateBlocked}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			// The job's only dependency completes.
 			parent := b.enqueue(t, jobs.EnqueueParams{Queue: "parents"})
 			_, err := b.store.Pool().Exec(b.ctx, `INSERT INTO job_dependencies (job_id, depends_on_id) VALUES ($1, $2)`, id, parent.ID)
@@ -152,7 +188,7 @@ func storeOps() []storeOp {
 			require.NoError(t, err)
 			return b.status(t, id) != before
 		}},
-		{"rearm", []jobs.State{jobs.StateCancelled}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"rearm", []jobs.State{jobs.StateCancelled}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			// The job was cancelled by a dependency that failed; replaying
 			// that dependency re-arms it.
 			root := b.enqueue(t, jobs.EnqueueParams{})
@@ -164,7 +200,7 @@ func storeOps() []storeOp {
 			require.NoError(t, err)
 			return b.status(t, id) != before
 		}},
-		{"retry", jobs.RetryFrom, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"retry", jobs.RetryFrom, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			_, err := b.store.RetryJob(b.ctx, id)
 			if err != nil {
 				require.ErrorIs(t, err, jobs.ErrInvalidTransition)

@@ -204,7 +204,7 @@ func (s *server) jobActionAPI(action jobAction) fiber.Handler {
 		}
 		s.audit(c, string(action), nil, id)
 		status := http.StatusOK
-		if j.Status == jobs.StateRunning && j.CancelRequested {
+		if j.Status.Leased() && j.CancelRequested {
 			status = http.StatusAccepted // the worker stops it at its next checkpoint
 		}
 		return c.Status(status).JSON(j)

@@ -82,7 +82,7 @@ func malformedRequests() []malformedRequest {
 		{name: "get unknown id", method: "GET", path: "/api/v1/jobs/" + uuid.NewString(), wantStatus: 404, wantCode: "not_found"},
 		{name: "cancel unknown", path: "/api/v1/jobs/" + uuid.NewString() + "/cancel", wantStatus: 404, wantCode: "not_found"},
 		{name: "retry bad id", path: "/api/v1/jobs/%00/retry", wantStatus: 400, wantField: "id"},
-		{name: "list bad status", method: "GET", path: "/api/v1/jobs?status=claimed", wantStatus: 422, wantField: "status"},
+		{name: "list bad status", method: "GET", path: "/api/v1/jobs?status=started", wantStatus: 422, wantField: "status"},
 		{name: "list bad limit", method: "GET", path: "/api/v1/jobs?limit=100000", wantStatus: 422, wantField: "limit"},
 		{name: "list negative limit", method: "GET", path: "/api/v1/jobs?limit=-1", wantStatus: 422, wantField: "limit"},
 		{name: "list bad cursor", method: "GET", path: "/api/v1/jobs?cursor=%%%", wantStatus: 422, wantField: "cursor"},

@@ -93,8 +93,12 @@ type WorkerInfo struct {
 	HeartbeatAt time.Time `json:"heartbeat_at"`
 	// State is what the worker was asked to do: WorkerRunning, WorkerQuiet
 	// (stop claiming, finish what it holds) or WorkerTerminate (stop).
-	State   string       `json:"state"`
+	State string `json:"state"`
+	// Running lists the jobs whose handlers run in the worker (never more
+	// than its Concurrency); Claimed counts the jobs it holds in its
+	// claim-ahead buffer, claimed but not started.
 	Running []RunningJob `json:"running"`
+	Claimed int          `json:"claimed"`
 	// KeyID is the API key that registered a remote worker (nil: the
 	// bootstrap key); only that key may act as the worker.
 	KeyID *uuid.UUID `json:"-"`

@@ -85,7 +85,7 @@ func Explain(f ExplainFacts) Explanation {
 		rs = append(rs, explainDeadLetter(f))
 	case j.Status == StateCancelled:
 		rs = append(rs, explainCancelled(f))
-	case j.Status == StateRunning:
+	case j.Status.Leased():
 		rs = append(rs, explainRunning(f)...)
 	case j.Status == StateScheduled:
 		rs = append(rs, explainScheduled(f))
@@ -231,6 +231,12 @@ func explainRunning(f ExplainFacts) []Reason {
 	}
 	rs := []Reason{reasonAt("running", started, "Running on %s since %s (attempt %d of %d).",
 		worker, stamp(started), j.Attempt, j.MaxRetries+1)}
+	if j.Status == StateClaimed {
+		// Claimed at updated_at, which nothing changes while it waits.
+		rs[0] = reasonAt("claimed", j.UpdatedAt, "Claimed by %s at %s (attempt %d of %d); it waits in that worker's "+
+			"claim-ahead buffer for a free handler slot and has not started.",
+			worker, stamp(j.UpdatedAt), j.Attempt, j.MaxRetries+1)
+	}
 	if j.LeaseExpiresAt != nil {
 		exp := *j.LeaseExpiresAt
 		if exp.After(f.Now) {

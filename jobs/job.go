@@ -98,7 +98,8 @@ type Job struct {
 	// changed.
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
-	// StartedAt is when the current or last run was claimed; FinishedAt
+	// StartedAt is when the handler of the current or last run started
+	// (nil while the job is claimed but waits for a worker); FinishedAt
 	// when the job reached a final state.
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
@@ -152,7 +153,8 @@ type Execution struct {
 	// Attempt is the attempt the run was charged as.
 	Attempt  int    `json:"attempt"`
 	WorkerID string `json:"worker_id"`
-	// StartedAt is when the run was claimed; FinishedAt when it ended (nil
+	// StartedAt is when the run's handler started (when it was claimed, for
+	// a run handed back before it started); FinishedAt when it ended (nil
 	// while it runs).
 	StartedAt  time.Time  `json:"started_at"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`

@@ -23,6 +23,12 @@ type ClaimParams struct {
 	// push their jobs to an endpoint (named in Queues), which every other
 	// claim leaves alone.
 	Push bool
+	// Buffered says the claimed jobs may wait for a worker (the pool's
+	// claim-ahead buffer): they are stored as claimed, not running, until
+	// the pool reports their start (StartJobs, or the outcome's StartedAt).
+	// A claim that starts its jobs at once (pull workers, push) leaves it
+	// false.
+	Buffered bool
 	// Limit is the most jobs to claim at once.
 	Limit int
 	// LeaseTTL is how long the lease lasts before a heartbeat must extend it.
@@ -104,6 +110,10 @@ type Finish struct {
 	// statement, when the lease holds; when it is lost, the worker stores
 	// them through its log writer instead.
 	Log []LogEntry
+	// StartedAt is when the handler started, on the database's clock (the
+	// claim's time plus the time the job waited in the pool), for a
+	// buffered claim whose start was not written yet; nil for none.
+	StartedAt *time.Time
 	// Spawn lists jobs to add to the job's workflow with its completion
 	// (succeeded only; see Spawn), each checked with CheckSpawned and the
 	// list with CheckSpawnGraph. They are created in the transaction that
@@ -111,6 +121,13 @@ type Finish struct {
 	// workflow has, a dependency that cannot complete) fails the job for
 	// good with the reason instead.
 	Spawn []Spawned
+}
+
+// Start reports that the handler of a buffered claim started, at At on the
+// database's clock.
+type Start struct {
+	Lease
+	At time.Time
 }
 
 // Moved reports a job that a write moved, with its new state. A Moved with

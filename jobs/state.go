@@ -8,7 +8,8 @@ type State string
 
 const (
 	// StateQueued jobs are due and wait to be claimed. The worker pool moves
-	// them to running; the API can cancel them.
+	// them to claimed (or, for a worker that starts what it claims at once,
+	// to running); the API can cancel them.
 	StateQueued State = "queued"
 	// StateScheduled jobs wait for run_at (delayed jobs and retries). The
 	// promoter moves them to queued; the API can cancel them or run them now.
@@ -16,6 +17,13 @@ const (
 	// StateBlocked jobs wait for their dependencies. Dependency release moves
 	// them to queued or scheduled; a failed dependency cancels them.
 	StateBlocked State = "blocked"
+	// StateClaimed jobs hold a lease and wait in a worker pool's claim-ahead
+	// buffer for a free worker: claimed, not started. In the database a
+	// claimed job is a running row whose started_at is still NULL (see
+	// ARCHITECTURE, "Claimed is not running"); the pool moves it to running
+	// when its handler starts, or hands it back (queued) or cancels it
+	// without running it.
+	StateClaimed State = "claimed"
 	// StateRunning jobs hold a lease and run in a worker. The worker pool
 	// moves them to completed, scheduled, dead_letter, cancelled or (on
 	// drain) queued; the reaper moves those whose lease expired.
@@ -33,7 +41,7 @@ const (
 
 // States lists every state in lifecycle order.
 var States = []State{
-	StateBlocked, StateScheduled, StateQueued, StateRunning,
+	StateBlocked, StateScheduled, StateQueued, StateClaimed, StateRunning,
 	StateCompleted, StateDeadLetter, StateCancelled,
 }
 
@@ -46,6 +54,20 @@ func (s State) Terminal() bool {
 	return s == StateCompleted || s == StateDeadLetter || s == StateCancelled
 }
 
+// Leased reports whether a job in s holds a lease: claimed or running. A
+// leased job is stopped by asking its worker (cancel_requested), not at
+// once.
+func (s State) Leased() bool { return s == StateClaimed || s == StateRunning }
+
+// Stored is the value of jobs.status that holds s: a claimed job is stored
+// as running with no started_at yet.
+func (s State) Stored() State {
+	if s == StateClaimed {
+		return StateRunning
+	}
+	return s
+}
+
 // Waiting reports whether a job in s has not started running yet and can be
 // cancelled at once.
 func (s State) Waiting() bool {
@@ -56,9 +78,12 @@ func (s State) Waiting() bool {
 // move to from it. The db package builds its SQL guards from this table, and
 // the tests check both against every (from, to) pair.
 var transitions = map[State][]State{
-	StateBlocked:    {StateQueued, StateScheduled, StateCancelled},
-	StateScheduled:  {StateQueued, StateCancelled},
-	StateQueued:     {StateRunning, StateCancelled},
+	StateBlocked:   {StateQueued, StateScheduled, StateCancelled},
+	StateScheduled: {StateQueued, StateCancelled},
+	StateQueued:    {StateClaimed, StateRunning, StateCancelled},
+	// A claimed job starts, or goes back (drain, lease expiry) or is
+	// cancelled without running.
+	StateClaimed:    {StateRunning, StateQueued, StateCancelled},
 	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled},
 	StateCompleted:  nil,
 	StateDeadLetter: {StateQueued},
@@ -81,7 +106,7 @@ var InitialStates = []State{StateQueued, StateScheduled, StateBlocked}
 var (
 	// CancelFrom: waiting jobs are cancelled at once; running jobs are asked
 	// to stop and are cancelled by their worker at the next checkpoint.
-	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateRunning}
+	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateClaimed, StateRunning}
 	// RetryFrom: a dead-letter job is replayed with its attempts reset; a
 	// scheduled job (typically waiting out a retry backoff) runs now.
 	RetryFrom = []State{StateScheduled, StateDeadLetter}

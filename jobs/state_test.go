@@ -20,7 +20,11 @@ func TestStateMachine(t *testing.T) {
 		{jobs.StateBlocked, jobs.StateCancelled}:   true,
 		{jobs.StateScheduled, jobs.StateQueued}:    true, // promoter
 		{jobs.StateScheduled, jobs.StateCancelled}: true,
-		{jobs.StateQueued, jobs.StateRunning}:      true, // claim
+		{jobs.StateQueued, jobs.StateRunning}:      true, // claim by a worker that starts at once (pull, push)
+		{jobs.StateQueued, jobs.StateClaimed}:      true, // claim into a pool's buffer
+		{jobs.StateClaimed, jobs.StateRunning}:     true, // its handler starts
+		{jobs.StateClaimed, jobs.StateQueued}:      true, // drain before it started, lease expiry
+		{jobs.StateClaimed, jobs.StateCancelled}:   true, // cancelled before it started
 		{jobs.StateQueued, jobs.StateCancelled}:    true,
 		{jobs.StateRunning, jobs.StateCompleted}:   true,
 		{jobs.StateRunning, jobs.StateScheduled}:   true, // retry with backoff
@@ -56,8 +60,8 @@ func TestTerminalStatesHaveNoExit(t *testing.T) {
 func TestOperatorActionsFollowTheStateMachine(t *testing.T) {
 	t.Parallel()
 	for _, from := range jobs.CancelFrom {
-		if from == jobs.StateRunning {
-			continue // a running job is asked to stop; its worker moves it
+		if from.Leased() {
+			continue // a leased job is asked to stop; its worker moves it
 		}
 		require.True(t, jobs.CanTransition(from, jobs.StateCancelled), "cancel from %s", from)
 	}
@@ -69,14 +73,19 @@ func TestOperatorActionsFollowTheStateMachine(t *testing.T) {
 
 func TestStateValues(t *testing.T) {
 	t.Parallel()
-	// These strings are stored in the database and matched by its CHECK
-	// constraint; changing one needs a migration.
+	// The stored strings are matched by the database's CHECK constraint;
+	// changing one needs a migration. Claimed is stored as running (with no
+	// started_at yet).
 	want := []string{"blocked", "scheduled", "queued", "running", "completed", "dead_letter", "cancelled"}
-	got := make([]string, len(jobs.States))
-	for i, s := range jobs.States {
-		got[i] = string(s)
+	var got []string
+	for _, s := range jobs.States {
 		require.True(t, s.Valid())
+		if st := string(s.Stored()); len(got) == 0 || got[len(got)-1] != st {
+			got = append(got, st)
+		}
 	}
 	require.Equal(t, want, got)
-	require.False(t, jobs.State("claimed").Valid())
+	require.Equal(t, jobs.StateRunning, jobs.StateClaimed.Stored())
+	require.True(t, jobs.StateClaimed.Leased())
+	require.False(t, jobs.State("started").Valid())
 }

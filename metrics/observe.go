@@ -61,7 +61,7 @@ func (m *Metrics) ObserveEvents(events []jobs.Event) {
 				}
 				lastEnqC.Inc()
 			}
-		case jobs.StateRunning:
+		case jobs.StateClaimed, jobs.StateRunning: // a claim's event carries RunAt; a start's does not
 			if e.RunAt.IsZero() {
 				continue
 			}

@@ -28,6 +28,8 @@ func StatusGlyph(s jobs.State) string {
 		return "◷"
 	case jobs.StateBlocked:
 		return "‖"
+	case jobs.StateClaimed:
+		return "◔"
 	case jobs.StateRunning:
 		return "▶"
 	case jobs.StateCompleted:
@@ -253,6 +255,21 @@ func Took(d time.Duration) string {
 	}
 }
 
+// Waited is how long the job's last run waited from when it was due (its
+// run_at, or its creation if later) to when its handler started: in the
+// queue, then claimed in a worker's buffer. ok is false for a job that
+// has not started.
+func Waited(j *jobs.Job) (d time.Duration, ok bool) {
+	if j.StartedAt == nil || j.Status.Waiting() {
+		return 0, false
+	}
+	due := j.RunAt
+	if j.CreatedAt.After(due) {
+		due = j.CreatedAt
+	}
+	return max(j.StartedAt.Sub(due), 0), true
+}
+
 // JobsPageSize is how many jobs a page of a jobs list shows.
 const JobsPageSize = 50
 
@@ -349,7 +366,7 @@ func AuditFields(raw json.RawMessage) []AuditField {
 func BusiestQueues(qs []jobs.QueueInfo, n int) []jobs.QueueInfo {
 	out := slices.Clone(qs)
 	load := func(q jobs.QueueInfo) int64 {
-		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled]
+		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateClaimed] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled]
 	}
 	slices.SortStableFunc(out, func(a, b jobs.QueueInfo) int {
 		if c := cmp.Compare(load(b), load(a)); c != 0 {

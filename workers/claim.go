@@ -44,8 +44,9 @@ func (p *Pool) produce(ctx context.Context) {
 			if held.RetryAfter > 0 {
 				retry = time.After(max(held.RetryAfter, 5*time.Millisecond))
 			}
+			back := time.Now()
 			for _, j := range claimed {
-				ex := &execution{job: j, lease: jobs.LeaseOf(j)}
+				ex := &execution{job: j, lease: jobs.LeaseOf(j), claimedAt: j.UpdatedAt, claimedLocal: back}
 				ex.ctx, ex.cancel = context.WithCancelCause(p.jobsCtx)
 				p.running.Store(j.ID, ex) // heartbeated from now on
 				p.free.Add(-1)
@@ -79,7 +80,8 @@ func (p *Pool) produce(ctx context.Context) {
 func (p *Pool) claim(ctx context.Context, limit int) (claimed []*jobs.Job, held jobs.FlowHold, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
 	defer cancel()
-	params := jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Types: p.registry.Types(), Limit: limit, LeaseTTL: p.cfg.LeaseTTL}
+	params := jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Types: p.registry.Types(), Limit: limit,
+		LeaseTTL: p.cfg.LeaseTTL, Buffered: true}
 	if fp := p.cfg.FastPath; fp != nil && len(p.cfg.Queues) == 0 && fp.Healthy() {
 		if ids, err := fp.ReadyCandidates(ctx, limit); err == nil && len(ids) > 0 {
 			got, err := fp.ClaimJobsByID(ctx, params, ids)

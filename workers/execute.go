@@ -25,6 +25,16 @@ type execution struct {
 	deadline atomic.Int64 // UnixNano once started with a timeout; zero: none
 	lost     atomic.Bool
 	started  atomic.Bool // the handler has been called
+	// claimedAt is the claim's time on the database's clock and
+	// claimedLocal when the claim came back, on this process's monotonic
+	// clock: the start is claimedAt plus the time since claimedLocal, so
+	// it needs no clock agreement between the process and the database.
+	claimedAt    time.Time
+	claimedLocal time.Time
+	// startAt is when the handler started (database clock), once it has;
+	// startWritten says the starter has taken it to write (see starter).
+	startAt      atomic.Pointer[time.Time]
+	startWritten atomic.Bool
 	// settled is set by whoever reports the outcome: the worker when the
 	// handler returns, or the drain when it gives up on the handler. From
 	// then on the execution stays in running, still heartbeated, until the
@@ -166,7 +176,10 @@ func (p *Pool) execute(ex *execution) {
 	hc := handlerContext{p, ex}
 	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
 	ctx = jobs.WithSpawn(jobs.ContextWithJob(ctx, j), hc)
+	at := ex.claimedAt.Add(time.Since(ex.claimedLocal))
+	ex.startAt.Store(&at)
 	ex.started.Store(true)
+	signal(p.startNow)
 	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
@@ -177,7 +190,7 @@ func (p *Pool) execute(ex *execution) {
 			"duration_ms", time.Since(start).Milliseconds())
 		return
 	}
-	f := jobs.Finish{Lease: ex.lease}
+	f := jobs.Finish{Lease: ex.lease, StartedAt: &at}
 	cause := context.Cause(ctx)
 	switch {
 	case err == nil:

@@ -34,6 +34,9 @@ type Store interface {
 	ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error)
 	// InsertJobLogs stores lines handlers logged through jobs.Logger.
 	InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error
+	// StartJobs records that the handlers of buffered claims started: the
+	// jobs move from claimed to running.
+	StartJobs(ctx context.Context, starts []jobs.Start) error
 	// FinishJobs records the outcomes of a batch of attempts, each guarded
 	// by its lease, and returns the jobs it moved and the dependents it
 	// released or cancelled as a consequence.
@@ -158,6 +161,7 @@ type Pool struct {
 	notify   chan struct{}    // new work may exist (cap 1)
 	freed    chan struct{}    // a worker became idle (cap 1)
 	beatNow  chan struct{}    // heartbeat at once (cap 1)
+	startNow chan struct{}    // a handler started (cap 1): see starter
 	free     atomic.Int64     // idle workers plus free places in work: how many more jobs to claim
 	draining atomic.Bool      // set once claiming has stopped: jobs not yet started go back
 	running  sync.Map         // uuid.UUID → *execution, until its outcome is written
@@ -195,6 +199,7 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		notify:   make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
+		startNow: make(chan struct{}, 1),
 		jobLogs:  newJobLogWriter(store, logger.With("component", "job_logs", "worker_id", cfg.WorkerID)),
 	}
 	if len(cfg.Queues) > 0 {
@@ -284,6 +289,11 @@ func (p *Pool) Run(ctx context.Context) error {
 		defer close(beatsDone)
 		p.heartbeats(beatCtx)
 	}()
+	startsDone := make(chan struct{})
+	go func() {
+		defer close(startsDone)
+		p.starter(beatCtx)
+	}()
 
 	p.produce(ctx)
 
@@ -320,6 +330,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	<-finisherDone
 	stopBeats()
 	<-beatsDone
+	<-startsDone
 	p.stopJobs(ErrShutdown)
 	p.jobLogs.close()
 	<-logsDone

@@ -20,8 +20,8 @@ import (
 
 // TestPoolDrain: on shutdown, jobs that finish within the drain timeout
 // complete; the rest are cancelled and handed back uncharged. Shutdown
-// begins once both handlers have started: a job shown running is only
-// claimed, and one still waiting for a worker is handed back unstarted
+// begins once both handlers have started: one still waiting for a worker
+// (claimed) is handed back unstarted
 // (TestPoolClaimsAheadAndHandsBackUnstartedJobs).
 func TestPoolDrain(t *testing.T) {
 	t.Parallel()
@@ -66,9 +66,9 @@ func TestPoolDrain(t *testing.T) {
 }
 
 // TestPoolClaimsAheadAndHandsBackUnstartedJobs: with every worker busy the
-// pool holds a claimed job ready (leased, so it shows as running), does not
-// count it as running, and on shutdown hands it back uncharged without
-// having started it.
+// pool holds a claimed job ready (leased, shown and counted as claimed, not
+// running, with no start), and on shutdown hands it back uncharged
+// without having started it.
 func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -85,8 +85,15 @@ func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
 	first := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
 	b.waitFor(t, first.ID, 30*time.Second, status(jobs.StateRunning))
 	ahead := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
-	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateRunning))
+	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateClaimed))
 	require.Equal(t, 1, pool.Running())
+	a, err := b.store.GetJob(b.ctx, ahead.ID)
+	require.NoError(t, err)
+	require.Nil(t, a.StartedAt, "a claimed job has not started")
+	st, err := b.store.Stats(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.ByStatus["running"])
+	require.Equal(t, int64(1), st.ByStatus["claimed"])
 	stop()
 	for _, id := range []uuid.UUID{first.ID, ahead.ID} {
 		j, err := b.store.GetJob(b.ctx, id)
