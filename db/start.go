@@ -54,3 +54,61 @@ func (s *Store) StartJobs(ctx context.Context, starts []jobs.Start) error {
 	}
 	return nil
 }
+
+// releaseJobsSQL hands claimed jobs back to the queue before they started,
+// as if never claimed: the attempt and the execution number the claim
+// took are given back, and no execution is recorded. A job whose
+// cancellation was requested meanwhile is left to its worker, which
+// cancels it without running it; a lease lost writes nothing.
+const releaseJobsSQL = `
+UPDATE jobs j SET
+	status = 'queued',
+	attempt = j.attempt - 1,
+	executions = j.executions - 1,
+	lease_token = NULL,
+	lease_expires_at = NULL,
+	worker_id = NULL,
+	updated_at = now()
+FROM unnest($1::uuid[], $2::uuid[]) AS r(id, token)
+WHERE j.id = r.id AND j.lease_token = r.token AND j.started_at IS NULL AND NOT j.cancel_requested
+RETURNING j.id, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id`
+
+// ReleaseJobs hands back to the queue the claimed jobs of leases whose
+// handlers never started (see releaseJobsSQL), announces them and wakes
+// the pools that may take them. It returns the leases it released.
+func (s *Store) ReleaseJobs(ctx context.Context, leases []jobs.Lease) ([]jobs.Lease, error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	ids, tokens := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
+	for i, l := range leases {
+		ids[i], tokens[i] = l.JobID, l.Token
+	}
+	rows, err := s.pool.Query(ctx, releaseJobsSQL, uuidArray(ids), uuidArray(tokens))
+	if err != nil {
+		return nil, fmt.Errorf("release jobs: %w", err)
+	}
+	defer rows.Close()
+	var moved []jobs.Moved
+	for rows.Next() {
+		m := jobs.Moved{Status: jobs.StateQueued}
+		if err := rows.Scan(&m.JobID, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID); err != nil {
+			return nil, fmt.Errorf("release jobs: %w", err)
+		}
+		moved = append(moved, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("release jobs: %w", err)
+	}
+	released := make([]jobs.Lease, 0, len(moved))
+	byID := map[uuid.UUID]jobs.Lease{}
+	for _, l := range leases {
+		byID[l.JobID] = l
+	}
+	for _, m := range moved {
+		released = append(released, byID[m.JobID])
+	}
+	s.wakeMoved(moved)
+	s.emitMoved(moved)
+	return released, nil
+}

@@ -35,6 +35,13 @@ type execution struct {
 	// startWritten says the starter has taken it to write (see starter).
 	startAt      atomic.Pointer[time.Time]
 	startWritten atomic.Bool
+	// relMu guards taken (a worker has taken the job to run or hand back)
+	// and released (the rebalancer handed it back unstarted while every
+	// worker stayed busy: see rebalance). The rebalancer holds it while its
+	// write is on its way, so a worker waits for the answer.
+	relMu    sync.Mutex
+	taken    bool
+	released bool
 	// settled is set by whoever reports the outcome: the worker when the
 	// handler returns, or the drain when it gives up on the handler. From
 	// then on the execution stays in running, still heartbeated, until the
@@ -141,6 +148,7 @@ func (p *Pool) worker() {
 	defer p.inFlight.Done()
 	for ex := range p.work {
 		p.execute(ex)
+		p.lastFreed.Store(int64(time.Since(p.epoch)))
 		p.free.Add(1)
 		signal(p.freed)
 	}
@@ -152,6 +160,13 @@ func (p *Pool) worker() {
 // the queue, all without running it.
 func (p *Pool) execute(ex *execution) {
 	j, ctx := ex.job, ex.ctx
+	ex.relMu.Lock()
+	released := ex.released
+	ex.taken = true
+	ex.relMu.Unlock()
+	if released {
+		return // handed back unstarted by the rebalancer
+	}
 	defer ex.cancel(nil)
 	if ex.lost.Load() {
 		p.running.CompareAndDelete(j.ID, ex)

@@ -37,6 +37,9 @@ type Store interface {
 	// StartJobs records that the handlers of buffered claims started: the
 	// jobs move from claimed to running.
 	StartJobs(ctx context.Context, starts []jobs.Start) error
+	// ReleaseJobs hands claimed jobs that never started back to the queue
+	// as if never claimed, and returns the leases it released.
+	ReleaseJobs(ctx context.Context, leases []jobs.Lease) ([]jobs.Lease, error)
 	// FinishJobs records the outcomes of a batch of attempts, each guarded
 	// by its lease, and returns the jobs it moved and the dependents it
 	// released or cancelled as a consequence.
@@ -181,6 +184,10 @@ type Pool struct {
 	// flowWaiting says the last claim left jobs waiting in a limited
 	// queue: each batch of outcomes written (slots opened) claims again.
 	flowWaiting atomic.Bool
+	// epoch is when the pool was made and lastFreed when a worker last
+	// became idle, as time since epoch (monotonic): see rebalance.
+	epoch     time.Time
+	lastFreed atomic.Int64
 	// runAvg and claimAvg are moving averages (ns) of a handler's run and
 	// of a claim's round trip; they size the claim-ahead (aheadNow).
 	runAvg, claimAvg atomic.Int64
@@ -200,6 +207,7 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
 		startNow: make(chan struct{}, 1),
+		epoch:    time.Now(),
 		jobLogs:  newJobLogWriter(store, logger.With("component", "job_logs", "worker_id", cfg.WorkerID)),
 	}
 	if len(cfg.Queues) > 0 {
@@ -294,8 +302,17 @@ func (p *Pool) Run(ctx context.Context) error {
 		defer close(startsDone)
 		p.starter(beatCtx)
 	}()
+	rebalanceCtx, stopRebalance := context.WithCancel(ctx)
+	defer stopRebalance()
+	rebalanceDone := make(chan struct{})
+	go func() {
+		defer close(rebalanceDone)
+		p.rebalancer(rebalanceCtx)
+	}()
 
 	p.produce(ctx)
+	stopRebalance()
+	<-rebalanceDone
 
 	// Drain.
 	p.draining.Store(true)

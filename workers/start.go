@@ -15,32 +15,47 @@ const startDelay = 20 * time.Millisecond
 
 // starter writes the starts of handlers that are still running, so that
 // their jobs show running (not claimed) while they run, until ctx is done.
+// It looks again every startDelay while handlers younger than that run,
+// and otherwise waits for the next start.
 func (p *Pool) starter(ctx context.Context) {
+	young := false
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-p.startNow:
+		if !young {
+			select {
+			case <-ctx.Done():
+				return
+			case <-p.startNow:
+			}
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(startDelay):
 		}
-		p.writeStarts(ctx)
+		young = p.writeStarts(ctx)
 	}
 }
 
 // writeStarts writes, in one statement, the starts not yet written of the
-// handlers that have not returned. A failed write leaves them to the next
-// round or to their outcomes.
-func (p *Pool) writeStarts(ctx context.Context) {
+// handlers that have run for startDelay and not returned; it reports
+// whether younger ones run. A failed write leaves them to the next round
+// or to their outcomes.
+func (p *Pool) writeStarts(ctx context.Context) (young bool) {
 	var starts []jobs.Start
 	var taken []*execution
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
 		at := ex.startAt.Load()
-		if at == nil || ex.settled.Load() || !ex.startWritten.CompareAndSwap(false, true) {
+		if at == nil || ex.settled.Load() || ex.startWritten.Load() {
+			return true
+		}
+		// The start on this process's clock: the claim's return plus the
+		// claim-to-start gap.
+		if time.Since(ex.claimedLocal)-at.Sub(ex.claimedAt) < startDelay {
+			young = true
+			return true
+		}
+		if !ex.startWritten.CompareAndSwap(false, true) {
 			return true
 		}
 		starts = append(starts, jobs.Start{Lease: ex.lease, At: *at})
@@ -48,7 +63,7 @@ func (p *Pool) writeStarts(ctx context.Context) {
 		return true
 	})
 	if len(starts) == 0 {
-		return
+		return young
 	}
 	wctx, cancel := context.WithTimeout(ctx, p.cfg.HeartbeatInterval)
 	defer cancel()
@@ -64,4 +79,5 @@ func (p *Pool) writeStarts(ctx context.Context) {
 		}
 		time.AfterFunc(time.Second, func() { signal(p.startNow) })
 	}
+	return young
 }

@@ -1,0 +1,84 @@
+package workers
+
+import (
+	"context"
+	"time"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+// rebalancer hands back, until ctx is done, the claimed jobs that wait in
+// the buffer while every worker of this pool stays busy (rebalance).
+func (p *Pool) rebalancer(ctx context.Context) {
+	if p.cfg.ClaimAhead == 0 {
+		return // no buffer: every claimed job has a worker
+	}
+	t := time.NewTicker(max(p.cfg.PollInterval/4, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			p.rebalance(ctx)
+		}
+	}
+}
+
+// rebalance hands back to the queue the jobs claimed into the buffer more
+// than half a poll interval ago, when no worker has become idle for that
+// long either: the buffer is there to cover one claim's round trip, and
+// jobs held behind handlers that run long would otherwise wait for them
+// while another process has idle workers. They go back as if never
+// claimed (Store.ReleaseJobs); the wake-up their move sends makes idle
+// pools claim them at once. Their places in the buffer stay taken until a
+// worker passes over them, so this pool does not claim them back before
+// one of its workers is free.
+func (p *Pool) rebalance(ctx context.Context) {
+	hold := p.cfg.PollInterval / 2
+	now := time.Since(p.epoch)
+	if now-time.Duration(p.lastFreed.Load()) < hold {
+		return // workers are moving: the buffer is doing its job
+	}
+	var leases []jobs.Lease
+	taken := map[jobs.Lease]*execution{}
+	p.running.Range(func(_, v any) bool {
+		ex := v.(*execution)
+		if time.Since(ex.claimedLocal) < hold || ex.lost.Load() || context.Cause(ex.ctx) != nil || !ex.relMu.TryLock() {
+			return true
+		}
+		if ex.taken || ex.released {
+			ex.relMu.Unlock()
+			return true
+		}
+		leases = append(leases, ex.lease)
+		taken[ex.lease] = ex
+		return true
+	})
+	if len(leases) == 0 {
+		return
+	}
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.HeartbeatInterval)
+	defer cancel()
+	p.leaseWrites.Lock()
+	released, err := p.store.ReleaseJobs(wctx, leases)
+	p.leaseWrites.Unlock()
+	if err != nil {
+		p.logger.WarnContext(ctx, "handing back buffered jobs failed", "error", err, "jobs", len(leases))
+		released = nil
+	}
+	for _, l := range released {
+		ex := taken[l]
+		ex.released = true
+		p.running.CompareAndDelete(l.JobID, ex)
+		ex.cancel(nil)
+	}
+	// The rest stay claimed here (a write failed, a cancel was asked for
+	// meanwhile, the lease was lost): a worker takes them as usual.
+	for _, ex := range taken {
+		ex.relMu.Unlock()
+	}
+	if len(released) > 0 {
+		p.logger.InfoContext(ctx, "handed back buffered jobs: every worker stayed busy", "jobs", len(released))
+	}
+}
