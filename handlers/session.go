@@ -168,6 +168,9 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 			return err // not signed out: the database is away, and the error handler says so
 		}
 	}
+	if wantsEventStream(c) {
+		return signedOutStream(c)
+	}
 	next := c.OriginalURL()
 	if isHX(c) || c.Method() != fiber.MethodGet {
 		next = "/"
@@ -178,6 +181,25 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 		return c.SendStatus(http.StatusUnauthorized)
 	}
 	return c.Redirect(dest, http.StatusSeeOther)
+}
+
+// wantsEventStream reports whether c is a browser's EventSource request
+// (it asks for text/event-stream).
+func wantsEventStream(c *fiber.Ctx) bool {
+	return c.Method() == fiber.MethodGet && strings.Contains(c.Get(fiber.HeaderAccept), "text/event-stream")
+}
+
+// signedOutStream answers a signed-out EventSource (the session ended, or
+// Flint restarted with a new session key) with a stream it understands: one
+// "ended" event, as a stream whose session ends while open gets, on which
+// the page reloads and so reaches the sign-in page with itself as the
+// place to come back to. A redirect to the sign-in page would answer it
+// with HTML, which EventSource refuses and retries forever.
+func signedOutStream(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "text/event-stream")
+	c.Set(fiber.HeaderCacheControl, "no-store")
+	c.Set("X-Flint-Signed-Out", "1")
+	return c.Status(http.StatusOK).SendString("retry: 2000\n\nevent: ended\ndata: signed out\n\n")
 }
 
 // csrfProtect refuses state-changing requests that do not carry the

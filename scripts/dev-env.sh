@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Creates .flint/dev.env with persistent development secrets, once. The file
 # is git-ignored and readable only by its owner; "make run" loads it. Delete
-# it to get new secrets. Prints nothing if it exists already.
+# it to get new secrets. Prints nothing if it exists already; a file that
+# lacks the session key gets one, so restarts keep everyone signed in.
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 file=.flint/dev.env
-[[ -e $file ]] && exit 0
 
 # hex N: N random bytes as 2N hex characters.
 hex() {
@@ -31,6 +31,15 @@ password() {
 	done
 	printf '%s\n' "$out"
 }
+
+if [[ -e $file ]]; then
+	# A file from before the session key was kept: add one, so a restart
+	# does not sign everyone out.
+	if ! grep -q '^FLINT_SESSION_KEY=' "$file"; then
+		printf 'FLINT_SESSION_KEY=%s\n' "$(hex 32)" >>"$file"
+	fi
+	exit 0
+fi
 
 api_key="$(hex 32)"
 admin_password="$(password 16)"

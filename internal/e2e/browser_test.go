@@ -36,6 +36,10 @@ type dashboardRig struct {
 	store    *db.Store
 	registry *jobs.Registry
 	broker   *handlers.Broker
+	// restart stops the dashboard's HTTP server (closing its connections,
+	// live streams included) and serves it again on the same address with
+	// sessionKey, as a restart of Flint with another FLINT_SESSION_KEY.
+	restart func(t *testing.T, sessionKey []byte)
 }
 
 // startDashboard starts the rig on a fresh database; register adds
@@ -86,15 +90,25 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 	run(l.Run)
 	<-ready
 	run(pool.Run)
-	app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: ctx, Broker: broker, Dashboard: store,
-		Audit: store, Logs: store, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
-		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}, Wake: pool.Wake},
-		store, reg, logger)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	go func() { _ = app.Listener(ln) }()
-	t.Cleanup(func() { _ = app.ShutdownWithTimeout(time.Second) })
-	return &dashboardRig{base: "http://" + ln.Addr().String(), store: store, registry: reg, broker: broker}
+	serve := func(t *testing.T, addr string, key []byte) (string, func()) {
+		actx, stopStreams := context.WithCancel(ctx) // a stopped server's streams end with it
+		app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: actx, Broker: broker, Dashboard: store,
+			Audit: store, Logs: store, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
+			Session: handlers.SessionConfig{Key: key}, Wake: pool.Wake},
+			store, reg, logger)
+		ln, err := net.Listen("tcp", addr)
+		require.NoError(t, err)
+		go func() { _ = app.Listener(ln) }()
+		return ln.Addr().String(), func() { stopStreams(); _ = app.ShutdownWithTimeout(time.Second) }
+	}
+	addr, stop := serve(t, "127.0.0.1:0", []byte("0123456789abcdef0123456789abcdef"))
+	t.Cleanup(func() { stop() })
+	rig := &dashboardRig{base: "http://" + addr, store: store, registry: reg, broker: broker}
+	rig.restart = func(t *testing.T, key []byte) {
+		stop()
+		_, stop = serve(t, addr, key)
+	}
+	return rig
 }
 
 // browser starts headless Chromium with the flags this environment needs
