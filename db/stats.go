@@ -95,3 +95,28 @@ func (s *Store) StateQueueCounts(ctx context.Context) (map[[2]string]int64, erro
 	}
 	return out, nil
 }
+
+// deadLetterCountSQL counts the dead-letter jobs outside the bin, of queue
+// $1 and type $2 when given, from the counts job_counts keeps (exact, and
+// no scan of the jobs however many there are).
+const deadLetterCountSQL = `
+SELECT coalesce(sum(n), 0)::bigint FROM job_counts
+WHERE status = 'dead_letter' AND NOT in_bin AND ($1::text IS NULL OR queue = $1) AND ($2::text IS NULL OR type = $2)`
+
+// CountDeadLetter counts the dead-letter jobs of queue and type (""
+// for any).
+func (s *Store) CountDeadLetter(ctx context.Context, queue, typ string) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, deadLetterCountSQL, nullIfEmpty(queue), nullIfEmpty(typ)).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count dead-letter jobs: %w", err)
+	}
+	return n, nil
+}
+
+// nullIfEmpty is s as a query parameter, NULL when empty.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}

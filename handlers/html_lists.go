@@ -110,11 +110,9 @@ func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
 func (s *server) dlqListData(c *fiber.Ctx, l *views.JobsList, p *jobs.ListParams) (done bool, err error) {
 	p.Statuses = []jobs.State{jobs.StateDeadLetter}
 	l.Filter.Status = ""
-	st, err := s.statusStore.Stats(c.UserContext())
-	if err != nil {
+	if err := s.dlqTotals(c, l, *p); err != nil {
 		return false, err
 	}
-	l.Total = st.ByStatus[string(jobs.StateDeadLetter)]
 	if c.Query("view") != "errors" {
 		return false, nil
 	}
@@ -124,6 +122,44 @@ func (s *server) dlqListData(c *fiber.Ctx, l *views.JobsList, p *jobs.ListParams
 	}
 	l.Groups = append([]jobs.ErrorGroup{}, groups...)
 	return true, nil
+}
+
+// dlqCountCap bounds the count of a searched dead-letter queue: it is
+// counted by reading the matching jobs, at most this many.
+const dlqCountCap = 1000
+
+// dlqTotals reads the dead-letter queue's size (l.QueueTotal) and how many
+// of its jobs the filter shows (l.Total): exact from the kept counts when
+// the filter is by queue and type alone; counted up to dlqCountCap
+// (l.TotalCapped) for a search or a jump.
+func (s *server) dlqTotals(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) error {
+	ctx := c.UserContext()
+	var err error
+	if l.QueueTotal, err = s.dlqStore.CountDeadLetter(ctx, "", ""); err != nil {
+		return err
+	}
+	if p.Q == "" && p.Before == nil {
+		l.Total, err = s.dlqStore.CountDeadLetter(ctx, p.Queue, p.Type)
+		return err
+	}
+	p.Limit, p.Cursor = 200, ""
+	for l.Total < dlqCountCap {
+		page, err := s.jobStore.ListJobs(ctx, p)
+		if err != nil {
+			var ve *jobs.ValidationError
+			if errors.As(err, &ve) {
+				return nil // the listing says why
+			}
+			return err
+		}
+		l.Total += int64(len(page.Jobs))
+		if page.NextCursor == "" {
+			return nil
+		}
+		p.Cursor = page.NextCursor
+	}
+	l.TotalCapped = true
+	return nil
 }
 
 // listStatusParams applies l's status filter to p: a job state, or
@@ -152,6 +188,9 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 		}
 		if isHX(c) && c.Get("HX-Target") == "jobs-table" {
 			return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+		}
+		if isHX(c) && c.Get("HX-Target") == "dlq-total" && kind == "dlq" {
+			return render(c, http.StatusOK, views.DLQTotal(l, false))
 		}
 		if kind == "jobs" { // the queue filter's suggestions, outside the table
 			if l.Queues, err = s.dash.Queues(c.UserContext()); err != nil {
@@ -248,7 +287,7 @@ func (s *server) deleteAllDLQ(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+	return render(c, http.StatusOK, views.DLQTableAndTotal(l, s.clock.Now()))
 }
 
 func (s *server) replayAll(c *fiber.Ctx) error {
@@ -267,5 +306,5 @@ func (s *server) replayAll(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+	return render(c, http.StatusOK, views.DLQTableAndTotal(l, s.clock.Now()))
 }

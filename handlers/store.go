@@ -135,6 +135,9 @@ type DLQStore interface {
 	// DLQGroups groups the dead-letter queue by type and first line of the
 	// error, largest group first, up to limit groups.
 	DLQGroups(ctx context.Context, limit int) ([]jobs.ErrorGroup, error)
+	// CountDeadLetter counts the dead-letter jobs of a queue and a type
+	// ("" for any), exactly.
+	CountDeadLetter(ctx context.Context, queue, typ string) (int64, error)
 }
 
 // QueueStore is what the queues API and pages need: flow control (pause,

@@ -97,8 +97,12 @@ type JobsList struct {
 	Queues     []string // the queues known, for the filter
 	// Now is when the list was read.
 	Now time.Time
-	// Total is how many jobs the list holds unfiltered (the DLQ's size).
-	Total int64
+	// Total is how many jobs of the dead-letter queue its filter shows
+	// (at least, when TotalCapped: a search counted so far); QueueTotal is
+	// the queue's size.
+	Total       int64
+	TotalCapped bool
+	QueueTotal  int64
 	// Groups, when set, show the list grouped by error instead.
 	Groups []jobs.ErrorGroup
 }
