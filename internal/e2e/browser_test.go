@@ -90,11 +90,13 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 	run(l.Run)
 	<-ready
 	run(pool.Run)
+	run(workers.NewPresence(jobs.WorkerInfo{ID: "browser", Concurrency: 4}, reg, 0, store, nil, logger).Run)
 	serve := func(t *testing.T, addr string, key []byte) (string, func()) {
 		actx, stopStreams := context.WithCancel(ctx) // a stopped server's streams end with it
 		app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: actx, Broker: broker, Dashboard: store,
 			Audit: store, Logs: store, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
-			Session: handlers.SessionConfig{Key: key}, Wake: pool.Wake},
+			Session: handlers.SessionConfig{Key: key}, Wake: pool.Wake,
+			Workers: func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 30*time.Second) }},
 			store, reg, logger)
 		ln, err := net.Listen("tcp", addr)
 		require.NoError(t, err)
