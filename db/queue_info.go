@@ -23,8 +23,8 @@ const queueCountsSQL = `
 SELECT queue, 'queued', count(*), min(run_at) FROM jobs
 WHERE status = 'queued' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
 UNION ALL
-SELECT queue, 'scheduled', count(*), NULL FROM jobs
-WHERE status = 'scheduled' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+SELECT queue, CASE WHEN attempt > 0 THEN 'retrying' ELSE 'scheduled' END, count(*), NULL FROM jobs
+WHERE status = 'scheduled' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY 1, 2
 UNION ALL
 SELECT queue, 'blocked', count(*), NULL FROM jobs
 WHERE status = 'blocked' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue

@@ -145,6 +145,13 @@ func (s *server) jobActionHTML(action jobAction) fiber.Handler {
 		}
 		s.logger.InfoContext(ctx, "dashboard action", "component", "dashboard", "action", action, "job_id", id, "actor", dashActor(c))
 		toast(c, action.past()+".", toastOK)
+		if c.Get("HX-Target") == views.JobRowID(id) { // a list row's own button
+			j, err := s.jobStore.GetJob(ctx, id)
+			if err != nil {
+				return err
+			}
+			return render(c, http.StatusOK, views.JobRow(j, "jobs", s.clock.Now()))
+		}
 		d, err := s.jobDetail(ctx, id)
 		if err != nil {
 			return err

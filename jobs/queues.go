@@ -80,7 +80,9 @@ func (q *QueueSettings) Constrained() bool { return q.Paused || q.Limited() || q
 // settings and what it holds now.
 type QueueInfo struct {
 	QueueSettings
-	// Counts holds the live jobs per state (states with none left out).
+	// Counts holds the live jobs per state (states with none left out);
+	// scheduled jobs waiting for a retry are counted apart, under
+	// CountRetrying, not under scheduled.
 	Counts map[State]int64 `json:"counts"`
 	// OldestQueuedAt is the run time of the queued job that has waited
 	// longest; OldestWaitSeconds is how long it has waited.
@@ -268,3 +270,8 @@ type QueueFacts struct {
 	// KeyRunning counts the running jobs sharing the job's concurrency key.
 	KeyRunning int
 }
+
+// CountRetrying is the key of QueueInfo.Counts for scheduled jobs waiting
+// for a retry after a failed attempt. It is not a state: such a job's
+// status is scheduled.
+const CountRetrying State = "retrying"

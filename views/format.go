@@ -366,7 +366,7 @@ func AuditFields(raw json.RawMessage) []AuditField {
 func BusiestQueues(qs []jobs.QueueInfo, n int) []jobs.QueueInfo {
 	out := slices.Clone(qs)
 	load := func(q jobs.QueueInfo) int64 {
-		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateClaimed] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled]
+		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateClaimed] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled] + q.Counts[jobs.CountRetrying]
 	}
 	slices.SortStableFunc(out, func(a, b jobs.QueueInfo) int {
 		if c := cmp.Compare(load(b), load(a)); c != 0 {
