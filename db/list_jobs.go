@@ -120,32 +120,6 @@ func (q *listQuery) arg(v any) string {
 	return "$" + strconv.Itoa(len(q.args))
 }
 
-// statuses adds the condition on the listed states. A claimed job is a
-// running row without started_at (jobs.StateClaimed): asked for one of
-// the two and not the other, the listing tells them apart.
-func (q *listQuery) statuses(states []jobs.State) {
-	stored := make([]jobs.State, 0, len(states))
-	for _, s := range states {
-		if !slices.Contains(stored, s.Stored()) {
-			stored = append(stored, s.Stored())
-		}
-	}
-	switch len(stored) {
-	case 0:
-	case 1:
-		q.where = append(q.where, "status = "+q.arg(string(stored[0])))
-	default:
-		q.where = append(q.where, "status = ANY("+q.arg(stateStrings(stored))+"::text[])")
-	}
-	claimed, running := slices.Contains(states, jobs.StateClaimed), slices.Contains(states, jobs.StateRunning)
-	switch {
-	case claimed && !running:
-		q.where = append(q.where, "(status <> 'running' OR started_at IS NULL)")
-	case running && !claimed:
-		q.where = append(q.where, "(status <> 'running' OR started_at IS NOT NULL)")
-	}
-}
-
 // filter adds the conditions that pick which jobs are listed.
 func (q *listQuery) filter(p jobs.ListParams) {
 	if p.InBin {
@@ -191,7 +165,13 @@ func (q *listQuery) search(text string) {
 	like := escapeLike(text)
 	q.where = append(q.where, searchMark)
 	key, prefix, part := q.arg(text), q.arg(like+"%"), q.arg("%"+like+"%")
-	q.searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part + ")"
+	q.searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part
+	if isShortID(text) {
+		// The eight hex digits the dashboard prints for a job
+		// (jobs.ShortID). Checked on the rows the search reads anyway.
+		q.searchLive += " OR right(id::text, 8) = lower(" + key + ")"
+	}
+	q.searchLive += ")"
 	// The history's statements search their own way but take the same
 	// arguments; this names the search's with their type and is true.
 	q.searchNone = "(" + key + "::text IS NULL OR " + prefix + "::text IS NULL OR " + part + "::text IS NULL OR true)"
