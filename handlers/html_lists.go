@@ -37,6 +37,11 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 		p.InBin = true
 	}
 	listStatusParams(&l, &p)
+	if kind == "jobs" {
+		if err := s.statusCounts(c, &l); err != nil {
+			return l, err
+		}
+	}
 	l.HasCursor = p.Cursor != ""
 	page, err := s.jobStore.ListJobs(c.UserContext(), p)
 	var ve *jobs.ValidationError
@@ -162,6 +167,45 @@ func (s *server) dlqTotals(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) e
 	return nil
 }
 
+// statusCounts reads the Jobs list's counts per state (l.Counts) for its
+// queue or type filter, from the same counts as GET /api/v1/stats.
+func (s *server) statusCounts(c *fiber.Ctx, l *views.JobsList) error {
+	f := l.Filter
+	if f.Q != "" || f.Series != "" || f.Batch != "" || (f.Type != "" && f.Queue != "") {
+		return nil
+	}
+	st, err := s.statusStore.Stats(c.UserContext())
+	if err != nil {
+		return err
+	}
+	by := st.ByStatus
+	switch {
+	case f.Queue != "":
+		by = st.ByQueue[f.Queue]
+	case f.Type != "":
+		by = st.ByType[f.Type]
+	}
+	retrying, merged := int64(0), true
+	if f.Queue == "" && f.Type == "" {
+		if retrying, err = s.dash.CountRetrying(c.UserContext(), countCap); err != nil {
+			return err
+		}
+		merged = false
+	}
+	for _, state := range jobs.States {
+		n := by[string(state)]
+		if state == jobs.StateScheduled {
+			l.Counts = append(l.Counts, views.StatusCount{Status: string(state), N: n - retrying, Merged: merged})
+			if !merged {
+				l.Counts = append(l.Counts, views.StatusCount{Status: "retrying", N: retrying})
+			}
+			continue
+		}
+		l.Counts = append(l.Counts, views.StatusCount{Status: string(state), N: n})
+	}
+	return nil
+}
+
 // listStatusParams applies l's status filter to p: a job state, or
 // "retrying" (scheduled jobs waiting for a retry; "scheduled" is the
 // others).
@@ -188,6 +232,9 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 		}
 		if isHX(c) && c.Get("HX-Target") == "jobs-table" {
 			return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+		}
+		if isHX(c) && c.Get("HX-Target") == "status-counts" && kind == "jobs" {
+			return render(c, http.StatusOK, views.StatusCounts(l))
 		}
 		if isHX(c) && c.Get("HX-Target") == "dlq-total" && kind == "dlq" {
 			return render(c, http.StatusOK, views.DLQTotal(l, false))

@@ -227,9 +227,31 @@ func attrsText(attrs map[string]any) string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		fmt.Fprintf(&b, "%s=%v", k, attrs[k])
+		fmt.Fprintf(&b, "%s=%s", k, attrValue(k, attrs[k]))
 	}
 	return b.String()
+}
+
+// durationKeys are attributes that slog writes as a time.Duration, in
+// nanoseconds: shown as a duration.
+var durationKeys = map[string]bool{"took": true, "duration": true, "elapsed": true, "drain": true, "retry_in": true,
+	"drain_timeout": true, "wait": true}
+
+// attrValue prints one attribute's value: durations (a key of
+// durationKeys, or one ending in _ms) in a readable unit, whole numbers
+// without an exponent.
+func attrValue(k string, v any) string {
+	f, ok := v.(float64)
+	if !ok {
+		return fmt.Sprint(v)
+	}
+	switch {
+	case durationKeys[k]:
+		return Took(time.Duration(f))
+	case strings.HasSuffix(k, "_ms"):
+		return Took(time.Duration(f * float64(time.Millisecond)))
+	}
+	return strconv.FormatFloat(f, 'f', -1, 64)
 }
 
 // Duration renders a length of time as Ago does ("45s", "3m", "2h 5m").

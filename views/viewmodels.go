@@ -105,6 +105,10 @@ type JobsList struct {
 	QueueTotal  int64
 	// Groups, when set, show the list grouped by error instead.
 	Groups []jobs.ErrorGroup
+	// Counts are the jobs per state within the list's queue or type
+	// filter (the Jobs list; nil when its filter cannot be counted that
+	// way: a search, a series, a batch, or a queue and a type at once).
+	Counts []StatusCount
 }
 
 // JobDetail is the Job detail page.
@@ -171,4 +175,12 @@ func filterVals(l JobsList) string {
 	b, _ := json.Marshal(map[string]string{"status": l.Filter.Status, "type": l.Filter.Type, "queue": l.Filter.Queue, "q": l.Filter.Q, "series": l.Filter.Series,
 		"batch": l.Filter.Batch, "sort": l.Filter.Sort, "before": l.Filter.Before})
 	return string(b)
+}
+
+// StatusCount is how many jobs are in one state ("retrying" for scheduled
+// jobs waiting for a retry; Merged says scheduled counts them too).
+type StatusCount struct {
+	Status string
+	N      int64
+	Merged bool
 }

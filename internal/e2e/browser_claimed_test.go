@@ -23,6 +23,7 @@ import (
 func TestBusyNeverExceedsCapacity(t *testing.T) {
 	t.Parallel()
 	rig := startDashboard(t)
+	rig.present()
 	ctx := browser(t)
 	signIn(t, ctx, rig.base)
 	bg := context.Background()
@@ -74,7 +75,7 @@ func TestBusyNeverExceedsCapacity(t *testing.T) {
 	// The overview counts running jobs within capacity too, and a finished
 	// job shows how long it waited beside how long it took.
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?type=sleep"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="job-waited"]`)))
-	took := eval[[]string](t, ctx, `[...document.querySelectorAll('td[data-testid="job-took"]')].map(td => td.textContent.replace(/\s+/g, ' ').trim())`)
+	took := eval[[]string](t, ctx, `[...document.querySelectorAll('td[data-testid="job-took"]')].map(td => td.innerText.replace(/\s+/g, ' ').trim())`)
 	require.NotEmpty(t, took)
 	for _, s := range took {
 		require.Regexp(t, `^\d{3} ms waited (\d+ ms|\d+\.\ds)$`, s, "took counts the 400 ms handler, not the wait")

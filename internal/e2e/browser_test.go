@@ -40,6 +40,9 @@ type dashboardRig struct {
 	// live streams included) and serves it again on the same address with
 	// sessionKey, as a restart of Flint with another FLINT_SESSION_KEY.
 	restart func(t *testing.T, sessionKey []byte)
+	// present registers the rig's pool in the worker registry (the
+	// Workers page lists it) until the test ends.
+	present func()
 }
 
 // startDashboard starts the rig on a fresh database; register adds
@@ -90,7 +93,6 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 	run(l.Run)
 	<-ready
 	run(pool.Run)
-	run(workers.NewPresence(jobs.WorkerInfo{ID: "browser", Concurrency: 4}, reg, 0, store, nil, logger).Run)
 	serve := func(t *testing.T, addr string, key []byte) (string, func()) {
 		actx, stopStreams := context.WithCancel(ctx) // a stopped server's streams end with it
 		app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: actx, Broker: broker, Dashboard: store,
@@ -106,6 +108,9 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 	addr, stop := serve(t, "127.0.0.1:0", []byte("0123456789abcdef0123456789abcdef"))
 	t.Cleanup(func() { stop() })
 	rig := &dashboardRig{base: "http://" + addr, store: store, registry: reg, broker: broker}
+	rig.present = func() {
+		run(workers.NewPresence(jobs.WorkerInfo{ID: "browser", Concurrency: 4}, reg, 0, store, nil, logger).Run)
+	}
 	rig.restart = func(t *testing.T, key []byte) {
 		stop()
 		_, stop = serve(t, addr, key)
