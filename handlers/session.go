@@ -174,6 +174,10 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 	next := c.OriginalURL()
 	if isHX(c) || c.Method() != fiber.MethodGet {
 		next = "/"
+		// An HTMX request comes from a page: back to that page.
+		if u, err := url.Parse(c.Get("HX-Current-URL")); err == nil && isHX(c) && u.Path != "" {
+			next = u.RequestURI()
+		}
 	}
 	dest := "/login?next=" + url.QueryEscape(next)
 	if isHX(c) {

@@ -40,3 +40,19 @@ func TestSignedOutEventStreamEnds(t *testing.T) {
 	require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 	require.Equal(t, "/login?next=%2Fjobs%3Fstatus%3Dqueued", resp.Header.Get("Location"))
 }
+
+// TestSignedOutHTMXRequestReturnsToItsPage: an HTMX request of a
+// signed-out page (a live refresh, an action) sends the whole page to the
+// sign-in page with that page, not the overview, as where to come back.
+func TestSignedOutHTMXRequestReturnsToItsPage(t *testing.T) {
+	t.Parallel()
+	b := accessSetup(t)
+	req := httptest.NewRequest(http.MethodGet, "/jobs/rows?ids=x", nil)
+	req.Header.Set("HX-Request", "true")
+	req.Header.Set("HX-Current-URL", "http://flint.example/jobs?status=queued&type=noop")
+	resp, err := b.app.Test(req, 10_000)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	require.Equal(t, "/login?next=%2Fjobs%3Fstatus%3Dqueued%26type%3Dnoop", resp.Header.Get("HX-Redirect"))
+}
