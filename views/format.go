@@ -232,28 +232,6 @@ func attrsText(attrs map[string]any) string {
 	return b.String()
 }
 
-// durationKeys are attributes that slog writes as a time.Duration, in
-// nanoseconds: shown as a duration.
-var durationKeys = map[string]bool{"took": true, "duration": true, "elapsed": true, "drain": true, "retry_in": true,
-	"drain_timeout": true, "wait": true}
-
-// attrValue prints one attribute's value: durations (a key of
-// durationKeys, or one ending in _ms) in a readable unit, whole numbers
-// without an exponent.
-func attrValue(k string, v any) string {
-	f, ok := v.(float64)
-	if !ok {
-		return fmt.Sprint(v)
-	}
-	switch {
-	case durationKeys[k]:
-		return Took(time.Duration(f))
-	case strings.HasSuffix(k, "_ms"):
-		return Took(time.Duration(f * float64(time.Millisecond)))
-	}
-	return strconv.FormatFloat(f, 'f', -1, 64)
-}
-
 // Duration renders a length of time as Ago does ("45s", "3m", "2h 5m").
 func Duration(d time.Duration) string {
 	if d < 0 {
@@ -275,21 +253,6 @@ func Took(d time.Duration) string {
 	default:
 		return short(d)
 	}
-}
-
-// Waited is how long the job's last run waited from when it was due (its
-// run_at, or its creation if later) to when its handler started: in the
-// queue, then claimed in a worker's buffer. ok is false for a job that
-// has not started.
-func Waited(j *jobs.Job) (d time.Duration, ok bool) {
-	if j.StartedAt == nil || j.Status.Waiting() {
-		return 0, false
-	}
-	due := j.RunAt
-	if j.CreatedAt.After(due) {
-		due = j.CreatedAt
-	}
-	return max(j.StartedAt.Sub(due), 0), true
 }
 
 // JobsPageSize is how many jobs a page of a jobs list shows.

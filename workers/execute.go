@@ -66,6 +66,25 @@ type execution struct {
 	spawned []jobs.Spawned
 }
 
+// take takes the claimed job for a worker, unless the rebalancer handed
+// it back first.
+func (ex *execution) take() bool {
+	ex.relMu.Lock()
+	defer ex.relMu.Unlock()
+	ex.taken = true
+	return !ex.released
+}
+
+// markStarted records that ex's handler starts now, on the database's
+// clock (see execution.claimedAt), and wakes the starter.
+func (p *Pool) markStarted(ex *execution) time.Time {
+	at := ex.claimedAt.Add(time.Since(ex.claimedLocal))
+	ex.startAt.Store(&at)
+	ex.started.Store(true)
+	signal(p.startNow)
+	return at
+}
+
 // handlerContext is what an execution's handler reaches through its
 // context: jobs.ReportProgress (the latest report waits for the next
 // heartbeat, which the pool brings forward to within a second),
@@ -160,11 +179,7 @@ func (p *Pool) worker() {
 // the queue, all without running it.
 func (p *Pool) execute(ex *execution) {
 	j, ctx := ex.job, ex.ctx
-	ex.relMu.Lock()
-	released := ex.released
-	ex.taken = true
-	ex.relMu.Unlock()
-	if released {
+	if !ex.take() {
 		return // handed back unstarted by the rebalancer
 	}
 	defer ex.cancel(nil)
@@ -191,10 +206,7 @@ func (p *Pool) execute(ex *execution) {
 	hc := handlerContext{p, ex}
 	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
 	ctx = jobs.WithSpawn(jobs.ContextWithJob(ctx, j), hc)
-	at := ex.claimedAt.Add(time.Since(ex.claimedLocal))
-	ex.startAt.Store(&at)
-	ex.started.Store(true)
-	signal(p.startNow)
+	at := p.markStarted(ex)
 	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)

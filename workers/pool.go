@@ -297,18 +297,10 @@ func (p *Pool) Run(ctx context.Context) error {
 		defer close(beatsDone)
 		p.heartbeats(beatCtx)
 	}()
-	startsDone := make(chan struct{})
-	go func() {
-		defer close(startsDone)
-		p.starter(beatCtx)
-	}()
+	startsDone := goDone(func() { p.starter(beatCtx) })
 	rebalanceCtx, stopRebalance := context.WithCancel(ctx)
 	defer stopRebalance()
-	rebalanceDone := make(chan struct{})
-	go func() {
-		defer close(rebalanceDone)
-		p.rebalancer(rebalanceCtx)
-	}()
+	rebalanceDone := goDone(func() { p.rebalancer(rebalanceCtx) })
 
 	p.produce(ctx)
 	stopRebalance()
@@ -353,6 +345,17 @@ func (p *Pool) Run(ctx context.Context) error {
 	<-logsDone
 	p.logger.InfoContext(ctx, "worker pool stopped", "drain", time.Since(drainStart).Round(time.Millisecond))
 	return nil
+}
+
+// goDone runs f in a goroutine and returns a channel closed when it
+// returns.
+func goDone(f func()) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	return done
 }
 
 // abandonRunning hands back jobs whose handlers did not return after being
