@@ -135,6 +135,16 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Pooler == PoolerPgBouncer && !strings.Contains(cfg.URL, "default_query_exec_mode=") {
 		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
+	// Flint's statements are short and run thousands of times a second;
+	// PostgreSQL's JIT, which compiles any statement whose estimate passes
+	// jit_above_cost, would spend tens of milliseconds compiling a claim
+	// that runs in one (a claim of jobs with parents estimates high). Off
+	// for Flint's connections unless the URL says otherwise; PgBouncer
+	// refuses unknown startup parameters, so through it the server's
+	// setting stands.
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set && cfg.Pooler != PoolerPgBouncer {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	// A connection to a server that cannot take writes (a standby, a
 	// demoted primary) is refused, so the pool moves on (db/failover.go).
 	pcfg.ConnConfig.ValidateConnect = requireWritable(pcfg.ConnConfig.ValidateConnect)
