@@ -235,6 +235,12 @@ DELETE FROM jobs WHERE id IN (
 
 const pruneThroughputSQL = `DELETE FROM job_throughput WHERE bucket < now() - interval '2 days'`
 
+// pruneServedTypesSQL forgets the job types no worker has served within
+// $1 milliseconds (jobs.ServedTypesWindow): the API stopped accepting them
+// then, and their rows would otherwise pile up with every worker that
+// ever announced a type.
+const pruneServedTypesSQL = `DELETE FROM job_types_served WHERE last_seen_at < now() - $1 * interval '1 millisecond'`
+
 // Prune deletes one batch (up to limit rows per kind) of finished jobs past
 // their retention and binned jobs past the bin's, judged at now (nil: the
 // database clock). It returns how many rows went.
@@ -275,6 +281,9 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 	}
 	if _, err := s.pool.Exec(ctx, pruneThroughputSQL); err != nil {
 		return total, fmt.Errorf("prune throughput: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, pruneServedTypesSQL, jobs.ServedTypesWindow.Milliseconds()); err != nil {
+		return total, fmt.Errorf("prune served types: %w", err)
 	}
 	n, err := s.PruneAudit(ctx, st.AuditRetentionDays)
 	return total + n, err
