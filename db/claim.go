@@ -13,25 +13,20 @@ import (
 	"github.com/flinthq/flint/logs"
 )
 
-// claimUpdate leases the rows chosen by the "next" CTE (in a CTE of its
-// own, "claimed", which claimedSelect returns with the parents' results).
-// Each claim charges an attempt, counts an execution and mints a fresh
-// lease token that fences every later write for this attempt.
-const claimUpdate = `,
-claimed AS (` + claimLease + `
-	FROM next
-	WHERE j.id = next.next_id
-	RETURNING ` + jobColumns + `
-)` + claimedSelect
+// claimUpdate leases the rows chosen by the "next" CTE. Each claim charges
+// an attempt, counts an execution and mints a fresh lease token that fences
+// every later write for this attempt.
+const claimUpdate = claimLease + `
+FROM next
+WHERE j.id = next.next_id
+RETURNING ` + claimedColumns
 
 // claimUpdateByArray is claimUpdate reaching the rows through the primary
 // key whatever a plan estimates of how many there are: a join with next,
 // planned without knowing its size, may read the whole table.
-const claimUpdateByArray = `,
-claimed AS (` + claimLease + `
-	WHERE j.id = ANY (ARRAY(SELECT next_id FROM next))
-	RETURNING ` + jobColumns + `
-)` + claimedSelect
+const claimUpdateByArray = claimLease + `
+WHERE j.id = ANY (ARRAY(SELECT next_id FROM next))
+RETURNING ` + claimedColumns
 
 const claimLease = `
 UPDATE jobs j SET

@@ -9,57 +9,51 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
-// claimedSelect ends a claim whose UPDATE is the CTE "claimed" (returning
-// jobColumns): it returns each leased job's columns and, for a job with
-// parents (has_parents), their results (parentsSQL).
-const claimedSelect = `,
-parents AS (` + parentsSQL + `)
-SELECT c.*, pa.parents FROM claimed c LEFT JOIN parents pa ON pa.job_id = c.id`
+// claimedColumns is what a claim returns of each job it leases: its
+// columns and, for a job with parents (has_parents), their results
+// (parentsSQL). A job without parents looks nothing up: the CASE never
+// evaluates the subquery.
+const claimedColumns = jobColumns + `,
+	CASE WHEN j.has_parents THEN ` + parentsSQL + ` END`
 
-// parentsSQL gathers, for each claimed job with parents, their results
-// as one JSON object: each dependency's result under its step key (its id
+// parentsSQL gathers the results of the parents of the claimed job j, as
+// one JSON object: each dependency's result under its step key (its id
 // for a dependency outside the workflow), and for a batch callback the
 // batch under "batch" and each member's result under the member's id.
-// Results are passed smallest first while the job's running total stays
-// within jobs.MaxParentsBytes; each of the rest is {"too_large": true,
-// "bytes": N}. Parents never move to the history while a job depends on
-// them (see archiveCandidates), nor batch members while a callback is
-// unfinished.
+// Results are passed smallest first while the running total stays within
+// jobs.MaxParentsBytes; each of the rest is {"too_large": true, "bytes": N}.
+// Parents never move to the history while a job depends on them (see
+// archiveCandidates), nor batch members while a callback is unfinished.
 //
-// It reads the parents of the whole claim in one pass (a correlated
-// subquery per job cost three times as much: its plan restarts for every
-// row), and reaches each edge and each parent through an index whatever
-// the planner believes of the tables: OFFSET 0 keeps each lookup a
-// subquery it cannot turn into a join. Without that, a burst into a jobs
-// table nothing had analyzed yet (estimated a few thousand rows) was
-// planned as a hash join reading the whole table for each claimed job.
-const parentsSQL = `
-	SELECT job_id, jsonb_object_agg(k, CASE WHEN fits THEN r ELSE jsonb_build_object('too_large', true, 'bytes', n) END) AS parents
+// Each parent is reached through its primary key whatever the planner
+// believes of the tables: the OFFSET 0 keeps the lookup a subquery it
+// cannot turn into a join. Without it, a burst into a jobs table nothing
+// has analyzed yet (estimated a few thousand rows) was planned as a hash
+// join reading the whole table once per claimed job: 2 ms a job.
+const parentsSQL = `(
+	SELECT jsonb_object_agg(k, CASE WHEN fits THEN r ELSE jsonb_build_object('too_large', true, 'bytes', n) END)
 	FROM (
-		SELECT job_id, k, r, n,
-		       sum(n) OVER (PARTITION BY job_id ORDER BY n, k ROWS UNBOUNDED PRECEDING) <= ` + maxParentsBytesSQL + ` AS fits
+		SELECT k, r, n, sum(n) OVER (ORDER BY n, k ROWS UNBOUNDED PRECEDING) <= ` + maxParentsBytesSQL + ` AS fits
 		FROM (
-			SELECT c.id AS job_id, coalesce(p.step_key, p.id::text) AS k, coalesce(p.result, 'null'::jsonb) AS r,
+			SELECT coalesce(p.step_key, p.id::text) AS k, coalesce(p.result, 'null'::jsonb) AS r,
 			       coalesce(octet_length(p.result::text), 4) AS n
-			FROM claimed c
-			CROSS JOIN LATERAL (SELECT d.depends_on_id FROM job_dependencies d WHERE d.job_id = c.id OFFSET 0) d
-			CROSS JOIN LATERAL (
+			FROM job_dependencies d CROSS JOIN LATERAL (
 				SELECT p.id, p.result, (SELECT s.step_key FROM workflow_steps s WHERE s.job_id = p.id) AS step_key
 				FROM jobs p WHERE p.id = d.depends_on_id
 				OFFSET 0
 			) p
-			WHERE c.has_parents
+			WHERE d.job_id = j.id
 			UNION ALL
-			SELECT c.id, 'batch', jsonb_build_object('id', b.id, 'total', b.total, 'counts', ` + batchCountsSQL + `), 0
-			FROM claimed c JOIN batch_callbacks bc ON bc.job_id = c.id JOIN batches b ON b.id = bc.batch_id
-			WHERE c.has_parents
+			SELECT 'batch', jsonb_build_object('id', b.id, 'total', b.total, 'counts', ` + batchCountsSQL + `), 0
+			FROM batch_callbacks c JOIN batches b ON b.id = c.batch_id
+			WHERE c.job_id = j.id
 			UNION ALL
-			SELECT c.id, m.id::text, m.result, octet_length(m.result::text)
-			FROM claimed c JOIN batch_callbacks bc ON bc.job_id = c.id JOIN jobs m ON m.batch_id = bc.batch_id
-			WHERE c.has_parents AND m.result IS NOT NULL
+			SELECT m.id::text, m.result, octet_length(m.result::text)
+			FROM batch_callbacks c JOIN jobs m ON m.batch_id = c.batch_id
+			WHERE c.job_id = j.id AND m.result IS NOT NULL
 		) found
 	) sized
-	GROUP BY job_id`
+)`
 
 // batchCountsSQL is the members of batch b by state, as a JSON object
 // without zero counts: the finished ones from its counters, the others
@@ -86,7 +80,7 @@ type claimedRow struct {
 	Parents []byte
 }
 
-// collectClaimed scans a claim's rows (claimedSelect).
+// collectClaimed scans a claim's rows (claimedColumns).
 func collectClaimed(rows pgx.Rows, err error) ([]*jobs.Job, error) {
 	if err != nil {
 		return nil, err
