@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -235,12 +236,6 @@ DELETE FROM jobs WHERE id IN (
 
 const pruneThroughputSQL = `DELETE FROM job_throughput WHERE bucket < now() - interval '2 days'`
 
-// pruneServedTypesSQL forgets the job types no worker has served within
-// $1 milliseconds (jobs.ServedTypesWindow): the API stopped accepting them
-// then, and their rows would otherwise pile up with every worker that
-// ever announced a type.
-const pruneServedTypesSQL = `DELETE FROM job_types_served WHERE last_seen_at < now() - $1 * interval '1 millisecond'`
-
 // Prune deletes one batch (up to limit rows per kind) of finished jobs past
 // their retention and binned jobs past the bin's, judged at now (nil: the
 // database clock). It returns how many rows went.
@@ -282,34 +277,8 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 	if _, err := s.pool.Exec(ctx, pruneThroughputSQL); err != nil {
 		return total, fmt.Errorf("prune throughput: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, pruneServedTypesSQL, jobs.ServedTypesWindow.Milliseconds()); err != nil {
-		return total, fmt.Errorf("prune served types: %w", err)
-	}
 	n, err := s.PruneAudit(ctx, st.AuditRetentionDays)
-	return total + n, err
-}
-
-// uuidTime returns the millisecond a UUIDv7 was made in.
-func uuidTime(id uuid.UUID) time.Time {
-	var ms int64
-	for i := 0; i < 6; i++ {
-		ms = ms<<8 | int64(id[i])
-	}
-	return time.UnixMilli(ms)
-}
-
-// uuidV7Floor returns the smallest UUIDv7 of the millisecond t: every id
-// generated after t compares above it.
-func uuidV7Floor(t time.Time) uuid.UUID {
-	var u uuid.UUID
-	ms := uint64(t.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		u[i] = byte(ms)
-		ms >>= 8
-	}
-	u[6] = 0x70
-	u[8] = 0x80
-	return u
+	return total + n, errors.Join(err, s.pruneServedTypes(ctx))
 }
 
 // promoteIDsSQL promotes the given scheduled jobs that are due by the
