@@ -52,13 +52,13 @@ func conformanceWorkers(t *testing.T) []workerImpl {
 	} else {
 		t.Log("python3 is not installed: the Python worker is not tested")
 	}
-	if _, err := exec.LookPath("node"); err == nil {
+	if why := nodeMissing(); why == "" {
 		ts := filepath.Join(root, "clients", "typescript")
 		impls = append(impls, workerImpl{name: "typescript",
 			command: `node ` + strconv.Quote(filepath.Join(ts, "cli.js")) + ` --log-level debug ` +
-				strconv.Quote(filepath.Join(ts, "test", "conformance-jobs.js"))})
+				strconv.Quote(filepath.Join(ts, "conformance", "jobs.js"))})
 	} else {
-		t.Log("node is not installed: the TypeScript worker is not tested")
+		t.Log(why + ": the TypeScript worker is not tested")
 	}
 	return impls
 }

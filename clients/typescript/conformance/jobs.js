@@ -1,5 +1,5 @@
 // The conformance suite's job types (docs/conformance.md), for the
-// TypeScript worker: flint-worker test/conformance-jobs.js. Marks are
+// TypeScript worker: flint-worker conformance/jobs.js. Marks are
 // files in FLINT_CONFORMANCE_DIR named <kind>-<job id>-<attempt>-<nonce>.
 
 import { randomUUID } from "node:crypto";
