@@ -89,6 +89,7 @@ export class Worker {
     this._local = []; // claimed jobs no handler has picked up
     this._running = 0; // handlers running
     this._asking = 0; // jobs asked for by claims in flight
+    this._finishing = 0; // held jobs whose outcome is on its way to Flint
     this._quiet = false; // an operator asked for quiet
     this._stopping = new AbortController(); // stop claiming (graceful)
     this._aborting = new AbortController(); // stop now
@@ -250,10 +251,16 @@ export class Worker {
 
   // --- claiming ---
 
-  /** How many jobs the worker may claim now, or 0 when a claim should wait. */
+  /**
+   * How many jobs the worker may claim now, or 0 when a claim should wait.
+   * A job whose outcome is on its way to Flint no longer takes a slot (its
+   * lease is still heartbeated until Flint answers), so claims overlap
+   * finishes; at most twice the capacity is held.
+   */
   #room() {
     const capacity = this.concurrency + this.prefetch;
-    const room = capacity - this._held.size - this._asking;
+    const busy = this._held.size - this._finishing;
+    const room = Math.min(capacity - busy, 2 * capacity - this._held.size) - this._asking;
     if (room <= 0) return 0;
     if ((this._local.length || this._asking) && room < Math.max(1, Math.floor(capacity / 2))) return 0;
     return Math.min(room, MAX_CLAIM);
@@ -384,12 +391,19 @@ export class Worker {
   #finish(job, outcome) {
     if (job._outcomeSent) return;
     job._outcomeSent = true;
+    job._finishing = true;
+    this._finishing++;
+    this._changed.notify();
     this._outcomes.push([job, outcome]);
     this._outcomesChanged.notify();
   }
 
   /** Forgets job, unless a newer claim of the same id replaced it; reports whether it was held. */
   #release(job) {
+    if (job._finishing) {
+      job._finishing = false;
+      this._finishing--;
+    }
     if (this._held.get(job.id) !== job) return false;
     this._held.delete(job.id);
     return true;
