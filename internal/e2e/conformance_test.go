@@ -228,8 +228,6 @@ func conformLostLease(t *testing.T, impl workerImpl) {
 // conformOperators: a cancelled running job is stopped (the heartbeat
 // names it lost) and ends cancelled; a quieted worker claims nothing
 // more but keeps its jobs' leases; terminate stops it as SIGTERM does.
-//
-//flint:long the operators' three answers in the order an operator gives them
 func conformOperators(t *testing.T, impl workerImpl) {
 	r := newConfRig(t, impl, conformanceTypesEnv)
 	p, workerID := r.start(t, "operated", 2)
