@@ -100,21 +100,29 @@ export function baseURL(url) {
 export async function request(base, apiKey, userAgent, method, path, body, { signal, timeoutMs = 30000 } = {}) {
   const headers = { "X-API-Key": apiKey, Accept: "application/json", "User-Agent": userAgent };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  const signals = [AbortSignal.timeout(timeoutMs)];
-  if (signal) signals.push(signal);
+  // The timeout and the caller's signal abort one controller (by hand:
+  // AbortSignal.any is newer than Node 20.0).
+  const ctl = new AbortController();
+  const timer = setTimeout(() => ctl.abort(new DOMException("timed out", "TimeoutError")), timeoutMs);
+  const onAbort = () => ctl.abort(new DOMException("aborted", "AbortError"));
+  if (signal?.aborted) onAbort();
+  signal?.addEventListener("abort", onAbort, { once: true });
   let resp, raw;
   try {
     resp = await fetch(base + path, {
       method,
       headers,
       body: body === undefined ? undefined : JSON.stringify(body),
-      signal: AbortSignal.any(signals),
+      signal: ctl.signal,
       redirect: "manual",
     });
     raw = await resp.text();
   } catch (e) {
-    const why = e?.name === "TimeoutError" ? "timed out" : e?.name === "AbortError" ? "aborted" : e?.cause?.code || e?.message || String(e);
+    const why = e?.name === "TimeoutError" ? "timed out" : e?.name === "AbortError" ? "aborted" : e?.cause?.code || e?.cause?.message || e?.message || String(e);
     throw new NetworkError(`${method} ${path}: ${why}`, { cause: e });
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
   }
   if (resp.status >= 200 && resp.status < 300) {
     if (!raw) return { status: resp.status, data: {} };

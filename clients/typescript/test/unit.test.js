@@ -87,3 +87,21 @@ test("options are checked", () => {
   w.handle("a", () => 1);
   assert.throws(() => w.handle("a", () => 2), /registered already/);
 });
+
+test("a request times out, and the caller's signal aborts it", async () => {
+  const { createServer } = await import("node:net");
+  const { request } = await import("../http.js");
+  const silent = createServer(() => {}); // accepts, never answers
+  await new Promise((r) => silent.listen(0, "127.0.0.1", r));
+  const base = `http://127.0.0.1:${silent.address().port}`;
+  try {
+    await assert.rejects(request(base, "k", "ua", "GET", "/x", undefined, { timeoutMs: 200 }),
+      (e) => e instanceof flint.NetworkError && /timed out/.test(e.message));
+    const ctl = new AbortController();
+    setTimeout(() => ctl.abort(), 50);
+    await assert.rejects(request(base, "k", "ua", "GET", "/x", undefined, { signal: ctl.signal }),
+      (e) => e instanceof flint.NetworkError && /aborted/.test(e.message));
+  } finally {
+    silent.close();
+  }
+});
