@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
@@ -150,7 +150,7 @@ func checkQuery(t *testing.T, families map[string]map[string]bool, panel, expr s
 			labelsOf, ok := families[n.Name]
 			require.True(t, ok, "panel %q: Flint exports no %s (%s)", panel, n.Name, expr)
 			for _, m := range n.LabelMatchers {
-				if m.Name != labels.MetricName {
+				if m.Name != model.MetricNameLabel {
 					require.True(t, labelsOf[m.Name], "panel %q: %s has no label %s", panel, n.Name, m.Name)
 				}
 			}
