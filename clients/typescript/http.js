@@ -1,6 +1,15 @@
-// HTTP to Flint's JSON API over the fetch built into Node (keep-alive by
-// default), and the errors its answers become. Shared by the client and
-// the worker.
+// HTTP to Flint's JSON API over node:http with keep-alive connections,
+// and the errors its answers become. Shared by the client and the worker.
+// (node:http rather than the built-in fetch: a worker makes few, large
+// requests, and fetch spent about twice the CPU per job doing it.)
+
+import http from "node:http";
+import https from "node:https";
+
+const agents = {
+  "http:": new http.Agent({ keepAlive: true }),
+  "https:": new https.Agent({ keepAlive: true }),
+};
 
 /** An error answer from Flint's API: `{"error": {"code", "message", "field"}}`. */
 export class FlintError extends Error {
@@ -100,30 +109,31 @@ export function baseURL(url) {
 export async function request(base, apiKey, userAgent, method, path, body, { signal, timeoutMs = 30000 } = {}) {
   const headers = { "X-API-Key": apiKey, Accept: "application/json", "User-Agent": userAgent };
   if (body !== undefined) headers["Content-Type"] = "application/json";
-  // The timeout and the caller's signal abort one controller (by hand:
-  // AbortSignal.any is newer than Node 20.0).
+  const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+  if (payload) headers["Content-Length"] = String(payload.length);
+  // The timeout and the caller's signal abort one controller.
   const ctl = new AbortController();
-  const timer = setTimeout(() => ctl.abort(new DOMException("timed out", "TimeoutError")), timeoutMs);
-  const onAbort = () => ctl.abort(new DOMException("aborted", "AbortError"));
+  let why = "";
+  const timer = setTimeout(() => {
+    why = "timed out";
+    ctl.abort();
+  }, timeoutMs);
+  const onAbort = () => {
+    why ||= "aborted";
+    ctl.abort();
+  };
   if (signal?.aborted) onAbort();
   signal?.addEventListener("abort", onAbort, { once: true });
-  let resp, raw;
+  let resp;
   try {
-    resp = await fetch(base + path, {
-      method,
-      headers,
-      body: body === undefined ? undefined : JSON.stringify(body),
-      signal: ctl.signal,
-      redirect: "manual",
-    });
-    raw = await resp.text();
+    resp = await exchange(new URL(base + path), method, headers, payload, ctl.signal);
   } catch (e) {
-    const why = e?.name === "TimeoutError" ? "timed out" : e?.name === "AbortError" ? "aborted" : e?.cause?.code || e?.cause?.message || e?.message || String(e);
-    throw new NetworkError(`${method} ${path}: ${why}`, { cause: e });
+    throw new NetworkError(`${method} ${path}: ${why || e?.code || e?.message || String(e)}`, { cause: e });
   } finally {
     clearTimeout(timer);
     signal?.removeEventListener("abort", onAbort);
   }
+  const raw = resp.raw;
   if (resp.status >= 200 && resp.status < 300) {
     if (!raw) return { status: resp.status, data: {} };
     try {
@@ -139,7 +149,33 @@ export async function request(base, apiKey, userAgent, method, path, body, { sig
   } catch {
     message = raw.slice(0, 500);
   }
-  throw errorFor(resp.status, code, message, field, retryAfterSeconds(resp.headers.get("retry-after")));
+  throw errorFor(resp.status, code, message, field, retryAfterSeconds(resp.headers["retry-after"]));
+}
+
+/**
+ * One HTTP exchange: resolves to {status, headers, raw} with the whole
+ * body read. A request on a kept-alive connection that the server had
+ * closed meanwhile is sent once more on a new one (Node's advice for
+ * keep-alive agents): the server never read it.
+ */
+function exchange(url, method, headers, payload, signal, retried = false) {
+  return new Promise((resolve, reject) => {
+    const mod = url.protocol === "https:" ? https : http;
+    const req = mod.request(url, { method, headers, agent: agents[url.protocol], signal }, (res) => {
+      const chunks = [];
+      res.on("data", (c) => chunks.push(c));
+      res.on("end", () => resolve({ status: res.statusCode, headers: res.headers, raw: Buffer.concat(chunks).toString("utf8") }));
+      res.on("error", reject);
+    });
+    req.on("error", (e) => {
+      if (!retried && req.reusedSocket && e.code === "ECONNRESET" && !signal.aborted) {
+        exchange(url, method, headers, payload, signal, true).then(resolve, reject);
+      } else {
+        reject(e);
+      }
+    });
+    req.end(payload);
+  });
 }
 
 /** Seconds to wait before try number attempt+1 (from 0): exponential with full jitter, capped. */

@@ -54,7 +54,8 @@ export class ParentTooLarge extends Error {
 
 /** A claimed job, as its handler sees it. Claim fields keep the API's names. */
 export class Job {
-  #controller = new AbortController();
+  #controller = null; // made when the handler first asks for job.signal
+  #stopped = null; // why the job was stopped, once it is
   #hooks;
 
   constructor(data, hooks) {
@@ -82,6 +83,10 @@ export class Job {
 
   /** Aborted once the job is stopped; pass it to fetch and friends. */
   get signal() {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#stopped) this.#controller.abort(this.#stopped);
+    }
     return this.#controller.signal;
   }
 
@@ -91,7 +96,7 @@ export class Job {
    * handler returns after that is dropped.
    */
   get stopped() {
-    return this.#controller.signal.aborted;
+    return this.#stopped !== null;
   }
 
   /** Throws JobStopped if the job was stopped. */
@@ -100,7 +105,9 @@ export class Job {
   }
 
   _stop(why) {
-    if (!this.stopped) this.#controller.abort(new JobStopped(`job ${this.id} was stopped: ${why}`));
+    if (this.#stopped) return;
+    this.#stopped = new JobStopped(`job ${this.id} was stopped: ${why}`);
+    this.#controller?.abort(this.#stopped);
   }
 
   /** The result of the parent named key (its step key, or its job id). */
