@@ -34,6 +34,7 @@ func TestWorkerConformance(t *testing.T) {
 		{"StopsOnLostLease", conformLostLease},
 		{"FollowsOperators", conformOperators},
 		{"DrainsOnSIGTERM", conformSIGTERM},
+		{"HandsBackOnSecondSIGTERM", conformSecondSIGTERM},
 		{"SIGKILLLosesNothing", conformSIGKILL},
 	}
 	for _, impl := range conformanceWorkers(t) {
@@ -312,6 +313,29 @@ func conformSIGTERM(t *testing.T, impl workerImpl) {
 	}
 	require.Equal(t, map[string]int{"succeeded": 3}, r.outcomes(t))
 	require.False(t, r.registered(t, workerID), "deregistered")
+}
+
+// conformSecondSIGTERM: a second SIGTERM stops the worker at once: it
+// deregisters and exits 0 without waiting for its handlers, and the jobs
+// it held go back to their queue at once with no attempt charged.
+func conformSecondSIGTERM(t *testing.T, impl workerImpl) {
+	r := newConfRig(t, impl, conformanceTypesEnv)
+	p, workerID := r.start(t, "impatient", 4)
+	held := []string{r.enqueue(t, `{"type": "conformance.gated"}`), r.enqueue(t, `{"type": "conformance.gated"}`)}
+	waitFor(t, 30*time.Second, "two gated jobs to start", func() bool { return len(r.marks(t, "start")) == 2 })
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	waitFor(t, 10*time.Second, "the worker to say it claims no more", func() bool {
+		return strings.Contains(p.out.String(), "no more claims")
+	})
+	require.NoError(t, p.cmd.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, p.wait(t, 30*time.Second), "a stop at once still exits 0")
+	require.False(t, r.registered(t, workerID), "deregistered")
+	for _, id := range held {
+		job := r.job(t, id)
+		require.Equal(t, "queued", job["status"], "handed back, not left to the reaper")
+		require.Equal(t, 0.0, job["attempt"], "no attempt charged")
+	}
+	require.Empty(t, r.marks(t, "done"), "no handler finished")
 }
 
 // conformSIGKILL: a worker killed with SIGKILL while it runs jobs loses
