@@ -142,9 +142,9 @@ export class Worker {
     const remove = installSignals ? this.#installSignals() : () => {};
     try {
       if (!(await this.#register())) return this.stats;
-      const beats = this.#heartbeatLoop();
-      const finishes = this.#finishLoop();
-      const claims = Array.from({ length: this.claimers }, () => this.#claimLoop());
+      const beats = this.#guard("heartbeat", this.#heartbeatLoop());
+      const finishes = this.#guard("finish", this.#finishLoop());
+      const claims = Array.from({ length: this.claimers }, () => this.#guard("claim", this.#claimLoop()));
       await Promise.all(claims);
       this.log.info(`stopping: no more claims; ${this._held.size} job(s) held`);
       await this.#drain();
@@ -156,6 +156,14 @@ export class Worker {
     } finally {
       remove();
     }
+  }
+
+  /** A loop that fails is a bug: it stops the worker at once rather than leaving it half-working. */
+  #guard(name, loop) {
+    return loop.catch((e) => {
+      this.log.error(`${name} failed; stopping the worker: ${e?.stack ?? e}`);
+      this.stop({ now: true });
+    });
   }
 
   #installSignals() {
@@ -342,7 +350,7 @@ export class Worker {
       const job = this._local.shift();
       if (job.stopped) continue; // lost before it started
       this._running++;
-      this.#runJob(job).finally(() => {
+      this.#guard("handler runner", this.#runJob(job)).finally(() => {
         this._running--;
         this._changed.notify();
         this.#startHandlers();
