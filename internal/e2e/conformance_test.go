@@ -212,8 +212,11 @@ func conformLostLease(t *testing.T, impl workerImpl) {
 	r.start(t, "lost-lease", 4)
 	gated := r.enqueue(t, `{"type": "conformance.gated"}`)
 	waitFor(t, 30*time.Second, "the gated job to start", func() bool { return len(r.marksOf(t, "start", gated)) == 1 })
+	// The lease expires, and a new token keeps the worker's next heartbeat
+	// from renewing it before the reaper comes by.
 	_, err := r.store.Pool().Exec(context.Background(),
-		`UPDATE jobs SET lease_expires_at = now() - interval '1 second' WHERE id = $1 AND status = 'running'`, gated)
+		`UPDATE jobs SET lease_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second'
+		 WHERE id = $1 AND status = 'running'`, gated)
 	require.NoError(t, err)
 	waitFor(t, 30*time.Second, "the worker to stop the handler whose lease was lost", func() bool {
 		return len(r.marksOf(t, "stopped", gated)) == 1
