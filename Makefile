@@ -29,7 +29,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: lint lint-api templ-check run build test bench bench-compare bench-python soak chaos migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: lint lint-api templ-check run build test bench bench-compare bench-python bench-typescript soak chaos migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -68,6 +68,12 @@ bench-compare: services
 # and the Python worker's idle pickup latency; needs python3.
 bench-python: services
 	$(GO) test -run '^$$' -bench 'PythonWorkers' -benchtime $${BENCHTIME:-2x} -timeout 30m ./internal/e2e/
+
+# Two processes of the TypeScript worker (clients/typescript) against two
+# of the Python worker, 20,000 jobs each, same settings, one flint serve;
+# needs node (20 or later) and python3.
+bench-typescript: services
+	$(GO) test -run '^$$' -bench 'TypeScriptWorkers' -benchtime $${BENCHTIME:-4x} -timeout 30m ./internal/e2e/
 
 # Long-running tests live behind the "soak" build tag; none matching is a pass.
 soak: services

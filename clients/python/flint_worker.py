@@ -763,6 +763,12 @@ class Worker:
             jobs = [Job(self, d) for d in got.get("jobs") or []]
             if not jobs:
                 continue
+            # Flint gave back a job this worker still runs: its earlier
+            # lease was lost (expired or reaped) and that run must stop.
+            with self._lock:
+                stale = [self._held[j.id] for j in jobs if j.id in self._held]
+            for old in stale:
+                self._lose(old, "its lease was lost and Flint handed the job out again")
             with self._lock:
                 for j in jobs:
                     self._held[j.id] = j
@@ -839,13 +845,21 @@ class Worker:
             job._outcome_sent = True
         self._outcomes.put((job, outcome))
 
+    def _release(self, job):
+        """Forgets job (under _lock), unless a newer claim of the same id
+        replaced it; returns whether it was held."""
+        if self._held.get(job.id) is not job:
+            return False
+        del self._held[job.id]
+        return True
+
     def _lose(self, job, why):
         """The worker no longer holds job: stop it, drop its result."""
         job._stopped.set()
         with job._lock:
             sent, job._outcome_sent = job._outcome_sent, True
         with self._lock:
-            if self._held.pop(job.id, None) is not None and not sent:
+            if self._release(job) and not sent:
                 self.stats["lost"] += 1
             self._changed.notify_all()
         if not sent:
@@ -934,7 +948,7 @@ class Worker:
     def _done(self, job, status, error):
         """Flint answered job's outcome: status applied, or None (lost)."""
         with self._lock:
-            self._held.pop(job.id, None)
+            self._release(job)
             if status is None:
                 self.stats["lost"] += 1
             else:
