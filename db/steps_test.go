@@ -193,7 +193,7 @@ func TestWaitTimesOutAndEvents(t *testing.T) {
 	c = b.claimQueue(t, "ev-other")[0]
 	b.suspend(t, c, jobs.WaitingFor{Kind: jobs.WaitEvent, Name: "order.paid:999", Until: time.Now().Add(time.Hour)}, nil)
 
-	n, err := b.store.SendEvent(b.ctx, "order.paid:1234", []byte(`{"amount":12}`))
+	n, err := b.store.SendEvent(b.ctx, "order.paid:1234", []byte(`{"amount":12}`), nil)
 	require.NoError(t, err)
 	require.Equal(t, 3, n)
 	for _, id := range waiting {
@@ -203,7 +203,7 @@ func TestWaitTimesOutAndEvents(t *testing.T) {
 	for _, c := range b.claimQueue(t, "ev") {
 		require.JSONEq(t, `{"amount":12}`, string(c.Signals["order.paid:1234"].Body))
 	}
-	n, err = b.store.SendEvent(b.ctx, "order.paid:1234", nil)
+	n, err = b.store.SendEvent(b.ctx, "order.paid:1234", nil, []string{"ev"})
 	require.NoError(t, err)
 	require.Zero(t, n, "an event is not kept for jobs not waiting")
 }

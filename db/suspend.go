@@ -214,6 +214,7 @@ const eventSQL = `
 WITH w AS MATERIALIZED (
 	SELECT id FROM jobs
 	WHERE status = 'waiting' AND wait_kind = 'event' AND wait_name = $1 AND deleted_at IS NULL
+	  AND ($4::text[] IS NULL OR queue = ANY($4::text[]))
 	ORDER BY id
 	FOR NO KEY UPDATE
 ),
@@ -230,12 +231,12 @@ moved AS (
 SELECT ` + movedColumns + ` FROM moved`
 
 // SendEvent delivers event name, with body, to every job waiting for it
-// now, and returns how many it resumed.
-func (s *Store) SendEvent(ctx context.Context, name string, body []byte) (int, error) {
+// now (in queues, when not nil), and returns how many it resumed.
+func (s *Store) SendEvent(ctx context.Context, name string, body []byte, queues []string) (int, error) {
 	if len(body) == 0 {
 		body = []byte("null")
 	}
-	moved, err := collectMoved(s.pool.Query(ctx, eventSQL, name, uuid.NewString(), string(body)))
+	moved, err := collectMoved(s.pool.Query(ctx, eventSQL, name, uuid.NewString(), string(body), queues))
 	if err != nil {
 		return 0, fmt.Errorf("send event: %w", err)
 	}
