@@ -758,6 +758,8 @@ const (
 	FinishJobJSONBodyStatusCancelled FinishJobJSONBodyStatus = "cancelled"
 	FinishJobJSONBodyStatusCompleted FinishJobJSONBodyStatus = "completed"
 	FinishJobJSONBodyStatusFailed    FinishJobJSONBodyStatus = "failed"
+	FinishJobJSONBodyStatusSleeping  FinishJobJSONBodyStatus = "sleeping"
+	FinishJobJSONBodyStatusWaiting   FinishJobJSONBodyStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the FinishJobJSONBodyStatus enum.
@@ -768,6 +770,10 @@ func (e FinishJobJSONBodyStatus) Valid() bool {
 	case FinishJobJSONBodyStatusCompleted:
 		return true
 	case FinishJobJSONBodyStatusFailed:
+		return true
+	case FinishJobJSONBodyStatusSleeping:
+		return true
+	case FinishJobJSONBodyStatusWaiting:
 		return true
 	default:
 		return false
@@ -902,6 +908,8 @@ const (
 	FinishWorkJSONBodyOutcomesStatusCancelled FinishWorkJSONBodyOutcomesStatus = "cancelled"
 	FinishWorkJSONBodyOutcomesStatusCompleted FinishWorkJSONBodyOutcomesStatus = "completed"
 	FinishWorkJSONBodyOutcomesStatusFailed    FinishWorkJSONBodyOutcomesStatus = "failed"
+	FinishWorkJSONBodyOutcomesStatusSleeping  FinishWorkJSONBodyOutcomesStatus = "sleeping"
+	FinishWorkJSONBodyOutcomesStatusWaiting   FinishWorkJSONBodyOutcomesStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the FinishWorkJSONBodyOutcomesStatus enum.
@@ -912,6 +920,10 @@ func (e FinishWorkJSONBodyOutcomesStatus) Valid() bool {
 	case FinishWorkJSONBodyOutcomesStatusCompleted:
 		return true
 	case FinishWorkJSONBodyOutcomesStatusFailed:
+		return true
+	case FinishWorkJSONBodyOutcomesStatusSleeping:
+		return true
+	case FinishWorkJSONBodyOutcomesStatusWaiting:
 		return true
 	default:
 		return false
@@ -1335,6 +1347,12 @@ type ClaimedJob struct {
 	Payload map[string]interface{} `json:"payload"`
 	Queue   string                 `json:"queue"`
 
+	// Signals what resumed the job's waits, by the signal's or event's name: {"body", "at"} for a signal or an event, {"timed_out": true} for a wait that timed out. The first of each name is the one kept. Absent for a job that never waited or was sent a signal.
+	Signals *Signals `json:"signals,omitempty"`
+
+	// Steps the steps earlier attempts of the job recorded (POST /api/v1/jobs/{id}/steps), name → result, in the order they were recorded; a step named here must not run again: use its result. Absent for a job that never recorded one.
+	Steps *Steps `json:"steps,omitempty"`
+
 	// TimeoutSeconds 0 for none; report a run past it as failed
 	TimeoutSeconds int    `json:"timeout_seconds"`
 	Type           string `json:"type"`
@@ -1743,6 +1761,13 @@ type Settings struct {
 // SettingsSchedulerStrategy defines model for Settings.SchedulerStrategy.
 type SettingsSchedulerStrategy string
 
+// Signals what resumed the job's waits, by the signal's or event's name: {"body", "at"} for a signal or an event, {"timed_out": true} for a wait that timed out. The first of each name is the one kept. Absent for a job that never waited or was sent a signal.
+type Signals map[string]struct {
+	At       *time.Time  `json:"at,omitempty"`
+	Body     interface{} `json:"body,omitempty"`
+	TimedOut *bool       `json:"timed_out,omitempty"`
+}
+
 // SpawnJob A job added to the finishing job's workflow with its completion (created if and only if the completion commits).
 type SpawnJob struct {
 	ConcurrencyKey *string  `json:"concurrency_key,omitempty"`
@@ -1785,6 +1810,9 @@ type StepRecord struct {
 	// Seq the step's position among the job's steps, from 1
 	Seq int `json:"seq"`
 }
+
+// Steps the steps earlier attempts of the job recorded (POST /api/v1/jobs/{id}/steps), name → result, in the order they were recorded; a step named here must not run again: use its result. Absent for a job that never recorded one.
+type Steps map[string]interface{}
 
 // Worker defines model for Worker.
 type Worker struct {
@@ -2001,7 +2029,10 @@ type DeleteJob200JSONResponseBody struct {
 // FinishJobJSONBody defines parameters for FinishJob.
 type FinishJobJSONBody struct {
 	// Error failed or cancelled: why
-	Error      *string            `json:"error,omitempty"`
+	Error *string `json:"error,omitempty"`
+
+	// Event waiting only, instead of signal: the event the job waits for (POST /api/v1/events)
+	Event      *string            `json:"event,omitempty"`
 	LeaseToken openapi_types.UUID `json:"lease_token"`
 
 	// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels; one PostgreSQL cannot store fails the job instead)
@@ -2013,9 +2044,20 @@ type FinishJobJSONBody struct {
 	// Retryable failed only: false sends the job to the dead-letter queue
 	Retryable *bool `json:"retryable,omitempty"`
 
+	// Signal waiting only: the signal the job waits for (POST /api/v1/jobs/{id}/signals/{name}); one kept for it already queues it at once
+	Signal *string `json:"signal,omitempty"`
+
 	// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
-	Spawn  *[]SpawnJob             `json:"spawn,omitempty"`
+	Spawn *[]SpawnJob `json:"spawn,omitempty"`
+
+	// Status sleeping and waiting end the attempt without charging it: the job waits (status waiting, with waiting_for) holding no worker, and is claimed again at wake_at, when its signal or event arrives, or at its timeout, with its recorded steps and what resumed it (signals).
 	Status FinishJobJSONBodyStatus `json:"status"`
+
+	// TimeoutSeconds waiting only: when the wait ends without its signal or event (0 or absent: 366 days); the job then runs with signals.<name> = {"timed_out": true}
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+
+	// WakeAt sleeping only: when to run the job again (at most 366 days ahead; a time past runs it at once). Record the sleep as a step first, so that the run after it knows it slept.
+	WakeAt *time.Time `json:"wake_at,omitempty"`
 }
 
 // FinishJobJSONBodyStatus defines parameters for FinishJob.
@@ -2193,7 +2235,10 @@ type ClaimWorkJSONBody struct {
 type FinishWorkJSONBody struct {
 	Outcomes []struct {
 		// Error failed or cancelled: why
-		Error      *string            `json:"error,omitempty"`
+		Error *string `json:"error,omitempty"`
+
+		// Event waiting only, instead of signal: the event the job waits for (POST /api/v1/events)
+		Event      *string            `json:"event,omitempty"`
 		JobId      openapi_types.UUID `json:"job_id"`
 		LeaseToken openapi_types.UUID `json:"lease_token"`
 
@@ -2206,9 +2251,20 @@ type FinishWorkJSONBody struct {
 		// Retryable failed only: false sends the job to the dead-letter queue
 		Retryable *bool `json:"retryable,omitempty"`
 
+		// Signal waiting only: the signal the job waits for (POST /api/v1/jobs/{id}/signals/{name}); one kept for it already queues it at once
+		Signal *string `json:"signal,omitempty"`
+
 		// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
-		Spawn  *[]SpawnJob                      `json:"spawn,omitempty"`
+		Spawn *[]SpawnJob `json:"spawn,omitempty"`
+
+		// Status sleeping and waiting end the attempt without charging it: the job waits (status waiting, with waiting_for) holding no worker, and is claimed again at wake_at, when its signal or event arrives, or at its timeout, with its recorded steps and what resumed it (signals).
 		Status FinishWorkJSONBodyOutcomesStatus `json:"status"`
+
+		// TimeoutSeconds waiting only: when the wait ends without its signal or event (0 or absent: 366 days); the job then runs with signals.<name> = {"timed_out": true}
+		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+
+		// WakeAt sleeping only: when to run the job again (at most 366 days ahead; a time past runs it at once). Record the sleep as a step first, so that the run after it knows it slept.
+		WakeAt *time.Time `json:"wake_at,omitempty"`
 	} `json:"outcomes"`
 }
 

@@ -17,7 +17,9 @@ import (
 // waits until $5, unless what it waits for is already there (a signal
 // kept for it, a wake time passed), in which case it is queued at once.
 // The attempt is refunded, as the wait is no failure, and the run is
-// recorded as suspended.
+// recorded as suspended. A sleep without a name (a pull worker's: it
+// recorded its sleep as a step just before) is named after the job's
+// last step.
 const suspendSQL = `
 WITH s AS (
 	SELECT $5::timestamptz <= now()
@@ -27,7 +29,8 @@ moved AS (
 	UPDATE jobs j SET
 		status = CASE WHEN s.ready THEN 'queued' ELSE 'waiting' END,
 		wait_kind = CASE WHEN s.ready THEN NULL ELSE $3 END,
-		wait_name = CASE WHEN s.ready THEN NULL ELSE $4 END,
+		wait_name = CASE WHEN s.ready THEN NULL
+		                 ELSE coalesce(nullif($4, ''), (SELECT name FROM job_steps WHERE job_id = $1 ORDER BY seq DESC LIMIT 1), 'sleep') END,
 		run_at = CASE WHEN s.ready THEN now() ELSE $5 END,
 		attempt = j.attempt - 1,
 		durable = true,
@@ -61,6 +64,9 @@ func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved,
 		b.Queue(stepInsertSQL, f.JobID, f.Token, f.Step.Name, string(f.Step.Result), f.Step.StartedAt)
 	}
 	reason := fmt.Sprintf("waits for %s %q until %s", w.Kind, w.Name, w.Until.UTC().Format(time.RFC3339))
+	if w.Name == "" {
+		reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
+	}
 	b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()

@@ -2,7 +2,9 @@ package workers_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -211,4 +213,51 @@ func TestStepResultTooLarge(t *testing.T) {
 	steps, err := b.store.JobSteps(b.ctx, j.ID)
 	require.NoError(t, err)
 	require.Empty(t, steps)
+}
+
+// TestPushEndpointWaitsForSignal: a push endpoint answers that the job
+// waits for a signal; the signal queues it, and the next push carries it
+// (and the endpoint's answer completes the job). An answer that asks to
+// sleep too long fails the job for good, saying why.
+func TestPushEndpointWaitsForSignal(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var calls atomic.Int32
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request, body []byte) {
+		var got struct {
+			Signals map[string]struct {
+				Body json.RawMessage `json:"body"`
+			} `json:"signals"`
+			Payload struct {
+				Far bool `json:"far"`
+			} `json:"payload"`
+		}
+		_ = json.Unmarshal(body, &got)
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case got.Payload.Far:
+			_, _ = w.Write([]byte(`{"status": "sleeping", "wake_at": "2999-01-01T00:00:00Z"}`))
+		case got.Signals["approval"].Body == nil:
+			calls.Add(1)
+			_, _ = w.Write([]byte(`{"status": "waiting", "signal": "approval", "timeout_seconds": 3600}`))
+		default:
+			_, _ = w.Write(append([]byte(`{"approved_with": `), append(got.Signals["approval"].Body, '}')...))
+		}
+	})
+	b.pushQueue(t, "hooks", e.srv.URL)
+	j := b.enqueueTo(t, "hooks", "refund", `{}`)
+	b.startPusher(t, workers.PusherConfig{})
+	w := b.waitJob(t, j.ID, status(jobs.StateWaiting))
+	require.Equal(t, "approval", w.WaitingFor.Name)
+	require.Equal(t, 0, w.Attempt)
+	_, resumed, err := b.store.SendSignal(b.ctx, j.ID, "approval", "", []byte(`{"by":"ann"}`))
+	require.NoError(t, err)
+	require.True(t, resumed)
+	done := b.waitJob(t, j.ID, status(jobs.StateCompleted))
+	require.JSONEq(t, `{"approved_with": {"by": "ann"}}`, string(done.Result))
+	require.Equal(t, int32(1), calls.Load())
+
+	far := b.enqueueTo(t, "hooks", "refund", `{"far": true}`)
+	dead := b.waitJob(t, far.ID, status(jobs.StateDeadLetter))
+	require.Contains(t, deref(dead.LastError), "wake_at: is more than 366 days ahead")
 }
