@@ -167,6 +167,7 @@ var accessTable = map[string]rule{
 	"GET /jobs/:id/result.json":     needRead,
 	"GET /jobs/:id/edit":            needOperate,
 	"POST /jobs/:id/edit":           needOperate,
+	"POST /jobs/:id/signal":         needOperate,
 	"POST /jobs/:id/retry":          needOperate,
 	"POST /jobs/:id/cancel":         needOperate,
 	"POST /jobs/:id/delete":         needOperate,

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/views"
 )
 
 // Durable execution over HTTP: steps recorded by pull workers and push
@@ -187,4 +189,53 @@ func (s *server) sendEvent(c *fiber.Ctx) error {
 		return err
 	}
 	return c.Status(http.StatusAccepted).JSON(fiber.Map{"name": *req.Name, "delivered": n})
+}
+
+// signalHTML handles POST /jobs/{id}/signal, the job page's signal form
+// (operators): it sends the signal as the API would, audited, and
+// re-renders the page's live part; what the form gets wrong is a toast.
+func (s *server) signalHTML(c *fiber.Ctx) error {
+	j, err := s.jobFromPath(c)
+	if j == nil {
+		return err
+	}
+	name := strings.TrimSpace(c.FormValue("name"))
+	body := json.RawMessage(strings.TrimSpace(c.FormValue("body")))
+	if len(body) == 0 {
+		body = json.RawMessage("null")
+	}
+	err = jobs.CheckSignalName("name", name)
+	if err == nil {
+		err = checkSignalBody("body", body)
+	}
+	if err == nil && j.Status.Terminal() {
+		err = &jobs.TransitionError{Op: "signal", From: j.Status, Reason: "the job has finished"}
+	}
+	var fresh, resumed bool
+	if err == nil {
+		fresh, resumed, err = s.durable.SendSignal(c.UserContext(), j.ID, name, "", body)
+	}
+	var ve *jobs.ValidationError
+	var ae *apiError
+	if errors.As(err, &ve) || errors.As(err, &ae) || errors.Is(err, jobs.ErrInvalidTransition) {
+		toast(c, "Not sent: "+err.Error()+".", toastBad)
+		return c.SendStatus(http.StatusUnprocessableEntity)
+	}
+	if err != nil {
+		return err
+	}
+	if fresh {
+		s.audit(c, "job_signal", map[string]any{"name": name, "resumed": resumed}, j.ID)
+	}
+	msg := "Signal " + name + " kept for the job's wait."
+	if resumed {
+		msg = "Signal " + name + " sent: the job runs again."
+	}
+	toast(c, msg, toastOK)
+	d, err := s.jobDetail(c.UserContext(), j.ID)
+	if err != nil {
+		return err
+	}
+	d.Job, d.Audit = jobForCaller(c, d.Job), auditForCaller(c, d.Audit)
+	return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
 }

@@ -104,3 +104,26 @@ func (o SuspendFields) Wait(status string, field func(string) string, now time.T
 	}
 	return nil, nil
 }
+
+// explainWaiting says what a waiting job needs to run again.
+func explainWaiting(f ExplainFacts) Reason {
+	j := f.Job
+	w := j.WaitingFor
+	if w == nil {
+		return Reason{Code: "waiting", Message: "Waiting between runs; it holds no worker."}
+	}
+	if !w.Until.After(f.Now) {
+		return reasonAt("wait_over", w.Until, "Its wait ended at %s; the scheduler queues it within moments.", stamp(w.Until))
+	}
+	in := w.Until.Sub(f.Now).Round(time.Second)
+	switch w.Kind {
+	case WaitSleep:
+		return reasonAt("sleeping", w.Until, "Sleeping (step %q) until %s (in %s); it holds no worker and resumes after its recorded steps.",
+			w.Name, stamp(w.Until), in)
+	case WaitEvent:
+		return reasonAt("waiting_for_event", w.Until, "Waiting for the event %q (POST /api/v1/events with this name) until %s (in %s); "+
+			"then it runs again, timed out. It holds no worker.", w.Name, stamp(w.Until), in)
+	}
+	return reasonAt("waiting_for_signal", w.Until, "Waiting for the signal %q (POST /api/v1/jobs/%s/signals/%s, or Send signal on its page) "+
+		"until %s (in %s); then it runs again, timed out. It holds no worker.", w.Name, j.ID, w.Name, stamp(w.Until), in)
+}

@@ -119,6 +119,8 @@ type JobDetail struct {
 	// workflow; Batch is the batch it belongs to (member or callback).
 	Data  jobs.JobData
 	Batch *jobs.Batch
+	// Steps are the steps the job recorded, in their order.
+	Steps []jobs.StepRecord
 }
 
 // JobLogShown is how many log lines the job page shows.
