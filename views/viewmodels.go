@@ -51,6 +51,10 @@ type Overview struct {
 	// apart from the scheduled count), up to the count cap.
 	Retrying       int64
 	RetryingCapped bool // Retrying stopped at the cap
+	// Sleeping counts the waiting jobs that sleep (shown apart from those
+	// that wait for a signal or an event).
+	Sleeping       int64
+	SleepingCapped bool // Sleeping stopped at the cap
 	// Firing are the alerts firing now.
 	Firing []jobs.Alert
 	// Queues are the busiest queues, for the per-queue summary.

@@ -49,6 +49,12 @@ func TestSignalFromTheJobPage(t *testing.T) {
 
 	ctx := browser(t)
 	signIn(t, ctx, rig.base)
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/"),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="count-sleeping"]`)))
+	require.Equal(t, map[string]string{"waiting": "1", "sleeping": "0"}, eval[map[string]string](t, ctx, `({
+		waiting: document.querySelector('[data-testid="count-waiting"] .stat-value').textContent.trim(),
+		sleeping: document.querySelector('[data-testid="count-sleeping"] .stat-value').textContent.trim()})`),
+		"the overview counts waiting and sleeping jobs apart")
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs/"+job.ID),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="steps-card"]`)))
 	waitLive(t, ctx, 10*time.Second)
