@@ -822,6 +822,24 @@ func (e AppendJobLogJSONBodyLinesLevel) Valid() bool {
 	}
 }
 
+// Defines values for RetryJobParamsSteps.
+const (
+	Keep      RetryJobParamsSteps = "keep"
+	StartOver RetryJobParamsSteps = "start_over"
+)
+
+// Valid indicates whether the value is a known member of the RetryJobParamsSteps enum.
+func (e RetryJobParamsSteps) Valid() bool {
+	switch e {
+	case Keep:
+		return true
+	case StartOver:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for CreateKeyJSONBodyScopes.
 const (
 	CreateKeyJSONBodyScopesAdmin   CreateKeyJSONBodyScopes = "admin"
@@ -2106,6 +2124,15 @@ type ReplayJobJSONBody struct {
 	Payload map[string]interface{} `json:"payload"`
 }
 
+// RetryJobParams defines parameters for RetryJob.
+type RetryJobParams struct {
+	// Steps for a replay from the dead-letter queue of a job that recorded steps: keep them (the replay returns their recorded results without running them) or start_over (they and the job's signals are dropped, and it runs from its first step)
+	Steps *RetryJobParamsSteps `form:"steps,omitempty" json:"steps,omitempty"`
+}
+
+// RetryJobParamsSteps defines parameters for RetryJob.
+type RetryJobParamsSteps string
+
 // SignalJobJSONBody defines parameters for SignalJob.
 type SignalJobJSONBody struct {
 	// Body any JSON (at most 64 KiB): what the job's wait returns
@@ -3029,7 +3056,7 @@ type ClientInterface interface {
 	// Needs the `operate` scope.
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-	RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RetryJob(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// SignalJobWithBody Send a signal to a job
 	//
@@ -4227,8 +4254,8 @@ func (c *Client) RestoreJob(ctx context.Context, id openapi_types.UUID, reqEdito
 // Needs the `operate` scope.
 //
 // Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-func (c *Client) RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRetryJobRequest(c.Server, id)
+func (c *Client) RetryJob(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryJobRequest(c.Server, id, params)
 	if err != nil {
 		return nil, err
 	}
@@ -6782,7 +6809,7 @@ func NewRestoreJobRequest(server string, id openapi_types.UUID) (*http.Request, 
 }
 
 // NewRetryJobRequest constructs an http.Request for the RetryJob method
-func NewRetryJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+func NewRetryJobRequest(server string, id openapi_types.UUID, params *RetryJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6805,6 +6832,33 @@ func NewRetryJobRequest(server string, id openapi_types.UUID) (*http.Request, er
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Steps != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "steps", *params.Steps, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
@@ -8832,7 +8886,7 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-	RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
+	RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
 
 	// SignalJobWithBodyWithResponse Send a signal to a job
 	//
@@ -15338,8 +15392,8 @@ func (c *ClientWithResponses) RestoreJobWithResponse(ctx context.Context, id ope
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RetryJobResponse, error) {
-	rsp, err := c.RetryJob(ctx, id, reqEditors...)
+func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*RetryJobResponse, error) {
+	rsp, err := c.RetryJob(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}

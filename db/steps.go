@@ -135,3 +135,20 @@ func readDurable(j *jobs.Job, steps, signals []byte) error {
 	}
 	return nil
 }
+
+// forgetStepsSQL drops what a dead-letter job recorded (its steps and
+// signals), so that its replay starts over; any other job keeps them.
+const forgetStepsSQL = `
+WITH dead AS (SELECT id FROM jobs WHERE id = $1 AND status = 'dead_letter' AND durable),
+s AS (DELETE FROM job_steps WHERE job_id IN (SELECT id FROM dead))
+DELETE FROM job_signals WHERE job_id IN (SELECT id FROM dead)`
+
+// ForgetSteps drops the recorded steps and signals of job id if it is in
+// the dead-letter queue (a replay that starts over); for a job in any
+// other state it does nothing.
+func (s *Store) ForgetSteps(ctx context.Context, id uuid.UUID) error {
+	if _, err := s.pool.Exec(ctx, forgetStepsSQL, id); err != nil {
+		return fmt.Errorf("forget steps: %w", err)
+	}
+	return nil
+}

@@ -239,3 +239,23 @@ func (s *server) signalHTML(c *fiber.Ctx) error {
 	d.Job, d.Audit = jobForCaller(c, d.Job), auditForCaller(c, d.Audit)
 	return render(c, http.StatusOK, views.JobLive(d, s.clock.Now()))
 }
+
+// replaySteps reads ?steps= of a retry: "keep" (the default: a replayed
+// job returns its recorded steps without running them) or "start_over"
+// (its steps and signals are dropped first, and it runs from the top).
+func replaySteps(c *fiber.Ctx, action jobAction) (startOver bool, err error) {
+	v := c.Query("steps")
+	if v == "" {
+		v = c.FormValue("steps")
+	}
+	switch v {
+	case "", "keep":
+		return false, nil
+	case "start_over":
+		if action != jobRetry {
+			return false, invalid("steps", "applies to retries (replays from the dead-letter queue) only")
+		}
+		return true, nil
+	}
+	return false, invalid("steps", fmt.Sprintf("unknown value %q: use keep (the default) or start_over", v))
+}

@@ -163,3 +163,38 @@ func TestStepAPI(t *testing.T) {
 	raw, _ := json.Marshal(steps[0].Result)
 	require.JSONEq(t, `{"id":"ch_1"}`, string(steps[0].Result), "%s", raw)
 }
+
+// TestReplayKeepsOrDropsSteps: a replay from the dead-letter queue keeps
+// the job's recorded steps unless asked to start over.
+func TestReplayKeepsOrDropsSteps(t *testing.T) {
+	t.Parallel()
+	r := workSetup(t)
+	j := r.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "dlq"})[0]
+	kill := func() {
+		t.Helper()
+		c, err := r.store.ClaimJobs(r.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"dlq"}, Limit: 1, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, c, 1)
+		_, _, err = r.store.RecordStep(r.ctx, jobs.LeaseOf(c[0]), jobs.StepRecord{Name: "charge", Result: []byte(`1`)})
+		require.NoError(t, err)
+		_, _, err = r.store.FinishJobs(r.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: "x", Final: true}})
+		require.NoError(t, err)
+		require.Equal(t, jobs.StateDeadLetter, r.job(t, j.ID).Status)
+	}
+	steps := func() int {
+		t.Helper()
+		st, err := r.store.JobSteps(r.ctx, j.ID)
+		require.NoError(t, err)
+		return len(st)
+	}
+	kill()
+	var e errBody
+	require.Equal(t, http.StatusUnprocessableEntity, r.call(t, apiKey, http.MethodPost, "/api/v1/jobs/"+j.ID.String()+"/retry?steps=sometimes", nil, &e))
+	require.Equal(t, "steps", e.Error.Field)
+	require.Equal(t, http.StatusOK, r.call(t, apiKey, http.MethodPost, "/api/v1/jobs/"+j.ID.String()+"/retry", nil, nil))
+	require.Equal(t, 1, steps(), "kept by default")
+	kill()
+	require.Equal(t, http.StatusOK, r.call(t, apiKey, http.MethodPost, "/api/v1/jobs/"+j.ID.String()+"/retry?steps=start_over", nil, nil))
+	require.Equal(t, 0, steps(), "dropped when starting over")
+	require.Equal(t, jobs.StateQueued, r.job(t, j.ID).Status)
+}

@@ -137,6 +137,13 @@ func (s *server) jobActionHTML(action jobAction) fiber.Handler {
 			return s.notFound(c)
 		}
 		ctx := c.UserContext()
+		if startOver, err := replaySteps(c, action); err != nil {
+			return err
+		} else if startOver {
+			if err := s.durable.ForgetSteps(ctx, id); err != nil {
+				return err
+			}
+		}
 		_, refused, err := s.applyAll(c, action, []uuid.UUID{id})
 		if err != nil {
 			return err

@@ -63,6 +63,9 @@ type DurableStore interface {
 	// RecordStep records a step of the attempt whose lease is l: the step
 	// as stored and whether this call wrote it; jobs.ErrLeaseLost.
 	RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error)
+	// ForgetSteps drops the steps and signals a dead-letter job recorded
+	// (a replay that starts over); other jobs keep theirs.
+	ForgetSteps(ctx context.Context, id uuid.UUID) error
 	// JobSteps returns a job's recorded steps in their order.
 	JobSteps(ctx context.Context, id uuid.UUID) ([]jobs.StepRecord, error)
 	// SendSignal delivers a signal to a job (kept when it does not wait
