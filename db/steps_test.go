@@ -220,3 +220,52 @@ func TestCancelWaitingJob(t *testing.T) {
 	require.Equal(t, jobs.StateCancelled, got.Status)
 	require.Nil(t, got.WaitingFor)
 }
+
+// TestConcurrentSteps: records of many jobs made at once each land once,
+// steps of one job recorded at once are numbered apart (the fenced lock
+// serialises them), and a stale lease among them is refused without
+// failing the others.
+func TestConcurrentSteps(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const n = 64
+	for range n {
+		b.enqueue(t, jobs.EnqueueParams{Queue: "many"})
+	}
+	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"many"}, Limit: n, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, claimed, n)
+	type rec struct {
+		job  uuid.UUID
+		name string
+		err  error
+	}
+	out := make(chan rec, 3*n)
+	for _, j := range claimed {
+		for _, name := range []string{"a", "b"} {
+			go func() {
+				_, _, err := b.store.RecordStep(b.ctx, jobs.LeaseOf(j), jobs.StepRecord{Name: name, Result: json.RawMessage(`1`)})
+				out <- rec{j.ID, name, err}
+			}()
+		}
+		go func() {
+			stale := jobs.Lease{JobID: j.ID, Token: uuid.New()}
+			_, _, err := b.store.RecordStep(b.ctx, stale, jobs.StepRecord{Name: "zombie"})
+			out <- rec{j.ID, "zombie", err}
+		}()
+	}
+	for range 3 * n {
+		r := <-out
+		if r.name == "zombie" {
+			require.ErrorIs(t, r.err, jobs.ErrLeaseLost)
+		} else {
+			require.NoError(t, r.err)
+		}
+	}
+	for _, j := range claimed {
+		steps, err := b.store.JobSteps(b.ctx, j.ID)
+		require.NoError(t, err)
+		require.Len(t, steps, 2)
+		require.Equal(t, []int{1, 2}, []int{steps[0].Seq, steps[1].Seq})
+	}
+}
