@@ -92,3 +92,29 @@ func orderParams(n int) []jobs.EnqueueParams {
 	}
 	return out
 }
+
+// TestSleepAcrossSchedulerRestart: a job sleeps while the only scheduler
+// is killed; a new scheduler, started after the wake time has passed,
+// wakes it from the database alone, and it completes after its step.
+func TestSleepAcrossSchedulerRestart(t *testing.T) {
+	t.Parallel()
+	bin := exampleProgram(t, "durable")
+	u := dbtest.NewDatabase(t)
+	s := openStore(t, u)
+	sched := startBinary(t, bin, "scheduler", u)
+	startBinary(t, bin, "worker", u, "FLINT_WORKER_ID=sleeper")
+	js := enqueueAll(t, s, jobs.EnqueueParams{Type: "reminder", Payload: json.RawMessage(`{"order_id": "1042", "after_seconds": 2}`)})
+	w := waitJobs(t, s, js, 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateWaiting })[0]
+	require.Equal(t, jobs.WaitSleep, w.WaitingFor.Kind)
+	require.NoError(t, sched.cmd.Process.Signal(syscall.SIGKILL))
+	require.Error(t, sched.wait(t, 10*time.Second))
+	waitFor(t, 30*time.Second, "the wake time to pass with no scheduler", func() bool { return time.Now().After(w.WaitingFor.Until.Add(time.Second)) })
+	require.Equal(t, jobs.StateWaiting, waitJobs(t, s, js, time.Second, func(*jobs.Job) bool { return true })[0].Status,
+		"no scheduler, no wake")
+
+	startBinary(t, bin, "scheduler", u)
+	done := waitJobs(t, s, js, 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })[0]
+	require.JSONEq(t, `"reminded about 1042"`, string(done.Result))
+	require.Equal(t, 1, done.Attempt, "the sleep charged no attempt")
+	require.False(t, done.FinishedAt.Before(w.WaitingFor.Until), "not woken before its time")
+}
