@@ -208,13 +208,20 @@ func TestWaitTimesOutAndEvents(t *testing.T) {
 	require.Zero(t, n, "an event is not kept for jobs not waiting")
 }
 
-// TestCancelWaitingJob: a waiting job is cancelled at once.
+// TestCancelWaitingJob: a waiting job is counted in the stats and its
+// queue's counts, and is cancelled at once.
 func TestCancelWaitingJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	j := b.enqueue(t, jobs.EnqueueParams{Queue: "cw"})
 	c := b.claimQueue(t, "cw")[0]
 	b.suspend(t, c, jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "go", Until: time.Now().Add(time.Hour)}, nil)
+	st, err := b.store.Stats(b.ctx)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.ByStatus["waiting"], "stats count waiting jobs")
+	q, err := b.store.GetQueue(b.ctx, "cw")
+	require.NoError(t, err)
+	require.Equal(t, int64(1), q.Counts[jobs.StateWaiting], "and so do the queue's counts")
 	got, err := b.store.CancelJob(b.ctx, j.ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCancelled, got.Status)
