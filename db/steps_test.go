@@ -276,3 +276,23 @@ func TestConcurrentSteps(t *testing.T) {
 		require.Equal(t, []int{1, 2}, []int{steps[0].Seq, steps[1].Seq})
 	}
 }
+
+// TestSuspendAfterCancelRequest: a job whose cancellation was asked while
+// it ran is cancelled when its attempt ends waiting, and so are the jobs
+// that depend on it.
+func TestSuspendAfterCancelRequest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.EnqueueParams{Queue: "cr"})
+	child := b.enqueue(t, jobs.EnqueueParams{Queue: "cr-child", DependsOn: []uuid.UUID{j.ID}})
+	c := b.claimQueue(t, "cr")[0]
+	_, err := b.store.CancelJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	m := b.suspend(t, c, jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "go", Until: time.Now().Add(time.Hour)}, nil)
+	require.Equal(t, jobs.StateCancelled, m.Status)
+	got, err := b.store.GetJob(b.ctx, j.ID)
+	require.NoError(t, err)
+	require.Nil(t, got.WaitingFor)
+	require.NotNil(t, got.FinishedAt)
+	require.Equal(t, jobs.StateCancelled, b.status(t, child.ID), "downstream cancelled with it")
+}

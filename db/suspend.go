@@ -17,7 +17,9 @@ import (
 // waits until $5, unless what it waits for is already there (a signal
 // kept for it, a wake time passed), in which case it is queued at once.
 // The attempt is refunded, as the wait is no failure, and the run is
-// recorded as suspended. A sleep without a name (a pull worker's: it
+// recorded as suspended. A job whose cancellation was asked while it ran
+// is cancelled instead (its downstream jobs with it, by the caller). A
+// sleep without a name (a pull worker's: it
 // recorded its sleep as a step just before) is named after the job's
 // last step.
 const suspendSQL = `
@@ -27,11 +29,12 @@ WITH s AS (
 ),
 moved AS (
 	UPDATE jobs j SET
-		status = CASE WHEN s.ready THEN 'queued' ELSE 'waiting' END,
-		wait_kind = CASE WHEN s.ready THEN NULL ELSE $3 END,
-		wait_name = CASE WHEN s.ready THEN NULL
+		status = CASE WHEN j.cancel_requested THEN 'cancelled' WHEN s.ready THEN 'queued' ELSE 'waiting' END,
+		wait_kind = CASE WHEN s.ready OR j.cancel_requested THEN NULL ELSE $3 END,
+		wait_name = CASE WHEN s.ready OR j.cancel_requested THEN NULL
 		                 ELSE coalesce(nullif($4, ''), (SELECT name FROM job_steps WHERE job_id = $1 ORDER BY seq DESC LIMIT 1), 'sleep') END,
-		run_at = CASE WHEN s.ready THEN now() ELSE $5 END,
+		run_at = CASE WHEN s.ready OR j.cancel_requested THEN now() ELSE $5 END,
+		finished_at = CASE WHEN j.cancel_requested THEN now() ELSE j.finished_at END,
 		attempt = j.attempt - 1,
 		durable = true,
 		lease_token = NULL,
@@ -115,6 +118,14 @@ func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (f
 			s.wakeMoved([]jobs.Moved{m})
 			s.emitMoved([]jobs.Moved{m})
 		}
+		if m.Status == jobs.StateCancelled { // cancelled while it ran: so are the jobs downstream
+			down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
+			if err != nil {
+				return nil, nil, err
+			}
+			s.emitMoved(down)
+			cascaded = append(cascaded, down...)
+		}
 	}
 	if len(rest) > 0 {
 		done, more, err := s.FinishJobs(ctx, rest)
@@ -124,7 +135,7 @@ func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (f
 		for k, i := range at {
 			finished[i] = done[k]
 		}
-		cascaded = more
+		cascaded = append(cascaded, more...)
 	}
 	return finished, cascaded, nil
 }
