@@ -198,7 +198,7 @@ func (r *stepRun) suspend(s *SuspendError) error {
 }
 
 // WaitForSignal returns the signal name sent to the job (POST
-// /api/v1/jobs/{id}/signals/{name}, or SendSignal in Go). When none has
+// /api/v1/jobs/{id}/signals/{name}; SignalJob in the Go client). When none has
 // arrived yet it returns a *SuspendError that the handler must return:
 // the attempt ends without charging a retry, the job waits (status
 // waiting, waiting_for kind "signal") with no worker held, and it runs
