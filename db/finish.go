@@ -107,6 +107,9 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 	if len(batch) == 0 {
 		return nil, nil, nil
 	}
+	if hasSuspended(batch) {
+		return s.finishWithSuspended(ctx, batch)
+	}
 	if plain, spawning := splitSpawning(batch); len(spawning) > 0 {
 		return s.finishWithSpawns(ctx, batch, plain, spawning)
 	}

@@ -11,10 +11,13 @@ import (
 
 // claimedColumns is what a claim returns of each job it leases: its
 // columns and, for a job with parents (has_parents), their results
-// (parentsSQL). A job without parents looks nothing up: the CASE never
-// evaluates the subquery.
+// (parentsSQL), and for a durable job its steps and signals. A job
+// without parents looks nothing up: the CASE never evaluates the
+// subquery.
 const claimedColumns = jobColumns + `,
-	CASE WHEN j.has_parents THEN ` + parentsSQL + ` END`
+	CASE WHEN j.has_parents THEN ` + parentsSQL + ` END,
+	CASE WHEN j.durable THEN ` + claimedStepsSQL + ` END,
+	CASE WHEN j.durable THEN ` + claimedSignalsSQL + ` END`
 
 // parentsSQL gathers the results of the parents of the claimed job j, as
 // one JSON object: each dependency's result under its step key (its id
@@ -78,6 +81,8 @@ const maxParentsBytesSQL = "4194304"
 type claimedRow struct {
 	jobRow
 	Parents []byte
+	Steps   []byte
+	Signals []byte
 }
 
 // collectClaimed scans a claim's rows (claimedColumns).
@@ -98,6 +103,9 @@ func collectClaimed(rows pgx.Rows, err error) ([]*jobs.Job, error) {
 			}
 		} else if j.HasParents {
 			j.Parents = jobs.Parents{}
+		}
+		if err := readDurable(j, r.Steps, r.Signals); err != nil {
+			return nil, err
 		}
 		out[i] = j
 	}

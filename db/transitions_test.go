@@ -26,6 +26,8 @@ func (b *testBundle) force(t *testing.T, id uuid.UUID, s jobs.State) {
 			lease_expires_at = CASE WHEN $2 = 'running' THEN now() - interval '1 second' END,
 			worker_id = CASE WHEN $2 = 'running' THEN 'w-forced' END,
 			started_at = CASE WHEN $2 = 'running' THEN now() - interval '2 seconds' END,
+			wait_kind = CASE WHEN $2 = 'waiting' THEN 'signal' END,
+			wait_name = CASE WHEN $2 = 'waiting' THEN 'forced' END,
 			run_at = now() - interval '1 second'
 		WHERE id = $1`, id, string(s))
 	require.NoError(t, err)
@@ -112,7 +114,7 @@ func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBu
 // storeOps are the operations TestSQLGuardsFollowTheStateMachine runs.
 func storeOps() []storeOp {
 	finish := finishOp
-	return []storeOp{
+	return append(durableOps(), []storeOp{
 		{"claim", []jobs.State{jobs.StateQueued}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			return len(b.claim(t, "w", 10, time.Minute)) == 1
 		}},
@@ -126,7 +128,7 @@ func storeOps() []storeOp {
 			require.NoError(t, err)
 			return len(moved) == 1
 		}},
-		{"promote", []jobs.State{jobs.StateScheduled}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"promote", []jobs.State{jobs.StateScheduled, jobs.StateWaiting}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			moved, err := b.store.PromoteDue(b.ctx, nil, 10)
 			require.NoError(t, err)
 			return len(moved) == 1
@@ -171,6 +173,32 @@ func storeOps() []storeOp {
 				return false
 			}
 			return true
+		}},
+	}...)
+}
+
+// durableOps are the operations of durable jobs: a suspension, a signal.
+func durableOps() []storeOp {
+	return []storeOp{
+		{"finish_suspended", []jobs.State{jobs.StateRunning}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			j, err := b.store.GetJob(b.ctx, id)
+			require.NoError(t, err)
+			token := uuid.New()
+			if j.LeaseToken != nil {
+				token = *j.LeaseToken
+			}
+			moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
+				Outcome: jobs.OutcomeSuspended, Wait: &jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "go", Until: time.Now().Add(time.Hour)}}})
+			require.NoError(t, err)
+			return !moved[0].LeaseLost()
+		}},
+		{"signal", []jobs.State{jobs.StateWaiting}, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			// force leaves a waiting job waiting for the signal "forced".
+			_, resumed, err := b.store.SendSignal(b.ctx, id, "forced", "", nil)
+			if err != nil {
+				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+			}
+			return resumed
 		}},
 	}
 }

@@ -67,6 +67,7 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 	priv(fiber.MethodGet, "/jobs/:id/result.json", s.jobRawJSON(rawResult))
 	priv(fiber.MethodGet, "/jobs/:id/edit", s.replayPage)
 	priv(fiber.MethodPost, "/jobs/:id/edit", s.replaySubmit)
+	priv(fiber.MethodPost, "/jobs/:id/signal", s.signalHTML)
 	for _, a := range jobActions {
 		priv(fiber.MethodPost, "/jobs/:id/"+string(a), s.jobActionHTML(a))
 	}

@@ -35,6 +35,7 @@ type server struct {
 	statusStore    StatusStore
 	jobStore       JobStore
 	batchStore     BatchStore
+	durable        DurableStore
 	jobActionStore JobActionStore
 	dlqStore       DLQStore
 	queueStore     QueueStore
@@ -75,6 +76,7 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 		statusStore:    store,
 		jobStore:       store,
 		batchStore:     store,
+		durable:        store,
 		jobActionStore: store,
 		dlqStore:       store,
 		queueStore:     store,

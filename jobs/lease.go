@@ -111,6 +111,11 @@ type Finish struct {
 	// workflow has, a dependency that cannot complete) fails the job for
 	// good with the reason instead.
 	Spawn []Spawned
+	// Wait is what a suspended attempt waits for (OutcomeSuspended only),
+	// and Step the sleep's step recorded with it (nil for a signal or an
+	// event wait).
+	Wait *WaitingFor
+	Step *StepRecord
 }
 
 // Moved reports a job that a write moved, with its new state. A Moved with

@@ -20,6 +20,11 @@ const (
 	// moves them to completed, scheduled, dead_letter, cancelled or (on
 	// drain) queued; the reaper moves those whose lease expired.
 	StateRunning State = "running"
+	// StateWaiting jobs ended an attempt by sleeping or waiting for a
+	// signal or an event (jobs.Sleep, jobs.WaitForSignal): they hold no
+	// worker until the promoter (at the wake time or timeout) or the
+	// signal moves them to queued. The API can cancel them.
+	StateWaiting State = "waiting"
 	// StateCompleted is terminal: the handler succeeded.
 	StateCompleted State = "completed"
 	// StateDeadLetter jobs failed for good and sit in the DLQ until replayed
@@ -33,7 +38,7 @@ const (
 
 // States lists every state in lifecycle order.
 var States = []State{
-	StateBlocked, StateScheduled, StateQueued, StateRunning,
+	StateBlocked, StateScheduled, StateQueued, StateRunning, StateWaiting,
 	StateCompleted, StateDeadLetter, StateCancelled,
 }
 
@@ -46,10 +51,11 @@ func (s State) Terminal() bool {
 	return s == StateCompleted || s == StateDeadLetter || s == StateCancelled
 }
 
-// Waiting reports whether a job in s has not started running yet and can be
-// cancelled at once.
+// Waiting reports whether a job in s is not running and can be
+// cancelled at once: it has not started yet, or it sleeps or waits
+// between runs.
 func (s State) Waiting() bool {
-	return s == StateQueued || s == StateScheduled || s == StateBlocked
+	return s == StateQueued || s == StateScheduled || s == StateBlocked || s == StateWaiting
 }
 
 // transitions is the state machine: for each state, the states a job may
@@ -59,7 +65,8 @@ var transitions = map[State][]State{
 	StateBlocked:    {StateQueued, StateScheduled, StateCancelled},
 	StateScheduled:  {StateQueued, StateCancelled},
 	StateQueued:     {StateRunning, StateCancelled},
-	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled},
+	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled, StateWaiting},
+	StateWaiting:    {StateQueued, StateCancelled},
 	StateCompleted:  nil,
 	StateDeadLetter: {StateQueued},
 	// A job cancelled because a dependency failed is re-armed (back to
@@ -81,7 +88,7 @@ var InitialStates = []State{StateQueued, StateScheduled, StateBlocked}
 var (
 	// CancelFrom: waiting jobs are cancelled at once; running jobs are asked
 	// to stop and are cancelled by their worker at the next checkpoint.
-	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateRunning}
+	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateWaiting, StateRunning}
 	// RetryFrom: a dead-letter job is replayed with its attempts reset; a
 	// scheduled job (typically waiting out a retry backoff) runs now.
 	RetryFrom = []State{StateScheduled, StateDeadLetter}

@@ -27,6 +27,9 @@ func TestStateMachine(t *testing.T) {
 		{jobs.StateRunning, jobs.StateDeadLetter}:  true,
 		{jobs.StateRunning, jobs.StateQueued}:      true, // drain, lease expiry
 		{jobs.StateRunning, jobs.StateCancelled}:   true,
+		{jobs.StateRunning, jobs.StateWaiting}:     true, // sleep, wait for a signal or an event
+		{jobs.StateWaiting, jobs.StateQueued}:      true, // woken: time, signal, event, timeout
+		{jobs.StateWaiting, jobs.StateCancelled}:   true,
 		{jobs.StateDeadLetter, jobs.StateQueued}:   true, // DLQ replay
 		{jobs.StateCancelled, jobs.StateBlocked}:   true, // re-armed when the dependency that cancelled it is replayed
 	}
@@ -71,7 +74,7 @@ func TestStateValues(t *testing.T) {
 	t.Parallel()
 	// These strings are stored in the database and matched by its CHECK
 	// constraint; changing one needs a migration.
-	want := []string{"blocked", "scheduled", "queued", "running", "completed", "dead_letter", "cancelled"}
+	want := []string{"blocked", "scheduled", "queued", "running", "waiting", "completed", "dead_letter", "cancelled"}
 	got := make([]string, len(jobs.States))
 	for i, s := range jobs.States {
 		got[i] = string(s)

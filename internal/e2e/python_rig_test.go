@@ -86,6 +86,34 @@ def square(job):
 def total(job):
     return {"sum": sum(job.parent(k) for k in job.parents)}
 
+@handler("py.order")
+def order(job):
+    def charge():
+        mark("charge", job)
+        return {"id": "ch_" + job.payload["order"]}
+    c = job.step("charge", charge)
+    inv = job.step("invoice", lambda: "INV-" + c["id"])
+    def email():
+        mark("email", job)
+        if job.attempt == 1:
+            raise Retry("mail server said 451", after=0.1)
+        return True
+    job.step("email", email)
+    return {"charge": c["id"], "invoice": inv}
+
+@handler("py.refund")
+def refund(job):
+    sig = job.wait_for_signal("approval", timeout=job.payload.get("timeout", 48 * 3600))
+    if sig.timed_out:
+        return {"refunded": False}
+    return {"refunded": True, "by": sig.body["by"]}
+
+@handler("py.nap")
+def nap(job):
+    job.step("before", lambda: mark("before", job))
+    job.sleep("cool-off", 1)
+    return job.step("after", lambda: "woke")
+
 @handler("py.report")
 def report(job):
     b = job.batch

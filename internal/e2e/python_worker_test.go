@@ -45,7 +45,8 @@ func TestPythonWorkerRunsJobs(t *testing.T) {
 	}
 	require.NotNil(t, seen, "the worker is in the registry: %v", ws.Workers)
 	require.Equal(t, "python", seen["language"])
-	require.Equal(t, []any{"py.broken", "py.echo", "py.extract", "py.fetch", "py.flaky", "py.gated", "py.report", "py.resize", "py.square", "py.total", "py.work"}, seen["types"])
+	require.Equal(t, []any{"py.broken", "py.echo", "py.extract", "py.fetch", "py.flaky", "py.gated", "py.nap", "py.order", "py.refund",
+		"py.report", "py.resize", "py.square", "py.total", "py.work"}, seen["types"])
 
 	var first map[string]any
 	waitFor(t, 15*time.Second, "the API to accept the type its worker serves", func() bool {
