@@ -117,8 +117,11 @@ func IsUnavailable(err error) bool {
 
 // failoverWatch resets the store's pool when a statement fails with a
 // failover error (failoverCode), at most once a second. It is the pool's
-// pgx tracer.
+// pgx tracer, and so also puts the statement deadline (db/netfaults.go)
+// on every statement.
 type failoverWatch struct {
+	statementDeadline
+
 	logger *slog.Logger
 
 	mu        sync.Mutex
@@ -148,19 +151,10 @@ func (w *failoverWatch) observe(ctx context.Context, conn *pgx.Conn, err error) 
 	go pool.Reset()
 }
 
-// TraceQueryStart implements pgx.QueryTracer.
-func (w *failoverWatch) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
 // TraceQueryEnd implements pgx.QueryTracer.
 func (w *failoverWatch) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	w.observe(ctx, conn, data.Err)
-}
-
-// TraceBatchStart implements pgx.BatchTracer.
-func (w *failoverWatch) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
+	endStatement(ctx)
 }
 
 // TraceBatchQuery implements pgx.BatchTracer.
@@ -171,16 +165,13 @@ func (w *failoverWatch) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, dat
 // TraceBatchEnd implements pgx.BatchTracer.
 func (w *failoverWatch) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
 	w.observe(ctx, conn, data.Err)
-}
-
-// TraceCopyFromStart implements pgx.CopyFromTracer.
-func (w *failoverWatch) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	return ctx
+	endStatement(ctx)
 }
 
 // TraceCopyFromEnd implements pgx.CopyFromTracer.
 func (w *failoverWatch) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceCopyFromEndData) {
 	w.observe(ctx, conn, data.Err)
+	endStatement(ctx)
 }
 
 const serverSQL = `SELECT coalesce(host(inet_server_addr()), ''), coalesce(inet_server_port(), 0),

@@ -107,6 +107,9 @@ func loadMigrations() ([]migration, error) {
 }
 
 func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, create bool) error {
+	// A migration may build an index for hours: no client-side deadline
+	// on its statements (db/netfaults.go).
+	ctx = WithStatementTimeout(ctx, 0)
 	cfg, err := ParseConnConfig("DATABASE_URL", databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)

@@ -148,6 +148,11 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// A connection to a server that cannot take writes (a standby, a
 	// demoted primary) is refused, so the pool moves on (db/failover.go).
 	pcfg.ConnConfig.ValidateConnect = requireWritable(pcfg.ConnConfig.ValidateConnect)
+	// Keepalives, connect and statement deadlines (db/netfaults.go).
+	guardConnConfig(&pcfg.ConnConfig.Config)
+	if cfg.Pooler != PoolerPgBouncer {
+		addServerKeepalives(pcfg.ConnConfig.RuntimeParams)
+	}
 	watch := &failoverWatch{logger: cmpLogger(cfg.Logger).With("component", "database")}
 	pcfg.ConnConfig.Tracer = watch
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
