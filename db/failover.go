@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -127,11 +128,22 @@ type failoverWatch struct {
 	mu        sync.Mutex
 	pool      *pgxpool.Pool
 	lastReset time.Time
+	diskFull  atomic.Int64 // unix nanoseconds of the last disk-full error, 0 for none
 }
 
 func (w *failoverWatch) observe(ctx context.Context, conn *pgx.Conn, err error) {
 	var pgErr *pgconn.PgError
-	if err == nil || !errors.As(err, &pgErr) || !failoverCode(pgErr.Code) {
+	if err == nil || !errors.As(err, &pgErr) {
+		return
+	}
+	if pgErr.Code == DiskFullCode {
+		if prev := w.diskFull.Swap(time.Now().UnixNano()); time.Since(time.Unix(0, prev)) > time.Minute {
+			w.logger.ErrorContext(ctx, "the database server's disk is full: PostgreSQL refuses writes until space is freed",
+				"server", serverDescription(conn.PgConn()), "error", pgErr.Message)
+		}
+		return
+	}
+	if !failoverCode(pgErr.Code) {
 		return
 	}
 	w.mu.Lock()
@@ -194,4 +206,24 @@ func (s *Store) Server(ctx context.Context) (jobs.DatabaseServer, error) {
 	}
 	srv.ReadOnly = srv.ReadOnly || srv.InRecovery
 	return srv, nil
+}
+
+// DiskFullCode is PostgreSQL's SQLSTATE disk_full: a write found no space
+// on the server's disk.
+const DiskFullCode = "53100"
+
+// DiskFullWindow is how long after its last disk-full error the store
+// says the database's disk is full (DiskFullSeen).
+const DiskFullWindow = 30 * time.Second
+
+// DiskFullSeen reports whether a statement of this store failed because
+// the database server's disk is full within the last DiskFullWindow, and
+// when the last one did.
+func (s *Store) DiskFullSeen() (time.Time, bool) {
+	ns := s.watch.diskFull.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	at := time.Unix(0, ns)
+	return at, time.Since(at) < DiskFullWindow
 }

@@ -92,6 +92,7 @@ type Store struct {
 	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/history_partitions.go)
 	waker            *waker                    // wake-ups sent after commit (db/wakeup.go)
 	group            *groupCommitter           // single enqueues gathered into batches; nil when off (db/groupcommit.go)
+	watch            *failoverWatch            // the pool's tracer: failovers, disk-full errors (db/failover.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to
@@ -177,6 +178,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		sqlx:             sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
 		maxInterruptions: maxInt,
 		waker:            newWaker(pool, cfg.WakeupWindow),
+		watch:            watch,
 	}
 	s.waker.start()
 	if s.group = newGroupCommitter(s, cfg.EnqueueWindow, cfg.EnqueueBatch); s.group != nil {
