@@ -32,7 +32,7 @@ func (registryTypes) Reload(context.Context, time.Duration) {}
 // server carries the dependencies of every route. Each area reads storage
 // through its own interface (store.go), all of them the one Store.
 type server struct {
-	disk diskWatcher // nil when the store cannot say (handlers/unavailable.go)
+	disk           diskWatcher // nil when the store cannot say (handlers/unavailable.go)
 	statusStore    StatusStore
 	jobStore       JobStore
 	batchStore     BatchStore
