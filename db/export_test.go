@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/flinthq/flint/jobs"
+	"github.com/jackc/pgx/v5"
 )
 
 // Statements the external tests inspect.
