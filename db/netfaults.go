@@ -28,7 +28,8 @@ import (
 //     load balancer) that acknowledges bytes and then drops them. When it
 //     passes, the connection is closed and the pool dials a new one;
 //   - a deadline on every connection attempt (ConnectTimeout), unless the
-//     connection string sets connect_timeout;
+//     connection string sets connect_timeout, and on the pool's check of
+//     an idle connection before it hands it out (PingTimeout);
 //   - on the server, where the connection string does not say otherwise
 //     and no pooler is in between, the same keepalives (tcp_keepalives_*,
 //     tcp_user_timeout), so that PostgreSQL ends the sessions of clients
@@ -47,6 +48,11 @@ const (
 	// load and well under the 30 s lease, so a worker cut off mid-claim
 	// or mid-heartbeat frees its connection before its jobs are reaped.
 	StatementTimeout = 20 * time.Second
+	// PingTimeout bounds the check the pool makes of a connection that
+	// sat idle before handing it out (pgxpool's PingTimeout, which is
+	// none by default): a ping on a connection cut off by a partition
+	// would otherwise wait for ever.
+	PingTimeout = 5 * time.Second
 	// ConnectTimeout bounds dialling, TLS and authentication of a new
 	// connection when the connection string has no connect_timeout.
 	ConnectTimeout = 10 * time.Second

@@ -151,6 +151,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	pcfg.ConnConfig.ValidateConnect = requireWritable(pcfg.ConnConfig.ValidateConnect)
 	// Keepalives, connect and statement deadlines (db/netfaults.go).
 	guardConnConfig(&pcfg.ConnConfig.Config)
+	if pcfg.PingTimeout == 0 { // pool_ping_timeout not in the URL
+		pcfg.PingTimeout = PingTimeout
+	}
 	if cfg.Pooler != PoolerPgBouncer {
 		addServerKeepalives(pcfg.ConnConfig.RuntimeParams)
 	}
