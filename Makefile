@@ -86,7 +86,7 @@ soak: services
 CHAOS_DURATION ?= 5m
 chaos: services
 	scripts/services.sh ensure postgres-server
-	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers' -tags chaos -timeout 90m -v ./internal/e2e/ \
+	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
 		| grep --line-buffered -v '^{'
 
 migrate: dev-env build

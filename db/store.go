@@ -92,6 +92,7 @@ type Store struct {
 	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/history_partitions.go)
 	waker            *waker                    // wake-ups sent after commit (db/wakeup.go)
 	group            *groupCommitter           // single enqueues gathered into batches; nil when off (db/groupcommit.go)
+	watch            *failoverWatch            // the pool's tracer: failovers, disk-full errors (db/failover.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to
@@ -148,6 +149,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	// A connection to a server that cannot take writes (a standby, a
 	// demoted primary) is refused, so the pool moves on (db/failover.go).
 	pcfg.ConnConfig.ValidateConnect = requireWritable(pcfg.ConnConfig.ValidateConnect)
+	// Keepalives, connect and statement deadlines (db/netfaults.go).
+	guardConnConfig(&pcfg.ConnConfig.Config)
+	if pcfg.PingTimeout == 0 { // pool_ping_timeout not in the URL
+		pcfg.PingTimeout = PingTimeout
+	}
+	if cfg.Pooler != PoolerPgBouncer {
+		addServerKeepalives(pcfg.ConnConfig.RuntimeParams)
+	}
 	watch := &failoverWatch{logger: cmpLogger(cfg.Logger).With("component", "database")}
 	pcfg.ConnConfig.Tracer = watch
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -172,6 +181,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		sqlx:             sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
 		maxInterruptions: maxInt,
 		waker:            newWaker(pool, cfg.WakeupWindow),
+		watch:            watch,
 	}
 	s.waker.start()
 	if s.group = newGroupCommitter(s, cfg.EnqueueWindow, cfg.EnqueueBatch); s.group != nil {

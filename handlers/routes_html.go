@@ -32,7 +32,7 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	app.Add(fiber.MethodGet, "/login", sec, s.loginPage)
 	app.Add(fiber.MethodPost, "/login", sec, s.login)
 	priv := func(method, path string, h fiber.Handler) {
-		app.Add(method, path, sec, s.sessions.requireLogin, s.csrfProtect, s.authorize, h)
+		app.Add(method, path, sec, s.diskNotice, s.sessions.requireLogin, s.csrfProtect, s.authorize, h)
 	}
 	priv(fiber.MethodPost, "/logout", s.logout)
 	s.routesHTMLJobs(priv)
