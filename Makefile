@@ -29,7 +29,7 @@ GOFILES = $(wildcard $(shell { git ls-files --cached --others --exclude-standard
 # Loads the development secrets made by scripts/dev-env.sh.
 DEV_ENV := set -a; . .flint/dev.env; set +a
 
-.PHONY: lint lint-api templ-check run build test bench bench-compare bench-python soak chaos migrate fmt fmt-check vet clean services test-services dev-env env
+.PHONY: lint lint-api templ-check run build test bench bench-compare bench-python bench-typescript soak chaos migrate fmt fmt-check vet clean services test-services dev-env env
 
 run: services dev-env build
 	@$(DEV_ENV); \
@@ -69,6 +69,12 @@ bench-compare: services
 bench-python: services
 	$(GO) test -run '^$$' -bench 'PythonWorkers' -benchtime $${BENCHTIME:-2x} -timeout 30m ./internal/e2e/
 
+# Two processes of the TypeScript worker (clients/typescript) against two
+# of the Python worker, 20,000 jobs each, same settings, one flint serve;
+# needs node (20 or later) and python3.
+bench-typescript: services
+	$(GO) test -run '^$$' -bench 'TypeScriptWorkers' -benchtime $${BENCHTIME:-4x} -timeout 30m ./internal/e2e/
+
 # Long-running tests live behind the "soak" build tag; none matching is a pass.
 soak: services
 	$(GO) test -race -count=1 -run '$(SOAK)' -tags soak -timeout 90m ./...
@@ -80,7 +86,7 @@ soak: services
 CHAOS_DURATION ?= 5m
 chaos: services
 	scripts/services.sh ensure postgres-server
-	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers' -tags chaos -timeout 90m -v ./internal/e2e/ \
+	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
 		| grep --line-buffered -v '^{'
 
 migrate: dev-env build

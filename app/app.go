@@ -31,7 +31,8 @@ Commands:
   worker      a worker pool only
   scheduler   the scheduling and maintenance loops only (promoter, reaper,
               recurring series, aging, retention, archive, alerts, vacuum)
-  migrate     apply database migrations and exit
+  migrate     apply database migrations and exit (--force: even one that
+              older running processes cannot live with; see docs/faults.md)
   bench       run the scheduler benchmark (heap vs timing wheel);
               "bench history -jobs N" fills DATABASE_URL with N finished jobs
   users       add, list, disable, enable and remove dashboard users, set roles,

@@ -16,9 +16,12 @@ import (
 type Config struct {
 	// Command is the role this process runs: serve, api, worker,
 	// scheduler or migrate.
-	Command     string
-	Env         string // FLINT_ENV: development (default) or production
-	DatabaseURL string // DATABASE_URL
+	Command string
+	// MigrateForce applies migrations that older running processes
+	// cannot live with (flint migrate --force; db.MigrateOptions).
+	MigrateForce bool
+	Env          string // FLINT_ENV: development (default) or production
+	DatabaseURL  string // DATABASE_URL
 	// DatabasePooler is what DATABASE_URL goes through: "none" or
 	// "pgbouncer" (transaction pooling). FLINT_DATABASE_POOLER.
 	DatabasePooler string

@@ -125,6 +125,10 @@ func (c *Config) parseFlags(cmd string, args []string, queues *string, r *config
 		fs.IntVar(&c.Workers, "workers", c.Workers, "jobs run at once in this process (FLINT_WORKERS)")
 		fs.StringVar(queues, "queues", *queues, "comma-separated queues to work; empty for all (FLINT_QUEUES)")
 	}
+	if cmd == "migrate" {
+		fs.BoolVar(&c.MigrateForce, "force", false,
+			"apply migrations marked flint:breaks-before even while older Flint processes run (see docs/faults.md)")
+	}
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -154,3 +154,18 @@ func TestTrustedProxies(t *testing.T) {
 	_, err = LoadConfig("api", nil, func(k string) string { return env[k] })
 	require.ErrorContains(t, err, `FLINT_TRUSTED_PROXIES: "proxy.internal" is neither an address nor a CIDR`)
 }
+
+// TestMigrateForceFlag: flint migrate --force reaches the migrator; other
+// commands do not take it.
+func TestMigrateForceFlag(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"DATABASE_URL": "postgres://u@localhost/flint"}
+	c, err := LoadConfig("migrate", []string{"--force"}, func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.True(t, c.MigrateForce)
+	c, err = LoadConfig("migrate", nil, func(k string) string { return env[k] })
+	require.NoError(t, err)
+	require.False(t, c.MigrateForce)
+	_, err = LoadConfig("worker", []string{"--force"}, func(k string) string { return env[k] })
+	require.Error(t, err)
+}

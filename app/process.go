@@ -89,7 +89,7 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 		}
 	}()
 	if r.migrates {
-		if err := db.Migrate(ctx, cfg.directURL(), p.logger); err != nil {
+		if err := db.MigrateWith(ctx, cfg.directURL(), p.logger, db.MigrateOptions{Force: cfg.MigrateForce}); err != nil {
 			return err
 		}
 		if r.onlyOnce {

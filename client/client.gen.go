@@ -352,6 +352,7 @@ const (
 	ExplainReasonCodeRateLimit             ExplainReasonCode = "rate_limit"
 	ExplainReasonCodeRetryBackoff          ExplainReasonCode = "retry_backoff"
 	ExplainReasonCodeRunning               ExplainReasonCode = "running"
+	ExplainReasonCodeWaiting               ExplainReasonCode = "waiting"
 	ExplainReasonCodeWaitingForRunAt       ExplainReasonCode = "waiting_for_run_at"
 )
 
@@ -410,6 +411,8 @@ func (e ExplainReasonCode) Valid() bool {
 		return true
 	case ExplainReasonCodeRunning:
 		return true
+	case ExplainReasonCodeWaiting:
+		return true
 	case ExplainReasonCodeWaitingForRunAt:
 		return true
 	default:
@@ -427,6 +430,7 @@ const (
 	JobStatusQueued     JobStatus = "queued"
 	JobStatusRunning    JobStatus = "running"
 	JobStatusScheduled  JobStatus = "scheduled"
+	JobStatusWaiting    JobStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the JobStatus enum.
@@ -448,6 +452,29 @@ func (e JobStatus) Valid() bool {
 		return true
 	case JobStatusScheduled:
 		return true
+	case JobStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobWaitingForKind.
+const (
+	JobWaitingForKindEvent  JobWaitingForKind = "event"
+	JobWaitingForKindSignal JobWaitingForKind = "signal"
+	JobWaitingForKindSleep  JobWaitingForKind = "sleep"
+)
+
+// Valid indicates whether the value is a known member of the JobWaitingForKind enum.
+func (e JobWaitingForKind) Valid() bool {
+	switch e {
+	case JobWaitingForKindEvent:
+		return true
+	case JobWaitingForKindSignal:
+		return true
+	case JobWaitingForKindSleep:
+		return true
 	default:
 		return false
 	}
@@ -463,6 +490,7 @@ const (
 	JobDetailStatusQueued     JobDetailStatus = "queued"
 	JobDetailStatusRunning    JobDetailStatus = "running"
 	JobDetailStatusScheduled  JobDetailStatus = "scheduled"
+	JobDetailStatusWaiting    JobDetailStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the JobDetailStatus enum.
@@ -483,6 +511,29 @@ func (e JobDetailStatus) Valid() bool {
 	case JobDetailStatusRunning:
 		return true
 	case JobDetailStatusScheduled:
+		return true
+	case JobDetailStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for JobDetailWaitingForKind.
+const (
+	JobDetailWaitingForKindEvent  JobDetailWaitingForKind = "event"
+	JobDetailWaitingForKindSignal JobDetailWaitingForKind = "signal"
+	JobDetailWaitingForKindSleep  JobDetailWaitingForKind = "sleep"
+)
+
+// Valid indicates whether the value is a known member of the JobDetailWaitingForKind enum.
+func (e JobDetailWaitingForKind) Valid() bool {
+	switch e {
+	case JobDetailWaitingForKindEvent:
+		return true
+	case JobDetailWaitingForKindSignal:
+		return true
+	case JobDetailWaitingForKindSleep:
 		return true
 	default:
 		return false
@@ -716,6 +767,8 @@ const (
 	FinishJobJSONBodyStatusCancelled FinishJobJSONBodyStatus = "cancelled"
 	FinishJobJSONBodyStatusCompleted FinishJobJSONBodyStatus = "completed"
 	FinishJobJSONBodyStatusFailed    FinishJobJSONBodyStatus = "failed"
+	FinishJobJSONBodyStatusSleeping  FinishJobJSONBodyStatus = "sleeping"
+	FinishJobJSONBodyStatusWaiting   FinishJobJSONBodyStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the FinishJobJSONBodyStatus enum.
@@ -726,6 +779,10 @@ func (e FinishJobJSONBodyStatus) Valid() bool {
 	case FinishJobJSONBodyStatusCompleted:
 		return true
 	case FinishJobJSONBodyStatusFailed:
+		return true
+	case FinishJobJSONBodyStatusSleeping:
+		return true
+	case FinishJobJSONBodyStatusWaiting:
 		return true
 	default:
 		return false
@@ -768,6 +825,24 @@ func (e AppendJobLogJSONBodyLinesLevel) Valid() bool {
 	case AppendJobLogJSONBodyLinesLevelInfo:
 		return true
 	case AppendJobLogJSONBodyLinesLevelWarn:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for RetryJobParamsSteps.
+const (
+	Keep      RetryJobParamsSteps = "keep"
+	StartOver RetryJobParamsSteps = "start_over"
+)
+
+// Valid indicates whether the value is a known member of the RetryJobParamsSteps enum.
+func (e RetryJobParamsSteps) Valid() bool {
+	switch e {
+	case Keep:
+		return true
+	case StartOver:
 		return true
 	default:
 		return false
@@ -860,6 +935,8 @@ const (
 	FinishWorkJSONBodyOutcomesStatusCancelled FinishWorkJSONBodyOutcomesStatus = "cancelled"
 	FinishWorkJSONBodyOutcomesStatusCompleted FinishWorkJSONBodyOutcomesStatus = "completed"
 	FinishWorkJSONBodyOutcomesStatusFailed    FinishWorkJSONBodyOutcomesStatus = "failed"
+	FinishWorkJSONBodyOutcomesStatusSleeping  FinishWorkJSONBodyOutcomesStatus = "sleeping"
+	FinishWorkJSONBodyOutcomesStatusWaiting   FinishWorkJSONBodyOutcomesStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the FinishWorkJSONBodyOutcomesStatus enum.
@@ -870,6 +947,10 @@ func (e FinishWorkJSONBodyOutcomesStatus) Valid() bool {
 	case FinishWorkJSONBodyOutcomesStatusCompleted:
 		return true
 	case FinishWorkJSONBodyOutcomesStatusFailed:
+		return true
+	case FinishWorkJSONBodyOutcomesStatusSleeping:
+		return true
+	case FinishWorkJSONBodyOutcomesStatusWaiting:
 		return true
 	default:
 		return false
@@ -967,6 +1048,7 @@ const (
 	EnqueueWorkflow201JSONResponseBodyJobsStatusQueued     EnqueueWorkflow201JSONResponseBodyJobsStatus = "queued"
 	EnqueueWorkflow201JSONResponseBodyJobsStatusRunning    EnqueueWorkflow201JSONResponseBodyJobsStatus = "running"
 	EnqueueWorkflow201JSONResponseBodyJobsStatusScheduled  EnqueueWorkflow201JSONResponseBodyJobsStatus = "scheduled"
+	EnqueueWorkflow201JSONResponseBodyJobsStatusWaiting    EnqueueWorkflow201JSONResponseBodyJobsStatus = "waiting"
 )
 
 // Valid indicates whether the value is a known member of the EnqueueWorkflow201JSONResponseBodyJobsStatus enum.
@@ -987,6 +1069,29 @@ func (e EnqueueWorkflow201JSONResponseBodyJobsStatus) Valid() bool {
 	case EnqueueWorkflow201JSONResponseBodyJobsStatusRunning:
 		return true
 	case EnqueueWorkflow201JSONResponseBodyJobsStatusScheduled:
+		return true
+	case EnqueueWorkflow201JSONResponseBodyJobsStatusWaiting:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind.
+const (
+	EnqueueWorkflow201JSONResponseBodyJobsWaitingForKindEvent  EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind = "event"
+	EnqueueWorkflow201JSONResponseBodyJobsWaitingForKindSignal EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind = "signal"
+	EnqueueWorkflow201JSONResponseBodyJobsWaitingForKindSleep  EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind = "sleep"
+)
+
+// Valid indicates whether the value is a known member of the EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind enum.
+func (e EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind) Valid() bool {
+	switch e {
+	case EnqueueWorkflow201JSONResponseBodyJobsWaitingForKindEvent:
+		return true
+	case EnqueueWorkflow201JSONResponseBodyJobsWaitingForKindSignal:
+		return true
+	case EnqueueWorkflow201JSONResponseBodyJobsWaitingForKindSleep:
 		return true
 	default:
 		return false
@@ -1272,6 +1377,12 @@ type ClaimedJob struct {
 	Payload map[string]interface{} `json:"payload"`
 	Queue   string                 `json:"queue"`
 
+	// Signals what resumed the job's waits, by the signal's or event's name: {"body", "at"} for a signal or an event, {"timed_out": true} for a wait that timed out. The first of each name is the one kept. Absent for a job that never waited or was sent a signal.
+	Signals *Signals `json:"signals,omitempty"`
+
+	// Steps the steps earlier attempts of the job recorded (POST /api/v1/jobs/{id}/steps), name → result, in the order they were recorded; a step named here must not run again: use its result. Absent for a job that never recorded one.
+	Steps *Steps `json:"steps,omitempty"`
+
 	// TimeoutSeconds 0 for none; report a run past it as failed
 	TimeoutSeconds int    `json:"timeout_seconds"`
 	Type           string `json:"type"`
@@ -1409,11 +1520,21 @@ type Job struct {
 	TimeoutSeconds  *int                `json:"timeout_seconds,omitempty"`
 	Type            *string             `json:"type,omitempty"`
 	UpdatedAt       *time.Time          `json:"updated_at,omitempty"`
-	WorkerId        *string             `json:"worker_id,omitempty"`
+
+	// WaitingFor what a waiting job waits for (status waiting only): a sleep (name is its step), a signal or an event; until is when the wait ends (the wake time, or the timeout)
+	WaitingFor *struct {
+		Kind  JobWaitingForKind `json:"kind"`
+		Name  string            `json:"name"`
+		Until time.Time         `json:"until"`
+	} `json:"waiting_for,omitempty"`
+	WorkerId *string `json:"worker_id,omitempty"`
 }
 
 // JobStatus defines model for Job.Status.
 type JobStatus string
+
+// JobWaitingForKind defines model for Job.WaitingFor.Kind.
+type JobWaitingForKind string
 
 // JobDetail defines model for JobDetail.
 type JobDetail struct {
@@ -1459,11 +1580,21 @@ type JobDetail struct {
 	TimeoutSeconds  *int                `json:"timeout_seconds,omitempty"`
 	Type            *string             `json:"type,omitempty"`
 	UpdatedAt       *time.Time          `json:"updated_at,omitempty"`
-	WorkerId        *string             `json:"worker_id,omitempty"`
+
+	// WaitingFor what a waiting job waits for (status waiting only): a sleep (name is its step), a signal or an event; until is when the wait ends (the wake time, or the timeout)
+	WaitingFor *struct {
+		Kind  JobDetailWaitingForKind `json:"kind"`
+		Name  string                  `json:"name"`
+		Until time.Time               `json:"until"`
+	} `json:"waiting_for,omitempty"`
+	WorkerId *string `json:"worker_id,omitempty"`
 }
 
 // JobDetailStatus defines model for JobDetail.Status.
 type JobDetailStatus string
+
+// JobDetailWaitingForKind defines model for JobDetail.WaitingFor.Kind.
+type JobDetailWaitingForKind string
 
 // JobLogEntry defines model for JobLogEntry.
 type JobLogEntry struct {
@@ -1660,6 +1791,13 @@ type Settings struct {
 // SettingsSchedulerStrategy defines model for Settings.SchedulerStrategy.
 type SettingsSchedulerStrategy string
 
+// Signals what resumed the job's waits, by the signal's or event's name: {"body", "at"} for a signal or an event, {"timed_out": true} for a wait that timed out. The first of each name is the one kept. Absent for a job that never waited or was sent a signal.
+type Signals map[string]struct {
+	At       *time.Time  `json:"at,omitempty"`
+	Body     interface{} `json:"body,omitempty"`
+	TimedOut *bool       `json:"timed_out,omitempty"`
+}
+
 // SpawnJob A job added to the finishing job's workflow with its completion (created if and only if the completion commits).
 type SpawnJob struct {
 	ConcurrencyKey *string  `json:"concurrency_key,omitempty"`
@@ -1688,6 +1826,23 @@ type Stats struct {
 	ByType     *map[string]interface{}   `json:"by_type,omitempty"`
 	Throughput *[]map[string]interface{} `json:"throughput,omitempty"`
 }
+
+// StepRecord defines model for StepRecord.
+type StepRecord struct {
+	// Attempt the attempt that ran it
+	Attempt    int       `json:"attempt"`
+	Name       string    `json:"name"`
+	RecordedAt time.Time `json:"recorded_at"`
+
+	// Result the recorded result
+	Result interface{} `json:"result"`
+
+	// Seq the step's position among the job's steps, from 1
+	Seq int `json:"seq"`
+}
+
+// Steps the steps earlier attempts of the job recorded (POST /api/v1/jobs/{id}/steps), name → result, in the order they were recorded; a step named here must not run again: use its result. Absent for a job that never recorded one.
+type Steps map[string]interface{}
 
 // Worker defines model for Worker.
 type Worker struct {
@@ -1848,6 +2003,15 @@ type ListDeadLettersParams struct {
 	Cursor *string `form:"cursor,omitempty" json:"cursor,omitempty"`
 }
 
+// SendEventJSONBody defines parameters for SendEvent.
+type SendEventJSONBody struct {
+	// Body any JSON (at most 64 KiB): what each job's wait returns
+	Body interface{} `json:"body,omitempty"`
+
+	// Name the event's name, as jobs wait for it (WaitForEvent), e.g. order.paid:1234
+	Name string `json:"name"`
+}
+
 // ListJobsParams defines parameters for ListJobs.
 type ListJobsParams struct {
 	// Status states, comma-separated
@@ -1897,7 +2061,10 @@ type DeleteJob200JSONResponseBody struct {
 // FinishJobJSONBody defines parameters for FinishJob.
 type FinishJobJSONBody struct {
 	// Error failed or cancelled: why
-	Error      *string            `json:"error,omitempty"`
+	Error *string `json:"error,omitempty"`
+
+	// Event waiting only, instead of signal: the event the job waits for (POST /api/v1/events)
+	Event      *string            `json:"event,omitempty"`
 	LeaseToken openapi_types.UUID `json:"lease_token"`
 
 	// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels; one PostgreSQL cannot store fails the job instead)
@@ -1909,9 +2076,20 @@ type FinishJobJSONBody struct {
 	// Retryable failed only: false sends the job to the dead-letter queue
 	Retryable *bool `json:"retryable,omitempty"`
 
+	// Signal waiting only: the signal the job waits for (POST /api/v1/jobs/{id}/signals/{name}); one kept for it already queues it at once
+	Signal *string `json:"signal,omitempty"`
+
 	// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
-	Spawn  *[]SpawnJob             `json:"spawn,omitempty"`
+	Spawn *[]SpawnJob `json:"spawn,omitempty"`
+
+	// Status sleeping and waiting end the attempt without charging it: the job waits (status waiting, with waiting_for) holding no worker, and is claimed again at wake_at, when its signal or event arrives, or at its timeout, with its recorded steps and what resumed it (signals).
 	Status FinishJobJSONBodyStatus `json:"status"`
+
+	// TimeoutSeconds waiting only: when the wait ends without its signal or event (0 or absent: 366 days); the job then runs with signals.<name> = {"timed_out": true}
+	TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+
+	// WakeAt sleeping only: when to run the job again (at most 366 days ahead; a time past runs it at once). Record the sleep as a step first, so that the run after it knows it slept.
+	WakeAt *time.Time `json:"wake_at,omitempty"`
 }
 
 // FinishJobJSONBodyStatus defines parameters for FinishJob.
@@ -1958,6 +2136,36 @@ type AppendJobLogJSONBodyLinesLevel string
 type ReplayJobJSONBody struct {
 	// Payload the JSON object the job runs with from now on
 	Payload map[string]interface{} `json:"payload"`
+}
+
+// RetryJobParams defines parameters for RetryJob.
+type RetryJobParams struct {
+	// Steps for a replay from the dead-letter queue of a job that recorded steps: keep them (the replay returns their recorded results without running them) or start_over (they and the job's signals are dropped, and it runs from its first step)
+	Steps *RetryJobParamsSteps `form:"steps,omitempty" json:"steps,omitempty"`
+}
+
+// RetryJobParamsSteps defines parameters for RetryJob.
+type RetryJobParamsSteps string
+
+// SignalJobJSONBody defines parameters for SignalJob.
+type SignalJobJSONBody struct {
+	// Body any JSON (at most 64 KiB): what the job's wait returns
+	Body interface{} `json:"body,omitempty"`
+
+	// Id the sender's id for this signal: sending the same id again delivers nothing more (retries are safe)
+	Id *string `json:"id,omitempty"`
+}
+
+// RecordStepJSONBody defines parameters for RecordStep.
+type RecordStepJSONBody struct {
+	// LeaseToken the attempt's lease token (from the claim or the push)
+	LeaseToken openapi_types.UUID `json:"lease_token"`
+
+	// Name the step's name, unique within the job; no control characters
+	Name string `json:"name"`
+
+	// Result the step's result, any JSON up to 1 MiB (absent: null)
+	Result interface{} `json:"result,omitempty"`
 }
 
 // CreateKeyJSONBody defines parameters for CreateKey.
@@ -2068,7 +2276,10 @@ type ClaimWorkJSONBody struct {
 type FinishWorkJSONBody struct {
 	Outcomes []struct {
 		// Error failed or cancelled: why
-		Error      *string            `json:"error,omitempty"`
+		Error *string `json:"error,omitempty"`
+
+		// Event waiting only, instead of signal: the event the job waits for (POST /api/v1/events)
+		Event      *string            `json:"event,omitempty"`
 		JobId      openapi_types.UUID `json:"job_id"`
 		LeaseToken openapi_types.UUID `json:"lease_token"`
 
@@ -2081,9 +2292,20 @@ type FinishWorkJSONBody struct {
 		// Retryable failed only: false sends the job to the dead-letter queue
 		Retryable *bool `json:"retryable,omitempty"`
 
+		// Signal waiting only: the signal the job waits for (POST /api/v1/jobs/{id}/signals/{name}); one kept for it already queues it at once
+		Signal *string `json:"signal,omitempty"`
+
 		// Spawn completed only: jobs to add to the job's workflow with its completion; a list Flint cannot check is refused (422 naming the field), one the store refuses (a key the workflow has) fails the job for good with the reason
-		Spawn  *[]SpawnJob                      `json:"spawn,omitempty"`
+		Spawn *[]SpawnJob `json:"spawn,omitempty"`
+
+		// Status sleeping and waiting end the attempt without charging it: the job waits (status waiting, with waiting_for) holding no worker, and is claimed again at wake_at, when its signal or event arrives, or at its timeout, with its recorded steps and what resumed it (signals).
 		Status FinishWorkJSONBodyOutcomesStatus `json:"status"`
+
+		// TimeoutSeconds waiting only: when the wait ends without its signal or event (0 or absent: 366 days); the job then runs with signals.<name> = {"timed_out": true}
+		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+
+		// WakeAt sleeping only: when to run the job again (at most 366 days ahead; a time past runs it at once). Record the sleep as a step first, so that the run after it knows it slept.
+		WakeAt *time.Time `json:"wake_at,omitempty"`
 	} `json:"outcomes"`
 }
 
@@ -2150,6 +2372,9 @@ type EnqueueWorkflowJSONBody_Jobs_Priority struct {
 // EnqueueWorkflow201JSONResponseBodyJobsStatus defines parameters for EnqueueWorkflow.
 type EnqueueWorkflow201JSONResponseBodyJobsStatus string
 
+// EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind defines parameters for EnqueueWorkflow.
+type EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind string
+
 // CreateAlertRuleJSONRequestBody defines body for CreateAlertRule for application/json ContentType.
 type CreateAlertRuleJSONRequestBody = AlertRuleInput
 
@@ -2164,6 +2389,9 @@ type AddToBatchJSONRequestBody AddToBatchJSONBody
 
 // RunBenchmarkJSONRequestBody defines body for RunBenchmark for application/json ContentType.
 type RunBenchmarkJSONRequestBody RunBenchmarkJSONBody
+
+// SendEventJSONRequestBody defines body for SendEvent for application/json ContentType.
+type SendEventJSONRequestBody SendEventJSONBody
 
 // EnqueueJobJSONRequestBody defines body for EnqueueJob for application/json ContentType.
 type EnqueueJobJSONRequestBody = EnqueueRequest
@@ -2182,6 +2410,12 @@ type AppendJobLogJSONRequestBody AppendJobLogJSONBody
 
 // ReplayJobJSONRequestBody defines body for ReplayJob for application/json ContentType.
 type ReplayJobJSONRequestBody ReplayJobJSONBody
+
+// SignalJobJSONRequestBody defines body for SignalJob for application/json ContentType.
+type SignalJobJSONRequestBody SignalJobJSONBody
+
+// RecordStepJSONRequestBody defines body for RecordStep for application/json ContentType.
+type RecordStepJSONRequestBody RecordStepJSONBody
 
 // CreateKeyJSONRequestBody defines body for CreateKey for application/json ContentType.
 type CreateKeyJSONRequestBody CreateKeyJSONBody
@@ -2656,6 +2890,24 @@ type ClientInterface interface {
 	// Corresponds with GET /api/v1/docs (the `GetDocs` operationId).
 	GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
+	// SendEventWithBody Send an event to every job waiting for it
+	//
+	// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+	SendEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SendEvent Send an event to every job waiting for it
+	//
+	// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+	SendEvent(ctx context.Context, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
 	// ListJobs List jobs, newest first
 	//
 	// Needs the `read` scope.
@@ -2818,7 +3070,43 @@ type ClientInterface interface {
 	// Needs the `operate` scope.
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-	RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error)
+	RetryJob(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignalJobWithBody Send a signal to a job
+	//
+	// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+	SignalJobWithBody(ctx context.Context, id openapi_types.UUID, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// SignalJob Send a signal to a job
+	//
+	// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+	SignalJob(ctx context.Context, id openapi_types.UUID, name string, body SignalJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RecordStepWithBody Record a step of a running job, once
+	//
+	// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+	RecordStepWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// RecordStep Record a step of a running job, once
+	//
+	// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type.
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+	RecordStep(ctx context.Context, id openapi_types.UUID, body RecordStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListKeys List API keys (never their secrets)
 	//
@@ -3590,6 +3878,44 @@ func (c *Client) GetDocs(ctx context.Context, reqEditors ...RequestEditorFn) (*h
 	return c.Client.Do(req)
 }
 
+// SendEventWithBody Send an event to every job waiting for it
+//
+// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+func (c *Client) SendEventWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendEventRequestWithBody(c.Server, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SendEvent Send an event to every job waiting for it
+//
+// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+func (c *Client) SendEvent(ctx context.Context, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSendEventRequest(c.Server, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
 // ListJobs List jobs, newest first
 //
 // Needs the `read` scope.
@@ -3942,8 +4268,84 @@ func (c *Client) RestoreJob(ctx context.Context, id openapi_types.UUID, reqEdito
 // Needs the `operate` scope.
 //
 // Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-func (c *Client) RetryJob(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewRetryJobRequest(c.Server, id)
+func (c *Client) RetryJob(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRetryJobRequest(c.Server, id, params)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignalJobWithBody Send a signal to a job
+//
+// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+func (c *Client) SignalJobWithBody(ctx context.Context, id openapi_types.UUID, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignalJobRequestWithBody(c.Server, id, name, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// SignalJob Send a signal to a job
+//
+// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+func (c *Client) SignalJob(ctx context.Context, id openapi_types.UUID, name string, body SignalJobJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewSignalJobRequest(c.Server, id, name, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RecordStepWithBody Record a step of a running job, once
+//
+// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+func (c *Client) RecordStepWithBody(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecordStepRequestWithBody(c.Server, id, contentType, body)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// RecordStep Record a step of a running job, once
+//
+// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type.
+//
+// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+func (c *Client) RecordStep(ctx context.Context, id openapi_types.UUID, body RecordStepJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewRecordStepRequest(c.Server, id, body)
 	if err != nil {
 		return nil, err
 	}
@@ -5716,6 +6118,46 @@ func NewGetDocsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewSendEventRequest calls the generic SendEvent builder with application/json body
+func NewSendEventRequest(server string, body SendEventJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSendEventRequestWithBody(server, "application/json", bodyReader)
+}
+
+// NewSendEventRequestWithBody constructs an http.Request for the SendEvent method, with any body, and a specified content type
+func NewSendEventRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/events")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
 // NewListJobsRequest constructs an http.Request for the ListJobs method
 func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, error) {
 	var err error
@@ -6381,7 +6823,7 @@ func NewRestoreJobRequest(server string, id openapi_types.UUID) (*http.Request, 
 }
 
 // NewRetryJobRequest constructs an http.Request for the RetryJob method
-func NewRetryJobRequest(server string, id openapi_types.UUID) (*http.Request, error) {
+func NewRetryJobRequest(server string, id openapi_types.UUID, params *RetryJobParams) (*http.Request, error) {
 	var err error
 
 	var pathParam0 string
@@ -6406,10 +6848,138 @@ func NewRetryJobRequest(server string, id openapi_types.UUID) (*http.Request, er
 		return nil, err
 	}
 
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.Steps != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "steps", *params.Steps, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
+	}
+
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), nil)
 	if err != nil {
 		return nil, err
 	}
+
+	return req, nil
+}
+
+// NewSignalJobRequest calls the generic SignalJob builder with application/json body
+func NewSignalJobRequest(server string, id openapi_types.UUID, name string, body SignalJobJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewSignalJobRequestWithBody(server, id, name, "application/json", bodyReader)
+}
+
+// NewSignalJobRequestWithBody constructs an http.Request for the SignalJob method, with any body, and a specified content type
+func NewSignalJobRequestWithBody(server string, id openapi_types.UUID, name string, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	var pathParam1 string
+
+	pathParam1, err = runtime.StyleParamWithOptions("simple", false, "name", name, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/signals/%s", pathParam0, pathParam1)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
+
+	return req, nil
+}
+
+// NewRecordStepRequest calls the generic RecordStep builder with application/json body
+func NewRecordStepRequest(server string, id openapi_types.UUID, body RecordStepJSONRequestBody) (*http.Request, error) {
+	var bodyReader io.Reader
+	buf, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	bodyReader = bytes.NewReader(buf)
+	return NewRecordStepRequestWithBody(server, id, "application/json", bodyReader)
+}
+
+// NewRecordStepRequestWithBody constructs an http.Request for the RecordStep method, with any body, and a specified content type
+func NewRecordStepRequestWithBody(server string, id openapi_types.UUID, contentType string, body io.Reader) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: "uuid"})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/jobs/%s/steps", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
+	if err != nil {
+		return nil, err
+	}
+
+	req.Header.Add("Content-Type", contentType)
 
 	return req, nil
 }
@@ -8134,6 +8704,24 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /api/v1/docs (the `GetDocs` operationId).
 	GetDocsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetDocsResponse, error)
 
+	// SendEventWithBodyWithResponse Send an event to every job waiting for it
+	//
+	// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+	SendEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
+
+	// SendEventWithResponse Send an event to every job waiting for it
+	//
+	// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+	SendEventWithResponse(ctx context.Context, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
+
 	// ListJobsWithResponse List jobs, newest first
 	//
 	// Needs the `read` scope.
@@ -8312,7 +8900,43 @@ type ClientWithResponsesInterface interface {
 	// Returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-	RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
+	RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*RetryJobResponse, error)
+
+	// SignalJobWithBodyWithResponse Send a signal to a job
+	//
+	// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+	SignalJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignalJobResponse, error)
+
+	// SignalJobWithResponse Send a signal to a job
+	//
+	// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+	SignalJobWithResponse(ctx context.Context, id openapi_types.UUID, name string, body SignalJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SignalJobResponse, error)
+
+	// RecordStepWithBodyWithResponse Record a step of a running job, once
+	//
+	// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+	//
+	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+	RecordStepWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordStepResponse, error)
+
+	// RecordStepWithResponse Record a step of a running job, once
+	//
+	// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+	//
+	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+	RecordStepWithResponse(ctx context.Context, id openapi_types.UUID, body RecordStepJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordStepResponse, error)
 
 	// ListKeysWithResponse List API keys (never their secrets)
 	//
@@ -10095,6 +10719,90 @@ func (r GetDocsResponse) ContentType() string {
 	return ""
 }
 
+type SendEventResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *struct {
+		// Delivered how many jobs it resumed
+		Delivered int    `json:"delivered"`
+		Name      string `json:"name"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SendEventResponse) GetJSON202() *struct {
+	// Delivered how many jobs it resumed
+	Delivered int    `json:"delivered"`
+	Name      string `json:"name"`
+} {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SendEventResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SendEventResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SendEventResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r SendEventResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SendEventResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r SendEventResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SendEventResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SendEventResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SendEventResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListJobsResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -11251,6 +11959,196 @@ func (r RetryJobResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r RetryJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type SignalJobResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON202 the response for an HTTP 202 `application/json` response
+	JSON202 *struct {
+		Duplicate bool               `json:"duplicate"`
+		JobId     openapi_types.UUID `json:"job_id"`
+		Name      string             `json:"name"`
+		Resumed   bool               `json:"resumed"`
+	}
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON202 returns the response for an HTTP 202 `application/json` response
+func (r SignalJobResponse) GetJSON202() *struct {
+	Duplicate bool               `json:"duplicate"`
+	JobId     openapi_types.UUID `json:"job_id"`
+	Name      string             `json:"name"`
+	Resumed   bool               `json:"resumed"`
+} {
+	return r.JSON202
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r SignalJobResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r SignalJobResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r SignalJobResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r SignalJobResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r SignalJobResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r SignalJobResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r SignalJobResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r SignalJobResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r SignalJobResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r SignalJobResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r SignalJobResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type RecordStepResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *StepRecord
+	// JSON201 the response for an HTTP 201 `application/json` response
+	JSON201 *StepRecord
+	// JSON400 the response for an HTTP 400 `application/json` response
+	JSON400 *Error
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON409 the response for an HTTP 409 `application/json` response
+	JSON409 *Error
+	// JSON415 the response for an HTTP 415 `application/json` response
+	JSON415 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r RecordStepResponse) GetJSON200() *StepRecord {
+	return r.JSON200
+}
+
+// GetJSON201 returns the response for an HTTP 201 `application/json` response
+func (r RecordStepResponse) GetJSON201() *StepRecord {
+	return r.JSON201
+}
+
+// GetJSON400 returns the response for an HTTP 400 `application/json` response
+func (r RecordStepResponse) GetJSON400() *Error {
+	return r.JSON400
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r RecordStepResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r RecordStepResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON409 returns the response for an HTTP 409 `application/json` response
+func (r RecordStepResponse) GetJSON409() *Error {
+	return r.JSON409
+}
+
+// GetJSON415 returns the response for an HTTP 415 `application/json` response
+func (r RecordStepResponse) GetJSON415() *Error {
+	return r.JSON415
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r RecordStepResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r RecordStepResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r RecordStepResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r RecordStepResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r RecordStepResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -13576,7 +14474,14 @@ type EnqueueWorkflowResponse struct {
 			TimeoutSeconds  *int                                          `json:"timeout_seconds,omitempty"`
 			Type            *string                                       `json:"type,omitempty"`
 			UpdatedAt       *time.Time                                    `json:"updated_at,omitempty"`
-			WorkerId        *string                                       `json:"worker_id,omitempty"`
+
+			// WaitingFor what a waiting job waits for (status waiting only): a sleep (name is its step), a signal or an event; until is when the wait ends (the wake time, or the timeout)
+			WaitingFor *struct {
+				Kind  EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind `json:"kind"`
+				Name  string                                               `json:"name"`
+				Until time.Time                                            `json:"until"`
+			} `json:"waiting_for,omitempty"`
+			WorkerId *string `json:"worker_id,omitempty"`
 		} `json:"jobs,omitempty"`
 	}
 	// JSON400 the response for an HTTP 400 `application/json` response
@@ -13631,7 +14536,14 @@ func (r EnqueueWorkflowResponse) GetJSON201() *struct {
 		TimeoutSeconds  *int                                          `json:"timeout_seconds,omitempty"`
 		Type            *string                                       `json:"type,omitempty"`
 		UpdatedAt       *time.Time                                    `json:"updated_at,omitempty"`
-		WorkerId        *string                                       `json:"worker_id,omitempty"`
+
+		// WaitingFor what a waiting job waits for (status waiting only): a sleep (name is its step), a signal or an event; until is when the wait ends (the wake time, or the timeout)
+		WaitingFor *struct {
+			Kind  EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind `json:"kind"`
+			Name  string                                               `json:"name"`
+			Until time.Time                                            `json:"until"`
+		} `json:"waiting_for,omitempty"`
+		WorkerId *string `json:"worker_id,omitempty"`
 	} `json:"jobs,omitempty"`
 } {
 	return r.JSON201
@@ -14172,6 +15084,36 @@ func (c *ClientWithResponses) GetDocsWithResponse(ctx context.Context, reqEditor
 	return ParseGetDocsResponse(rsp)
 }
 
+// SendEventWithBodyWithResponse Send an event to every job waiting for it
+//
+// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+func (c *ClientWithResponses) SendEventWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SendEventResponse, error) {
+	rsp, err := c.SendEventWithBody(ctx, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendEventResponse(rsp)
+}
+
+// SendEventWithResponse Send an event to every job waiting for it
+//
+// Resumes every job waiting for the event now (status waiting, waiting_for.kind event with this name), each receiving the body. An event is not kept: a job that starts waiting afterwards waits for the next one or its timeout (to reach one job whatever its timing, send it a signal). A key limited to queues reaches only jobs in them. Needs the `enqueue` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
+func (c *ClientWithResponses) SendEventWithResponse(ctx context.Context, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error) {
+	rsp, err := c.SendEvent(ctx, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSendEventResponse(rsp)
+}
+
 // ListJobsWithResponse List jobs, newest first
 //
 // Needs the `read` scope.
@@ -14464,12 +15406,72 @@ func (c *ClientWithResponses) RestoreJobWithResponse(ctx context.Context, id ope
 // Returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/{id}/retry (the `RetryJob` operationId).
-func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, reqEditors ...RequestEditorFn) (*RetryJobResponse, error) {
-	rsp, err := c.RetryJob(ctx, id, reqEditors...)
+func (c *ClientWithResponses) RetryJobWithResponse(ctx context.Context, id openapi_types.UUID, params *RetryJobParams, reqEditors ...RequestEditorFn) (*RetryJobResponse, error) {
+	rsp, err := c.RetryJob(ctx, id, params, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParseRetryJobResponse(rsp)
+}
+
+// SignalJobWithBodyWithResponse Send a signal to a job
+//
+// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+func (c *ClientWithResponses) SignalJobWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, name string, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*SignalJobResponse, error) {
+	rsp, err := c.SignalJobWithBody(ctx, id, name, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignalJobResponse(rsp)
+}
+
+// SignalJobWithResponse Send a signal to a job
+//
+// Delivers a signal to a job. A job that waits for it (status waiting, waiting_for.kind signal with this name) is queued at once and its handler receives the body; a signal sent before the job waits is kept, and the wait then returns at once. The first signal of a name is the one the job sees. Needs the `enqueue` scope; a key limited to queues reaches only jobs in them. Audited.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/signals/{name} (the `SignalJob` operationId).
+func (c *ClientWithResponses) SignalJobWithResponse(ctx context.Context, id openapi_types.UUID, name string, body SignalJobJSONRequestBody, reqEditors ...RequestEditorFn) (*SignalJobResponse, error) {
+	rsp, err := c.SignalJob(ctx, id, name, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseSignalJobResponse(rsp)
+}
+
+// RecordStepWithBodyWithResponse Record a step of a running job, once
+//
+// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+//
+// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+func (c *ClientWithResponses) RecordStepWithBodyWithResponse(ctx context.Context, id openapi_types.UUID, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*RecordStepResponse, error) {
+	rsp, err := c.RecordStepWithBody(ctx, id, contentType, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRecordStepResponse(rsp)
+}
+
+// RecordStepWithResponse Record a step of a running job, once
+//
+// Records a named step's result under the attempt's lease, before the worker goes on: later attempts of the job receive it in `steps` (claim, push body) and must not run the step again. The write is fenced by the lease token: after the lease moved (expired, reaped, claimed again) it is refused with 409 and writes nothing. The lease must be held by a remote worker this key registered, or by a push delivery of a queue the key may work; an admin key may act for any holder. Needs the `work` scope.
+//
+// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
+//
+// Corresponds with POST /api/v1/jobs/{id}/steps (the `RecordStep` operationId).
+func (c *ClientWithResponses) RecordStepWithResponse(ctx context.Context, id openapi_types.UUID, body RecordStepJSONRequestBody, reqEditors ...RequestEditorFn) (*RecordStepResponse, error) {
+	rsp, err := c.RecordStep(ctx, id, body, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseRecordStepResponse(rsp)
 }
 
 // ListKeysWithResponse List API keys (never their secrets)
@@ -16187,6 +17189,71 @@ func ParseGetDocsResponse(rsp *http.Response) (*GetDocsResponse, error) {
 	return response, nil
 }
 
+// ParseSendEventResponse parses an HTTP response from a SendEventWithResponse call
+func ParseSendEventResponse(rsp *http.Response) (*SendEventResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SendEventResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest struct {
+			// Delivered how many jobs it resumed
+			Delivered int    `json:"delivered"`
+			Name      string `json:"name"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
 // ParseListJobsResponse parses an HTTP response from a ListJobsWithResponse call
 func ParseListJobsResponse(rsp *http.Response) (*ListJobsResponse, error) {
 	bodyBytes, err := io.ReadAll(rsp.Body)
@@ -17105,6 +18172,161 @@ func ParseRetryJobResponse(rsp *http.Response) (*RetryJobResponse, error) {
 			return nil, err
 		}
 		response.JSON409 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseSignalJobResponse parses an HTTP response from a SignalJobWithResponse call
+func ParseSignalJobResponse(rsp *http.Response) (*SignalJobResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &SignalJobResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 202:
+		var dest struct {
+			Duplicate bool               `json:"duplicate"`
+			JobId     openapi_types.UUID `json:"job_id"`
+			Name      string             `json:"name"`
+			Resumed   bool               `json:"resumed"`
+		}
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON202 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseRecordStepResponse parses an HTTP response from a RecordStepWithResponse call
+func ParseRecordStepResponse(rsp *http.Response) (*RecordStepResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &RecordStepResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest StepRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 201:
+		var dest StepRecord
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON201 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 400:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON400 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 409:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON409 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 415:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON415 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 
@@ -18899,7 +20121,14 @@ func ParseEnqueueWorkflowResponse(rsp *http.Response) (*EnqueueWorkflowResponse,
 				TimeoutSeconds  *int                                          `json:"timeout_seconds,omitempty"`
 				Type            *string                                       `json:"type,omitempty"`
 				UpdatedAt       *time.Time                                    `json:"updated_at,omitempty"`
-				WorkerId        *string                                       `json:"worker_id,omitempty"`
+
+				// WaitingFor what a waiting job waits for (status waiting only): a sleep (name is its step), a signal or an event; until is when the wait ends (the wake time, or the timeout)
+				WaitingFor *struct {
+					Kind  EnqueueWorkflow201JSONResponseBodyJobsWaitingForKind `json:"kind"`
+					Name  string                                               `json:"name"`
+					Until time.Time                                            `json:"until"`
+				} `json:"waiting_for,omitempty"`
+				WorkerId *string `json:"worker_id,omitempty"`
 			} `json:"jobs,omitempty"`
 		}
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {

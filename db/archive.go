@@ -38,9 +38,11 @@ func historyPartition(state jobs.State, day time.Time) string {
 // the claims of its dependents read its result (parentsSQL). So does a
 // member of a batch until the batch has settled and its callbacks have
 // finished (they read the members' results), and the batch page counts
-// its unfinished members in jobs.
+// its unfinished members in jobs. A durable job stays too, with its
+// recorded steps and signals (job_steps, job_signals), which a replay
+// that keeps them reads.
 const archiveCandidates = `
-	j.status = $1 AND j.status <> 'running' AND j.deleted_at IS NULL
+	j.status = $1 AND j.status <> 'running' AND j.deleted_at IS NULL AND NOT j.durable
 	AND j.id < $2 AND j.finished_at < $3 AND j.updated_at < $3
 	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = j.id)
 	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on_id = j.id)

@@ -211,9 +211,20 @@ func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl ti
 // past their timeout by more than grace; with holder set, only those that
 // worker holds.
 func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
+	var out []jobs.LeaseStatus
+	err := retryDeadlocks(func() (err error) {
+		out, err = s.extendLeasesOnce(ctx, beats, ttl, grace, holder)
+		return err
+	})
+	return out, err
+}
+
+// extendLeasesOnce is one attempt of extendLeases.
+func (s *Store) extendLeasesOnce(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
 	if len(beats) == 0 {
 		return nil, nil
 	}
+	beats = inLockOrder(beats, func(b jobs.Heartbeat) uuid.UUID { return b.JobID })
 	n := len(beats)
 	ids, tokens := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	has, pcts, msgs := make([]bool, n), make([]int16, n), make([]string, n)

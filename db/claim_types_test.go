@@ -58,3 +58,26 @@ func TestClaimTakesOnlyServedTypes(t *testing.T) {
 	rest := typesOf(claim(nil, nil))
 	require.Equal(t, map[string]int{"pdf@default": 3, "pdf@other": 3, "pdf@limited": 3, "pdf@fair": 3}, rest, "no types named: any type")
 }
+
+// Types no worker has served within the window are forgotten by the
+// pruner, not only ignored, so a key that once announced thousands of
+// types leaves nothing behind a day later.
+func TestPruneForgetsTypesNobodyServes(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.store.Pool().Exec(b.ctx, `INSERT INTO job_types_served (type, last_seen_at, worker_id)
+		VALUES ('fresh', now(), 'w1'), ('stale', now() - interval '25 hours', 'w2')`)
+	require.NoError(t, err)
+	_, err = b.store.Prune(b.ctx, jobs.DefaultSettings(), nil, 100)
+	require.NoError(t, err)
+	var left []string
+	rows, err := b.store.Pool().Query(b.ctx, `SELECT type FROM job_types_served ORDER BY type`)
+	require.NoError(t, err)
+	for rows.Next() {
+		var s string
+		require.NoError(t, rows.Scan(&s))
+		left = append(left, s)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []string{"fresh"}, left)
+}

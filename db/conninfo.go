@@ -32,6 +32,8 @@ func ParseConnConfig(name, connString string) (*pgx.ConnConfig, error) {
 		return nil, connStringError(name, connString, err)
 	}
 	cfg.ValidateConnect = requireWritable(cfg.ValidateConnect)
+	guardConnConfig(&cfg.Config) // db/netfaults.go
+	cfg.Tracer = statementDeadline{}
 	return cfg, nil
 }
 

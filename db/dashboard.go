@@ -225,6 +225,23 @@ SELECT count(*) FROM (
 	SELECT 1 FROM jobs WHERE status = 'scheduled' AND attempt > 0 AND deleted_at IS NULL LIMIT $1
 ) r`
 
+// sleepingSQL counts, up to $1, the waiting jobs that sleep (the rest
+// wait for a signal or an event).
+const sleepingSQL = `
+SELECT count(*) FROM (
+	SELECT 1 FROM jobs WHERE status = 'waiting' AND wait_kind = 'sleep' AND deleted_at IS NULL LIMIT $1
+) r`
+
+// CountSleeping counts the waiting jobs that sleep (jobs.Sleep), up to
+// limit.
+func (s *Store) CountSleeping(ctx context.Context, limit int64) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, sleepingSQL, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count sleeping jobs: %w", err)
+	}
+	return n, nil
+}
+
 // CountRetrying counts the jobs waiting for a retry (scheduled after a
 // failed attempt), up to limit.
 func (s *Store) CountRetrying(ctx context.Context, limit int64) (int64, error) {

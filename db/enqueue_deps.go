@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -155,9 +156,11 @@ func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, k
 	return nil
 }
 
-// insertEdgesSQL records dependency edges (job, the job it waits for).
+// insertEdgesSQL records dependency edges (job, the job it waits for) of
+// jobs this transaction created, so none of them exists yet; insertEdges
+// drops repeats, so there is no conflict to look for.
 const insertEdgesSQL = `
-INSERT INTO job_dependencies (job_id, depends_on_id) SELECT * FROM unnest($1::uuid[], $2::uuid[]) ON CONFLICT DO NOTHING`
+INSERT INTO job_dependencies (job_id, depends_on_id) SELECT * FROM unnest($1::uuid[], $2::uuid[])`
 
 // insertEdges records the dependencies of the jobs that were inserted, then
 // releases any whose dependencies turned out to be complete already (a
@@ -170,10 +173,22 @@ func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out [
 		if !out[i].Inserted || len(params[i].DependsOn) == 0 {
 			continue
 		}
+		first := len(parents)
+		var seen map[uuid.UUID]bool // for long lists; short ones are searched
+		if len(params[i].DependsOn) > 32 {
+			seen = make(map[uuid.UUID]bool, len(params[i].DependsOn))
+		}
 		for _, d := range params[i].DependsOn {
 			if a, ok := actual[d]; ok && a != d {
 				d = a
 				standIns = append(standIns, a) // an existing job, perhaps in the history
+			}
+			// Named twice, or two requests that matched one job: one edge.
+			if seen != nil && seen[d] || seen == nil && slices.Contains(parents[first:], d) {
+				continue
+			}
+			if seen != nil {
+				seen[d] = true
 			}
 			children = append(children, out[i].Job.ID)
 			parents = append(parents, d)

@@ -2,9 +2,12 @@ package db
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"time"
 
 	"github.com/flinthq/flint/jobs"
+	"github.com/jackc/pgx/v5"
 )
 
 // Statements the external tests inspect.
@@ -28,3 +31,16 @@ func ArchiveArgs(state string, now time.Time, days []time.Time, limit int) []any
 func (s *Store) EnsureHistoryPartitions(ctx context.Context, state string, days []time.Time) error {
 	return s.ensureHistoryPartitions(ctx, jobs.State(state), days)
 }
+
+// CheckBreaking is checkPending for one migration named name whose file
+// holds text, as migrate runs it before applying anything.
+func CheckBreaking(ctx context.Context, conn *pgx.Conn, name, text string, force bool) error {
+	m := migration{name: name, breaksBefore: breaksBefore(text)}
+	return checkPending(ctx, conn, []migration{m}, force, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// ParseSemver and SemverLess expose the version order of migrate_breaks.go.
+func ParseSemver(s string) (semver, bool) { return parseSemver(s) }
+
+// SemverLess reports whether a is older than b.
+func SemverLess(a, b semver) bool { return a.less(b) }

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -117,18 +118,32 @@ func IsUnavailable(err error) bool {
 
 // failoverWatch resets the store's pool when a statement fails with a
 // failover error (failoverCode), at most once a second. It is the pool's
-// pgx tracer.
+// pgx tracer, and so also puts the statement deadline (db/netfaults.go)
+// on every statement.
 type failoverWatch struct {
+	statementDeadline
+
 	logger *slog.Logger
 
 	mu        sync.Mutex
 	pool      *pgxpool.Pool
 	lastReset time.Time
+	diskFull  atomic.Int64 // unix nanoseconds of the last disk-full error, 0 for none
 }
 
 func (w *failoverWatch) observe(ctx context.Context, conn *pgx.Conn, err error) {
 	var pgErr *pgconn.PgError
-	if err == nil || !errors.As(err, &pgErr) || !failoverCode(pgErr.Code) {
+	if err == nil || !errors.As(err, &pgErr) {
+		return
+	}
+	if pgErr.Code == DiskFullCode {
+		if prev := w.diskFull.Swap(time.Now().UnixNano()); time.Since(time.Unix(0, prev)) > time.Minute {
+			w.logger.ErrorContext(ctx, "the database server's disk is full: PostgreSQL refuses writes until space is freed",
+				"server", serverDescription(conn.PgConn()), "error", pgErr.Message)
+		}
+		return
+	}
+	if !failoverCode(pgErr.Code) {
 		return
 	}
 	w.mu.Lock()
@@ -148,19 +163,10 @@ func (w *failoverWatch) observe(ctx context.Context, conn *pgx.Conn, err error) 
 	go pool.Reset()
 }
 
-// TraceQueryStart implements pgx.QueryTracer.
-func (w *failoverWatch) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
-	return ctx
-}
-
 // TraceQueryEnd implements pgx.QueryTracer.
 func (w *failoverWatch) TraceQueryEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceQueryEndData) {
 	w.observe(ctx, conn, data.Err)
-}
-
-// TraceBatchStart implements pgx.BatchTracer.
-func (w *failoverWatch) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	return ctx
+	endStatement(ctx)
 }
 
 // TraceBatchQuery implements pgx.BatchTracer.
@@ -171,16 +177,13 @@ func (w *failoverWatch) TraceBatchQuery(ctx context.Context, conn *pgx.Conn, dat
 // TraceBatchEnd implements pgx.BatchTracer.
 func (w *failoverWatch) TraceBatchEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceBatchEndData) {
 	w.observe(ctx, conn, data.Err)
-}
-
-// TraceCopyFromStart implements pgx.CopyFromTracer.
-func (w *failoverWatch) TraceCopyFromStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceCopyFromStartData) context.Context {
-	return ctx
+	endStatement(ctx)
 }
 
 // TraceCopyFromEnd implements pgx.CopyFromTracer.
 func (w *failoverWatch) TraceCopyFromEnd(ctx context.Context, conn *pgx.Conn, data pgx.TraceCopyFromEndData) {
 	w.observe(ctx, conn, data.Err)
+	endStatement(ctx)
 }
 
 const serverSQL = `SELECT coalesce(host(inet_server_addr()), ''), coalesce(inet_server_port(), 0),
@@ -203,4 +206,24 @@ func (s *Store) Server(ctx context.Context) (jobs.DatabaseServer, error) {
 	}
 	srv.ReadOnly = srv.ReadOnly || srv.InRecovery
 	return srv, nil
+}
+
+// DiskFullCode is PostgreSQL's SQLSTATE disk_full: a write found no space
+// on the server's disk.
+const DiskFullCode = "53100"
+
+// DiskFullWindow is how long after its last disk-full error the store
+// says the database's disk is full (DiskFullSeen).
+const DiskFullWindow = 30 * time.Second
+
+// DiskFullSeen reports whether a statement of this store failed because
+// the database server's disk is full within the last DiskFullWindow, and
+// when the last one did.
+func (s *Store) DiskFullSeen() (time.Time, bool) {
+	ns := s.watch.diskFull.Load()
+	if ns == 0 {
+		return time.Time{}, false
+	}
+	at := time.Unix(0, ns)
+	return at, time.Since(at) < DiskFullWindow
 }

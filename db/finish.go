@@ -111,6 +111,9 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 	if len(batch) == 0 {
 		return nil, nil, nil
 	}
+	if hasSuspended(batch) {
+		return s.finishWithSuspended(ctx, batch)
+	}
 	if plain, spawning := splitSpawning(batch); len(spawning) > 0 {
 		return s.finishWithSpawns(ctx, batch, plain, spawning)
 	}
@@ -149,6 +152,15 @@ func finishRefused(f jobs.Finish, err error) jobs.Finish {
 
 // finishBatch writes batch in one round trip (see FinishJobs).
 func (s *Store) finishBatch(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
+	err = retryDeadlocks(func() (err error) {
+		finished, cascaded, err = s.finishBatchOnce(ctx, batch)
+		return err
+	})
+	return finished, cascaded, err
+}
+
+// finishBatchOnce is one attempt of finishBatch.
+func (s *Store) finishBatchOnce(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	in := newFinishInput(batch)
 	br := s.pool.SendBatch(ctx, in.batch())
 	defer br.Close()
@@ -194,6 +206,7 @@ type finishInput struct {
 }
 
 func newFinishInput(batch []jobs.Finish) finishInput {
+	batch = inLockOrder(batch, func(f jobs.Finish) uuid.UUID { return f.JobID })
 	n := len(batch)
 	in := finishInput{
 		ids:      make([]uuid.UUID, n),

@@ -2,6 +2,7 @@ package db
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -94,9 +95,17 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]j
 
 // promoteMovedSQL follows a "due" CTE of locked scheduled ids: it queues
 // them and returns what moved (the caller wakes their workers).
+// A waiting job whose wait ends this way has slept its time, or timed out
+// waiting for a signal or an event: the timeout is kept as what resumed
+// the wait (job_signals), which its next claim carries.
 const promoteMovedSQL = `
+timed AS (
+	INSERT INTO job_signals (job_id, name, dedupe_id, kind)
+	SELECT due_id, due_wait, 'timeout', 'timeout' FROM due WHERE due_kind IN ('signal', 'event')
+	ON CONFLICT (job_id, name, dedupe_id) DO NOTHING
+),
 moved AS (
-	UPDATE jobs j SET status = 'queued', updated_at = now()
+	UPDATE jobs j SET status = 'queued', wait_kind = NULL, wait_name = NULL, updated_at = now()
 	FROM due
 	WHERE j.id = due.due_id
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
@@ -107,8 +116,19 @@ SELECT ` + movedColumns + ` FROM moved`
 // the workers of their queues.
 const promoteSQL = `
 WITH due AS MATERIALIZED (
-	SELECT id AS due_id FROM jobs
+	SELECT id AS due_id, wait_kind AS due_kind, wait_name AS due_wait FROM jobs
 	WHERE status = 'scheduled' AND deleted_at IS NULL AND run_at <= coalesce($1::timestamptz, now())
+	ORDER BY run_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+),
+` + promoteMovedSQL
+
+// wakeSQL is promoteSQL for waiting jobs whose wait has ended.
+const wakeSQL = `
+WITH due AS MATERIALIZED (
+	SELECT id AS due_id, wait_kind AS due_kind, wait_name AS due_wait FROM jobs
+	WHERE status = 'waiting' AND deleted_at IS NULL AND run_at <= coalesce($1::timestamptz, now())
 	ORDER BY run_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
@@ -117,10 +137,19 @@ WITH due AS MATERIALIZED (
 
 // PromoteDue moves up to limit scheduled jobs due by now (nil: the database
 // clock) to queued.
+// Waiting jobs whose wait has ended (a sleep's wake time, a wait's
+// timeout) are queued too, within the same limit.
 func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error) {
 	out, err := collectMoved(s.pool.Query(ctx, promoteSQL, now, limit))
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
+	}
+	if len(out) < limit {
+		woken, err := collectMoved(s.pool.Query(ctx, wakeSQL, now, limit-len(out)))
+		if err != nil {
+			return nil, fmt.Errorf("wake waiting jobs: %w", err)
+		}
+		out = append(out, woken...)
 	}
 	s.wakeMoved(out)
 	s.emitMoved(out)
@@ -277,30 +306,7 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 		return total, fmt.Errorf("prune throughput: %w", err)
 	}
 	n, err := s.PruneAudit(ctx, st.AuditRetentionDays)
-	return total + n, err
-}
-
-// uuidTime returns the millisecond a UUIDv7 was made in.
-func uuidTime(id uuid.UUID) time.Time {
-	var ms int64
-	for i := 0; i < 6; i++ {
-		ms = ms<<8 | int64(id[i])
-	}
-	return time.UnixMilli(ms)
-}
-
-// uuidV7Floor returns the smallest UUIDv7 of the millisecond t: every id
-// generated after t compares above it.
-func uuidV7Floor(t time.Time) uuid.UUID {
-	var u uuid.UUID
-	ms := uint64(t.UnixMilli())
-	for i := 5; i >= 0; i-- {
-		u[i] = byte(ms)
-		ms >>= 8
-	}
-	u[6] = 0x70
-	u[8] = 0x80
-	return u
+	return total + n, errors.Join(err, s.pruneServedTypes(ctx))
 }
 
 // promoteIDsSQL promotes the given scheduled jobs that are due by the
@@ -308,8 +314,8 @@ func uuidV7Floor(t time.Time) uuid.UUID {
 // skipped, not waited for.
 const promoteIDsSQL = `
 WITH due AS MATERIALIZED (
-	SELECT id AS due_id FROM jobs
-	WHERE id = ANY($1::uuid[]) AND status = 'scheduled' AND deleted_at IS NULL AND run_at <= now()
+	SELECT id AS due_id, wait_kind AS due_kind, wait_name AS due_wait FROM jobs
+	WHERE id = ANY($1::uuid[]) AND status IN ('scheduled', 'waiting') AND deleted_at IS NULL AND run_at <= now()
 	FOR UPDATE SKIP LOCKED
 ),
 ` + promoteMovedSQL
@@ -323,52 +329,6 @@ func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, 
 	s.wakeMoved(out)
 	s.emitMoved(out)
 	return out, nil
-}
-
-const timersSQL = `
-SELECT id, effective_priority, run_at, created_at FROM jobs
-WHERE status = 'scheduled' AND deleted_at IS NULL AND id = ANY($1::uuid[])`
-
-// timerPageSQL pages by id through the live jobs in one state, with what
-// the scheduler's index and the ready queue need. The state is part of the
-// text, not a parameter, so the planner picks the state's partial index.
-func timerPageSQL(state jobs.State) string {
-	return `
-SELECT id, effective_priority, run_at, created_at FROM jobs
-WHERE status = '` + string(state) + `' AND deleted_at IS NULL AND id > $1
-ORDER BY id
-LIMIT $2`
-}
-
-var allTimersSQL = timerPageSQL(jobs.StateScheduled)
-
-// ScheduledTimers returns, for the given ids (all scheduled jobs when ids
-// is nil, a page at a time after the id `after`), the jobs that are still
-// scheduled, with what the in-memory index needs.
-func (s *Store) ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]jobs.Timer, error) {
-	var rows pgx.Rows
-	var err error
-	if ids != nil {
-		rows, err = s.pool.Query(ctx, timersSQL, ids)
-	} else {
-		rows, err = s.pool.Query(ctx, allTimersSQL, after, limit)
-	}
-	out, err := collectTimers(rows, err)
-	if err != nil {
-		return nil, fmt.Errorf("read scheduled jobs: %w", err)
-	}
-	return out, nil
-}
-
-func collectTimers(rows pgx.Rows, err error) ([]jobs.Timer, error) {
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Timer, error) {
-		var t jobs.Timer
-		err := r.Scan(&t.ID, &t.Priority, &t.RunAt, &t.CreatedAt)
-		return t, err
-	})
 }
 
 // nowSQL reads the database clock (in a transaction: its start).

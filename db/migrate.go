@@ -39,7 +39,7 @@ const (
 // connection string the pool accepts (several hosts, target_session_attrs,
 // connect_timeout, sslmode...) migrates too.
 func Migrate(ctx context.Context, databaseURL string, logger *slog.Logger) error {
-	return migrate(ctx, databaseURL, logger, true)
+	return migrate(ctx, databaseURL, logger, true, MigrateOptions{})
 }
 
 // ErrNoDatabase means the database a command was pointed at does not
@@ -51,7 +51,7 @@ var ErrNoDatabase = errors.New("database does not exist")
 // in Flint's database (flint users) use it, so that a wrong or missing
 // DATABASE_URL is an error rather than a new, empty database.
 func MigrateExisting(ctx context.Context, databaseURL string, logger *slog.Logger) error {
-	return migrate(ctx, databaseURL, logger, false)
+	return migrate(ctx, databaseURL, logger, false, MigrateOptions{})
 }
 
 // migration is one file of migrations/: what "-- migrate:up" holds.
@@ -60,6 +60,9 @@ type migration struct {
 	name    string
 	up      string
 	noTx    bool // "-- migrate:up transaction:false"
+	// breaksBefore is the version of its "-- flint:breaks-before" line:
+	// processes older than that cannot live with it (migrate_breaks.go).
+	breaksBefore string
 }
 
 var (
@@ -99,14 +102,18 @@ func loadMigrations() ([]migration, error) {
 		opts := strings.Fields(text[loc[2]:loc[3]])
 		out = append(out, migration{
 			version: m[1], name: e.Name(), up: up,
-			noTx: slices.Contains(opts, "transaction:false"),
+			noTx:         slices.Contains(opts, "transaction:false"),
+			breaksBefore: breaksBefore(text),
 		})
 	}
 	slices.SortFunc(out, func(a, b migration) int { return cmp.Compare(a.version, b.version) })
 	return out, nil
 }
 
-func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, create bool) error {
+func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, create bool, opts MigrateOptions) error {
+	// A migration may build an index for hours: no client-side deadline
+	// on its statements (db/netfaults.go).
+	ctx = WithStatementTimeout(ctx, 0)
 	cfg, err := ParseConnConfig("DATABASE_URL", databaseURL)
 	if err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -145,10 +152,11 @@ func migrate(ctx context.Context, databaseURL string, logger *slog.Logger, creat
 	if err != nil {
 		return fmt.Errorf("migrate: read schema_migrations: %w", err)
 	}
-	for _, m := range migrations {
-		if slices.Contains(applied, m.version) {
-			continue
-		}
+	pending := slices.DeleteFunc(migrations, func(m migration) bool { return slices.Contains(applied, m.version) })
+	if err := checkPending(ctx, conn, pending, opts.Force, logger); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	for _, m := range pending {
 		logger.InfoContext(ctx, "migration", "component", "migrate", "step", "Applying: "+m.name)
 		if err := applyMigration(ctx, conn, m); err != nil {
 			return fmt.Errorf("migrate: %s: %w", m.name, err)

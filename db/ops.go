@@ -21,6 +21,7 @@ WITH moved AS (
 		status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
 		cancel_requested = (status = 'running'),
 		finished_at = CASE WHEN status = 'running' THEN finished_at ELSE now() END,
+		wait_kind = NULL, wait_name = NULL,
 		updated_at = now()
 	WHERE id = $1 AND deleted_at IS NULL AND status = ANY($2::text[])
 	RETURNING ` + jobColumns + `

@@ -29,6 +29,9 @@ UNION ALL
 SELECT queue, 'blocked', count(*), NULL FROM jobs
 WHERE status = 'blocked' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
 UNION ALL
+SELECT queue, 'waiting', count(*), NULL FROM jobs
+WHERE status = 'waiting' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY queue
+UNION ALL
 SELECT queue, CASE WHEN started_at IS NULL THEN 'claimed' ELSE 'running' END, count(*), NULL FROM jobs
 WHERE status = 'running' AND deleted_at IS NULL AND ($1::text IS NULL OR queue = $1) GROUP BY 1, 2
 UNION ALL

@@ -1,6 +1,8 @@
 package db
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -65,6 +67,7 @@ func newRedisClient(raw string) (*redis.Client, error) {
 		}
 		opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
 		opt.MaxRetries = 1
+		opt.Dialer = redisDialer(opt.TLSConfig)
 		return redis.NewClient(opt), nil
 	}
 	return nil, fmt.Errorf("REDIS_URL: scheme %q: want redis://host:port/db, redis-sentinel://host:port,host:port/master, or empty for PostgreSQL-only mode", u.Scheme)
@@ -73,7 +76,23 @@ func newRedisClient(raw string) (*redis.Client, error) {
 func sentinelTimeouts(opt *redis.FailoverOptions) *redis.FailoverOptions {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = redisTimeout, redisTimeout, redisTimeout
 	opt.MaxRetries = 1
+	opt.Dialer = redisDialer(opt.TLSConfig)
 	return opt
+}
+
+// redisDialer dials with Flint's keepalives and TCP_USER_TIMEOUT (Dialer,
+// db/netfaults.go), over TLS when tlsConfig is set, as go-redis's own
+// dialer would.
+func redisDialer(tlsConfig *tls.Config) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := Dialer()
+		d.Timeout = redisTimeout
+		if tlsConfig == nil {
+			return d.DialContext(ctx, network, addr)
+		}
+		td := &tls.Dialer{NetDialer: d, Config: tlsConfig}
+		return td.DialContext(ctx, network, addr)
+	}
 }
 
 // parseSentinelURL reads what follows redis-sentinel://:

@@ -251,3 +251,17 @@ func (s *Store) workersFromRedis(ctx context.Context) ([]jobs.WorkerInfo, error)
 	slices.SortFunc(out, func(a, b jobs.WorkerInfo) int { return a.StartedAt.Compare(b.StartedAt) })
 	return out, nil
 }
+
+// pruneServedTypesSQL forgets the job types no worker has served within
+// $1 milliseconds (jobs.ServedTypesWindow): the API stopped accepting them
+// then, and their rows would otherwise pile up with every worker that
+// ever announced a type.
+const pruneServedTypesSQL = `DELETE FROM job_types_served WHERE last_seen_at < now() - $1 * interval '1 millisecond'`
+
+// pruneServedTypes deletes the served types past the window (Prune's).
+func (s *Store) pruneServedTypes(ctx context.Context) error {
+	if _, err := s.pool.Exec(ctx, pruneServedTypesSQL, jobs.ServedTypesWindow.Milliseconds()); err != nil {
+		return fmt.Errorf("prune served types: %w", err)
+	}
+	return nil
+}

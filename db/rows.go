@@ -18,7 +18,8 @@ import (
 const jobColumns = `id, type, queue, payload, priority, effective_priority, status, attempt, max_retries,
 	interruptions, executions, run_at, timeout_seconds, idempotency_key, cancel_requested, last_error,
 	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
-	schedule_id, scheduled_for, cancelled_by, progress, progress_message, concurrency_key, has_parents, batch_id`
+	schedule_id, scheduled_for, cancelled_by, progress, progress_message, concurrency_key, has_parents, batch_id,
+	durable, wait_kind, wait_name`
 
 // jobRow is a jobs row as stored. It is scanned by position only (its
 // fields follow jobColumns), wherever a statement returns jobs rows.
@@ -56,6 +57,9 @@ type jobRow struct {
 	ConcurrencyKey    *string
 	HasParents        bool
 	BatchID           *uuid.UUID
+	Durable           bool
+	WaitKind          *string
+	WaitName          *string
 }
 
 // scrubbed is an error text or a progress message as Flint shows it:
@@ -104,6 +108,10 @@ func (r *jobRow) toJob() *jobs.Job {
 		ConcurrencyKey:    r.ConcurrencyKey,
 		HasParents:        r.HasParents,
 		BatchID:           r.BatchID,
+		Durable:           r.Durable,
+	}
+	if r.WaitKind != nil && r.WaitName != nil {
+		j.WaitingFor = &jobs.WaitingFor{Kind: *r.WaitKind, Name: *r.WaitName, Until: r.RunAt}
 	}
 	if r.TimeoutSeconds != nil {
 		j.TimeoutSeconds = int(*r.TimeoutSeconds)

@@ -7,14 +7,15 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
-// liveCountsSQL counts the live jobs (waiting, blocked, scheduled,
-// claimed or running: see jobs.StateClaimed) per queue, type and state, through the status and lease
+// liveCountsSQL counts the live jobs (queued, blocked, scheduled, waiting,
+// claimed or running: see jobs.StateClaimed) per queue, type and state,
+// through the status and lease
 // indexes; finishedCountsSQL reads the finished jobs' counts, which
 // triggers keep in job_counts as rows change (see its migration), so no
 // statement here scans the finished jobs however many there are.
 const liveCountsSQL = `
 SELECT queue, type, status, count(*) AS n FROM jobs
-WHERE status IN ('blocked', 'scheduled', 'queued') AND status <> 'running' AND deleted_at IS NULL
+WHERE status IN ('blocked', 'scheduled', 'queued', 'waiting') AND status <> 'running' AND deleted_at IS NULL
 GROUP BY queue, type, status
 UNION ALL
 SELECT queue, type, CASE WHEN started_at IS NULL THEN 'claimed' ELSE 'running' END, count(*) FROM jobs

@@ -92,6 +92,7 @@ type Store struct {
 	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/history_partitions.go)
 	waker            *waker                    // wake-ups sent after commit (db/wakeup.go)
 	group            *groupCommitter           // single enqueues gathered into batches; nil when off (db/groupcommit.go)
+	watch            *failoverWatch            // the pool's tracer: failovers, disk-full errors (db/failover.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to
@@ -135,9 +136,27 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Pooler == PoolerPgBouncer && !strings.Contains(cfg.URL, "default_query_exec_mode=") {
 		pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeCacheDescribe
 	}
+	// Flint's statements are short and run thousands of times a second;
+	// PostgreSQL's JIT, which compiles any statement whose estimate passes
+	// jit_above_cost, would spend tens of milliseconds compiling a claim
+	// that runs in one (a claim of jobs with parents estimates high). Off
+	// for Flint's connections unless the URL says otherwise; PgBouncer
+	// refuses unknown startup parameters, so through it the server's
+	// setting stands.
+	if _, set := pcfg.ConnConfig.RuntimeParams["jit"]; !set && cfg.Pooler != PoolerPgBouncer {
+		pcfg.ConnConfig.RuntimeParams["jit"] = "off"
+	}
 	// A connection to a server that cannot take writes (a standby, a
 	// demoted primary) is refused, so the pool moves on (db/failover.go).
 	pcfg.ConnConfig.ValidateConnect = requireWritable(pcfg.ConnConfig.ValidateConnect)
+	// Keepalives, connect and statement deadlines (db/netfaults.go).
+	guardConnConfig(&pcfg.ConnConfig.Config)
+	if pcfg.PingTimeout == 0 { // pool_ping_timeout not in the URL
+		pcfg.PingTimeout = PingTimeout
+	}
+	if cfg.Pooler != PoolerPgBouncer {
+		addServerKeepalives(pcfg.ConnConfig.RuntimeParams)
+	}
 	watch := &failoverWatch{logger: cmpLogger(cfg.Logger).With("component", "database")}
 	pcfg.ConnConfig.Tracer = watch
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
@@ -162,6 +181,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		sqlx:             sqlx.NewDb(stdlib.OpenDBFromPool(pool), "pgx"),
 		maxInterruptions: maxInt,
 		waker:            newWaker(pool, cfg.WakeupWindow),
+		watch:            watch,
 	}
 	s.waker.start()
 	if s.group = newGroupCommitter(s, cfg.EnqueueWindow, cfg.EnqueueBatch); s.group != nil {

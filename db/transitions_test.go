@@ -34,6 +34,8 @@ func (b *testBundle) force(t *testing.T, id uuid.UUID, s jobs.State) {
 			lease_expires_at = CASE WHEN $2 = 'running' THEN now() - interval '1 second' END,
 			worker_id = CASE WHEN $2 = 'running' THEN 'w-forced' END,
 			started_at = CASE WHEN $2 = 'running' THEN now() - interval '2 seconds' END,
+			wait_kind = CASE WHEN $2 = 'waiting' THEN 'signal' END,
+			wait_name = CASE WHEN $2 = 'waiting' THEN 'forced' END,
 			run_at = now() - interval '1 second'
 		WHERE id = $1`, id, string(s))
 	require.NoError(t, err)
@@ -134,7 +136,7 @@ func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBu
 func storeOps() []storeOp {
 	finish := finishOp
 	leased := []jobs.State{jobs.StateClaimed, jobs.StateRunning}
-	return []storeOp{
+	return append(durableOps(leased), []storeOp{
 		{"claim", []jobs.State{jobs.StateQueued}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			return len(b.claim(t, "w", 10, time.Minute)) == 1
 		}},
@@ -162,7 +164,7 @@ func storeOps() []storeOp {
 			require.NoError(t, err)
 			return len(moved) == 1
 		}},
-		{"promote", []jobs.State{jobs.StateScheduled}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"promote", []jobs.State{jobs.StateScheduled, jobs.StateWaiting}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			moved, err := b.store.PromoteDue(b.ctx, nil, 10)
 			require.NoError(t, err)
 			return len(moved) == 1
@@ -207,6 +209,34 @@ func storeOps() []storeOp {
 				return false
 			}
 			return true
+		}},
+	}...)
+}
+
+// durableOps are the operations of durable jobs: a suspension (of a
+// leased job: a claimed one's handler started and suspended before its
+// start was written), a signal.
+func durableOps(leased []jobs.State) []storeOp {
+	return []storeOp{
+		{"finish_suspended", leased, true, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			j, err := b.store.GetJob(b.ctx, id)
+			require.NoError(t, err)
+			token := uuid.New()
+			if j.LeaseToken != nil {
+				token = *j.LeaseToken
+			}
+			moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
+				Outcome: jobs.OutcomeSuspended, Wait: &jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "go", Until: time.Now().Add(time.Hour)}}})
+			require.NoError(t, err)
+			return !moved[0].LeaseLost()
+		}},
+		{"signal", []jobs.State{jobs.StateWaiting}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+			// force leaves a waiting job waiting for the signal "forced".
+			_, resumed, err := b.store.SendSignal(b.ctx, id, "forced", "", nil)
+			if err != nil {
+				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+			}
+			return resumed
 		}},
 	}
 }

@@ -3,6 +3,7 @@ package db
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -47,7 +48,9 @@ const vacuumJobsSQL = `VACUUM (ANALYZE) jobs`
 
 // VacuumJobs vacuums and analyzes the jobs table.
 func (s *Store) VacuumJobs(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, vacuumJobsSQL); err != nil {
+	// Minutes on a large table, not milliseconds: its own deadline
+	// (db/netfaults.go).
+	if _, err := s.pool.Exec(WithStatementTimeout(ctx, time.Hour), vacuumJobsSQL); err != nil {
 		return fmt.Errorf("vacuum jobs: %w", err)
 	}
 	return nil

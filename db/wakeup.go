@@ -205,7 +205,7 @@ func (s *Store) wakeJobs(js ...*jobs.Job) {
 		switch j.Status {
 		case jobs.StateQueued:
 			queues = append(queues, j.Queue)
-		case jobs.StateScheduled:
+		case jobs.StateScheduled, jobs.StateWaiting:
 			timers = append(timers, timerPart(j.ID, j.RunAt, j.EffectivePriority, j.CreatedAt))
 		}
 	}

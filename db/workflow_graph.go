@@ -9,9 +9,12 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
+// insertStepsSQL records step keys of jobs this transaction created: none
+// has a row yet, so there is no conflict to look for (a key another job
+// of the workflow holds is refused by workflow_steps_key_idx).
 const insertStepsSQL = `
 INSERT INTO workflow_steps (job_id, step_key, workflow_id, spawned_by)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[]) ON CONFLICT (job_id) DO NOTHING`
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[])`
 
 // insertSteps records the step keys of the jobs this enqueue created, in
 // their workflows (with the job that spawned them, if one did); a job

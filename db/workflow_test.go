@@ -198,3 +198,36 @@ func (b *testBundle) claimQueue(t *testing.T, q string) []*jobs.Job {
 	require.NoError(t, err)
 	return got
 }
+
+// A job named twice among one job's dependencies is one edge; deleting
+// jobs (a purge, the move to the history) takes their edges, both ways,
+// and their step keys with them in the same statement.
+func TestDeletedJobsTakeTheirEdgesAndKeys(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	wf := uuid.Must(uuid.NewV7())
+	a := b.enqueue(t, jobs.EnqueueParams{Queue: "a", StepKey: "a", WorkflowID: wf})
+	c := b.enqueue(t, jobs.EnqueueParams{Queue: "c", StepKey: "c", WorkflowID: wf})
+	child := b.enqueue(t, jobs.EnqueueParams{Queue: "child", StepKey: "child", WorkflowID: wf, DependsOn: []uuid.UUID{a.ID, c.ID, a.ID}})
+	count := func() (edges, keys int) {
+		t.Helper()
+		require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT (SELECT count(*) FROM job_dependencies),
+			(SELECT count(*) FROM workflow_steps WHERE workflow_id = $1)`, wf).Scan(&edges, &keys))
+		return edges, keys
+	}
+	edges, keys := count()
+	require.Equal(t, 2, edges, "a parent named twice is one edge")
+	require.Equal(t, 3, keys)
+
+	_, err := b.store.Pool().Exec(b.ctx, `DELETE FROM jobs WHERE id = $1`, a.ID)
+	require.NoError(t, err)
+	edges, keys = count()
+	require.Equal(t, 1, edges, "the edge to the deleted parent went with it")
+	require.Equal(t, 2, keys, "the deleted job's step key went with it")
+
+	_, err = b.store.Pool().Exec(b.ctx, `DELETE FROM jobs WHERE id = ANY($1)`, []uuid.UUID{child.ID, c.ID})
+	require.NoError(t, err)
+	edges, keys = count()
+	require.Zero(t, edges)
+	require.Zero(t, keys)
+}

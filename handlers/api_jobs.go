@@ -198,11 +198,24 @@ func (s *server) jobActionAPI(action jobAction) fiber.Handler {
 		if err != nil {
 			return err
 		}
+		startOver, err := replaySteps(c, action)
+		if err != nil {
+			return err
+		}
+		if startOver {
+			if err := s.durable.ForgetSteps(c.UserContext(), id); err != nil {
+				return err
+			}
+		}
 		j, err := s.jobOp(c.UserContext(), action, id)
 		if err != nil {
 			return err
 		}
-		s.audit(c, string(action), nil, id)
+		var details any
+		if startOver {
+			details = map[string]string{"steps": "start_over"}
+		}
+		s.audit(c, string(action), details, id)
 		status := http.StatusOK
 		if j.Status.Leased() && j.CancelRequested {
 			status = http.StatusAccepted // the worker stops it at its next checkpoint

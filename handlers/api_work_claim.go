@@ -38,11 +38,17 @@ type claimedJob struct {
 	// Parents holds the results of the job's direct dependencies (by step
 	// key, or job id outside its workflow), for a job that has any.
 	Parents jobs.Parents `json:"parents,omitempty"`
+	// Steps holds the steps earlier attempts recorded (name → result, in
+	// their order) and Signals what resumed the job's waits (name →
+	// {"body", "at"} or {"timed_out": true}), for a durable job.
+	Steps   jobs.StepsWire         `json:"steps,omitempty"`
+	Signals map[string]jobs.Signal `json:"signals,omitempty"`
 }
 
 func claimedJobOf(j *jobs.Job) claimedJob {
 	out := claimedJob{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt, MaxRetries: j.MaxRetries,
-		TimeoutSeconds: j.TimeoutSeconds, LeaseExpiresAt: j.LeaseExpiresAt, ConcurrencyKey: j.ConcurrencyKey, Parents: j.Parents}
+		TimeoutSeconds: j.TimeoutSeconds, LeaseExpiresAt: j.LeaseExpiresAt, ConcurrencyKey: j.ConcurrencyKey, Parents: j.Parents,
+		Steps: j.Steps, Signals: j.Signals}
 	if j.LeaseToken != nil {
 		out.LeaseToken = *j.LeaseToken
 	}

@@ -27,6 +27,9 @@ type outcomeRequest struct {
 	RetryAfterSeconds *float64        `json:"retry_after_seconds"`
 	// Spawn adds jobs to the job's workflow with its completion.
 	Spawn json.RawMessage `json:"spawn"`
+	// wake_at, signal, event and timeout_seconds end the attempt
+	// sleeping or waiting (jobs.SuspendFields).
+	jobs.SuspendFields
 }
 
 // outcomeResult is the answer for one outcome: applied (ok, with the
@@ -67,7 +70,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	now := s.clock.Now()
 	for i, o := range req.Outcomes {
 		at := fmt.Sprintf("outcomes[%d]", i)
-		f, why, err := o.finish(at)
+		f, why, err := o.finish(at, now)
 		if err != nil {
 			return err
 		}
@@ -130,7 +133,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 // finish validates one outcome into a jobs.Finish; at names it. A result
 // that cannot be stored turns the outcome into a failure that says why
 // (returned as refused too), so its neighbours are applied as sent.
-func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err error) {
+func (o outcomeRequest) finish(at string, now time.Time) (f jobs.Finish, refused string, err error) {
 	field := func(name string) string { return join(at, name) }
 	lease, err := leaseOf(o.JobID, o.LeaseToken, field)
 	if err != nil {
@@ -152,6 +155,10 @@ func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err er
 	}
 	if len(o.Spawn) > 0 && !bytes.Equal(bytes.TrimSpace(o.Spawn), []byte("null")) && o.Status != "completed" {
 		return f, "", invalid(field("spawn"), "applies to completed outcomes only: jobs are spawned with the completion")
+	}
+	if f.Wait, err = o.Wait(o.Status, field, now); err != nil || f.Wait != nil {
+		f.Outcome = jobs.OutcomeSuspended
+		return f, "", err
 	}
 	switch o.Status {
 	case "completed":
@@ -188,9 +195,9 @@ func (o outcomeRequest) finish(at string) (f jobs.Finish, refused string, err er
 			f.Error = "cancelled by the worker"
 		}
 	case "":
-		return f, "", invalid(field("status"), "is required: completed, failed or cancelled")
+		return f, "", invalid(field("status"), "is required: completed, failed, cancelled, sleeping or waiting")
 	default:
-		return f, "", invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed or cancelled", o.Status))
+		return f, "", invalid(field("status"), fmt.Sprintf("unknown status %q: use completed, failed, cancelled, sleeping or waiting", o.Status))
 	}
 	return f, refused, nil
 }

@@ -121,7 +121,7 @@ func (s *server) jobFinish(c *fiber.Ctx) error {
 	}
 	id := c.Params("id")
 	req.JobID = &id
-	f, refused, err := req.finish("")
+	f, refused, err := req.finish("", s.clock.Now())
 	if err != nil {
 		return err
 	}

@@ -42,6 +42,11 @@ func invalid(field, msg string) *apiError {
 // ErrorHandler turns every error a route returns into a JSON response.
 func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 	return func(c *fiber.Ctx, err error) error {
+		if diskFull(err) {
+			logger.WarnContext(c.UserContext(), "request failed: the database's disk is full", "component", "http",
+				"method", c.Method(), "path", c.Path(), "request_id", c.Locals(requestIDKey), "error", err)
+			return diskFullAnswer(c)
+		}
 		if databaseUnavailable(err) {
 			logger.WarnContext(c.UserContext(), "request failed: the database is unavailable", "component", "http",
 				"method", c.Method(), "path", c.Path(), "request_id", c.Locals(requestIDKey), "error", err)

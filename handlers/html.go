@@ -26,6 +26,8 @@ type DashboardStore interface {
 	Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error)
 	// CountRetrying counts the jobs waiting for a retry, up to limit.
 	CountRetrying(ctx context.Context, limit int64) (int64, error)
+	// CountSleeping counts the waiting jobs that sleep, up to limit.
+	CountSleeping(ctx context.Context, limit int64) (int64, error)
 	// ThroughputOver returns finished runs per step (whole minutes) over
 	// the last span (at most two days), oldest first.
 	ThroughputOver(ctx context.Context, span, step time.Duration) ([]jobs.ThroughputBucket, error)

@@ -38,6 +38,11 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 	if d.Log, err = s.jobLogShown(ctx, jd.Job, jd.Executions); err != nil {
 		return d, err
 	}
+	if jd.Job.Durable {
+		if d.Steps, err = s.durable.JobSteps(ctx, id); err != nil {
+			return d, err
+		}
+	}
 	if b := cmp.Or(d.Data.BatchID, d.Data.CallbackOf); b != nil {
 		if d.Batch, err = s.batchStore.GetBatch(ctx, *b); err != nil {
 			return d, err
@@ -132,6 +137,13 @@ func (s *server) jobActionHTML(action jobAction) fiber.Handler {
 			return s.notFound(c)
 		}
 		ctx := c.UserContext()
+		if startOver, err := replaySteps(c, action); err != nil {
+			return err
+		} else if startOver {
+			if err := s.durable.ForgetSteps(ctx, id); err != nil {
+				return err
+			}
+		}
 		_, refused, err := s.applyAll(c, action, []uuid.UUID{id})
 		if err != nil {
 			return err

@@ -55,6 +55,10 @@ func (s *server) loadOverview(ctx context.Context) (views.Overview, error) {
 		return o, err
 	}
 	o.RetryingCapped = o.Retrying >= countCap
+	if o.Sleeping, err = s.dash.CountSleeping(ctx, countCap); err != nil {
+		return o, err
+	}
+	o.SleepingCapped = o.Sleeping >= countCap
 	qs, err := s.queueStore.ListQueues(ctx)
 	if err != nil {
 		return o, err

@@ -111,6 +111,8 @@ func (s *server) routesAPIJobs(api guarded) {
 	api.Get("/jobs/:id/explain", s.explainJob)
 	api.Get("/jobs/:id/logs", s.jobLogs)
 	api.Post("/jobs/:id/replay", s.replayJob)
+	api.Post("/jobs/:id/signals/:name", s.sendSignal)
+	api.Post("/events", s.sendEvent)
 	api.Post("/jobs/:id/cancel", s.jobActionAPI(jobCancel))
 	api.Post("/jobs/:id/retry", s.jobActionAPI(jobRetry))
 	api.Post("/jobs/:id/restore", s.jobActionAPI(jobRestore))
@@ -138,6 +140,7 @@ func (s *server) routesAPIWorkers(api guarded) {
 	api.Post("/jobs/:id/logs", s.appendJobLog)
 	api.Post("/jobs/:id/heartbeat", s.jobHeartbeat)
 	api.Post("/jobs/:id/finish", s.jobFinish)
+	api.Post("/jobs/:id/steps", s.recordStep)
 }
 
 // routesAPIOperations registers what operators run Flint with: the

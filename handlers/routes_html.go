@@ -32,7 +32,7 @@ func (s *server) routesHTML(app *fiber.App, secure bool) {
 	app.Add(fiber.MethodGet, "/login", sec, s.loginPage)
 	app.Add(fiber.MethodPost, "/login", sec, s.login)
 	priv := func(method, path string, h fiber.Handler) {
-		app.Add(method, path, sec, s.sessions.requireLogin, s.csrfProtect, s.authorize, h)
+		app.Add(method, path, sec, s.diskNotice, s.sessions.requireLogin, s.csrfProtect, s.authorize, h)
 	}
 	priv(fiber.MethodPost, "/logout", s.logout)
 	s.routesHTMLJobs(priv)
@@ -67,6 +67,7 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 	priv(fiber.MethodGet, "/jobs/:id/result.json", s.jobRawJSON(rawResult))
 	priv(fiber.MethodGet, "/jobs/:id/edit", s.replayPage)
 	priv(fiber.MethodPost, "/jobs/:id/edit", s.replaySubmit)
+	priv(fiber.MethodPost, "/jobs/:id/signal", s.signalHTML)
 	for _, a := range jobActions {
 		priv(fiber.MethodPost, "/jobs/:id/"+string(a), s.jobActionHTML(a))
 	}

@@ -32,9 +32,11 @@ func (registryTypes) Reload(context.Context, time.Duration) {}
 // server carries the dependencies of every route. Each area reads storage
 // through its own interface (store.go), all of them the one Store.
 type server struct {
+	disk           diskWatcher // nil when the store cannot say (handlers/unavailable.go)
 	statusStore    StatusStore
 	jobStore       JobStore
 	batchStore     BatchStore
+	durable        DurableStore
 	jobActionStore JobActionStore
 	dlqStore       DLQStore
 	queueStore     QueueStore
@@ -75,6 +77,7 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 		statusStore:    store,
 		jobStore:       store,
 		batchStore:     store,
+		durable:        store,
 		jobActionStore: store,
 		dlqStore:       store,
 		queueStore:     store,
@@ -108,6 +111,9 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 	}
 	if cfg.Types != nil {
 		s.types = cfg.Types
+	}
+	if d, ok := store.(diskWatcher); ok {
+		s.disk = d
 	}
 	if cfg.Work != nil {
 		wc := *cfg.Work

@@ -164,7 +164,7 @@ func (m *sessionManager) requireLogin(c *fiber.Ctx) error {
 			c.Locals(tokKey, tok)
 			return c.Next()
 		}
-		if databaseUnavailable(err) {
+		if databaseUnavailable(err) || diskFull(err) {
 			return err // not signed out: the database is away, and the error handler says so
 		}
 	}

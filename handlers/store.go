@@ -20,6 +20,7 @@ type Store interface {
 	StatusStore
 	JobStore
 	BatchStore
+	DurableStore
 	JobActionStore
 	DLQStore
 	QueueStore
@@ -55,6 +56,24 @@ type BatchStore interface {
 	GetBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error)
 	// ListBatches returns a page of batches, newest first.
 	ListBatches(ctx context.Context, cursor string, limit int) (jobs.BatchPage, error)
+}
+
+// DurableStore is what steps, signals and events need (api_durable.go).
+type DurableStore interface {
+	// RecordStep records a step of the attempt whose lease is l: the step
+	// as stored and whether this call wrote it; jobs.ErrLeaseLost.
+	RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error)
+	// ForgetSteps drops the steps and signals a dead-letter job recorded
+	// (a replay that starts over); other jobs keep theirs.
+	ForgetSteps(ctx context.Context, id uuid.UUID) error
+	// JobSteps returns a job's recorded steps in their order.
+	JobSteps(ctx context.Context, id uuid.UUID) ([]jobs.StepRecord, error)
+	// SendSignal delivers a signal to a job (kept when it does not wait
+	// for it yet): whether it was new, and whether it resumed the job.
+	SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID string, body []byte) (fresh, resumed bool, err error)
+	// SendEvent resumes every job waiting for event name (in queues, when
+	// not nil) and returns how many.
+	SendEvent(ctx context.Context, name string, body []byte, queues []string) (int, error)
 }
 
 // JobStore is what enqueueing and reading jobs need: the jobs API, the job

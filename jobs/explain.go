@@ -89,6 +89,8 @@ func Explain(f ExplainFacts) Explanation {
 		rs = append(rs, explainRunning(f)...)
 	case j.Status == StateScheduled:
 		rs = append(rs, explainScheduled(f))
+	case j.Status == StateWaiting:
+		rs = append(rs, explainWaiting(f))
 	case j.Status == StateBlocked:
 		rs = append(rs, explainBlocked(f))
 	case j.Status == StateQueued:

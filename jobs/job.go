@@ -115,6 +115,16 @@ type Job struct {
 	// workflow); see ParentResult. Nil for jobs without dependencies and
 	// outside a claim.
 	Parents Parents `json:"-"`
+	// Durable says the job has recorded steps, waited or been sent a
+	// signal: its claim reads Steps and Signals.
+	Durable bool `json:"-"`
+	// WaitingFor says what a waiting job waits for (status waiting only).
+	WaitingFor *WaitingFor `json:"waiting_for,omitempty"`
+	// Steps holds, in a claimed job, the steps earlier attempts recorded,
+	// in their order (see Step); Signals what resumed its waits, by name
+	// (see WaitForSignal). Nil outside a claim.
+	Steps   []StepRecord      `json:"-"`
+	Signals map[string]Signal `json:"-"`
 }
 
 // Timeout returns the handler's time limit, or 0 for none.

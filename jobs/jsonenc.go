@@ -126,6 +126,20 @@ func (j *Job) AppendJSON(b []byte) []byte {
 		b = append(b, `,"batch_id":`...)
 		b = appendUUID(b, *j.BatchID)
 	}
+	if j.WaitingFor != nil {
+		b = appendWaitingFor(b, j.WaitingFor)
+	}
+	return append(b, '}')
+}
+
+// appendWaitingFor appends a waiting job's "waiting_for".
+func appendWaitingFor(b []byte, w *WaitingFor) []byte {
+	b = append(b, `,"waiting_for":{"kind":`...)
+	b = appendString(b, w.Kind)
+	b = append(b, `,"name":`...)
+	b = appendString(b, w.Name)
+	b = append(b, `,"until":`...)
+	b = appendTime(b, w.Until)
 	return append(b, '}')
 }
 

@@ -75,7 +75,11 @@ func fillValue(r *rand.Rand, f reflect.Value) {
 		fillValue(r, p.Elem())
 		f.Set(p)
 	case reflect.Map:
-		f.Set(reflect.MakeMap(f.Type())) // Parents: never encoded
+		f.Set(reflect.MakeMap(f.Type())) // Parents, Signals: never encoded
+	case reflect.Slice:
+		f.SetZero() // Steps: never encoded
+	case reflect.Struct:
+		fill(r, f)
 	default:
 		panic("fill: no rule for " + f.Type().String())
 	}

@@ -121,6 +121,11 @@ type Finish struct {
 	// workflow has, a dependency that cannot complete) fails the job for
 	// good with the reason instead.
 	Spawn []Spawned
+	// Wait is what a suspended attempt waits for (OutcomeSuspended only),
+	// and Step the sleep's step recorded with it (nil for a signal or an
+	// event wait).
+	Wait *WaitingFor
+	Step *StepRecord
 }
 
 // Start reports that the handler of a buffered claim started, at At on the

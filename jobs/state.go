@@ -28,6 +28,11 @@ const (
 	// moves them to completed, scheduled, dead_letter, cancelled or (on
 	// drain) queued; the reaper moves those whose lease expired.
 	StateRunning State = "running"
+	// StateWaiting jobs ended an attempt by sleeping or waiting for a
+	// signal or an event (jobs.Sleep, jobs.WaitForSignal): they hold no
+	// worker until the promoter (at the wake time or timeout) or the
+	// signal moves them to queued. The API can cancel them.
+	StateWaiting State = "waiting"
 	// StateCompleted is terminal: the handler succeeded.
 	StateCompleted State = "completed"
 	// StateDeadLetter jobs failed for good and sit in the DLQ until replayed
@@ -41,7 +46,7 @@ const (
 
 // States lists every state in lifecycle order.
 var States = []State{
-	StateBlocked, StateScheduled, StateQueued, StateClaimed, StateRunning,
+	StateBlocked, StateScheduled, StateQueued, StateClaimed, StateRunning, StateWaiting,
 	StateCompleted, StateDeadLetter, StateCancelled,
 }
 
@@ -68,10 +73,11 @@ func (s State) Stored() State {
 	return s
 }
 
-// Waiting reports whether a job in s has not started running yet and can be
-// cancelled at once.
+// Waiting reports whether a job in s is not running and can be
+// cancelled at once: it has not started yet, or it sleeps or waits
+// between runs.
 func (s State) Waiting() bool {
-	return s == StateQueued || s == StateScheduled || s == StateBlocked
+	return s == StateQueued || s == StateScheduled || s == StateBlocked || s == StateWaiting
 }
 
 // transitions is the state machine: for each state, the states a job may
@@ -83,8 +89,11 @@ var transitions = map[State][]State{
 	StateQueued:    {StateClaimed, StateRunning, StateCancelled},
 	// A claimed job starts, or goes back (drain, lease expiry) or is
 	// cancelled without running.
-	StateClaimed:    {StateRunning, StateQueued, StateCancelled},
-	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled},
+	StateClaimed: {StateRunning, StateQueued, StateCancelled},
+	// A running job ends, or goes back, or sleeps or waits for a signal
+	// or an event.
+	StateRunning:    {StateCompleted, StateScheduled, StateDeadLetter, StateQueued, StateCancelled, StateWaiting},
+	StateWaiting:    {StateQueued, StateCancelled},
 	StateCompleted:  nil,
 	StateDeadLetter: {StateQueued},
 	// A job cancelled because a dependency failed is re-armed (back to
@@ -106,7 +115,7 @@ var InitialStates = []State{StateQueued, StateScheduled, StateBlocked}
 var (
 	// CancelFrom: waiting jobs are cancelled at once; running jobs are asked
 	// to stop and are cancelled by their worker at the next checkpoint.
-	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateClaimed, StateRunning}
+	CancelFrom = []State{StateBlocked, StateScheduled, StateQueued, StateWaiting, StateClaimed, StateRunning}
 	// RetryFrom: a dead-letter job is replayed with its attempts reset; a
 	// scheduled job (typically waiting out a retry backoff) runs now.
 	RetryFrom = []State{StateScheduled, StateDeadLetter}

@@ -31,6 +31,9 @@ func TestStateMachine(t *testing.T) {
 		{jobs.StateRunning, jobs.StateDeadLetter}:  true,
 		{jobs.StateRunning, jobs.StateQueued}:      true, // drain, lease expiry
 		{jobs.StateRunning, jobs.StateCancelled}:   true,
+		{jobs.StateRunning, jobs.StateWaiting}:     true, // sleep, wait for a signal or an event
+		{jobs.StateWaiting, jobs.StateQueued}:      true, // woken: time, signal, event, timeout
+		{jobs.StateWaiting, jobs.StateCancelled}:   true,
 		{jobs.StateDeadLetter, jobs.StateQueued}:   true, // DLQ replay
 		{jobs.StateCancelled, jobs.StateBlocked}:   true, // re-armed when the dependency that cancelled it is replayed
 	}
@@ -76,7 +79,7 @@ func TestStateValues(t *testing.T) {
 	// The stored strings are matched by the database's CHECK constraint;
 	// changing one needs a migration. Claimed is stored as running (with no
 	// started_at yet).
-	want := []string{"blocked", "scheduled", "queued", "running", "completed", "dead_letter", "cancelled"}
+	want := []string{"blocked", "scheduled", "queued", "running", "waiting", "completed", "dead_letter", "cancelled"}
 	var got []string
 	for _, s := range jobs.States {
 		require.True(t, s.Valid())

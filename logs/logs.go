@@ -88,7 +88,7 @@ func New(cfg Config) (*Logger, error) {
 			MaxBackups: orDefault(cfg.MaxBackups, 5),
 			Compress:   cfg.Compress,
 		}
-		l.fileW = &fileWriter{w: l.rot}
+		l.fileW = &fileWriter{w: l.rot, name: cfg.File, stderr: os.Stderr}
 		jsonOut.file = l.fileW
 	}
 
@@ -130,11 +130,17 @@ func (l *Logger) Close() error {
 }
 
 // fileWriter stops writing to lumberjack once closed (lumberjack would
-// reopen the file on the next Write).
+// reopen the file on the next Write). A write that fails (the disk is
+// full, the file was made read-only) costs nothing but that line in the
+// file: records still reach stdout and the database, jobs run on, and the
+// first failure and the recovery are said on stderr, once each.
 type fileWriter struct {
-	mu     sync.Mutex
-	w      *lumberjack.Logger
-	closed bool
+	mu      sync.Mutex
+	w       io.WriteCloser
+	name    string
+	stderr  io.Writer
+	closed  bool
+	failing bool
 }
 
 func (f *fileWriter) Write(p []byte) (int, error) {
@@ -143,7 +149,16 @@ func (f *fileWriter) Write(p []byte) (int, error) {
 	if f.closed {
 		return len(p), nil
 	}
-	return f.w.Write(p)
+	n, err := f.w.Write(p)
+	switch {
+	case err != nil && !f.failing:
+		f.failing = true
+		fmt.Fprintf(f.stderr, "flint: cannot write the log file %s: %v; records go on to stdout and the database, and Flint keeps running\n", f.name, err)
+	case err == nil && f.failing:
+		f.failing = false
+		fmt.Fprintf(f.stderr, "flint: the log file %s is written again\n", f.name)
+	}
+	return n, err
 }
 
 func (f *fileWriter) close() error {

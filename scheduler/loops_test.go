@@ -83,7 +83,11 @@ func TestPromoterFiresFromTheIndex(t *testing.T) {
 				}
 				return false
 			}, 10*time.Second, 5*time.Millisecond)
-			require.Less(t, promotedAt.Sub(soon), time.Second, "promoted within a second of its time, without the sweep")
+			// The sweep is an hour away, so any promotion came from the
+			// index; how late it was depends on the machine's load (1.15 s
+			// has been seen with the whole suite running on 2 cores), and
+			// the timers' precision is not what this test is about.
+			require.Less(t, promotedAt.Sub(soon), 5*time.Second, "promoted from the index, without the sweep")
 			j, err := store.GetJob(ctx, res[1].Job.ID)
 			require.NoError(t, err)
 			require.Equal(t, jobs.StateScheduled, j.Status)

@@ -21,15 +21,21 @@
     }, 5200);
   });
 
-  // A banner while the database is unreachable: any request answered 503
-  // with X-Flint-Database: unavailable shows it, the next answer that is
-  // not a server error takes it away.
+  // A banner while the database is unreachable or its disk is full: any
+  // request answered 503 with X-Flint-Database: unavailable, or any answer
+  // with X-Flint-Database: disk-full, shows it naming the cause; the next
+  // answer that is not a server error and says neither takes it away.
   document.addEventListener("htmx:afterRequest", function (e) {
     var xhr = e.detail && e.detail.xhr;
     if (!xhr || !xhr.status) return;
-    var down = xhr.status === 503 && xhr.getResponseHeader("X-Flint-Database") === "unavailable";
+    var said = xhr.getResponseHeader("X-Flint-Database");
+    var cause = said === "disk-full" ? "disk-full" : xhr.status === 503 && said === "unavailable" ? "unavailable" : "";
     var banner = document.getElementById("db-banner");
-    if (down && !banner) {
+    if (banner && cause && banner.getAttribute("data-cause") !== cause) {
+      banner.remove();
+      banner = null;
+    }
+    if (cause && !banner) {
       var main = document.getElementById("main");
       if (!main) return;
       banner = document.createElement("div");
@@ -37,10 +43,12 @@
       banner.className = "notice notice-bad db-banner";
       banner.setAttribute("role", "alert");
       banner.setAttribute("data-testid", "db-banner");
-      banner.textContent =
-        "The database is unreachable. Flint is reconnecting; what you see may be out of date. Jobs already accepted are safe.";
+      banner.setAttribute("data-cause", cause);
+      banner.textContent = cause === "disk-full"
+        ? "The database server's disk is full. PostgreSQL refuses writes until space is freed; jobs already accepted are safe, and Flint resumes by itself once there is space."
+        : "The database is unreachable. Flint is reconnecting; what you see may be out of date. Jobs already accepted are safe.";
       main.prepend(banner);
-    } else if (!down && banner && xhr.status < 500) {
+    } else if (!cause && banner && xhr.status < 500) {
       banner.remove();
     }
   });

@@ -164,3 +164,20 @@ func scopeList(scopes []auth.Scope) string {
 	}
 	return strings.Join(out, ", ")
 }
+
+// diskFullKey marks the render context of a page shown while the
+// database's disk is full.
+type diskFullKey struct{}
+
+// WithDiskFull returns ctx marking the page as shown while the database
+// server's disk is full, so that Base puts a banner naming the cause
+// above it.
+func WithDiskFull(ctx context.Context) context.Context {
+	return context.WithValue(ctx, diskFullKey{}, true)
+}
+
+// diskFull reports whether ctx was marked by WithDiskFull.
+func diskFull(ctx context.Context) bool {
+	v, _ := ctx.Value(diskFullKey{}).(bool)
+	return v
+}

@@ -32,6 +32,8 @@ func StatusGlyph(s jobs.State) string {
 		return "◔"
 	case jobs.StateRunning:
 		return "▶"
+	case jobs.StateWaiting:
+		return "⏸"
 	case jobs.StateCompleted:
 		return "✓"
 	case jobs.StateDeadLetter:

@@ -764,7 +764,7 @@ func QueueDetail(q jobs.QueueInfo, now time.Time) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		for _, st := range []jobs.State{jobs.StateQueued, jobs.StateScheduled, jobs.CountRetrying, jobs.StateClaimed, jobs.StateRunning, jobs.StateBlocked, jobs.StateCompleted, jobs.StateDeadLetter} {
+		for _, st := range []jobs.State{jobs.StateQueued, jobs.StateScheduled, jobs.CountRetrying, jobs.StateClaimed, jobs.StateRunning, jobs.StateWaiting, jobs.StateBlocked, jobs.StateCompleted, jobs.StateDeadLetter} {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<a class=\"stat\" href=\"")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err

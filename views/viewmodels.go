@@ -51,6 +51,10 @@ type Overview struct {
 	// apart from the scheduled count), up to the count cap.
 	Retrying       int64
 	RetryingCapped bool // Retrying stopped at the cap
+	// Sleeping counts the waiting jobs that sleep (shown apart from those
+	// that wait for a signal or an event).
+	Sleeping       int64
+	SleepingCapped bool // Sleeping stopped at the cap
 	// Firing are the alerts firing now.
 	Firing []jobs.Alert
 	// Queues are the busiest queues, for the per-queue summary.
@@ -127,6 +131,8 @@ type JobDetail struct {
 	// workflow; Batch is the batch it belongs to (member or callback).
 	Data  jobs.JobData
 	Batch *jobs.Batch
+	// Steps are the steps the job recorded, in their order.
+	Steps []jobs.StepRecord
 }
 
 // JobLogShown is how many log lines the job page shows.

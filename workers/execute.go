@@ -144,6 +144,17 @@ func (h handlerContext) SpawnTypes() jobs.TypeSource {
 // Now is the pool's clock.
 func (h handlerContext) Now() time.Time { return time.Now() }
 
+// RecordStep records a step of the running attempt, fenced by its lease.
+// A lost lease also cancels the handler, as the heartbeat would.
+func (h handlerContext) RecordStep(ctx context.Context, step jobs.StepRecord) (jobs.StepRecord, error) {
+	rec, _, err := h.p.store.RecordStep(ctx, h.ex.lease, step)
+	if errors.Is(err, jobs.ErrLeaseLost) {
+		h.ex.lost.Store(true)
+		h.ex.cancel(jobs.ErrLeaseLost)
+	}
+	return rec, err
+}
+
 // takeSpawned is what the handler spawned, checked as a whole; a list
 // that does not hold together fails the job for good.
 func (ex *execution) takeSpawned(f *jobs.Finish) {
@@ -206,6 +217,7 @@ func (p *Pool) execute(ex *execution) {
 	hc := handlerContext{p, ex}
 	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
 	ctx = jobs.WithSpawn(jobs.ContextWithJob(ctx, j), hc)
+	ctx = jobs.WithSteps(ctx, j, hc)
 	at := p.markStarted(ex)
 	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 	start := time.Now()
@@ -217,8 +229,31 @@ func (p *Pool) execute(ex *execution) {
 			"duration_ms", time.Since(start).Milliseconds())
 		return
 	}
-	f := jobs.Finish{Lease: ex.lease, StartedAt: &at}
-	cause := context.Cause(ctx)
+	f := p.outcome(ex, context.Cause(ctx), result, err)
+	f.StartedAt = &at
+	ex.takeSpawned(&f)
+	f.Log = ex.takeLog()
+	if f.Outcome == jobs.OutcomeSuspended { // stored by the log writer: a suspension writes none
+		p.passLog(f)
+		f.Log = nil
+	}
+	ran := time.Since(start)
+	movingAverage(&p.runAvg, ran)
+	if p.cfg.OnRun != nil {
+		p.cfg.OnRun(j, f.Outcome, ran)
+	}
+	if f.Outcome != jobs.OutcomeSucceeded && f.Outcome != jobs.OutcomeFailed { // failures: when written (LogFailures)
+		p.logger.Info("job attempt ended", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt,
+			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
+	}
+	p.settle(ex, f)
+}
+
+// outcome is how the attempt of ex ended, from what its handler returned
+// and why its context ended (cause).
+func (p *Pool) outcome(ex *execution, cause error, result any, err error) jobs.Finish {
+	j := ex.job
+	f := jobs.Finish{Lease: ex.lease}
 	switch {
 	case err == nil:
 		f.Outcome = jobs.OutcomeSucceeded
@@ -235,6 +270,9 @@ func (p *Pool) execute(ex *execution) {
 		f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled while running: "+err.Error()
 	case errors.Is(cause, ErrShutdown):
 		f.Outcome, f.Error = jobs.OutcomeInterrupted, "interrupted: worker "+p.cfg.WorkerID+" shut down before the job finished"
+	case isSuspend(err):
+		s, _ := jobs.AsSuspend(err)
+		f.Outcome, f.Wait, f.Step = jobs.OutcomeSuspended, &s.Wait, s.Step
 	case jobs.IsPermanent(err):
 		f.Outcome, f.Error, f.Final = jobs.OutcomeFailed, err.Error(), true
 	case errors.Is(cause, ErrTimeout):
@@ -244,18 +282,7 @@ func (p *Pool) execute(ex *execution) {
 		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
 		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
 	}
-	ex.takeSpawned(&f)
-	f.Log = ex.takeLog()
-	ran := time.Since(start)
-	movingAverage(&p.runAvg, ran)
-	if p.cfg.OnRun != nil {
-		p.cfg.OnRun(j, f.Outcome, ran)
-	}
-	if f.Outcome != jobs.OutcomeSucceeded && f.Outcome != jobs.OutcomeFailed { // failures: when written (LogFailures)
-		p.logger.Info("job attempt ended", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt,
-			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
-	}
-	p.settle(ex, f)
+	return f
 }
 
 // settle queues ex's outcome unless it has already been reported (the
@@ -271,6 +298,13 @@ func (p *Pool) settle(ex *execution, f jobs.Finish) {
 		return
 	}
 	p.finishes <- f
+}
+
+// isSuspend reports whether err asks to suspend the job (jobs.Sleep and
+// the waits), unless a cancellation or a shutdown came first.
+func isSuspend(err error) bool {
+	_, ok := jobs.AsSuspend(err)
+	return ok
 }
 
 // runHandler calls the job's handler, turning a panic into an error that

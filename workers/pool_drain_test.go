@@ -122,10 +122,11 @@ func TestPoolClaimsLongJobsOnlyForIdleWorkers(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// The pool claims ahead what its workers finish during one claim, so
-	// a claim would have to take half a run (500 ms) before it claimed
-	// one job ahead; with shorter runs a loaded machine's slow claims do.
-	const workersN, jobsN = 2, 6
-	const run = time.Second
+	// a claim would have to take half a run (1.5 s) before it claimed one
+	// job ahead; with runs of one second, claims on a machine loaded by
+	// the rest of the suite (load 14 on 2 cores) took long enough to.
+	const workersN, jobsN = 2, 4
+	const run = 3 * time.Second
 	var began sync.Map // job id → when its handler started
 	b.registry.Register("slow", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
 		began.Store(j.ID, time.Now())
@@ -150,8 +151,8 @@ func TestPoolClaimsLongJobsOnlyForIdleWorkers(t *testing.T) {
 		at, ok := began.Load(id)
 		require.True(t, ok)
 		// A job claimed ahead waits for a worker to finish a run, the
-		// better part of a second; a claim and a start on a machine busy
-		// with other tests have taken 110 ms.
+		// better part of three seconds; a claim and a start on a machine
+		// busy with other tests have taken 110 ms.
 		waited := at.(time.Time).Sub(*j.StartedAt)
 		require.Less(t, waited, run/2,
 			"job %s was claimed %s before a worker started it", id, waited)

@@ -28,6 +28,10 @@ type pushBody struct {
 	MaxRetries int             `json:"max_retries"`
 	LeaseToken uuid.UUID       `json:"lease_token"`
 	Parents    jobs.Parents    `json:"parents,omitempty"`
+	// Steps and Signals are what earlier attempts recorded and what
+	// resumed the job's waits, for a durable job (as a claim has them).
+	Steps   jobs.StepsWire         `json:"steps,omitempty"`
+	Signals map[string]jobs.Signal `json:"signals,omitempty"`
 	// LeaseExpiresAt is when the lease ends unless the endpoint, having
 	// answered 202, heartbeats it (POST /api/v1/jobs/{id}/heartbeat).
 	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
@@ -37,7 +41,8 @@ type pushBody struct {
 func (p *Pusher) deliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
 	j := d.job
 	body, _ := json.Marshal(pushBody{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt,
-		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token, Parents: j.Parents, LeaseExpiresAt: j.LeaseExpiresAt})
+		MaxRetries: j.MaxRetries, LeaseToken: d.lease.Token, Parents: j.Parents, LeaseExpiresAt: j.LeaseExpiresAt,
+		Steps: j.Steps, Signals: j.Signals})
 	start := time.Now()
 	rec := jobs.PushDelivery{Queue: q.Name, JobID: j.ID, Attempt: j.Attempt, At: start}
 	rctx, cancel := context.WithTimeout(ctx, q.Timeout)
@@ -173,6 +178,11 @@ func (p *Pusher) completion(d *delivery, answer []byte) *jobs.Finish {
 		return &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, RetryDelay: jobs.Backoff(d.job.Attempt, nil),
 			Error: "the endpoint answered JSON that cannot be stored; the result was refused: " + err.Error()}
 	}
+	if r[0] == '{' && bytes.Contains(r, []byte(`"status"`)) {
+		if s, ok := p.suspension(d, r); ok {
+			return s
+		}
+	}
 	if r[0] == '{' && bytes.Contains(r, []byte(`"spawn"`)) {
 		var fields map[string]json.RawMessage
 		if json.Unmarshal(r, &fields) == nil && fields["spawn"] != nil {
@@ -193,6 +203,27 @@ func (p *Pusher) completion(d *delivery, answer []byte) *jobs.Finish {
 		f.Result = r
 	}
 	return f
+}
+
+// suspension reads a 2xx answer that sleeps or waits: {"status":
+// "sleeping", "wake_at"} or {"status": "waiting", "signal" or "event",
+// "timeout_seconds"}, as a pull worker's finish has them. One that does
+// not hold up fails the job for good, with the reason; an answer with
+// another status (or none) is a completion (ok false).
+func (p *Pusher) suspension(d *delivery, answer []byte) (*jobs.Finish, bool) {
+	var a struct {
+		Status string `json:"status"`
+		jobs.SuspendFields
+	}
+	if json.Unmarshal(answer, &a) != nil || (a.Status != "sleeping" && a.Status != "waiting") {
+		return nil, false
+	}
+	w, err := a.Wait(a.Status, func(name string) string { return name }, time.Now())
+	if err != nil {
+		return &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeFailed, Final: true,
+			Error: "the endpoint's answer asked to " + strings.TrimSuffix(a.Status, "ing") + " in a way Flint refused: " + err.Error()}, true
+	}
+	return &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeSuspended, Wait: w}, true
 }
 
 // types is what jobs spawned by endpoints may name.

@@ -61,7 +61,7 @@ import urllib.parse
 
 __all__ = [
     "Worker", "Job", "Retry", "Fail", "Cancel", "JobStopped", "FlintError", "ParentTooLarge",
-    "SELF", "handler", "main",
+    "Suspend", "StepOrderChanged", "Signal", "SELF", "MAX_WAIT_SECONDS", "handler", "main",
 ]
 __version__ = "1.0.0"
 
@@ -74,6 +74,7 @@ MAX_ERROR_CHARS = 8000   # error texts sent to Flint are cut to this
 MAX_SPAWN = 10000        # the API's limit on jobs one attempt spawns
 SELF = "$self"           # names the finishing job in a spawned job's depends_on
 SHORT_POLL = 2.0         # seconds a claim waits while the worker holds jobs
+MAX_WAIT_SECONDS = 366 * 86400  # the longest sleep or wait
 
 
 # --- outcomes a handler can ask for --------------------------------------------
@@ -92,6 +93,38 @@ class Fail(Exception):
 
 class Cancel(Exception):
     """Cancel the job (it ends as cancelled, not failed)."""
+
+
+class Suspend(BaseException):
+    """Raised by job.sleep(), job.wait_for_signal() and job.wait_for_event()
+    when the job must wait: let it propagate out of the handler (it is a
+    BaseException so that `except Exception` does not swallow it). The
+    attempt then ends without being charged, and the job runs again when
+    its wait ends, with its recorded steps."""
+
+    def __init__(self, fields):
+        super().__init__("job waits: %r" % (fields,))
+        self.fields = fields
+
+
+class StepOrderChanged(Exception):
+    """The handler reached its steps in another order (or with other names)
+    than earlier attempts recorded: the job fails for good."""
+
+
+class Signal:
+    """What resumed a wait: body (the signal's or event's JSON), at (when
+    it arrived, RFC 3339) and timed_out (True when the wait's timeout
+    passed first, with no body)."""
+
+    def __init__(self, data):
+        data = data or {}
+        self.timed_out = data.get("timed_out") is True
+        self.body = data.get("body")
+        self.at = data.get("at")
+
+    def __repr__(self):
+        return "<Signal timed_out>" if self.timed_out else "<Signal %r at %s>" % (self.body, self.at)
 
 
 class JobStopped(Exception):
@@ -271,6 +304,12 @@ class Job:
         self.lease_expires_at = data.get("lease_expires_at")
         self.concurrency_key = data.get("concurrency_key")
         self.parents = data.get("parents") or {}
+        # steps: what earlier attempts recorded (name -> result, in their
+        # order); signals: what resumed the job's waits, by name.
+        self.steps = dict(data.get("steps") or {})
+        self.signals = data.get("signals") or {}
+        self._recorded = list(self.steps)  # names in the order recorded
+        self._reached = []                 # names this attempt reached
         self._spawned = []          # jobs to add to the workflow with the completion
         self.started = time.monotonic()
         self._renewed = self.started  # when Flint last extended the lease
@@ -336,6 +375,95 @@ class Job:
                 job["depends_on"] = list(depends_on)
             job.update({k: v for k, v in options.items() if v is not None})
             self._spawned.append(job)
+
+    def step(self, name, fn):
+        """Runs fn() once for the job, whatever happens to its attempts: its
+        result (anything JSON can hold) is recorded in Flint, under this
+        attempt's lease, before step() returns it; when the job runs again
+        (a retry, a lost worker, a resume after a sleep or a wait) step()
+        returns the recorded result without calling fn. Steps must be
+        reached in the same order on every run (StepOrderChanged fails the
+        job for good otherwise); names are unique within the job."""
+        recorded = self._reach(name)
+        if recorded:
+            return self.steps[name]
+        result = fn()
+        try:
+            json.dumps(result)
+        except (TypeError, ValueError) as e:
+            raise Fail("step %r: its result is not JSON: %s" % (name, e))
+        return self._record(name, result)
+
+    def sleep(self, name, seconds):
+        """Sleeps durably: the first time the job reaches the sleep called
+        name, it is recorded (as a step) and Suspend is raised; the job then
+        waits in Flint, holding no worker, and runs again after seconds.
+        On that run (and every later one) sleep() returns at once."""
+        if not 0 < seconds <= MAX_WAIT_SECONDS:
+            raise Fail("sleep %r: %r seconds is out of range (more than 0, at most %d)" % (name, seconds, MAX_WAIT_SECONDS))
+        if self._reach(name):
+            wake = _parse_time(self.steps[name].get("wake_at") if isinstance(self.steps[name], dict) else None)
+            if wake is None or wake <= _utcnow():
+                return
+        else:
+            wake = _utcnow() + datetime.timedelta(seconds=seconds)
+            self._record(name, {"wake_at": _rfc3339(wake)})
+        raise Suspend({"status": "sleeping", "wake_at": _rfc3339(wake)})
+
+    def wait_for_signal(self, name, timeout=None):
+        """Returns the Signal sent to the job under name (POST
+        /api/v1/jobs/{id}/signals/{name}). When none has arrived yet it
+        raises Suspend: the job waits, holding no worker, until the signal
+        comes (a signal sent earlier is kept for it) or timeout seconds
+        pass (None: the longest wait), and then runs again, when this
+        returns the signal, or one with timed_out True."""
+        return self._wait("signal", name, timeout)
+
+    def wait_for_event(self, name, timeout=None):
+        """wait_for_signal() for a named event (POST /api/v1/events), which
+        reaches every job waiting for it when it is sent (and is not kept)."""
+        return self._wait("event", name, timeout)
+
+    def _wait(self, kind, name, timeout):
+        if name in self.signals:
+            return Signal(self.signals[name])
+        fields = {"status": "waiting", kind: name}
+        if timeout is not None:
+            if not 0 < timeout <= MAX_WAIT_SECONDS:
+                raise Fail("wait for %s %r: a timeout of %r seconds is out of range" % (kind, name, timeout))
+            fields["timeout_seconds"] = max(1, int(timeout))
+        raise Suspend(fields)
+
+    def _reach(self, name):
+        """Moves to the next step, name; True when it was recorded before."""
+        if not isinstance(name, str) or not name:
+            raise Fail("a step needs a name")
+        if name in self._reached:
+            raise Fail("step %r is used twice in one run; step names must be unique within a job" % name)
+        self._reached.append(name)
+        n = len(self._reached)
+        if n <= len(self._recorded):
+            if self._recorded[n - 1] != name:
+                raise StepOrderChanged("step order changed: step number %d is %r in the recorded history but the code "
+                                       "asked for %r" % (n, self._recorded[n - 1], name))
+            return True
+        if name in self.steps:
+            raise StepOrderChanged("step order changed: step %r (number %d) was recorded earlier as a later step" % (name, n))
+        return False
+
+    def _record(self, name, result):
+        try:
+            rec = self._worker._call("POST", "/api/v1/jobs/%s/steps" % self.id,
+                                     {"lease_token": self.lease_token, "name": name, "result": result},
+                                     retry_until=lambda: not self.stopped)
+        except FlintError as e:
+            if e.code == "lease_lost":
+                self._stopped.set()
+                raise JobStopped("job %s: its lease was lost; step %r was not recorded" % (self.id, name))
+            raise
+        self.steps[name] = rec.get("result")
+        self._recorded.append(name)
+        return self.steps[name]
 
     def check(self):
         """Raises JobStopped if the job was stopped (see stopped)."""
@@ -406,9 +534,40 @@ class Job:
         return lines
 
 
+def _utcnow():
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _rfc3339(t):
+    return t.astimezone(datetime.timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _parse_time(text):
+    """An RFC 3339 time as Flint writes it, or None."""
+    if not isinstance(text, str):
+        return None
+    try:
+        t = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        # Python before 3.11 takes at most 6 digits of fraction.
+        head, dot, frac = text.replace("Z", "+00:00").partition(".")
+        if not dot:
+            return None
+        digits = frac[:len(frac) - len(frac.lstrip("0123456789"))]
+        try:
+            t = datetime.datetime.fromisoformat(head + "." + digits[:6].ljust(6, "0") + frac[len(digits):])
+        except ValueError:
+            return None
+    return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
+
+
 def outcome_of(job, result=None, exc=None):
     """The finish outcome for a job whose handler returned result or raised exc."""
     o = {"job_id": job.id, "lease_token": job.lease_token}
+    if isinstance(exc, Suspend):
+        return dict(o, **exc.fields)
+    if isinstance(exc, StepOrderChanged):
+        return dict(o, status="failed", retryable=False, error=_cut(str(exc)))
     if exc is None:
         try:
             json.dumps(result)
@@ -763,6 +922,12 @@ class Worker:
             jobs = [Job(self, d) for d in got.get("jobs") or []]
             if not jobs:
                 continue
+            # Flint gave back a job this worker still runs: its earlier
+            # lease was lost (expired or reaped) and that run must stop.
+            with self._lock:
+                stale = [self._held[j.id] for j in jobs if j.id in self._held]
+            for old in stale:
+                self._lose(old, "its lease was lost and Flint handed the job out again")
             with self._lock:
                 for j in jobs:
                     self._held[j.id] = j
@@ -805,7 +970,7 @@ class Worker:
                 continue
             except BaseException as e:  # noqa: BLE001 — every failure (SystemExit too) is the job's outcome
                 exc = e
-                if not isinstance(e, (Retry, Fail, Cancel)):
+                if not isinstance(e, (Retry, Fail, Cancel, Suspend)):
                     job.log("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip(), "error")
             if job.stopped:
                 continue
@@ -839,13 +1004,21 @@ class Worker:
             job._outcome_sent = True
         self._outcomes.put((job, outcome))
 
+    def _release(self, job):
+        """Forgets job (under _lock), unless a newer claim of the same id
+        replaced it; returns whether it was held."""
+        if self._held.get(job.id) is not job:
+            return False
+        del self._held[job.id]
+        return True
+
     def _lose(self, job, why):
         """The worker no longer holds job: stop it, drop its result."""
         job._stopped.set()
         with job._lock:
             sent, job._outcome_sent = job._outcome_sent, True
         with self._lock:
-            if self._held.pop(job.id, None) is not None and not sent:
+            if self._release(job) and not sent:
                 self.stats["lost"] += 1
             self._changed.notify_all()
         if not sent:
@@ -934,7 +1107,7 @@ class Worker:
     def _done(self, job, status, error):
         """Flint answered job's outcome: status applied, or None (lost)."""
         with self._lock:
-            self._held.pop(job.id, None)
+            self._release(job)
             if status is None:
                 self.stats["lost"] += 1
             else:

@@ -18,8 +18,15 @@ fw.log.setLevel(logging.CRITICAL)  # the tests provoke warnings on purpose
 
 
 class FakeWorker:
+    def __init__(self):
+        self.calls = []
+
     def _beat_soon(self):
         pass
+
+    def _call(self, method, path, body=None, timeout=30.0, retry_until=None):
+        self.calls.append((method, path, body))
+        return {"name": body["name"], "seq": len(self.calls), "result": body["result"]}
 
 
 def job(**kw):
@@ -100,6 +107,49 @@ class WorkflowDataTest(unittest.TestCase):
     def test_long_errors_are_cut(self):
         o = fw.outcome_of(job(), exc=RuntimeError("x" * 20000))
         self.assertLessEqual(len(o["error"]), fw.MAX_ERROR_CHARS)
+
+
+class DurableTest(unittest.TestCase):
+    def test_step_runs_once_then_returns_the_record(self):
+        j = job(steps={"charge": {"id": "ch_1"}})
+        ran = []
+        self.assertEqual(j.step("charge", lambda: ran.append(1)), {"id": "ch_1"})
+        self.assertEqual(ran, [], "a recorded step does not run")
+        self.assertEqual(j.step("invoice", lambda: "INV-1"), "INV-1")
+        self.assertEqual(j._worker.calls, [("POST", "/api/v1/jobs/j1/steps", {"lease_token": "tok", "name": "invoice", "result": "INV-1"})])
+
+    def test_changed_order_fails_for_good(self):
+        j = job(steps={"charge": 1, "invoice": 2})
+        with self.assertRaises(fw.StepOrderChanged):
+            j.step("invoice", lambda: 2)
+        o = fw.outcome_of(j, exc=fw.StepOrderChanged("step order changed"))
+        self.assertEqual((o["status"], o["retryable"]), ("failed", False))
+        with self.assertRaises(fw.Fail):
+            job().step("", lambda: 1)
+
+    def test_sleep_records_and_suspends_once(self):
+        j = job()
+        with self.assertRaises(fw.Suspend) as c:
+            j.sleep("cool-off", 60)
+        o = fw.outcome_of(j, exc=c.exception)
+        self.assertEqual(o["status"], "sleeping")
+        self.assertIn("wake_at", o)
+        self.assertEqual(j._worker.calls[0][2]["name"], "cool-off")
+        woke = job(steps={"cool-off": {"wake_at": "2000-01-01T00:00:00.123456789Z"}})
+        self.assertIsNone(woke.sleep("cool-off", 60), "slept already: returns at once")
+        with self.assertRaises(fw.Fail):
+            job().sleep("x", 0)
+
+    def test_wait_for_signal(self):
+        with self.assertRaises(fw.Suspend) as c:
+            job().wait_for_signal("approval", timeout=3600)
+        self.assertEqual(c.exception.fields, {"status": "waiting", "signal": "approval", "timeout_seconds": 3600})
+        got = job(signals={"approval": {"body": {"by": "ann"}, "at": "2026-12-06T10:00:00Z"}}).wait_for_signal("approval")
+        self.assertEqual((got.timed_out, got.body), (False, {"by": "ann"}))
+        self.assertTrue(job(signals={"approval": {"timed_out": True}}).wait_for_signal("approval").timed_out)
+        with self.assertRaises(fw.Suspend) as c:
+            job().wait_for_event("order.paid:1")
+        self.assertEqual(c.exception.fields, {"status": "waiting", "event": "order.paid:1"})
 
 
 class JobTest(unittest.TestCase):

@@ -1,23 +1,71 @@
 package dbtest
 
 import (
-	"io"
 	"net"
 	"net/url"
 	"sync"
 	"testing"
 )
 
-// Proxy is a TCP proxy in front of a real PostgreSQL server, so that a
-// test can cut the database off (Down: every connection reset, new ones
-// refused) and bring it back (Up) without touching the server.
+// Proxy is a TCP proxy in front of a real PostgreSQL server (or any TCP
+// server), so that a test can cut the database off (Down: every connection
+// reset, new ones refused) and bring it back (Up) without touching the
+// server, or partition the network while every connection stays open:
+// Swallow drops every byte in both directions (a firewall or NAT that lost
+// the connections' state), Stall stops reading (packets delayed: TCP
+// retransmits them, and they arrive once the link is back), and Heal
+// forwards again, draining what a stall held back.
 type Proxy struct {
 	target string
 
 	mu    sync.Mutex
+	cond  *sync.Cond // signalled when fault changes
+	fault Fault
 	ln    net.Listener
 	addr  string
 	conns map[net.Conn]struct{}
+}
+
+// Fault is what a Proxy does to the bytes it carries.
+type Fault int
+
+// The faults of a Proxy.
+const (
+	// Forward carries every byte: no fault.
+	Forward Fault = iota
+	// Swallowing reads every byte and drops it.
+	Swallowing
+	// Stalled reads nothing, so that the senders' buffers fill and TCP
+	// holds the rest back until the proxy reads again.
+	Stalled
+)
+
+// Swallow drops every byte from now on, in both directions, on open
+// connections and new ones alike, until Heal.
+func (p *Proxy) Swallow() { p.setFault(Swallowing) }
+
+// Stall stops reading from every connection until Heal.
+func (p *Proxy) Stall() { p.setFault(Stalled) }
+
+// Heal forwards again.
+func (p *Proxy) Heal() { p.setFault(Forward) }
+
+func (p *Proxy) setFault(f Fault) {
+	p.mu.Lock()
+	p.fault = f
+	p.cond.Broadcast()
+	p.mu.Unlock()
+}
+
+// waitNotStalled blocks while the proxy is stalled and reports whether
+// bytes are to be forwarded (false: swallowed).
+func (p *Proxy) waitNotStalled() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.fault == Stalled {
+		p.cond.Wait()
+	}
+	return p.fault == Forward
 }
 
 // NewProxy starts a proxy in front of the server of databaseURL and returns
@@ -28,11 +76,29 @@ func NewProxy(t testing.TB, databaseURL string) (*Proxy, string) {
 	if err != nil {
 		t.Fatalf("proxy: %v", err)
 	}
-	p := &Proxy{target: u.Host, conns: map[net.Conn]struct{}{}}
-	p.Up()
-	t.Cleanup(p.Down)
-	u.Host = p.addr
+	p := NewTCPProxy(t, u.Host)
+	u.Host = p.Addr()
 	return p, u.String()
+}
+
+// NewTCPProxy starts a proxy in front of the TCP server at target.
+func NewTCPProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	p := &Proxy{target: target, conns: map[net.Conn]struct{}{}}
+	p.cond = sync.NewCond(&p.mu)
+	p.Up()
+	t.Cleanup(func() {
+		p.Heal()
+		p.Down()
+	})
+	return p
+}
+
+// Addr is the proxy's address, host:port.
+func (p *Proxy) Addr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.addr
 }
 
 // Up accepts connections again, on the same address.
@@ -97,7 +163,21 @@ func (p *Proxy) accept(ln net.Listener) {
 }
 
 func (p *Proxy) pipe(dst, src net.Conn) {
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		p.waitNotStalled() // a stalled proxy reads nothing
+		n, err := src.Read(buf)
+		// What was read just before a stall waits for Heal; swallowed
+		// bytes are dropped.
+		if n > 0 && p.waitNotStalled() {
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	_ = dst.Close()
 	_ = src.Close()
 	p.mu.Lock()

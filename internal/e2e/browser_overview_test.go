@@ -62,7 +62,7 @@ func TestOverviewInABrowser(t *testing.T) {
 		return eval[string](t, ctx, `document.querySelector('[data-testid="count-`+name+`"] .stat-value').textContent.trim()`)
 	}
 	require.Equal(t, 1, count(t, ctx, `[data-testid="count-scheduled"]`))
-	require.Equal(t, 10, count(t, ctx, `[data-testid="counts"] > .stat`), "a card per state (claimed among them), retrying, and workers online")
+	require.Equal(t, 12, count(t, ctx, `[data-testid="counts"] > .stat`), "a card per state (claimed among them), retrying, sleeping, and workers online")
 	// Counts are cached for a second behind the page: within a moment
 	// they show the retry.
 	waitJS(t, ctx, `document.querySelector('[data-testid="count-retrying"] .stat-value').textContent.trim() === '1'`, 5*time.Second)

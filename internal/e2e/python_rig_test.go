@@ -86,6 +86,34 @@ def square(job):
 def total(job):
     return {"sum": sum(job.parent(k) for k in job.parents)}
 
+@handler("py.order")
+def order(job):
+    def charge():
+        mark("charge", job)
+        return {"id": "ch_" + job.payload["order"]}
+    c = job.step("charge", charge)
+    inv = job.step("invoice", lambda: "INV-" + c["id"])
+    def email():
+        mark("email", job)
+        if job.attempt == 1:
+            raise Retry("mail server said 451", after=0.1)
+        return True
+    job.step("email", email)
+    return {"charge": c["id"], "invoice": inv}
+
+@handler("py.refund")
+def refund(job):
+    sig = job.wait_for_signal("approval", timeout=job.payload.get("timeout", 48 * 3600))
+    if sig.timed_out:
+        return {"refunded": False}
+    return {"refunded": True, "by": sig.body["by"]}
+
+@handler("py.nap")
+def nap(job):
+    job.step("before", lambda: mark("before", job))
+    job.sleep("cool-off", 1)
+    return job.step("after", lambda: "woke")
+
 @handler("py.report")
 def report(job):
     b = job.batch
@@ -93,9 +121,10 @@ def report(job):
             "results": sorted(v["name"] for k, v in job.parents.items() if k != "batch")}
 `
 
-// pyRig is a flint serve process, a work-scoped key and a directory with
-// the handlers.
-type pyRig struct {
+// workRig is a flint serve process, a work-scoped key and a directory for
+// the handlers and the marks they leave: what the tests of pull workers
+// (Python, TypeScript, the conformance suite) run against.
+type workRig struct {
 	serve *proc
 	env   []string // the serve process's extra settings
 	api   *apiClient
@@ -106,31 +135,45 @@ type pyRig struct {
 	store *db.Store
 }
 
-func pythonRig(t *testing.T, extra ...string) *pyRig {
+func pythonRig(t *testing.T, extra ...string) *workRig {
 	t.Helper()
 	if _, err := exec.LookPath("python3"); err != nil {
 		t.Skip("python3 is not installed: the reference Python worker is not tested")
 	}
-	u := dbtest.NewDatabase(t)
-	addr := freeAddr(t)
-	env := append([]string{"FLINT_ADDR=" + addr}, extra...)
-	r := &pyRig{serve: startFlint(t, "serve", u, env...), env: env, api: newAPIClient("http://" + addr), url: "http://" + addr,
-		dbURL: u, dir: t.TempDir()}
-	r.api.waitReady(t, 60*time.Second)
-	r.store = openStore(t, u)
-	var key struct {
-		Secret string `json:"secret"`
-	}
-	require.Equal(t, http.StatusCreated, r.api.do(t, http.MethodPost, "/api/v1/keys", `{"name": "python-worker", "scopes": ["work"]}`, &key))
-	require.NotEmpty(t, key.Secret)
-	r.key = key.Secret
+	r := newWorkRig(t, extra...)
 	require.NoError(t, os.WriteFile(filepath.Join(r.dir, "testjobs.py"), []byte(pythonJobs), 0o644))
 	return r
 }
 
+// newWorkRig starts flint serve on a database of its own with extra
+// settings and makes a key with only the work scope.
+func newWorkRig(t *testing.T, extra ...string) *workRig {
+	t.Helper()
+	u := dbtest.NewDatabase(t)
+	addr := freeAddr(t)
+	env := append([]string{"FLINT_ADDR=" + addr}, extra...)
+	r := &workRig{serve: startFlint(t, "serve", u, env...), env: env, api: newAPIClient("http://" + addr), url: "http://" + addr,
+		dbURL: u, dir: t.TempDir()}
+	r.api.waitReady(t, 60*time.Second)
+	r.store = openStore(t, u)
+	r.key = r.newKey(t, "worker", "work")
+	return r
+}
+
+// newKey makes an API key with the scopes and returns its secret.
+func (r *workRig) newKey(t *testing.T, name string, scopes ...string) string {
+	t.Helper()
+	var key struct {
+		Secret string `json:"secret"`
+	}
+	require.Equal(t, http.StatusCreated, r.api.do(t, http.MethodPost, "/api/v1/keys", map[string]any{"name": name, "scopes": scopes}, &key))
+	require.NotEmpty(t, key.Secret)
+	return key.Secret
+}
+
 // pythonWorker starts `python3 flint_worker.py testjobs` and waits until it
 // has registered; it returns the process and the worker's id.
-func (r *pyRig) pythonWorker(t *testing.T, args ...string) (*proc, string) {
+func (r *workRig) pythonWorker(t *testing.T, args ...string) (*proc, string) {
 	t.Helper()
 	script, err := filepath.Abs(filepath.Join("..", "..", "clients", "python", "flint_worker.py"))
 	require.NoError(t, err)
@@ -157,21 +200,21 @@ func (r *pyRig) pythonWorker(t *testing.T, args ...string) (*proc, string) {
 }
 
 // enqueue posts a job with the bootstrap key and returns its id.
-func (r *pyRig) enqueue(t *testing.T, body string) string {
+func (r *workRig) enqueue(t *testing.T, body string) string {
 	t.Helper()
 	var job map[string]any
 	require.Equal(t, http.StatusCreated, r.api.do(t, http.MethodPost, "/api/v1/jobs", body, &job), "%v", job)
 	return job["id"].(string)
 }
 
-func (r *pyRig) job(t *testing.T, id string) map[string]any {
+func (r *workRig) job(t *testing.T, id string) map[string]any {
 	t.Helper()
 	var job map[string]any
 	require.Equal(t, http.StatusOK, r.api.do(t, http.MethodGet, "/api/v1/jobs/"+id, nil, &job))
 	return job
 }
 
-func (r *pyRig) waitStatus(t *testing.T, id, status string) map[string]any {
+func (r *workRig) waitStatus(t *testing.T, id, status string) map[string]any {
 	t.Helper()
 	var job map[string]any
 	waitFor(t, 30*time.Second, "job "+id+" to be "+status, func() bool {
@@ -182,7 +225,7 @@ func (r *pyRig) waitStatus(t *testing.T, id, status string) map[string]any {
 }
 
 // marks lists the marks handlers left of kind ("start", "done").
-func (r *pyRig) marks(t *testing.T, kind string) []string {
+func (r *workRig) marks(t *testing.T, kind string) []string {
 	t.Helper()
 	m, err := filepath.Glob(filepath.Join(r.dir, kind+"-*"))
 	require.NoError(t, err)
@@ -190,7 +233,7 @@ func (r *pyRig) marks(t *testing.T, kind string) []string {
 }
 
 // outcomes counts the recorded executions of the jobs by outcome.
-func (r *pyRig) outcomes(t *testing.T) map[string]int {
+func (r *workRig) outcomes(t *testing.T) map[string]int {
 	t.Helper()
 	rows, err := r.store.Pool().Query(context.Background(), `SELECT outcome, count(*) FROM job_executions GROUP BY outcome`)
 	require.NoError(t, err)

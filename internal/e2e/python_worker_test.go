@@ -45,7 +45,8 @@ func TestPythonWorkerRunsJobs(t *testing.T) {
 	}
 	require.NotNil(t, seen, "the worker is in the registry: %v", ws.Workers)
 	require.Equal(t, "python", seen["language"])
-	require.Equal(t, []any{"py.broken", "py.echo", "py.extract", "py.fetch", "py.flaky", "py.gated", "py.report", "py.resize", "py.square", "py.total", "py.work"}, seen["types"])
+	require.Equal(t, []any{"py.broken", "py.echo", "py.extract", "py.fetch", "py.flaky", "py.gated", "py.nap", "py.order", "py.refund",
+		"py.report", "py.resize", "py.square", "py.total", "py.work"}, seen["types"])
 
 	var first map[string]any
 	waitFor(t, 15*time.Second, "the API to accept the type its worker serves", func() bool {
@@ -184,16 +185,18 @@ func TestPythonWorkerSIGKILLLosesNothing(t *testing.T) {
 	a, aID := r.pythonWorker(t, "--concurrency", "8", "--name", "doomed")
 	ids := make([]string, total)
 	for i := range ids {
-		ids[i] = r.enqueue(t, `{"type": "py.work", "payload": {"ms": 300}}`)
+		ids[i] = r.enqueue(t, `{"type": "py.work", "payload": {"ms": 500}}`)
 	}
-	// Killed while it runs jobs it started moments ago (each takes 300 ms),
-	// after it has finished others.
+	// Killed while it runs jobs, after it has finished others (a window
+	// of seconds: 40 jobs of 500 ms, 8 at a time). Waiting for a job
+	// started within the last 100 ms instead could miss every time on a
+	// loaded machine, whose polls come further apart.
 	waitFor(t, 30*time.Second, "the first worker to finish some jobs and hold others", func() bool {
-		var fresh, completed int
+		var running, completed int
 		require.NoError(t, r.store.Pool().QueryRow(context.Background(),
-			`SELECT count(*) FILTER (WHERE status = 'running' AND worker_id = $1 AND started_at > now() - interval '100 ms'),
-			        count(*) FILTER (WHERE status = 'completed') FROM jobs`, aID).Scan(&fresh, &completed))
-		return fresh > 0 && completed > 0
+			`SELECT count(*) FILTER (WHERE status = 'running' AND worker_id = $1),
+			        count(*) FILTER (WHERE status = 'completed') FROM jobs`, aID).Scan(&running, &completed))
+		return running > 0 && completed > 0
 	})
 	require.NoError(t, a.cmd.Process.Signal(syscall.SIGKILL))
 	_ = a.wait(t, 10*time.Second)

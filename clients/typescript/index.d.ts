@@ -1,0 +1,260 @@
+// Type declarations for Flint's Node.js client and pull worker (index.js).
+// Wire data keeps the API's own names (snake_case); options are camelCase.
+
+/** Any JSON value. */
+export type JSONValue = string | number | boolean | null | JSONValue[] | { [key: string]: JSONValue };
+export type JSONObject = { [key: string]: JSONValue };
+
+export type Priority = 1 | 2 | 3 | "high" | "medium" | "low";
+export type JobStatus =
+  | "queued" | "scheduled" | "blocked" | "claimed" | "running" | "waiting"
+  | "completed" | "failed" | "dead_letter" | "cancelled";
+
+/** A job to enqueue (POST /api/v1/jobs). Only `type` is required. */
+export interface NewJob {
+  type: string;
+  payload?: JSONObject;
+  priority?: Priority;
+  queue?: string;
+  run_at?: string;
+  delay_seconds?: number;
+  max_retries?: number;
+  timeout_seconds?: number;
+  interval_seconds?: number;
+  cron?: string;
+  depends_on?: string[];
+  /** A repeated key returns the job it made first, not a duplicate. */
+  idempotency_key?: string;
+  concurrency_key?: string;
+}
+
+/** A job of a workflow: `key` names it, `depends_on` names other keys of the workflow. */
+export interface WorkflowJob extends NewJob {
+  key: string;
+}
+
+/** A job as the API returns it (the fields most callers read; the API sends more). */
+export interface JobInfo {
+  id: string;
+  type: string;
+  queue: string;
+  status: JobStatus;
+  payload: JSONObject;
+  priority: number;
+  attempt: number;
+  max_retries: number;
+  run_at: string;
+  created_at: string;
+  idempotency_key?: string | null;
+  key?: string;
+  result?: JSONValue;
+  last_error?: string | null;
+  progress?: number | null;
+  progress_message?: string | null;
+  [field: string]: unknown;
+}
+
+/** What enqueue resolves to: the job, and whether this call created it (false for a repeated idempotency key). */
+export type EnqueuedJob = JobInfo & { readonly created: boolean };
+
+export interface NewBatch {
+  jobs: NewJob[];
+  on_success?: NewJob;
+  on_complete?: NewJob;
+  on_death?: NewJob;
+  open?: boolean;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+export interface ClientOptions {
+  /** Flint's address; default FLINT_URL, then http://localhost:8080. */
+  url?: string;
+  /** An API key; default FLINT_API_KEY. */
+  apiKey?: string;
+  /** Per-request timeout in milliseconds (default 30000). */
+  timeoutMs?: number;
+}
+
+export declare const VERSION: string;
+
+/** Enqueues and inspects jobs over Flint's JSON API. No request is retried by the client. */
+export declare class Client {
+  constructor(options?: ClientOptions);
+  readonly url: string;
+  enqueue(job: NewJob, options?: RequestOptions): Promise<EnqueuedJob>;
+  enqueueBatch(jobs: NewJob[], options?: RequestOptions): Promise<JobInfo[]>;
+  enqueueWorkflow(jobs: WorkflowJob[], options?: RequestOptions): Promise<JobInfo[]>;
+  createBatch(batch: NewBatch, options?: RequestOptions): Promise<{ id: string; jobs: JobInfo[] }>;
+  getBatch(id: string, options?: RequestOptions): Promise<JSONObject>;
+  getJob(id: string, options?: RequestOptions): Promise<JobInfo>;
+  listJobs(
+    filters?: { status?: JobStatus; type?: string; queue?: string; q?: string; limit?: number; cursor?: string },
+    options?: RequestOptions,
+  ): Promise<{ jobs: JobInfo[]; next_cursor?: string | null }>;
+  cancelJob(id: string, options?: RequestOptions): Promise<JobInfo>;
+  retryJob(id: string, options?: RequestOptions): Promise<JobInfo>;
+}
+
+/** An error answer from Flint: `status`, and the API's `code`, `detail` (its message) and `field`. */
+export declare class FlintError extends Error {
+  readonly status: number;
+  readonly code: string;
+  /** The API's message, without the status and code. */
+  readonly detail: string;
+  /** The field the API names as the cause ("priority", "jobs[1].type"), or "". */
+  readonly field: string;
+  /** Seconds from a Retry-After header, if any. */
+  readonly retryAfter: number | undefined;
+  /** Whether asking again later may succeed (5xx, 408, 429). */
+  readonly retryable: boolean;
+}
+/** 400 or 422: the request was refused; `field` names the culprit. */
+export declare class ValidationError extends FlintError {}
+/** 401 or 403: the key is missing, wrong, or lacks the scope or queue. */
+export declare class AuthError extends FlintError {}
+/** 404: no such job, worker or batch. */
+export declare class NotFoundError extends FlintError {}
+/** 409: the job's state does not allow that. */
+export declare class ConflictError extends FlintError {}
+/** Flint could not be reached, the connection broke, or the request timed out. */
+export declare class NetworkError extends Error {}
+
+/** Throw to fail this attempt and retry after `after` seconds (default: Flint's backoff). */
+export declare class Retry extends Error {
+  constructor(message?: string, options?: { after?: number });
+  readonly after: number | undefined;
+}
+/** Throw to fail the job for good: no retry, straight to the dead-letter queue. */
+export declare class Fail extends Error {
+  constructor(message?: string);
+}
+/** Throw to cancel the job (it ends cancelled, not failed). */
+export declare class Cancel extends Error {
+  constructor(message?: string);
+}
+/** Thrown by job.check() once the worker no longer holds the job. */
+export declare class JobStopped extends Error {}
+/** Thrown by job.parent() for a parent whose result was too large to pass with the claim. */
+export declare class ParentTooLarge extends Error {
+  readonly key: string;
+  readonly bytes: number;
+}
+
+/** Names the finishing job in a spawned job's depends_on. */
+export declare const SELF: "$self";
+
+export interface SpawnOptions {
+  depends_on?: string[];
+  queue?: string;
+  priority?: Priority;
+  max_retries?: number;
+  timeout_seconds?: number;
+  concurrency_key?: string;
+  delay_seconds?: number;
+}
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+export type LogAttrs = Record<string, string | number | boolean | null | object>;
+
+/** A claimed job, as its handler sees it. */
+export declare class Job<P = any> {
+  readonly id: string;
+  readonly type: string;
+  readonly queue: string;
+  readonly payload: P;
+  /** 1 for the first run. */
+  readonly attempt: number;
+  readonly max_retries: number;
+  readonly timeout_seconds: number;
+  readonly lease_token: string;
+  readonly lease_expires_at: string | null;
+  readonly concurrency_key: string | null;
+  /** Results of the job's direct dependencies, by step key (or job id); a batch callback's hold "batch". */
+  readonly parents: Record<string, JSONValue>;
+  /** Aborted once the job is stopped (lease lost, cancellation asked, worker stopping now). */
+  readonly signal: AbortSignal;
+  /** True once the worker no longer holds the job; whatever the handler returns is then dropped. */
+  readonly stopped: boolean;
+  /** For a batch callback, the batch; otherwise null. */
+  readonly batch: { id: string; total: number; counts: Record<string, number> } | null;
+  /** Throws JobStopped if the job was stopped. */
+  check(): void;
+  /** The result of the named parent; throws RangeError for no such parent, ParentTooLarge for one too large to pass. */
+  parent<T = JSONValue>(key: string): T;
+  /** Adds a job to this job's workflow, created only if this attempt completes. */
+  spawn(key: string, type: string, payload?: JSONObject | null, options?: SpawnOptions): void;
+  /** Reports progress (0-100 and/or a message); it goes out with the next heartbeat. */
+  progress(percent?: number | null, message?: string | null): void;
+  /** Adds a line to the job's log, kept with this attempt. */
+  log(message: string, attrs?: LogAttrs, level?: LogLevel): void;
+  debug(message: string, attrs?: LogAttrs): void;
+  info(message: string, attrs?: LogAttrs): void;
+  warn(message: string, attrs?: LogAttrs): void;
+  error(message: string, attrs?: LogAttrs): void;
+}
+
+/** A handler: its return value (anything JSON can hold) is the job's result; throwing fails the attempt. */
+export type Handler<P = any> = (job: Job<P>) => unknown | Promise<unknown>;
+
+export interface Logger {
+  debug(message: string): void;
+  info(message: string): void;
+  warn(message: string): void;
+  error(message: string): void;
+}
+
+/** A logger writing timestamped lines at or above level to stderr. */
+export declare function consoleLogger(level?: "debug" | "info" | "warning" | "warn" | "error"): Logger;
+
+export interface WorkerOptions {
+  /** Flint's address; default FLINT_URL, then http://localhost:8080. */
+  url?: string;
+  /** A key with the work scope; default FLINT_API_KEY. */
+  apiKey?: string;
+  /** The worker's name in Flint (default host:pid). */
+  name?: string;
+  /** Queues to work (default: every queue the key may work). */
+  queues?: string[];
+  /** Handlers running at once (default 10). */
+  concurrency?: number;
+  /** Jobs claimed beyond those running (default 0). */
+  prefetch?: number;
+  /** Claims in flight at once, 1-8 (default 1). */
+  claimers?: number;
+  /** How long one claim waits for work, 0-30 seconds (default 20). */
+  waitSeconds?: number;
+  /** How long a graceful stop waits for running jobs, in seconds (default 30). */
+  shutdownTimeout?: number;
+  /** Handlers by job type (or register them with handle()). */
+  handlers?: Record<string, Handler>;
+  /** Where the worker logs (default: stderr at FLINT_LOG_LEVEL, else info). */
+  logger?: Logger;
+}
+
+export interface WorkerStats {
+  claimed: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+  lost: number;
+}
+
+/** A pull worker: register handlers, then run(). */
+export declare class Worker {
+  constructor(options?: WorkerOptions);
+  readonly name: string;
+  /** The id Flint gave at registration (null before). */
+  readonly id: string | null;
+  readonly stats: WorkerStats;
+  readonly log: Logger;
+  /** Registers the handler of a job type; returns the worker. */
+  handle<P = any>(type: string, handler: Handler<P>): this;
+  /** Registers, works until stopped, deregisters. SIGTERM/SIGINT stop it gracefully (a second one at once). */
+  run(options?: { installSignals?: boolean }): Promise<WorkerStats>;
+  /** Stop claiming and finish the jobs held (or, with now, hand them back at once). */
+  stop(options?: { now?: boolean }): void;
+}

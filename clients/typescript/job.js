@@ -1,0 +1,245 @@
+// What a handler sees (Job) and the outcomes it can ask for (Retry, Fail,
+// Cancel). The worker (worker.js) turns a handler's return or throw into
+// a finish outcome with outcomeOf.
+
+export const SELF = "$self"; // names the finishing job in a spawned job's depends_on
+export const MAX_LOG_LINES = 1000; // the API's limit on one log request
+export const MAX_ERROR_CHARS = 8000; // error texts sent to Flint are cut to this
+export const MAX_SPAWN = 10000; // the API's limit on jobs one attempt spawns
+const SPAWN_OPTIONS = new Set(["queue", "priority", "max_retries", "timeout_seconds", "concurrency_key", "delay_seconds"]);
+const LEVELS = new Set(["debug", "info", "warn", "error"]);
+
+/** Fail this attempt and retry after `after` seconds (undefined: Flint's backoff). */
+export class Retry extends Error {
+  constructor(message = "retry", { after } = {}) {
+    super(message);
+    this.name = "Retry";
+    this.after = after;
+  }
+}
+
+/** Fail the job for good: no retry, straight to the dead-letter queue. */
+export class Fail extends Error {
+  constructor(message = "failed") {
+    super(message);
+    this.name = "Fail";
+  }
+}
+
+/** Cancel the job (it ends as cancelled, not failed). */
+export class Cancel extends Error {
+  constructor(message = "cancelled by the handler") {
+    super(message);
+    this.name = "Cancel";
+  }
+}
+
+/** Thrown by job.check() once the worker no longer holds the job. */
+export class JobStopped extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "JobStopped";
+  }
+}
+
+/** Thrown by job.parent() for a parent whose result was too large to pass with the claim. */
+export class ParentTooLarge extends Error {
+  constructor(key, bytes) {
+    super(`the result of parent ${JSON.stringify(key)} is ${bytes} bytes, more than a claim carries; read it with GET /api/v1/jobs/{id}`);
+    this.name = "ParentTooLarge";
+    this.key = key;
+    this.bytes = bytes;
+  }
+}
+
+/** A claimed job, as its handler sees it. Claim fields keep the API's names. */
+export class Job {
+  #controller = null; // made when the handler first asks for job.signal
+  #stopped = null; // why the job was stopped, once it is
+  #hooks;
+
+  constructor(data, hooks) {
+    this.#hooks = hooks;
+    this.id = data.id;
+    this.type = data.type;
+    this.queue = data.queue ?? "default";
+    this.payload = data.payload ?? null;
+    this.attempt = data.attempt ?? 1;
+    this.max_retries = data.max_retries ?? 0;
+    this.timeout_seconds = data.timeout_seconds || 0;
+    this.lease_token = data.lease_token;
+    this.lease_expires_at = data.lease_expires_at ?? null;
+    this.concurrency_key = data.concurrency_key ?? null;
+    this.parents = data.parents ?? {};
+    // Durable steps (the claim's "steps", recorded with POST /jobs/{id}/steps)
+    // belong here, beside parents, once Flint records them.
+    this.started = performance.now();
+    this._renewed = this.started; // when Flint last extended the lease
+    this._spawned = []; // jobs to add to the workflow with the completion
+    this._progress = null; // [percent|null, message|null] not yet sent
+    this._lines = []; // log lines not yet sent
+    this._outcomeSent = false; // an outcome is queued or acknowledged
+  }
+
+  /** Aborted once the job is stopped; pass it to fetch and friends. */
+  get signal() {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#stopped) this.#controller.abort(this.#stopped);
+    }
+    return this.#controller.signal;
+  }
+
+  /**
+   * True once the worker no longer holds the job: its lease was lost, its
+   * cancellation was asked, or the worker is stopping at once. Whatever the
+   * handler returns after that is dropped.
+   */
+  get stopped() {
+    return this.#stopped !== null;
+  }
+
+  /** Throws JobStopped if the job was stopped. */
+  check() {
+    if (this.stopped) throw new JobStopped(`job ${this.id} was stopped`);
+  }
+
+  _stop(why) {
+    if (this.#stopped) return;
+    this.#stopped = new JobStopped(`job ${this.id} was stopped: ${why}`);
+    this.#controller?.abort(this.#stopped);
+  }
+
+  /** The result of the parent named key (its step key, or its job id). */
+  parent(key) {
+    if (!Object.hasOwn(this.parents, key)) {
+      const names = Object.keys(this.parents).sort().slice(0, 10).join(", ") || "none";
+      throw new RangeError(`no parent ${JSON.stringify(key)} (parents: ${names})`);
+    }
+    const r = this.parents[key];
+    if (r && typeof r === "object" && r.too_large === true && Number.isInteger(r.bytes) && Object.keys(r).length === 2) {
+      throw new ParentTooLarge(key, r.bytes);
+    }
+    return r;
+  }
+
+  /** For a batch callback, the batch `{id, total, counts}`; else null. */
+  get batch() {
+    const b = this.parents.batch;
+    return b && typeof b === "object" && "counts" in b ? b : null;
+  }
+
+  /**
+   * Adds a job to this job's workflow, created only if this attempt
+   * completes. depends_on lists keys spawned with it, keys already in the
+   * workflow, or SELF.
+   */
+  spawn(key, type, payload, options = {}) {
+    const { depends_on, ...rest } = options;
+    const unknown = Object.keys(rest).filter((k) => !SPAWN_OPTIONS.has(k));
+    if (unknown.length) throw new TypeError(`spawn() got unknown options: ${unknown.sort().join(", ")}`);
+    if (typeof key !== "string" || !key || key.startsWith("$")) throw new TypeError("a spawned job needs a key that does not start with $");
+    if (this._spawned.some((s) => s.key === key)) throw new TypeError(`key ${JSON.stringify(key)} is spawned twice`);
+    if (this._spawned.length >= MAX_SPAWN) throw new RangeError(`at most ${MAX_SPAWN} jobs can be spawned in one attempt`);
+    const job = { key, type };
+    if (payload !== undefined && payload !== null) job.payload = payload;
+    if (depends_on?.length) job.depends_on = [...depends_on];
+    for (const [k, v] of Object.entries(rest)) if (v !== undefined && v !== null) job[k] = v;
+    this._spawned.push(job);
+  }
+
+  /** Reports progress (0-100 and/or a short message); it reaches Flint with the next heartbeat. */
+  progress(percent, message) {
+    if (percent !== undefined && percent !== null) {
+      percent = Math.trunc(percent);
+      if (!(percent >= 0 && percent <= 100)) throw new RangeError(`progress must be between 0 and 100, not ${percent}`);
+    }
+    this._progress = [percent ?? null, message === undefined || message === null ? null : String(message)];
+    this.#hooks.beatSoon();
+  }
+
+  /** Adds a line to the job's log (kept with this attempt); attrs are extra key/value pairs. */
+  log(message, attrs, level = "info") {
+    if (!LEVELS.has(level)) throw new TypeError(`level must be debug, info, warn or error, not ${JSON.stringify(level)}`);
+    const line = { level, message: String(message) || "(empty)", at: new Date().toISOString() };
+    if (attrs && Object.keys(attrs).length) {
+      line.attrs = {};
+      for (const [k, v] of Object.entries(attrs)) {
+        line.attrs[k] = v === null || ["string", "number", "boolean"].includes(typeof v) ? v : safeString(v);
+      }
+    }
+    this._lines.push(line);
+    this.#hooks.logged(this, level, line.message);
+  }
+
+  debug(message, attrs) {
+    this.log(message, attrs, "debug");
+  }
+  info(message, attrs) {
+    this.log(message, attrs, "info");
+  }
+  warn(message, attrs) {
+    this.log(message, attrs, "warn");
+  }
+  error(message, attrs) {
+    this.log(message, attrs, "error");
+  }
+
+  /** The heartbeat entry for the job, with progress not yet sent (and that progress). */
+  _lease() {
+    const entry = { job_id: this.id, lease_token: this.lease_token };
+    const p = this._progress;
+    this._progress = null;
+    if (p) {
+      if (p[0] !== null) entry.progress = p[0];
+      if (p[1] !== null) entry.progress_message = p[1];
+    }
+    return [entry, p];
+  }
+
+  _takeLines() {
+    return this._lines.splice(0, MAX_LOG_LINES);
+  }
+}
+
+function safeString(v) {
+  try {
+    return JSON.stringify(v) ?? String(v);
+  } catch {
+    return String(v);
+  }
+}
+
+export function cut(text, limit = MAX_ERROR_CHARS) {
+  return text.length <= limit ? text : text.slice(0, limit - 1) + "…";
+}
+
+/** The finish outcome for a job whose handler resolved to result or threw err (threw: true). */
+export function outcomeOf(job, result, err, threw) {
+  const o = { job_id: job.id, lease_token: job.lease_token };
+  if (!threw) {
+    try {
+      JSON.stringify(result);
+    } catch (e) {
+      return { ...o, status: "failed", retryable: false, error: cut(`the handler's result is not JSON: ${e.message}`) };
+    }
+    o.status = "completed";
+    if (result !== undefined && result !== null) o.result = result;
+    if (job._spawned.length) o.spawn = [...job._spawned];
+    return o;
+  }
+  if (err instanceof Cancel) return { ...o, status: "cancelled", error: cut(err.message || "cancelled by the handler") };
+  o.status = "failed";
+  if (err instanceof Fail) {
+    o.retryable = false;
+    o.error = cut(err.message || "failed");
+  } else if (err instanceof Retry) {
+    o.error = cut(err.message || "retry");
+    if (err.after !== undefined && err.after !== null) o.retry_after_seconds = Math.max(0, Number(err.after));
+  } else if (err instanceof Error) {
+    o.error = cut(err.message ? `${err.name}: ${err.message}` : err.name);
+  } else {
+    o.error = cut(`thrown: ${safeString(err)}`);
+  }
+  return o;
+}

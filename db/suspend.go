@@ -1,0 +1,263 @@
+package db
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+// suspendSQL ends an attempt that sleeps or waits (the lock taken by
+// stepLockSQL just before, in the same implicit transaction): the job
+// waits until $5, unless what it waits for is already there (a signal
+// kept for it, a wake time passed), in which case it is queued at once.
+// The attempt is refunded, as the wait is no failure, and the run is
+// recorded as suspended. A job whose cancellation was asked while it ran
+// is cancelled instead (its downstream jobs with it, by the caller). A
+// sleep without a name (a pull worker's: it
+// recorded its sleep as a step just before) is named after the job's
+// last step.
+const suspendSQL = `
+WITH s AS (
+	SELECT $5::timestamptz <= now()
+	    OR ($3 <> 'sleep' AND EXISTS (SELECT 1 FROM job_signals WHERE job_id = $1 AND name = $4)) AS ready
+),
+moved AS (
+	UPDATE jobs j SET
+		status = CASE WHEN j.cancel_requested THEN 'cancelled' WHEN s.ready THEN 'queued' ELSE 'waiting' END,
+		wait_kind = CASE WHEN s.ready OR j.cancel_requested THEN NULL ELSE $3 END,
+		wait_name = CASE WHEN s.ready OR j.cancel_requested THEN NULL
+		                 ELSE coalesce(nullif($4, ''), (SELECT name FROM job_steps WHERE job_id = $1 ORDER BY seq DESC LIMIT 1), 'sleep') END,
+		run_at = CASE WHEN s.ready OR j.cancel_requested THEN now() ELSE $5 END,
+		finished_at = CASE WHEN j.cancel_requested THEN now() ELSE j.finished_at END,
+		attempt = j.attempt - 1,
+		durable = true,
+		lease_token = NULL,
+		lease_expires_at = NULL,
+		updated_at = now()
+	FROM s
+	WHERE j.id = $1 AND j.lease_token = $2
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at,
+	          j.run_at, j.effective_priority, j.created_at, j.batch_id
+),
+recorded AS (
+	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
+	SELECT id, executions, attempt + 1, worker_id, started_at, now(), 'suspended', $6,
+	       greatest(0, (extract(epoch FROM now() - started_at) * 1000)::bigint)
+	FROM moved
+)
+SELECT ` + movedColumns + ` FROM moved`
+
+// finishSuspended writes one suspended outcome (jobs.OutcomeSuspended):
+// the sleep's step, if it has one, and the wait, in one transaction
+// fenced by the lease. A lost lease returns a Moved without status.
+func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved, error) {
+	w := f.Wait
+	if w == nil {
+		return jobs.Moved{}, errors.New("finish: a suspended outcome without its wait")
+	}
+	b := &pgx.Batch{}
+	b.Queue(stepLockSQL, f.JobID, f.Token)
+	if f.Step != nil {
+		b.Queue(stepInsertSQL, f.JobID, f.Token, f.Step.Name, string(f.Step.Result), f.Step.StartedAt)
+	}
+	reason := fmt.Sprintf("waits for %s %q until %s", w.Kind, w.Name, w.Until.UTC().Format(time.RFC3339))
+	if w.Name == "" {
+		reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
+	}
+	b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason)
+	br := s.pool.SendBatch(ctx, b)
+	defer br.Close()
+	var attempt int
+	if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
+		return jobs.Moved{JobID: f.JobID}, br.Close()
+	} else if err != nil {
+		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
+	}
+	if f.Step != nil {
+		if _, err := br.Exec(); err != nil {
+			return jobs.Moved{}, fmt.Errorf("suspend job: record %q: %w", f.Step.Name, err)
+		}
+	}
+	moved, err := collectMoved(br.Query())
+	if err != nil {
+		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
+	}
+	if err := br.Close(); err != nil {
+		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
+	}
+	if len(moved) == 0 {
+		return jobs.Moved{JobID: f.JobID}, nil
+	}
+	return moved[0], nil
+}
+
+// finishWithSuspended is FinishJobs for a batch holding suspended
+// outcomes: each is written on its own (finishSuspended), the rest
+// together.
+func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
+	finished = make([]jobs.Moved, len(batch))
+	var rest []jobs.Finish
+	var at []int
+	for i, f := range batch {
+		if f.Outcome != jobs.OutcomeSuspended {
+			rest, at = append(rest, f), append(at, i)
+			continue
+		}
+		m, err := s.finishSuspended(ctx, f)
+		if err != nil {
+			return nil, nil, err
+		}
+		finished[i] = m
+		if !m.LeaseLost() {
+			s.wakeMoved([]jobs.Moved{m})
+			s.emitMoved([]jobs.Moved{m})
+		}
+		if m.Status == jobs.StateCancelled { // cancelled while it ran: so are the jobs downstream
+			down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
+			if err != nil {
+				return nil, nil, err
+			}
+			s.emitMoved(down)
+			cascaded = append(cascaded, down...)
+		}
+	}
+	if len(rest) > 0 {
+		done, more, err := s.FinishJobs(ctx, rest)
+		if err != nil {
+			return nil, nil, err
+		}
+		for k, i := range at {
+			finished[i] = done[k]
+		}
+		cascaded = append(cascaded, more...)
+	}
+	return finished, cascaded, nil
+}
+
+// hasSuspended reports whether batch holds a suspended outcome.
+func hasSuspended(batch []jobs.Finish) bool {
+	for i := range batch {
+		if batch[i].Outcome == jobs.OutcomeSuspended {
+			return true
+		}
+	}
+	return false
+}
+
+// signalLockSQL reads the job a signal is for, locked against its
+// worker's finish and other signals.
+const signalLockSQL = `SELECT status FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`
+
+// signalInsertSQL keeps the signal (once per sender's id).
+const signalInsertSQL = `
+INSERT INTO job_signals (job_id, name, dedupe_id, kind, body) VALUES ($1, $2, $3, 'signal', $4::jsonb)
+ON CONFLICT (job_id, name, dedupe_id) DO NOTHING`
+
+// signalWakeSQL queues the job if it waits for this signal, and flags it
+// durable otherwise (its claims read its signals).
+const signalWakeSQL = `
+WITH moved AS (
+	UPDATE jobs j SET
+		status = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN 'queued' ELSE j.status END,
+		run_at = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN now() ELSE j.run_at END,
+		wait_kind = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN NULL ELSE j.wait_kind END,
+		wait_name = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN NULL ELSE j.wait_name END,
+		durable = true,
+		updated_at = now()
+	WHERE j.id = $1 AND (NOT j.durable OR (j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2))
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
+)
+SELECT ` + movedColumns + ` FROM moved`
+
+// SendSignal delivers signal name to job id, with body (JSON) and the
+// sender's dedupeID (empty: a fresh one). It reports whether the signal
+// was new (false: that id was sent before, and nothing changed) and
+// whether it resumed the job (it waited for it). A finished job refuses
+// it with a *jobs.TransitionError; a job that does not exist or is in
+// the bin is jobs.ErrNotFound.
+func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID string, body []byte) (fresh, resumed bool, err error) {
+	if dedupeID == "" {
+		dedupeID = uuid.NewString()
+	}
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	var moved []jobs.Moved
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		fresh, resumed, moved = false, false, nil
+		var status string
+		if err := tx.QueryRow(ctx, signalLockSQL, id).Scan(&status); errors.Is(err, pgx.ErrNoRows) {
+			return jobs.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		if st := jobs.State(status); st.Terminal() {
+			return &jobs.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
+		}
+		tag, err := tx.Exec(ctx, signalInsertSQL, id, name, dedupeID, string(body))
+		if err != nil {
+			return err
+		}
+		if fresh = tag.RowsAffected() == 1; !fresh {
+			return nil
+		}
+		moved, err = collectMoved(tx.Query(ctx, signalWakeSQL, id, name))
+		resumed = status == string(jobs.StateWaiting) && len(moved) == 1 && moved[0].Status == jobs.StateQueued
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidTransition) {
+			return false, false, err
+		}
+		return false, false, fmt.Errorf("send signal: %w", err)
+	}
+	if resumed {
+		s.wakeMoved(moved)
+		s.emitMoved(moved)
+	}
+	return fresh, resumed, nil
+}
+
+// eventSQL delivers event $1 (body $3, id $2) to every job waiting for it
+// and queues them, in id order (two events lock their jobs in the same
+// order).
+const eventSQL = `
+WITH w AS MATERIALIZED (
+	SELECT id FROM jobs
+	WHERE status = 'waiting' AND wait_kind = 'event' AND wait_name = $1 AND deleted_at IS NULL
+	  AND ($4::text[] IS NULL OR queue = ANY($4::text[]))
+	ORDER BY id
+	FOR NO KEY UPDATE
+),
+kept AS (
+	INSERT INTO job_signals (job_id, name, dedupe_id, kind, body)
+	SELECT id, $1, $2, 'event', $3::jsonb FROM w
+	ON CONFLICT (job_id, name, dedupe_id) DO NOTHING
+),
+moved AS (
+	UPDATE jobs j SET status = 'queued', run_at = now(), wait_kind = NULL, wait_name = NULL, updated_at = now()
+	FROM w WHERE j.id = w.id
+	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
+)
+SELECT ` + movedColumns + ` FROM moved`
+
+// SendEvent delivers event name, with body, to every job waiting for it
+// now (in queues, when not nil), and returns how many it resumed.
+func (s *Store) SendEvent(ctx context.Context, name string, body []byte, queues []string) (int, error) {
+	if len(body) == 0 {
+		body = []byte("null")
+	}
+	moved, err := collectMoved(s.pool.Query(ctx, eventSQL, name, uuid.NewString(), string(body), queues))
+	if err != nil {
+		return 0, fmt.Errorf("send event: %w", err)
+	}
+	s.wakeMoved(moved)
+	s.emitMoved(moved)
+	return len(moved), nil
+}
