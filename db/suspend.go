@@ -21,7 +21,9 @@ import (
 // is cancelled instead (its downstream jobs with it, by the caller). A
 // sleep without a name (a pull worker's: it
 // recorded its sleep as a step just before) is named after the job's
-// last step.
+// last step. A claimed job whose handler suspended before its start was
+// written carries the start in $7 (jobs.Finish.StartedAt), as finishSQL's
+// outcomes do.
 const suspendSQL = `
 WITH s AS (
 	SELECT $5::timestamptz <= now()
@@ -37,6 +39,7 @@ moved AS (
 		finished_at = CASE WHEN j.cancel_requested THEN now() ELSE j.finished_at END,
 		attempt = j.attempt - 1,
 		durable = true,
+		started_at = coalesce(j.started_at, least($7::timestamptz, now())),
 		lease_token = NULL,
 		lease_expires_at = NULL,
 		updated_at = now()
@@ -47,7 +50,7 @@ moved AS (
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
-	SELECT id, executions, attempt + 1, worker_id, started_at, now(), 'suspended', $6,
+	SELECT id, executions, attempt + 1, worker_id, coalesce(started_at, now()), now(), 'suspended', $6,
 	       greatest(0, (extract(epoch FROM now() - started_at) * 1000)::bigint)
 	FROM moved
 )
@@ -70,7 +73,7 @@ func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved,
 	if w.Name == "" {
 		reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
 	}
-	b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason)
+	b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason, f.StartedAt)
 	br := s.pool.SendBatch(ctx, b)
 	defer br.Close()
 	var attempt int
