@@ -141,6 +141,32 @@
     openDetails = [];
   });
 
+  // A part swapped in live keeps what the operator was typing into its
+  // forms (a signal's body, a new limit): fields by id whose value they
+  // changed come back with it, and the focus too. A form's own submission
+  // (not a GET) is answered as the server says.
+  var typed = [];
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var t = e.detail && e.detail.target;
+    var cfg = e.detail && e.detail.requestConfig;
+    typed = [];
+    if (!t || !t.querySelectorAll || (cfg && cfg.verb && cfg.verb !== "get")) return;
+    t.querySelectorAll("textarea[id], input[id]:not([type=hidden]):not([type=checkbox]):not([type=radio])").forEach(function (f) {
+      if (f.value !== f.defaultValue) {
+        typed.push({ id: f.id, value: f.value, focused: document.activeElement === f });
+      }
+    });
+  });
+  document.addEventListener("htmx:afterSwap", function () {
+    typed.forEach(function (k) {
+      var f = document.getElementById(k.id);
+      if (!f || (f.tagName !== "TEXTAREA" && f.tagName !== "INPUT")) return;
+      f.value = k.value;
+      if (k.focused) f.focus();
+    });
+    typed = [];
+  });
+
   // A jobs table loaded again ("Show them", a filter) keeps the rows the
   // operator had selected, where they are still on it.
   var keptSelection = null;

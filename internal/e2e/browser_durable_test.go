@@ -87,9 +87,19 @@ func TestSignalFromTheJobPage(t *testing.T) {
 	require.Equal(t, "yes", p.Explain, "explain says what the job needs")
 	shoot(t, ctx, "job-waiting")
 
-	within(t, ctx, 10*time.Second,
-		chromedp.SetValue(chromedp.CSS(`[data-testid="signal-body"]`), `{"by": "ops"}`),
-		chromedp.Click(chromedp.CSS(`[data-testid="signal-send"]`)))
+	within(t, ctx, 10*time.Second, chromedp.SetValue(chromedp.CSS(`[data-testid="signal-body"]`), `{"by": "ops"}`))
+	// A live update of the page arriving while the operator types (the
+	// same request the live stream makes) keeps what they typed.
+	eval[bool](t, ctx, `(() => {
+		const live = document.getElementById('job-live');
+		document.querySelector('[data-testid="signal-form"]').dataset.stale = 'yes';
+		htmx.ajax('GET', live.dataset.liveUrl, {target: '#job-live', swap: live.dataset.liveSwap});
+		return true;
+	})()`)
+	waitJS(t, ctx, `!document.querySelector('[data-testid="signal-form"]').dataset.stale`, 10*time.Second)
+	require.Equal(t, `{"by": "ops"}`, eval[string](t, ctx, `document.querySelector('[data-testid="signal-body"]').value`),
+		"a live update kept the signal's body being typed")
+	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="signal-send"]`)))
 	waitJS(t, ctx, `document.querySelector('#job-live .badge[data-status]').dataset.status === 'completed'`, 30*time.Second)
 	waitJS(t, ctx, `document.querySelectorAll('[data-testid="step"]').length === 2`, 10*time.Second)
 	p = eval[pageShape](t, ctx, report)
