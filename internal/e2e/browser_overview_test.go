@@ -68,6 +68,10 @@ func TestOverviewInABrowser(t *testing.T) {
 	waitJS(t, ctx, `document.querySelector('[data-testid="count-retrying"] .stat-value').textContent.trim() === '1'`, 5*time.Second)
 	require.Equal(t, "0", stat("scheduled"), "the job waiting to retry is not counted as scheduled")
 
+	// The queue summary comes from the same cached counts: the paused
+	// queue's row may arrive with the next refresh.
+	waitJS(t, ctx, `[...document.querySelectorAll('[data-testid="queue-summary-row"][data-queue="imports"] td[data-label="State"]')]
+		.some(td => td.textContent.includes('paused'))`, 10*time.Second)
 	type row struct{ Queue, State string }
 	rows := eval[[]row](t, ctx, `[...document.querySelectorAll('[data-testid="queue-summary-row"]')].map(r => ({
 		Queue: r.dataset.queue, State: r.querySelector('td[data-label="State"]').textContent.trim()}))`)
