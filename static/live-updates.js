@@ -39,7 +39,9 @@
     refresh(id, function () {
       var el = document.getElementById(id);
       if (!el) return;
-      if (el.hasAttribute("data-live-form") && el.querySelector("form[data-dirty]")) {
+      // A form being edited, or answered with what to fix (a 422 puts
+      // aria-invalid on its fields), stays until the person is done.
+      if (el.hasAttribute("data-live-form") && (el.querySelector("form[data-dirty]") || el.querySelector('form [aria-invalid="true"]'))) {
         staleNotice(el);
         return;
       }
@@ -80,6 +82,9 @@
     btn.addEventListener("click", function () {
       el.querySelectorAll("form[data-dirty]").forEach(function (f) {
         f.removeAttribute("data-dirty");
+      });
+      el.querySelectorAll('form [aria-invalid="true"]').forEach(function (f) {
+        f.removeAttribute("aria-invalid");
       });
       swapLive(el.id);
     });
