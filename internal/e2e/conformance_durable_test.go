@@ -14,8 +14,6 @@ import (
 // timeout; a wait for an event resumes with the event; a durable sleep
 // resumes after its time with the steps before it recorded; a changed step
 // order fails the job for good.
-//
-//flint:long one scenario per durable primitive, against a real server, reads best top to bottom
 func conformDurable(t *testing.T, impl workerImpl) {
 	r := newConfRig(t, impl, conformanceTypesEnv)
 	r.start(t, "durable", 4)
