@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +24,9 @@ type registerRequest struct {
 	Concurrency *int     `json:"concurrency"`
 	Language    *string  `json:"language"`
 	Version     *string  `json:"version"`
+	// Schemas are payload schemas by job type (of Types), stored with the
+	// types so that every API process checks payloads against them.
+	Schemas json.RawMessage `json:"schemas"`
 }
 
 // registerResponse answers a registration.
@@ -54,6 +58,10 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	schemas, err := jobs.ParseSchemas("schemas", req.Schemas, w.Types)
+	if err != nil {
+		return err
+	}
 	s.types.Reload(c.UserContext(), 0)
 	if err := knownTypesRoom(s.types.Known(), w.Types); err != nil {
 		return err
@@ -76,6 +84,10 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 		return err
 	}
 	wa.cache.Store(w.ID, cachedWorker{info: w, at: time.Now()})
+	if _, err := s.typeStore.RecordSchemas(c.UserContext(), schemas, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
+		WorkerID: w.ID, WorkerName: w.Name, Language: w.Language, WorkerVersion: w.Version}); err != nil {
+		return err
+	}
 	// The catalog was loaded just above, before these types were served:
 	// load it again so that a job of them enqueued next is accepted here.
 	s.types.Reload(c.UserContext(), 0)

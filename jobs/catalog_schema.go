@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -102,4 +103,69 @@ func (p prepared) Schema(jobType string) *PayloadSchema {
 		return s.Schema(jobType)
 	}
 	return nil
+}
+
+// Where a schema came from (SchemaAuthor.Source).
+const (
+	SchemaFromProcess = "process" // a Go handler in a Flint process
+	SchemaFromRemote  = "remote"  // a pull worker's registration
+	SchemaFromQueue   = "queue"   // a push queue's settings
+)
+
+// SchemaAuthor says who stored a version of a type's schema.
+type SchemaAuthor struct {
+	Source        string `json:"source"` // SchemaFromProcess, SchemaFromRemote or SchemaFromQueue
+	WorkerID      string `json:"worker_id,omitempty"`
+	WorkerName    string `json:"worker_name,omitempty"`
+	Language      string `json:"language,omitempty"`
+	WorkerVersion string `json:"worker_version,omitempty"`
+	Queue         string `json:"queue,omitempty"` // the push queue whose settings gave it
+}
+
+// SchemaVersion is one version of a type's payload schema.
+type SchemaVersion struct {
+	Type      string          `json:"type"`
+	Version   int             `json:"version"`
+	Schema    json.RawMessage `json:"schema"`
+	Hash      string          `json:"hash"`
+	By        SchemaAuthor    `json:"by"`
+	CreatedAt time.Time       `json:"created_at"`
+}
+
+// MaxSchemasPerRequest caps the schemas one registration or push queue
+// setting may carry (a remote worker serves at most 200 types).
+const MaxSchemasPerRequest = 200
+
+// ParseSchemas checks the "schemas" member of a request, field (a
+// worker's registration, a push queue's settings): an object of job type
+// to JSON Schema, each type one of types when types is not nil. It
+// compiles every schema and returns a *ValidationError naming the one at
+// fault (field.<type>).
+func ParseSchemas(field string, raw json.RawMessage, types []string) (map[string]*PayloadSchema, error) {
+	if len(raw) == 0 || isNull(raw) {
+		return nil, nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return nil, Invalid(field, `must be an object of job type to JSON Schema, such as {"resize": {"type": "object"}}`)
+	}
+	if len(m) > MaxSchemasPerRequest {
+		return nil, Invalid(field, "gives %d schemas; the limit is %d", len(m), MaxSchemasPerRequest)
+	}
+	out := make(map[string]*PayloadSchema, len(m))
+	for t, text := range m {
+		f := field + "." + t
+		if !ValidType(t) {
+			return nil, Invalid(f, "%q is not a job type", t)
+		}
+		if types != nil && !slices.Contains(types, t) {
+			return nil, Invalid(f, "gives a schema for %s, which types does not list", t)
+		}
+		sch, err := CompileSchema(text)
+		if err != nil {
+			return nil, Invalid(f, "%s", err.Error())
+		}
+		out[t] = sch
+	}
+	return out, nil
 }
