@@ -22,9 +22,9 @@ type typeInfo struct {
 	Workers  []jobs.WorkerInfo    `json:"workers"`
 }
 
-// typeParam reads the job type of a /types/* path (types may hold "/").
+// typeParam reads the job type of a /types/:type path (a "/" in a type is sent as %2F).
 func typeParam(c *fiber.Ctx) (string, error) {
-	t, err := url.PathUnescape(c.Params("*"))
+	t, err := url.PathUnescape(c.Params("type"))
 	if err != nil || !jobs.ValidType(t) {
 		return "", invalid("type", "is not a job type: 1-100 letters, digits or _ . : / -")
 	}
