@@ -165,3 +165,30 @@ func TestSchemaForRefusesABadTag(t *testing.T) {
 	_, err = jobs.SchemaFor[unknown]()
 	require.ErrorContains(t, err, "mininum")
 }
+
+// BenchmarkSchemaValidate is what checking a payload against its type's
+// schema costs at enqueue: a small invoice, and a payload near the 1 MiB
+// limit (lines of an invoice) against the same schema.
+func BenchmarkSchemaValidate(b *testing.B) {
+	s, err := jobs.CompileSchema(json.RawMessage(invoiceSchema))
+	require.NoError(b, err)
+	small := json.RawMessage(`{"currency":"EUR","lines":[{"quantity":3,"description":"Widget"},{"quantity":1},{"quantity":2}]}`)
+	var lines []string
+	for len(strings.Join(lines, ",")) < jobs.MaxPayloadBytes-200 {
+		lines = append(lines, fmt.Sprintf(`{"quantity":%d,"description":"line %d of a long invoice"}`, len(lines)+1, len(lines)))
+	}
+	large := json.RawMessage(`{"currency":"EUR","lines":[` + strings.Join(lines, ",") + `]}`)
+	for _, c := range []struct {
+		name    string
+		payload json.RawMessage
+	}{{"small", small}, {"1MiB", large}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(c.payload)))
+			for b.Loop() {
+				if err := s.Validate(c.payload); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
