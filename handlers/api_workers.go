@@ -79,15 +79,20 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 		return err
 	}
 	w.ID = id.String()
+	// The schemas are in force, here at once, before the worker shows
+	// in the registry: whoever sees it there can count on them.
+	if len(schemas) > 0 {
+		if _, err := s.typeStore.RecordSchemas(c.UserContext(), schemas, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
+			WorkerID: w.ID, WorkerName: w.Name, Language: w.Language, WorkerVersion: w.Version}); err != nil {
+			return err
+		}
+		s.types.Reload(c.UserContext(), 0)
+	}
 	wa := s.work
 	if _, err := wa.cfg.Store.WorkerHeartbeat(c.UserContext(), w, remoteWorkerTTL*wa.cfg.HeartbeatInterval); err != nil {
 		return err
 	}
 	wa.cache.Store(w.ID, cachedWorker{info: w, at: time.Now()})
-	if _, err := s.typeStore.RecordSchemas(c.UserContext(), schemas, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
-		WorkerID: w.ID, WorkerName: w.Name, Language: w.Language, WorkerVersion: w.Version}); err != nil {
-		return err
-	}
 	// The catalog was loaded just above, before these types were served:
 	// load it again so that a job of them enqueued next is accepted here.
 	s.types.Reload(c.UserContext(), 0)
