@@ -612,27 +612,6 @@ func (e PushDeliveryOutcome) Valid() bool {
 	}
 }
 
-// Defines values for SchemaVersionBySource.
-const (
-	SchemaVersionBySourceProcess SchemaVersionBySource = "process"
-	SchemaVersionBySourceQueue   SchemaVersionBySource = "queue"
-	SchemaVersionBySourceRemote  SchemaVersionBySource = "remote"
-)
-
-// Valid indicates whether the value is a known member of the SchemaVersionBySource enum.
-func (e SchemaVersionBySource) Valid() bool {
-	switch e {
-	case SchemaVersionBySourceProcess:
-		return true
-	case SchemaVersionBySourceQueue:
-		return true
-	case SchemaVersionBySourceRemote:
-		return true
-	default:
-		return false
-	}
-}
-
 // Defines values for SettingsSchedulerStrategy.
 const (
 	SettingsSchedulerStrategyHeap        SettingsSchedulerStrategy = "heap"
@@ -653,16 +632,16 @@ func (e SettingsSchedulerStrategy) Valid() bool {
 
 // Defines values for WorkerKind.
 const (
-	WorkerKindProcess WorkerKind = "process"
-	WorkerKindRemote  WorkerKind = "remote"
+	Process WorkerKind = "process"
+	Remote  WorkerKind = "remote"
 )
 
 // Valid indicates whether the value is a known member of the WorkerKind enum.
 func (e WorkerKind) Valid() bool {
 	switch e {
-	case WorkerKindProcess:
+	case Process:
 		return true
-	case WorkerKindRemote:
+	case Remote:
 		return true
 	default:
 		return false
@@ -1797,11 +1776,11 @@ type SchemaVersion struct {
 		// Queue the push queue whose settings gave it
 		Queue *string `json:"queue,omitempty"`
 
-		// Source a Go handler in a Flint process, a pull worker's registration, or a push queue's settings
-		Source        SchemaVersionBySource `json:"source"`
-		WorkerId      *string               `json:"worker_id,omitempty"`
-		WorkerName    *string               `json:"worker_name,omitempty"`
-		WorkerVersion *string               `json:"worker_version,omitempty"`
+		// Source process (a Go handler in a Flint process), remote (a pull worker's registration) or queue (a push queue's settings)
+		Source        string  `json:"source"`
+		WorkerId      *string `json:"worker_id,omitempty"`
+		WorkerName    *string `json:"worker_name,omitempty"`
+		WorkerVersion *string `json:"worker_version,omitempty"`
 	} `json:"by"`
 	CreatedAt time.Time `json:"created_at"`
 
@@ -1813,9 +1792,6 @@ type SchemaVersion struct {
 	// Version 1 for the first schema stored for the type; the highest is in force
 	Version int `json:"version"`
 }
-
-// SchemaVersionBySource a Go handler in a Flint process, a pull worker's registration, or a push queue's settings
-type SchemaVersionBySource string
 
 // Settings defines model for Settings.
 type Settings struct {
