@@ -38,7 +38,12 @@ type ArgsSchema interface {
 //
 //	Currency string `json:"currency" jsonschema:"required,minLength=3,maxLength=3"`
 //
-// A T (or *T) that implements ArgsSchema gives its own schema.
+// A pointer, slice or map field also takes null (Go writes a nil one so),
+// unless it is required.
+// The schema is stricter than the decoder in two corners: it refuses null
+// for other fields, and it matches field names exactly (the decoder also
+// takes them in another case). A T (or *T) that implements ArgsSchema
+// gives its own schema.
 func SchemaFor[T any]() (json.RawMessage, error) {
 	var zero T
 	if s, ok := any(zero).(ArgsSchema); ok {
@@ -109,7 +114,7 @@ func (d deriver) of(t reflect.Type) (ordered, error) {
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return d.of(t.Elem())
+		return d.nullable(t.Elem())
 	case reflect.Bool:
 		return ordered{{"type", "boolean"}}, nil
 	case reflect.String:
@@ -128,20 +133,49 @@ func (d deriver) of(t reflect.Type) (ordered, error) {
 		if err != nil {
 			return nil, err
 		}
+		if t.Kind() == reflect.Slice { // a nil slice is written null
+			return ordered{{"type", []string{"array", "null"}}, {"items", items}}, nil
+		}
 		return ordered{{"type", "array"}, {"items", items}}, nil
 	case reflect.Map:
 		if t.Key().Kind() != reflect.String && !reflect.PointerTo(t.Key()).Implements(textType) {
-			return ordered{{"type", "object"}}, nil
+			return ordered{{"type", []string{"object", "null"}}}, nil
 		}
 		vals, err := d.of(t.Elem())
 		if err != nil {
 			return nil, err
 		}
-		return ordered{{"type", "object"}, {"additionalProperties", vals}}, nil
+		return ordered{{"type", []string{"object", "null"}}, {"additionalProperties", vals}}, nil // a nil map is written null
 	case reflect.Struct:
 		return d.object(t)
 	}
 	return nil, fmt.Errorf("a %s has no JSON form", t)
+}
+
+// nullable returns the schema of t's JSON form or null (a pointer's).
+func (d deriver) nullable(t reflect.Type) (ordered, error) {
+	sch, err := d.of(t)
+	if err != nil || len(sch) == 0 {
+		return sch, err
+	}
+	for i, e := range sch {
+		if e.k == "type" {
+			if word, ok := e.v.(string); ok {
+				sch[i].v = []string{word, "null"}
+			}
+			return sch, nil
+		}
+	}
+	return sch, nil
+}
+
+// notNull takes null out of sch's types.
+func notNull(sch ordered) {
+	for i, e := range sch {
+		if types, ok := e.v.([]string); ok && e.k == "type" && len(types) == 2 && types[1] == "null" {
+			sch[i].v = types[0]
+		}
+	}
 }
 
 // object returns the schema of struct type t.
@@ -203,6 +237,7 @@ func (d deriver) fields(t reflect.Type, props *ordered, required *[]string) erro
 		}
 		if req {
 			*required = append(*required, name)
+			notNull(sch) // required: a value, not null
 		}
 		*props = append(*props, kv{name, sch})
 	}

@@ -122,6 +122,8 @@ func TestSchemaForDerivesFromTheStruct(t *testing.T) {
 	ok := `{"id":"inv-1","currency":"EUR","lines":[{"quantity":1,"description":"x"}],"due":"2026-01-02T03:04:05Z",
 		"kind":"sale","meta":{"a":"b"},"extra":[1,{"x":null}],"unsigned":4}`
 	require.NoError(t, s.Validate(json.RawMessage(ok)))
+	require.NoError(t, s.Validate(json.RawMessage(`{"id":"inv-1","currency":"EUR","lines":[{"quantity":1}],"due":null,"meta":null}`)),
+		"nil pointers and maps are written null")
 	for payload, field := range map[string]string{
 		`{"id":"inv-1","currency":"EURO","lines":[{"quantity":1}]}`:              "payload.currency",
 		`{"id":"x","currency":"EUR","lines":[{"quantity":1}]}`:                   "payload.id",
@@ -131,6 +133,7 @@ func TestSchemaForDerivesFromTheStruct(t *testing.T) {
 		`{"id":"inv-1","currency":"EUR","lines":[{"quantity":1}],"due":"soon"}`:  "",
 		`{"id":"inv-1","currency":"EUR","lines":[{"quantity":1}],"typo":1}`:      "payload.typo",
 		`{"id":"inv-1","lines":[{"quantity":1}]}`:                                "payload.currency",
+		`{"id":"inv-1","currency":"EUR","lines":null}`:                           "payload.lines",
 	} {
 		err := s.Validate(json.RawMessage(payload))
 		if field == "" { // format is an annotation in draft 2020-12
