@@ -80,6 +80,7 @@ type process struct {
 	broker   *handlers.Broker  // nil without HTTP
 	hub      *handlers.WorkHub // remote workers' waiting claims; nil without HTTP
 	listener *db.Listener
+	types    *jobs.Catalog      // the job types and payload schemas enqueues are checked against
 	alerter  *scheduler.Alerter // nil without the scheduler
 	pool     *workers.Pool      // nil without workers
 	clock    jobs.Clock         // the one clock handlers, workers and scheduler are given
@@ -118,6 +119,9 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 	p.g, p.gctx = errgroup.WithContext(ctx)
 	p.startEvents()
 	p.startSettings()
+	if err := p.startTypes(); err != nil {
+		return err
+	}
 	if r.http {
 		// Remote workers' long polls wake on the notifications pools use.
 		p.hub = handlers.NewWorkHub(0)
@@ -203,7 +207,7 @@ func (p *process) startWorkers() {
 		FastPath:          fast,
 		OnRun:             func(j *jobs.Job, o jobs.Outcome, d time.Duration) { p.mx.ObserveRun(j.Type, o, d) },
 		OnMoved:           p.kickOnDLQ,
-		Types:             jobs.Prepared(p.gctx, p.catalog()),
+		Types:             jobs.Prepared(p.gctx, p.types),
 	}, p.store, p.registry, p.logger)
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
 	p.listener.Handle(db.ChannelJobs, p.pool.Wake)
@@ -231,7 +235,7 @@ func (p *process) startPusher() error {
 	pusher, err := workers.NewPusher(workers.PusherConfig{
 		WorkerID: jobs.PushWorkerID(cfg.WorkerID), MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, PollInterval: cfg.PollInterval, DrainTimeout: cfg.DrainTimeout,
-		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.catalog()),
+		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.types),
 	}, p.store, p.logger)
 	if err != nil {
 		return err

@@ -28,7 +28,8 @@ def flaky(job):
     return {"attempt": job.attempt}
 
 
-@handler("conformance.broken")
+@handler("conformance.broken", schema={"type": "object", "required": ["message"],
+                                      "properties": {"message": {"type": "string"}}})
 def broken(job):
     raise Fail(job.payload["message"])
 

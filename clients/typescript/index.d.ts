@@ -250,6 +250,9 @@ export interface Logger {
 /** A logger writing timestamped lines at or above level to stderr. */
 export declare function consoleLogger(level?: "debug" | "info" | "warning" | "warn" | "error"): Logger;
 
+/** A JSON Schema (draft 2020-12 unless it says otherwise with $schema). */
+export type JSONSchema = { [keyword: string]: unknown };
+
 export interface WorkerOptions {
   /** Flint's address; default FLINT_URL, then http://localhost:8080. */
   url?: string;
@@ -271,6 +274,14 @@ export interface WorkerOptions {
   shutdownTimeout?: number;
   /** Handlers by job type (or register them with handle()). */
   handlers?: Record<string, Handler>;
+  /**
+   * Payload JSON Schemas by job type (or give them to handle()), declared
+   * at registration: every Flint API process refuses a payload that does
+   * not fit with a 422 naming the field.
+   */
+  schemas?: Record<string, JSONSchema>;
+  /** The application's version, shown with the worker and with each schema it declares. */
+  version?: string;
   /** Where the worker logs (default: stderr at FLINT_LOG_LEVEL, else info). */
   logger?: Logger;
 }
@@ -291,8 +302,8 @@ export declare class Worker {
   readonly id: string | null;
   readonly stats: WorkerStats;
   readonly log: Logger;
-  /** Registers the handler of a job type; returns the worker. */
-  handle<P = any>(type: string, handler: Handler<P>): this;
+  /** Registers the handler of a job type, with its payload's JSON Schema if given; returns the worker. */
+  handle<P = any>(type: string, handler: Handler<P>, options?: { schema?: JSONSchema }): this;
   /** Registers, works until stopped, deregisters. SIGTERM/SIGINT stop it gracefully (a second one at once). */
   run(options?: { installSignals?: boolean }): Promise<WorkerStats>;
   /** Stop claiming and finish the jobs held (or, with now, hand them back at once). */

@@ -109,6 +109,12 @@ func conformRunsJobs(t *testing.T, impl workerImpl) {
 		} `json:"jobs"`
 	}
 	require.Equal(t, http.StatusCreated, r.api.do(t, http.MethodPost, "/api/v1/jobs/batch", map[string]any{"jobs": batch}, &made))
+	// The registration declared conformance.broken's payload schema: the
+	// API refuses a payload that does not fit, naming the field.
+	var refused apiError
+	require.Equal(t, http.StatusUnprocessableEntity, r.api.do(t, http.MethodPost, "/api/v1/jobs",
+		`{"type": "conformance.broken", "payload": {"message": 7}}`, &refused))
+	require.Equal(t, "payload.message", refused.Error.Field, "%+v", refused)
 	flaky := r.enqueue(t, `{"type": "conformance.flaky"}`)
 	broken := r.enqueue(t, `{"type": "conformance.broken", "payload": {"message": "no such invoice INV-7"}}`)
 	gated := r.enqueue(t, `{"type": "conformance.gated"}`)

@@ -58,6 +58,11 @@ func TestPythonWorkerRunsJobs(t *testing.T) {
 	for i := 1; i < len(echoes); i++ {
 		echoes[i] = r.enqueue(t, fmt.Sprintf(`{"type": "py.echo", "payload": {"n": %d}}`, i))
 	}
+	// py.broken's handler declares a payload schema: the API refuses what
+	// does not fit it, naming the field.
+	require.Equal(t, http.StatusUnprocessableEntity, r.api.do(t, http.MethodPost, "/api/v1/jobs",
+		`{"type": "py.broken", "payload": {"invoice": "7"}}`, &refused))
+	require.Equal(t, "payload.invoice", refused.Error.Field, "%+v", refused)
 	flaky := r.enqueue(t, `{"type": "py.flaky"}`)
 	broken := r.enqueue(t, `{"type": "py.broken", "payload": {"invoice": "INV-7"}, "max_retries": 1}`)
 	gated := r.enqueue(t, `{"type": "py.gated"}`)

@@ -11,6 +11,11 @@ import { Fail, Retry, SELF } from "../index.js";
 const dir = process.env.FLINT_CONFORMANCE_DIR;
 const mark = (kind, job) => writeFileSync(join(dir, `${kind}-${job.id}-${job.attempt}-${randomUUID()}`), "");
 
+/** Payload schemas the worker declares when it registers. */
+export const schemas = {
+  "conformance.broken": { type: "object", required: ["message"], properties: { message: { type: "string" } } },
+};
+
 export default {
   "conformance.echo": (job) => {
     job.log("echoing", { n: job.payload?.n ?? null });

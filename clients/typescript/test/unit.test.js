@@ -134,6 +134,10 @@ test("options are checked", () => {
   const w = new flint.Worker({ url: "http://x", apiKey: "k" });
   w.handle("a", () => 1);
   assert.throws(() => w.handle("a", () => 2), /registered already/);
+  assert.throws(() => w.handle("b", () => 2, { schema: "object" }), /JSON Schema object/);
+  assert.throws(() => new flint.Worker({ url: "http://x", apiKey: "k", schemas: { c: [1] } }), /JSON Schema object/);
+  w.handle("d", () => 3, { schema: { type: "object", required: ["n"] } });
+  assert.deepEqual(w.schemas.get("d"), { type: "object", required: ["n"] });
 });
 
 test("a request times out, and the caller's signal aborts it", async () => {
