@@ -55,6 +55,9 @@ func (s *Store) SeedHistory(ctx context.Context, h History, report func(done int
 	if h.Jobs <= 0 {
 		return jobs.Invalid("jobs", "must be at least 1")
 	}
+	// Bulk statements over a whole history (a batch's move, the closing
+	// VACUUM ANALYZE) may take longer than a job's statement deadline.
+	ctx = WithStatementTimeout(ctx, time.Hour)
 	days := h.Days
 	if days <= 0 {
 		days = 30
