@@ -56,48 +56,86 @@ recorded AS (
 )
 SELECT ` + movedColumns + ` FROM moved`
 
-// finishSuspended writes one suspended outcome (jobs.OutcomeSuspended):
-// the sleep's step, if it has one, and the wait, in one transaction
-// fenced by the lease. A lost lease returns a Moved without status.
-func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved, error) {
-	w := f.Wait
-	if w == nil {
-		return jobs.Moved{}, errors.New("finish: a suspended outcome without its wait")
-	}
-	b := &pgx.Batch{}
-	b.Queue(stepLockSQL, f.JobID, f.Token)
-	if f.Step != nil {
-		b.Queue(stepInsertSQL, f.JobID, f.Token, f.Step.Name, string(f.Step.Result), f.Step.StartedAt)
-	}
-	reason := fmt.Sprintf("waits for %s %q until %s", w.Kind, w.Name, w.Until.UTC().Format(time.RFC3339))
-	if w.Name == "" {
-		reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
-	}
-	b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason, f.StartedAt)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	var attempt int
-	if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
-		return jobs.Moved{JobID: f.JobID}, br.Close()
-	} else if err != nil {
-		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
-	}
-	if f.Step != nil {
-		if _, err := br.Exec(); err != nil {
-			return jobs.Moved{}, fmt.Errorf("suspend job: record %q: %w", f.Step.Name, err)
+// finishSuspended writes suspended outcomes (jobs.OutcomeSuspended): for
+// each, the sleep's step, if it has one, and the wait, fenced by the
+// lease; all of them in one round trip and one transaction (a pipeline),
+// in lock order. A lost lease gives a Moved without status. When the
+// database refuses the pipeline, each is written on its own, so that
+// only the one at fault fails.
+func (s *Store) finishSuspended(ctx context.Context, fs []jobs.Finish) ([]jobs.Moved, error) {
+	for _, f := range fs {
+		if f.Wait == nil {
+			return nil, errors.New("finish: a suspended outcome without its wait")
 		}
 	}
-	moved, err := collectMoved(br.Query())
+	out, err := s.finishSuspendedTx(ctx, fs)
+	if err == nil || len(fs) == 1 || !isDataError(err) {
+		return out, err
+	}
+	out = make([]jobs.Moved, len(fs))
+	for i, f := range fs {
+		m, err := s.finishSuspendedTx(ctx, []jobs.Finish{f})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m[0]
+	}
+	return out, nil
+}
+
+// finishSuspendedTx is finishSuspended's pipeline.
+func (s *Store) finishSuspendedTx(ctx context.Context, fs []jobs.Finish) ([]jobs.Moved, error) {
+	order := make([]int, len(fs))
+	for i := range order {
+		order[i] = i
+	}
+	order = inLockOrder(order, func(i int) uuid.UUID { return fs[i].JobID })
+	b := &pgx.Batch{}
+	for _, i := range order {
+		f, w := fs[i], fs[i].Wait
+		b.Queue(stepLockSQL, f.JobID, f.Token)
+		if f.Step != nil {
+			b.Queue(stepInsertSQL, f.JobID, f.Token, f.Step.Name, string(f.Step.Result), f.Step.StartedAt)
+		}
+		reason := fmt.Sprintf("waits for %s %q until %s", w.Kind, w.Name, w.Until.UTC().Format(time.RFC3339))
+		if w.Name == "" {
+			reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
+		}
+		b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason, f.StartedAt)
+	}
+	out := make([]jobs.Moved, len(fs))
+	err := retryDeadlocks(func() error {
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		for _, i := range order {
+			f := fs[i]
+			out[i] = jobs.Moved{JobID: f.JobID}
+			var attempt int
+			held := true
+			if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
+				held = false // the statements after the lock write nothing
+			} else if err != nil {
+				return fmt.Errorf("suspend job: %w", err)
+			}
+			if f.Step != nil {
+				if _, err := br.Exec(); err != nil {
+					return fmt.Errorf("suspend job: record %q: %w", f.Step.Name, err)
+				}
+			}
+			moved, err := collectMoved(br.Query())
+			if err != nil {
+				return fmt.Errorf("suspend job: %w", err)
+			}
+			if held && len(moved) > 0 {
+				out[i] = moved[0]
+			}
+		}
+		return br.Close()
+	})
 	if err != nil {
-		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
+		return nil, err
 	}
-	if err := br.Close(); err != nil {
-		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
-	}
-	if len(moved) == 0 {
-		return jobs.Moved{JobID: f.JobID}, nil
-	}
-	return moved[0], nil
+	return out, nil
 }
 
 // finishWithSuspended is FinishJobs for a batch holding suspended
@@ -105,30 +143,38 @@ func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved,
 // together.
 func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	finished = make([]jobs.Moved, len(batch))
-	var rest []jobs.Finish
-	var at []int
+	var rest, suspended []jobs.Finish
+	var at, sat []int
 	for i, f := range batch {
 		if f.Outcome != jobs.OutcomeSuspended {
 			rest, at = append(rest, f), append(at, i)
-			continue
+		} else {
+			suspended, sat = append(suspended, f), append(sat, i)
 		}
-		m, err := s.finishSuspended(ctx, f)
+	}
+	moved, err := s.finishSuspended(ctx, suspended)
+	if err != nil {
+		return nil, nil, err
+	}
+	var written, cancelled []jobs.Moved
+	for k, m := range moved {
+		finished[sat[k]] = m
+		if !m.LeaseLost() {
+			written = append(written, m)
+		}
+		if m.Status == jobs.StateCancelled { // cancelled while it ran: so are the jobs downstream
+			cancelled = append(cancelled, m)
+		}
+	}
+	s.wakeMoved(written)
+	s.emitMoved(written)
+	for _, m := range cancelled {
+		down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
 		if err != nil {
 			return nil, nil, err
 		}
-		finished[i] = m
-		if !m.LeaseLost() {
-			s.wakeMoved([]jobs.Moved{m})
-			s.emitMoved([]jobs.Moved{m})
-		}
-		if m.Status == jobs.StateCancelled { // cancelled while it ran: so are the jobs downstream
-			down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
-			if err != nil {
-				return nil, nil, err
-			}
-			s.emitMoved(down)
-			cascaded = append(cascaded, down...)
-		}
+		s.emitMoved(down)
+		cascaded = append(cascaded, down...)
 	}
 	if len(rest) > 0 {
 		done, more, err := s.FinishJobs(ctx, rest)
