@@ -199,37 +199,50 @@ func hasSuspended(batch []jobs.Finish) bool {
 	return false
 }
 
-// signalLockSQL reads the job a signal is for, locked against its
-// worker's finish and other signals.
-const signalLockSQL = `SELECT status FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`
-
-// signalInsertSQL keeps the signal (once per sender's id).
-const signalInsertSQL = `
-INSERT INTO job_signals (job_id, name, dedupe_id, kind, body) VALUES ($1, $2, $3, 'signal', $4::jsonb)
-ON CONFLICT (job_id, name, dedupe_id) DO NOTHING`
-
-// signalWakeSQL queues the job if it waits for this signal, and flags it
-// durable otherwise (its claims read its signals).
-const signalWakeSQL = `
-WITH moved AS (
-	UPDATE jobs j SET
-		status = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN 'queued' ELSE j.status END,
-		run_at = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN now() ELSE j.run_at END,
-		wait_kind = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN NULL ELSE j.wait_kind END,
-		wait_name = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN NULL ELSE j.wait_name END,
+// signalSQL delivers a signal in one statement, one round trip: it
+// locks the job (waiting for a finish or a suspension of it in flight,
+// whose outcome it then reads: the lock returns the row's latest
+// version), keeps the signal once per sender's id unless the job has
+// finished, and, when it kept it, queues the job if it waits for this
+// signal, or flags it durable (its claims must read its signals). A
+// suspension that locks the job after it reads the kept signal and queues
+// the job at once (suspendSQL). Its answer: no row when there is no such
+// job; else the job's status before, whether the signal was kept, and
+// the job as moved (status '' when it did not move).
+const signalSQL = `
+WITH j AS (
+	SELECT id, status, durable, status = 'waiting' AND wait_kind = 'signal' AND wait_name = $2 AS waits
+	FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE
+),
+kept AS (
+	INSERT INTO job_signals (job_id, name, dedupe_id, kind, body)
+	SELECT id, $2, $3, 'signal', $4::jsonb FROM j WHERE status NOT IN ('completed', 'dead_letter', 'cancelled')
+	ON CONFLICT (job_id, name, dedupe_id) DO NOTHING
+	RETURNING job_id
+),
+moved AS (
+	UPDATE jobs t SET
+		status = CASE WHEN j.waits THEN 'queued' ELSE t.status END,
+		run_at = CASE WHEN j.waits THEN now() ELSE t.run_at END,
+		wait_kind = CASE WHEN j.waits THEN NULL ELSE t.wait_kind END,
+		wait_name = CASE WHEN j.waits THEN NULL ELSE t.wait_name END,
 		durable = true,
 		updated_at = now()
-	WHERE j.id = $1 AND (NOT j.durable OR (j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2))
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
+	FROM j
+	WHERE t.id = j.id AND EXISTS (SELECT 1 FROM kept) AND (NOT j.durable OR j.waits)
+	RETURNING t.id, t.status, t.type, t.queue, t.attempt, t.effective_priority, t.run_at, t.created_at, t.batch_id
 )
-SELECT ` + movedColumns + ` FROM moved`
+SELECT j.status, EXISTS (SELECT 1 FROM kept), j.id, coalesce(moved.status, ''), coalesce(moved.type, ''),
+       coalesce(moved.queue, ''), coalesce(moved.attempt, 0), coalesce(moved.effective_priority, 0),
+       coalesce(moved.run_at, now()), coalesce(moved.created_at, now()), moved.batch_id
+FROM j LEFT JOIN moved ON true`
 
 // SendSignal delivers signal name to job id, with body (JSON) and the
 // sender's dedupeID (empty: a fresh one). It reports whether the signal
 // was new (false: that id was sent before, and nothing changed) and
 // whether it resumed the job (it waited for it). A finished job refuses
 // it with a *jobs.TransitionError; a job that does not exist or is in
-// the bin is jobs.ErrNotFound.
+// the bin is jobs.ErrNotFound. One statement (signalSQL).
 func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID string, body []byte) (fresh, resumed bool, err error) {
 	if dedupeID == "" {
 		dedupeID = uuid.NewString()
@@ -237,36 +250,23 @@ func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID str
 	if len(body) == 0 {
 		body = []byte("null")
 	}
-	var moved []jobs.Moved
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		fresh, resumed, moved = false, false, nil
-		var status string
-		if err := tx.QueryRow(ctx, signalLockSQL, id).Scan(&status); errors.Is(err, pgx.ErrNoRows) {
-			return jobs.ErrNotFound
-		} else if err != nil {
-			return err
-		}
-		if st := jobs.State(status); st.Terminal() {
-			return &jobs.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
-		}
-		tag, err := tx.Exec(ctx, signalInsertSQL, id, name, dedupeID, string(body))
-		if err != nil {
-			return err
-		}
-		if fresh = tag.RowsAffected() == 1; !fresh {
-			return nil
-		}
-		moved, err = collectMoved(tx.Query(ctx, signalWakeSQL, id, name))
-		resumed = status == string(jobs.StateWaiting) && len(moved) == 1 && moved[0].Status == jobs.StateQueued
-		return err
+	var status, movedStatus string
+	var m jobs.Moved
+	err = retryDeadlocks(func() error {
+		return s.pool.QueryRow(ctx, signalSQL, id, name, dedupeID, string(body)).Scan(&status, &fresh, &m.JobID, &movedStatus,
+			&m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID)
 	})
-	if err != nil {
-		if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidTransition) {
-			return false, false, err
-		}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, jobs.ErrNotFound
+	} else if err != nil {
 		return false, false, fmt.Errorf("send signal: %w", err)
 	}
-	if resumed {
+	if st := jobs.State(status); st.Terminal() {
+		return false, false, &jobs.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
+	}
+	m.Status = jobs.State(movedStatus)
+	if resumed = status == string(jobs.StateWaiting) && m.Status == jobs.StateQueued; resumed {
+		moved := []jobs.Moved{m}
 		s.wakeMoved(moved)
 		s.emitMoved(moved)
 	}

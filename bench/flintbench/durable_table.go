@@ -16,7 +16,7 @@ import (
 // scripts/bench-compare.sh opened with "== NAME".
 var (
 	reSection  = regexp.MustCompile(`^== (\S+)`)
-	reGoBench  = regexp.MustCompile(`^Benchmark(Durable\w+(?:/[\w=]+)?)-\d+\s+\d+\s+\d+ ns/op\s+(.*)$`)
+	reGoBench  = regexp.MustCompile(`^Benchmark(Durable\w+(?:/[\w=]+)?)-\d+\s+\d+\s+[0-9.]+ ns/op\s+(.*)$`)
 	reGoMetric = regexp.MustCompile(`([0-9.]+) (\S+)`)
 	reDBOS     = regexp.MustCompile(`^RESULT (steps|sleep|signal) (.*)$`)
 	reDBOSKV   = regexp.MustCompile(`([\w/]+)=(-?[0-9.]+)`)
