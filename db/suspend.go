@@ -208,7 +208,7 @@ func hasSuspended(batch []jobs.Finish) bool {
 // suspension that locks the job after it reads the kept signal and queues
 // the job at once (suspendSQL). Its answer: no row when there is no such
 // job; else the job's status before, whether the signal was kept, and
-// the job as moved (status '' when it did not move).
+// the job as moved (an empty status when it did not move).
 const signalSQL = `
 WITH j AS (
 	SELECT id, status, durable, status = 'waiting' AND wait_kind = 'signal' AND wait_name = $2 AS waits
