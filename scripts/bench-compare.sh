@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Flint against River (bench/riverbench, River v0.51.2) on one PostgreSQL
 # server, with Asynq (bench/asynqbench, Asynq v0.26.0, on Redis) beside it
-# for single enqueues and drains, in one run, one measurement at a time,
+# for single enqueues and drains, and DBOS Transact Go (v1.9.0, the harness
+# in ../shared/peers/dbosbench) for durable steps, sleeps and signals, in
+# one run, one measurement at a time,
 # and one table of rates and ratios at the end. Absolute rates drift between machines and minutes; the
 # ratio measured in one run is the figure that means something.
 #
