@@ -102,7 +102,9 @@ bench: services
 # Flint against River v0.51.2 (bench/riverbench, its own module) on the
 # same PostgreSQL server in one run, with Asynq v0.26.0 (bench/asynqbench)
 # beside it: drain, single and batch enqueue over HTTP, pickup latency;
-# one table of rates and ratios. Settings: scripts/bench-compare.sh.
+# and durable steps, sleeps and signals against DBOS Transact Go v1.9.0
+# (../shared/peers/dbosbench, when present); one table of rates and
+# ratios. Settings: scripts/bench-compare.sh.
 bench-compare: services
 	scripts/bench-compare.sh
 

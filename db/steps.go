@@ -43,7 +43,11 @@ const stepReadSQL = `SELECT name, seq, attempt, result, started_at, recorded_at 
 // as stored is returned with recorded true when this call wrote it, false
 // when the job had a step of that name already (its record is returned,
 // unchanged). jobs.ErrLeaseLost when l no longer holds the job: nothing
-// is written. One round trip, one transaction.
+// is written.
+// The step is numbered after the job's steps (step.Seq is not read), in
+// one round trip and one transaction of its own: this is a pull worker's
+// record, through the API. In-process workers number their steps and
+// record them with CommitStep, which shares commits.
 func (s *Store) RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error) {
 	result := step.Result
 	if len(result) == 0 {

@@ -92,6 +92,7 @@ type Store struct {
 	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/history_partitions.go)
 	waker            *waker                    // wake-ups sent after commit (db/wakeup.go)
 	group            *groupCommitter           // single enqueues gathered into batches; nil when off (db/groupcommit.go)
+	steps            *stepCommitter            // numbered step records gathered into batches (db/stepcommit.go)
 	watch            *failoverWatch            // the pool's tracer: failovers, disk-full errors (db/failover.go)
 }
 
@@ -184,6 +185,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		watch:            watch,
 	}
 	s.waker.start()
+	s.steps = newStepCommitter(s)
+	s.steps.start()
 	if s.group = newGroupCommitter(s, cfg.EnqueueWindow, cfg.EnqueueBatch); s.group != nil {
 		s.group.start()
 	}
@@ -196,6 +199,7 @@ func (s *Store) Close() {
 	if s.group != nil {
 		s.group.close()
 	}
+	s.steps.close()
 	s.waker.close()
 	_ = s.sqlx.Close()
 	s.pool.Close()

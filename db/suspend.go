@@ -56,48 +56,86 @@ recorded AS (
 )
 SELECT ` + movedColumns + ` FROM moved`
 
-// finishSuspended writes one suspended outcome (jobs.OutcomeSuspended):
-// the sleep's step, if it has one, and the wait, in one transaction
-// fenced by the lease. A lost lease returns a Moved without status.
-func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved, error) {
-	w := f.Wait
-	if w == nil {
-		return jobs.Moved{}, errors.New("finish: a suspended outcome without its wait")
-	}
-	b := &pgx.Batch{}
-	b.Queue(stepLockSQL, f.JobID, f.Token)
-	if f.Step != nil {
-		b.Queue(stepInsertSQL, f.JobID, f.Token, f.Step.Name, string(f.Step.Result), f.Step.StartedAt)
-	}
-	reason := fmt.Sprintf("waits for %s %q until %s", w.Kind, w.Name, w.Until.UTC().Format(time.RFC3339))
-	if w.Name == "" {
-		reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
-	}
-	b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason, f.StartedAt)
-	br := s.pool.SendBatch(ctx, b)
-	defer br.Close()
-	var attempt int
-	if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
-		return jobs.Moved{JobID: f.JobID}, br.Close()
-	} else if err != nil {
-		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
-	}
-	if f.Step != nil {
-		if _, err := br.Exec(); err != nil {
-			return jobs.Moved{}, fmt.Errorf("suspend job: record %q: %w", f.Step.Name, err)
+// finishSuspended writes suspended outcomes (jobs.OutcomeSuspended): for
+// each, the sleep's step, if it has one, and the wait, fenced by the
+// lease; all of them in one round trip and one transaction (a pipeline),
+// in lock order. A lost lease gives a Moved without status. When the
+// database refuses the pipeline, each is written on its own, so that
+// only the one at fault fails.
+func (s *Store) finishSuspended(ctx context.Context, fs []jobs.Finish) ([]jobs.Moved, error) {
+	for _, f := range fs {
+		if f.Wait == nil {
+			return nil, errors.New("finish: a suspended outcome without its wait")
 		}
 	}
-	moved, err := collectMoved(br.Query())
+	out, err := s.finishSuspendedTx(ctx, fs)
+	if err == nil || len(fs) == 1 || !isDataError(err) {
+		return out, err
+	}
+	out = make([]jobs.Moved, len(fs))
+	for i, f := range fs {
+		m, err := s.finishSuspendedTx(ctx, []jobs.Finish{f})
+		if err != nil {
+			return nil, err
+		}
+		out[i] = m[0]
+	}
+	return out, nil
+}
+
+// finishSuspendedTx is finishSuspended's pipeline.
+func (s *Store) finishSuspendedTx(ctx context.Context, fs []jobs.Finish) ([]jobs.Moved, error) {
+	order := make([]int, len(fs))
+	for i := range order {
+		order[i] = i
+	}
+	order = inLockOrder(order, func(i int) uuid.UUID { return fs[i].JobID })
+	b := &pgx.Batch{}
+	for _, i := range order {
+		f, w := fs[i], fs[i].Wait
+		b.Queue(stepLockSQL, f.JobID, f.Token)
+		if f.Step != nil {
+			b.Queue(stepInsertSQL, f.JobID, f.Token, f.Step.Name, string(f.Step.Result), f.Step.StartedAt)
+		}
+		reason := fmt.Sprintf("waits for %s %q until %s", w.Kind, w.Name, w.Until.UTC().Format(time.RFC3339))
+		if w.Name == "" {
+			reason = "sleeps until " + w.Until.UTC().Format(time.RFC3339)
+		}
+		b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason, f.StartedAt)
+	}
+	out := make([]jobs.Moved, len(fs))
+	err := retryDeadlocks(func() error {
+		br := s.pool.SendBatch(ctx, b)
+		defer br.Close()
+		for _, i := range order {
+			f := fs[i]
+			out[i] = jobs.Moved{JobID: f.JobID}
+			var attempt int
+			held := true
+			if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
+				held = false // the statements after the lock write nothing
+			} else if err != nil {
+				return fmt.Errorf("suspend job: %w", err)
+			}
+			if f.Step != nil {
+				if _, err := br.Exec(); err != nil {
+					return fmt.Errorf("suspend job: record %q: %w", f.Step.Name, err)
+				}
+			}
+			moved, err := collectMoved(br.Query())
+			if err != nil {
+				return fmt.Errorf("suspend job: %w", err)
+			}
+			if held && len(moved) > 0 {
+				out[i] = moved[0]
+			}
+		}
+		return br.Close()
+	})
 	if err != nil {
-		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
+		return nil, err
 	}
-	if err := br.Close(); err != nil {
-		return jobs.Moved{}, fmt.Errorf("suspend job: %w", err)
-	}
-	if len(moved) == 0 {
-		return jobs.Moved{JobID: f.JobID}, nil
-	}
-	return moved[0], nil
+	return out, nil
 }
 
 // finishWithSuspended is FinishJobs for a batch holding suspended
@@ -105,30 +143,38 @@ func (s *Store) finishSuspended(ctx context.Context, f jobs.Finish) (jobs.Moved,
 // together.
 func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
 	finished = make([]jobs.Moved, len(batch))
-	var rest []jobs.Finish
-	var at []int
+	var rest, suspended []jobs.Finish
+	var at, sat []int
 	for i, f := range batch {
 		if f.Outcome != jobs.OutcomeSuspended {
 			rest, at = append(rest, f), append(at, i)
-			continue
+		} else {
+			suspended, sat = append(suspended, f), append(sat, i)
 		}
-		m, err := s.finishSuspended(ctx, f)
+	}
+	moved, err := s.finishSuspended(ctx, suspended)
+	if err != nil {
+		return nil, nil, err
+	}
+	var written, cancelled []jobs.Moved
+	for k, m := range moved {
+		finished[sat[k]] = m
+		if !m.LeaseLost() {
+			written = append(written, m)
+		}
+		if m.Status == jobs.StateCancelled { // cancelled while it ran: so are the jobs downstream
+			cancelled = append(cancelled, m)
+		}
+	}
+	s.wakeMoved(written)
+	s.emitMoved(written)
+	for _, m := range cancelled {
+		down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
 		if err != nil {
 			return nil, nil, err
 		}
-		finished[i] = m
-		if !m.LeaseLost() {
-			s.wakeMoved([]jobs.Moved{m})
-			s.emitMoved([]jobs.Moved{m})
-		}
-		if m.Status == jobs.StateCancelled { // cancelled while it ran: so are the jobs downstream
-			down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
-			if err != nil {
-				return nil, nil, err
-			}
-			s.emitMoved(down)
-			cascaded = append(cascaded, down...)
-		}
+		s.emitMoved(down)
+		cascaded = append(cascaded, down...)
 	}
 	if len(rest) > 0 {
 		done, more, err := s.FinishJobs(ctx, rest)
@@ -153,37 +199,50 @@ func hasSuspended(batch []jobs.Finish) bool {
 	return false
 }
 
-// signalLockSQL reads the job a signal is for, locked against its
-// worker's finish and other signals.
-const signalLockSQL = `SELECT status FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE`
-
-// signalInsertSQL keeps the signal (once per sender's id).
-const signalInsertSQL = `
-INSERT INTO job_signals (job_id, name, dedupe_id, kind, body) VALUES ($1, $2, $3, 'signal', $4::jsonb)
-ON CONFLICT (job_id, name, dedupe_id) DO NOTHING`
-
-// signalWakeSQL queues the job if it waits for this signal, and flags it
-// durable otherwise (its claims read its signals).
-const signalWakeSQL = `
-WITH moved AS (
-	UPDATE jobs j SET
-		status = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN 'queued' ELSE j.status END,
-		run_at = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN now() ELSE j.run_at END,
-		wait_kind = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN NULL ELSE j.wait_kind END,
-		wait_name = CASE WHEN j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2 THEN NULL ELSE j.wait_name END,
+// signalSQL delivers a signal in one statement, one round trip: it
+// locks the job (waiting for a finish or a suspension of it in flight,
+// whose outcome it then reads: the lock returns the row's latest
+// version), keeps the signal once per sender's id unless the job has
+// finished, and, when it kept it, queues the job if it waits for this
+// signal, or flags it durable (its claims must read its signals). A
+// suspension that locks the job after it reads the kept signal and queues
+// the job at once (suspendSQL). Its answer: no row when there is no such
+// job; else the job's status before, whether the signal was kept, and
+// the job as moved (an empty status when it did not move).
+const signalSQL = `
+WITH j AS (
+	SELECT id, status, durable, status = 'waiting' AND wait_kind = 'signal' AND wait_name = $2 AS waits
+	FROM jobs WHERE id = $1 AND deleted_at IS NULL FOR NO KEY UPDATE
+),
+kept AS (
+	INSERT INTO job_signals (job_id, name, dedupe_id, kind, body)
+	SELECT id, $2, $3, 'signal', $4::jsonb FROM j WHERE status NOT IN ('completed', 'dead_letter', 'cancelled')
+	ON CONFLICT (job_id, name, dedupe_id) DO NOTHING
+	RETURNING job_id
+),
+moved AS (
+	UPDATE jobs t SET
+		status = CASE WHEN j.waits THEN 'queued' ELSE t.status END,
+		run_at = CASE WHEN j.waits THEN now() ELSE t.run_at END,
+		wait_kind = CASE WHEN j.waits THEN NULL ELSE t.wait_kind END,
+		wait_name = CASE WHEN j.waits THEN NULL ELSE t.wait_name END,
 		durable = true,
 		updated_at = now()
-	WHERE j.id = $1 AND (NOT j.durable OR (j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = $2))
-	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.created_at, j.batch_id
+	FROM j
+	WHERE t.id = j.id AND EXISTS (SELECT 1 FROM kept) AND (NOT j.durable OR j.waits)
+	RETURNING t.id, t.status, t.type, t.queue, t.attempt, t.effective_priority, t.run_at, t.created_at, t.batch_id
 )
-SELECT ` + movedColumns + ` FROM moved`
+SELECT j.status, EXISTS (SELECT 1 FROM kept), j.id, coalesce(moved.status, ''), coalesce(moved.type, ''),
+       coalesce(moved.queue, ''), coalesce(moved.attempt, 0), coalesce(moved.effective_priority, 0),
+       coalesce(moved.run_at, now()), coalesce(moved.created_at, now()), moved.batch_id
+FROM j LEFT JOIN moved ON true`
 
 // SendSignal delivers signal name to job id, with body (JSON) and the
 // sender's dedupeID (empty: a fresh one). It reports whether the signal
 // was new (false: that id was sent before, and nothing changed) and
 // whether it resumed the job (it waited for it). A finished job refuses
 // it with a *jobs.TransitionError; a job that does not exist or is in
-// the bin is jobs.ErrNotFound.
+// the bin is jobs.ErrNotFound. One statement (signalSQL).
 func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID string, body []byte) (fresh, resumed bool, err error) {
 	if dedupeID == "" {
 		dedupeID = uuid.NewString()
@@ -191,36 +250,23 @@ func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID str
 	if len(body) == 0 {
 		body = []byte("null")
 	}
-	var moved []jobs.Moved
-	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		fresh, resumed, moved = false, false, nil
-		var status string
-		if err := tx.QueryRow(ctx, signalLockSQL, id).Scan(&status); errors.Is(err, pgx.ErrNoRows) {
-			return jobs.ErrNotFound
-		} else if err != nil {
-			return err
-		}
-		if st := jobs.State(status); st.Terminal() {
-			return &jobs.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
-		}
-		tag, err := tx.Exec(ctx, signalInsertSQL, id, name, dedupeID, string(body))
-		if err != nil {
-			return err
-		}
-		if fresh = tag.RowsAffected() == 1; !fresh {
-			return nil
-		}
-		moved, err = collectMoved(tx.Query(ctx, signalWakeSQL, id, name))
-		resumed = status == string(jobs.StateWaiting) && len(moved) == 1 && moved[0].Status == jobs.StateQueued
-		return err
+	var status, movedStatus string
+	var m jobs.Moved
+	err = retryDeadlocks(func() error {
+		return s.pool.QueryRow(ctx, signalSQL, id, name, dedupeID, string(body)).Scan(&status, &fresh, &m.JobID, &movedStatus,
+			&m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID)
 	})
-	if err != nil {
-		if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidTransition) {
-			return false, false, err
-		}
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, jobs.ErrNotFound
+	} else if err != nil {
 		return false, false, fmt.Errorf("send signal: %w", err)
 	}
-	if resumed {
+	if st := jobs.State(status); st.Terminal() {
+		return false, false, &jobs.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
+	}
+	m.Status = jobs.State(movedStatus)
+	if resumed = status == string(jobs.StateWaiting) && m.Status == jobs.StateQueued; resumed {
+		moved := []jobs.Moved{m}
 		s.wakeMoved(moved)
 		s.emitMoved(moved)
 	}

@@ -219,7 +219,7 @@ func (s *Store) wakeMoved(moved []jobs.Moved) {
 		switch m.Status {
 		case jobs.StateQueued:
 			queues = append(queues, m.Queue)
-		case jobs.StateScheduled:
+		case jobs.StateScheduled, jobs.StateWaiting: // a waiting job's run_at is when its wait ends
 			timers = append(timers, timerPart(m.JobID, m.RunAt, m.EffectivePriority, m.CreatedAt))
 		}
 	}

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Flint against River (bench/riverbench, River v0.51.2) on one PostgreSQL
 # server, with Asynq (bench/asynqbench, Asynq v0.26.0, on Redis) beside it
-# for single enqueues and drains, in one run, one measurement at a time,
+# for single enqueues and drains, and DBOS Transact Go (v1.9.0, the harness
+# in ../shared/peers/dbosbench) for durable steps, sleeps and signals, in
+# one run, one measurement at a time,
 # and one table of rates and ratios at the end. Absolute rates drift between machines and minutes; the
 # ratio measured in one run is the figure that means something.
 #
@@ -28,7 +30,12 @@
 #                       drain-worker-defaults-redis, ...,
 #                       drain-worker-defaults-noredis-limits,
 #                       drain-worker-1000-noredis-limits, river-single,
-#                       single, batch-nokeys, batch-keys, latency, idle)
+#                       single, batch-nokeys, batch-keys, latency, idle,
+#                       dbos-steps, durable-steps, dbos-sleep, durable-sleep,
+#                       dbos-signal, dbos-signal16, durable-signal)
+#   DBOSBENCH_DIR       the DBOS Transact Go harness for the durable rows
+#                       (default ../shared/peers/dbosbench beside the repository;
+#                       when it is missing, Flint's durable side runs alone)
 #   WAITS=1             sample pg_stat_activity during each step and print
 #                       what PostgreSQL's backends waited on (WAITS lines)
 #   OUT=.flint/bench-compare-<time>.txt   where every step's output goes
@@ -64,6 +71,12 @@ go build -o "$BIN/flint" .
 go build -o "$BIN/flintbench" ./bench/flintbench
 (cd bench/riverbench && go build -o "$BIN/riverbench" .)
 (cd bench/asynqbench && go build -o "$BIN/asynqbench" .)
+DBOSBENCH_DIR="${DBOSBENCH_DIR:-$ROOT/../shared/peers/dbosbench}"
+if [[ -f $DBOSBENCH_DIR/go.mod ]]; then
+	(cd "$DBOSBENCH_DIR" && go build -o "$BIN/dbosbench" .)
+else
+	echo "no DBOS harness at $DBOSBENCH_DIR: the durable rows run Flint's side alone"
+fi
 
 FB=("$BIN/flintbench" -admin "$ADMIN" -bin "$BIN/flint")
 
@@ -127,7 +140,34 @@ step latency "${FB[@]}" -mode=latency -rate "$RATE" -duration "$RATE_DURATION" -
 step river-idle "$BIN/riverbench" -mode=idle -samples "$IDLE_SAMPLES" -reps 1 -db "$RIVER_DB"
 step idle "${FB[@]}" -mode=idle -samples "$IDLE_SAMPLES" -redis "$REDIS" -label idle
 
+# Durable execution against DBOS Transact Go v1.9.0 (its harness's README
+# says what each mode does): each DBOS mode on a fresh database of its own,
+# Flint's side as the benchmarks in internal/e2e (fresh test databases,
+# one in-process pool of 100 workers, DBOS's -conc 100).
+dbos() { # dbos NAME ARGS...: the DBOS harness on a fresh database
+	local dbname="dbosbench_$$_${1//-/_}" rc=0
+	shift
+	psql -q "$ADMIN" -c "CREATE DATABASE $dbname" >/dev/null
+	"$BIN/dbosbench" -db "$(sed -E "s#/[^/?]*(\?|$)#/$dbname\1#" <<<"$ADMIN")" "$@" || rc=$?
+	psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $dbname WITH (FORCE)" >/dev/null
+	return $rc
+}
+durable() { TEST_DATABASE_URL="$ADMIN" go test -run '^$' -bench "$1" -benchtime 1x -timeout 30m ./internal/e2e; }
+if [[ -x $BIN/dbosbench ]]; then
+	step dbos-steps dbos steps -mode steps -poll 100ms
+fi
+step durable-steps durable 'BenchmarkDurableSteps$'
+if [[ -x $BIN/dbosbench ]]; then
+	step dbos-sleep dbos sleep -mode sleep -sleep 60s
+fi
+step durable-sleep durable 'BenchmarkDurableSleep$'
+if [[ -x $BIN/dbosbench ]]; then
+	step dbos-signal dbos signal -mode signal
+	step dbos-signal16 dbos signal16 -mode signal -senders 16
+fi
+step durable-signal durable 'BenchmarkDurableSignal$'
+
 echo
-echo "Flint ($(git describe --always --dirty 2>/dev/null || echo dev)) vs River v0.51.2 and Asynq v0.26.0, $(nproc) cores, $(psql -tAq "$ADMIN" -c 'SHOW server_version'), drain n=$DRAIN_N"
+echo "Flint ($(git describe --always --dirty 2>/dev/null || echo dev)) vs River v0.51.2, Asynq v0.26.0 and DBOS Transact Go v1.9.0, $(nproc) cores, $(psql -tAq "$ADMIN" -c 'SHOW server_version'), drain n=$DRAIN_N"
 "$BIN/flintbench" -mode=table -in "$OUT" | tee -a "$OUT"
 echo "(all output: $OUT)"

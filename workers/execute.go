@@ -145,12 +145,20 @@ func (h handlerContext) SpawnTypes() jobs.TypeSource {
 func (h handlerContext) Now() time.Time { return time.Now() }
 
 // RecordStep records a step of the running attempt, fenced by its lease.
-// A lost lease also cancels the handler, as the heartbeat would.
+// The attempt's start, when the starter has not taken it yet, goes with
+// the step: one write of the jobs row instead of two that would lock it in
+// turn. A lost lease also cancels the handler, as the heartbeat would.
 func (h handlerContext) RecordStep(ctx context.Context, step jobs.StepRecord) (jobs.StepRecord, error) {
-	rec, _, err := h.p.store.RecordStep(ctx, h.ex.lease, step)
+	var start *time.Time
+	if at := h.ex.startAt.Load(); at != nil && h.ex.startWritten.CompareAndSwap(false, true) {
+		start = at
+	}
+	rec, _, err := h.p.store.CommitStep(ctx, h.ex.lease, step, start)
 	if errors.Is(err, jobs.ErrLeaseLost) {
 		h.ex.lost.Store(true)
 		h.ex.cancel(jobs.ErrLeaseLost)
+	} else if err != nil && start != nil {
+		h.ex.startWritten.Store(false) // the starter or the outcome writes it
 	}
 	return rec, err
 }

@@ -44,9 +44,10 @@ type Store interface {
 	// by its lease, and returns the jobs it moved and the dependents it
 	// released or cancelled as a consequence.
 	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
-	// RecordStep records a step of the attempt whose lease is l (see
-	// jobs.Step): the step as stored, and whether this call wrote it.
-	RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error)
+	// CommitStep records a step the handler numbered, of the attempt whose
+	// lease is l (see jobs.Step), with the attempt's start when start is
+	// not nil: the step as stored, and whether this call wrote it.
+	CommitStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord, start *time.Time) (jobs.StepRecord, bool, error)
 }
 
 // FastPath is a source of candidate ids to claim, such as the Redis ready

@@ -44,6 +44,9 @@ func modeTable() {
 	rows = append(rows, res.singleRows()...)
 	rows = append(rows, res.batchRows()...)
 	rows = append(rows, res.latencyRows()...)
+	_, err = f.Seek(0, io.SeekStart)
+	must(err)
+	rows = append(rows, parseDurable(f).durableRows()...)
 	printTable(rows)
 	if len(rows) == 0 {
 		fmt.Fprintln(os.Stderr, errors.New("no RESULT lines found"))
@@ -268,5 +271,5 @@ func printTable(rows []row) {
 	for _, r := range rows {
 		line(r.what, r.flint, r.river, r.ratio)
 	}
-	fmt.Println("\nPeer: River unless the row names Asynq. F/P: Flint's figure over the peer's. Rates: higher is better (drain target >= 1.50x, batch >= 1.00x, single >= 2.50x with p99 < 25 ms); latencies: lower is better.")
+	fmt.Println("\nPeer: River unless the row names Asynq or DBOS. F/P: Flint's figure over the peer's. Rates: higher is better (drain target >= 1.50x, batch >= 1.00x, single >= 2.50x with p99 < 25 ms, durable steps and 16-sender signals >= 5x); latencies: lower is better.")
 }
