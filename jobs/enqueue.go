@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/tracing"
 )
 
 // Limits on enqueue requests. They keep absurd input out of the database and
@@ -110,6 +112,10 @@ type EnqueueParams struct {
 	Cron string
 	// Timezone is the IANA zone Cron is read in; "" means UTC.
 	Timezone string
+	// Traceparent is the W3C trace context the job's attempts continue.
+	// The store sets it from the enqueue's span when tracing is on and it
+	// is empty; a malformed one is dropped, never refused.
+	Traceparent string
 }
 
 // Recurring reports whether p creates a recurring series.
@@ -254,6 +260,9 @@ func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 		if len(p.ConcurrencyKey) > MaxConcurrencyKeyLen || !CleanText(p.ConcurrencyKey) {
 			return Invalid("concurrency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxConcurrencyKeyLen)
 		}
+	}
+	if p.Traceparent != "" { // malformed trace context is dropped, never refused
+		p.Traceparent = tracing.Clean(p.Traceparent)
 	}
 	if p.StepKey != "" && (len(p.StepKey) > MaxStepKeyLen || !CleanText(p.StepKey)) {
 		return Invalid("key", "must be at most %d characters of text", MaxStepKeyLen)

@@ -175,6 +175,8 @@ export declare class Job<P = any> {
   readonly concurrency_key: string | null;
   /** Results of the job's direct dependencies, by step key (or job id); a batch callback's hold "batch". */
   readonly parents: Record<string, JSONValue>;
+  /** This attempt's W3C trace context when Flint's tracing is on, else null; reported back with the outcome. */
+  readonly traceparent: string | null;
   /** Aborted once the job is stopped (lease lost, cancellation asked, worker stopping now). */
   readonly signal: AbortSignal;
   /** True once the worker no longer holds the job; whatever the handler returns is then dropped. */

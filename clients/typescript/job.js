@@ -71,6 +71,11 @@ export class Job {
     this.lease_expires_at = data.lease_expires_at ?? null;
     this.concurrency_key = data.concurrency_key ?? null;
     this.parents = data.parents ?? {};
+    // This attempt's W3C trace context (only when Flint's tracing is on):
+    // send it as the traceparent header of the handler's requests, or make
+    // it the parent of your OpenTelemetry spans. The worker reports it back
+    // with the outcome, and Flint records the attempt's span under it.
+    this.traceparent = data.traceparent ?? null;
     // Durable steps (the claim's "steps", recorded with POST /jobs/{id}/steps)
     // belong here, beside parents, once Flint records them.
     this.started = performance.now();
