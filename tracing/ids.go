@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
 
@@ -15,6 +16,9 @@ import (
 // process did (a pull worker's attempt) takes the id that process was
 // handed, so the spans it made itself stay its children.
 type idGenerator struct{}
+
+// IDGenerator is the id generator Flint's spans need (see Use).
+func IDGenerator() sdktrace.IDGenerator { return idGenerator{} }
 
 type spanIDKey struct{}
 

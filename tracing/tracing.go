@@ -46,8 +46,14 @@ func Enabled() bool { return enabled.Load() }
 // Tracer is Flint's tracer (a no-op one while tracing is off).
 func Tracer() trace.Tracer { return *tracer.Load() }
 
-// use makes tp the provider Flint's spans come from and turns tracing on
-// (or off, for nil).
+// Use makes tp the provider Flint's spans come from and turns tracing on
+// (or off, for nil), for a program that sets up the OpenTelemetry SDK
+// itself instead of through the OTEL_* variables (and for tests). Give
+// an SDK provider IDGenerator (sdktrace.WithIDGenerator), or the spans of
+// pull workers' attempts get ids of their own instead of the ones the
+// workers were handed.
+func Use(tp trace.TracerProvider) { use(tp) }
+
 func use(tp trace.TracerProvider) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()

@@ -66,12 +66,19 @@ func drainWithProcesses(b *testing.B, bin, mode string, procs, total int) float6
 			return n >= int64(total)
 		}), "the enqueue events never all reached the ready queue")
 	}
+	return drainWorkers(b, bin, store, procs, total, "DATABASE_URL="+dbURL, "REDIS_URL="+redisURL,
+		"FLINT_REDIS_PREFIX="+prefix, "FLINT_READY_QUEUE="+mode)
+}
+
+// drainWorkers starts procs `flint worker` processes with env and
+// returns how many jobs a second they completed until total had.
+func drainWorkers(b *testing.B, bin string, store *db.Store, procs, total int, env ...string) float64 {
+	ctx := context.Background()
 	var cmds []*exec.Cmd
 	start := time.Now()
 	for i := range procs {
 		cmd := exec.Command(bin, "worker")
-		cmd.Env = append(os.Environ(), "DATABASE_URL="+dbURL, "REDIS_URL="+redisURL, "FLINT_REDIS_PREFIX="+prefix,
-			"FLINT_READY_QUEUE="+mode, "FLINT_LOG_FILE=-", "LOG_LEVEL=error", fmt.Sprintf("FLINT_WORKER_ID=bench-%d", i))
+		cmd.Env = append(append(os.Environ(), env...), "FLINT_LOG_FILE=-", "LOG_LEVEL=error", fmt.Sprintf("FLINT_WORKER_ID=bench-%d", i))
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
 		}
