@@ -14,7 +14,6 @@ import (
 
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/logs"
-	"github.com/flinthq/flint/tracing"
 )
 
 // outcomeRequest is one entry of POST /api/v1/workers/{id}/finish.
@@ -82,12 +81,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
 			return err
 		}
-		if tracing.Enabled() && len(f.Spawn) > 0 {
-			tp := tracing.Clean(o.Traceparent) // the attempt's: spawned jobs continue its trace
-			for k := range f.Spawn {
-				f.Spawn[k].Params.Traceparent = tp
-			}
-		}
+		traceSpawned(f.Spawn, o.Traceparent)
 		if slices.Contains(ids[:i], f.JobID) {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
 		}
@@ -118,9 +112,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		return err
 	}
 	jobs.LogFailures(ctx, s.logger.With("worker_id", w.ID), batch, finished)
-	if tracing.Enabled() {
-		traceFinished(ctx, w.ID, req.Outcomes, batch, finished, claimed, now)
-	}
+	traceFinished(ctx, w.ID, req.Outcomes, batch, finished, claimed, now)
 	out := make([]outcomeResult, len(finished))
 	var moved []jobs.Moved
 	for i, m := range finished {

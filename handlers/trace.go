@@ -34,6 +34,9 @@ func traceContext(c *fiber.Ctx) error {
 // lost is left out: it was not this worker's to report.
 func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, batch []jobs.Finish,
 	finished []jobs.Moved, claimed map[uuid.UUID]jobs.Claimed, now time.Time) {
+	if !tracing.Enabled() {
+		return
+	}
 	for i := range batch {
 		if i >= len(finished) || finished[i].LeaseLost() {
 			continue
@@ -51,8 +54,6 @@ func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, 
 			Start: start, End: now, OK: f.Outcome == jobs.OutcomeSucceeded,
 			Attributes: []attribute.KeyValue{
 				attribute.String("messaging.system", "flint"),
-				attribute.String("messaging.operation.type", "process"),
-				attribute.String("messaging.destination.name", cl.Queue),
 				attribute.String("flint.job.id", f.JobID.String()),
 				attribute.String("flint.job.type", cl.Type),
 				attribute.String("flint.job.queue", cl.Queue),
@@ -65,5 +66,18 @@ func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, 
 			a.Error = f.Error
 		}
 		tracing.RecordAttempt(ctx, a)
+	}
+}
+
+// traceSpawned puts the jobs a pull worker's outcome spawns under the
+// attempt's trace context (the outcome's traceparent), with tracing on,
+// so a workflow that grows as it runs stays one trace.
+func traceSpawned(spawned []jobs.Spawned, traceparent string) {
+	if !tracing.Enabled() || len(spawned) == 0 {
+		return
+	}
+	tp := tracing.Clean(traceparent)
+	for k := range spawned {
+		spawned[k].Params.Traceparent = tp
 	}
 }

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-
-	"github.com/flinthq/flint/tracing"
 )
 
 // Limits on enqueue requests. They keep absurd input out of the database and
@@ -262,7 +260,7 @@ func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 		}
 	}
 	if p.Traceparent != "" { // malformed trace context is dropped, never refused
-		p.Traceparent = tracing.Clean(p.Traceparent)
+		p.Traceparent = cleanTraceparent(p.Traceparent)
 	}
 	if p.StepKey != "" && (len(p.StepKey) > MaxStepKeyLen || !CleanText(p.StepKey)) {
 		return Invalid("key", "must be at most %d characters of text", MaxStepKeyLen)

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/flinthq/flint/tracing"
 )
 
 // Self stands for the finishing job in the depends_on of the jobs it
@@ -91,7 +89,7 @@ func Spawn(ctx context.Context, specs ...SpawnJob) error {
 		return ErrSpawnOutsideWorker
 	}
 	out := make([]Spawned, len(specs))
-	tp := tracing.FromContext(ctx) // spawned jobs continue the spawning attempt's trace
+	tp := traceparentOf(ctx) // spawned jobs continue the spawning attempt's trace
 	for i, s := range specs {
 		sp, err := s.checked(sink.SpawnTypes(), sink.Now())
 		sp.Params.Traceparent = tp

@@ -26,8 +26,6 @@ func startRunSpan(ctx context.Context, j *jobs.Job, workerID string, opts ...tra
 func runAttributes(j *jobs.Job, workerID string) []attribute.KeyValue {
 	return []attribute.KeyValue{
 		attribute.String("messaging.system", "flint"),
-		attribute.String("messaging.operation.type", "process"),
-		attribute.String("messaging.destination.name", j.Queue),
 		attribute.String("flint.job.id", j.ID.String()),
 		attribute.String("flint.job.type", j.Type),
 		attribute.String("flint.job.queue", j.Queue),

@@ -6,6 +6,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -16,11 +18,14 @@ import (
 )
 
 // BenchmarkDrainTracing drains 50,000 noop jobs, each enqueued under a
-// trace of its own, with one `flint worker` process with tracing off and
-// with tracing on at 100 % sampling (every attempt's span exported over
-// OTLP/HTTP to a receiver that reads and discards them, so that the
-// receiver's own work does not compete for the CPU). Run it with -count
-// to interleave the two:
+// trace of its own, with one `flint worker` process, alternating tracing
+// off and tracing on at 100 % sampling (every attempt's span exported
+// over OTLP/HTTP to a receiver that reads and discards them, so that a
+// trace store's own work does not compete for the CPU), three rounds of
+// each; it reports the median rate of each and what tracing on costs.
+// With FLINT_BENCH_BASE naming another build of flint (the previous
+// release, without tracing), each round drains with it too, which is
+// what tracing off is to cost nothing against:
 //
 //	make bench BENCH=DrainTracing BENCHPKG=./internal/e2e BENCHTIME=1x
 func BenchmarkDrainTracing(b *testing.B) {
@@ -33,25 +38,48 @@ func BenchmarkDrainTracing(b *testing.B) {
 		w.WriteHeader(http.StatusOK)
 	}))
 	defer sink.Close()
-	for _, mode := range []string{"off", "on"} {
-		b.Run("tracing="+mode, func(b *testing.B) {
-			for b.Loop() {
-				b.StopTimer()
+	modes := []string{"off", "on"}
+	base := os.Getenv("FLINT_BENCH_BASE")
+	if base != "" {
+		modes = append([]string{"base"}, modes...)
+	}
+	const total, rounds = 50_000, 3
+	for b.Loop() {
+		b.StopTimer()
+		rates := map[string][]float64{}
+		for range rounds {
+			for _, mode := range modes {
 				store, dbURL := dbtest.NewStore(b)
-				enqueueTracedNoops(b, store, 50_000)
+				enqueueTracedNoops(b, store, total)
 				env := []string{"DATABASE_URL=" + dbURL, "REDIS_URL=", "OTEL_EXPORTER_OTLP_ENDPOINT="}
-				if mode == "on" {
+				exe := bin
+				switch mode {
+				case "on":
 					env = append(env, "OTEL_EXPORTER_OTLP_ENDPOINT="+sink.URL, "OTEL_TRACES_SAMPLER=always_on")
+				case "base":
+					exe = base
 				}
 				before := exported.Load()
-				rate := drainWorkers(b, bin, store, 1, 50_000, env...)
-				b.ReportMetric(rate, "jobs/s")
+				rates[mode] = append(rates[mode], drainWorkers(b, exe, store, 1, total, env...))
 				if mode == "on" {
 					require.Positive(b, exported.Load()-before, "no spans were exported")
+				} else {
+					require.Equal(b, before, exported.Load(), "spans were exported with tracing off")
 				}
-				b.StartTimer()
 			}
-		})
+		}
+		med := map[string]float64{}
+		for _, mode := range modes {
+			slices.Sort(rates[mode])
+			med[mode] = rates[mode][rounds/2]
+			b.ReportMetric(med[mode], mode+"-jobs/s")
+			b.Logf("tracing %s: %.0f jobs/s (rounds: %.0f)", mode, med[mode], rates[mode])
+		}
+		b.ReportMetric(100*(1-med["on"]/med["off"]), "on-cost-%")
+		if base != "" {
+			b.ReportMetric(100*(1-med["off"]/med["base"]), "off-cost-%")
+		}
+		b.StartTimer()
 	}
 }
 

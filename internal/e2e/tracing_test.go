@@ -65,12 +65,7 @@ func TestTracingEndToEnd(t *testing.T) {
 	for i, c := range cases {
 		ids[i] = enqueueTraced(t, r, c.body, "00-"+c.trace+"-"+c.caller+"-01")
 	}
-	// Bad input: a malformed traceparent is ignored, never a 4xx.
-	for _, bad := range []string{"garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
-		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01x", strings.Repeat("a", 5000)} {
-		id := enqueueTraced(t, r, `{"type": "noop"}`, bad)
-		r.waitStatus(t, id, "completed")
-	}
+	enqueueMalformed(t, r)
 	jobsOut := make([]map[string]any, len(cases))
 	for i, id := range ids {
 		jobsOut[i] = r.waitStatus(t, id, "completed")
@@ -135,4 +130,15 @@ func enqueueTraced(t *testing.T, r *workRig, body, traceparent string) string {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&job))
 	require.Equal(t, http.StatusCreated, resp.StatusCode, "traceparent %.60q: %v", traceparent, job)
 	return fmt.Sprint(job["id"])
+}
+
+// enqueueMalformed enqueues jobs with malformed traceparent headers: they
+// are ignored, never a 4xx, and the jobs run.
+func enqueueMalformed(t *testing.T, r *workRig) {
+	t.Helper()
+	for _, bad := range []string{"garbage", "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01x", strings.Repeat("a", 5000)} {
+		id := enqueueTraced(t, r, `{"type": "noop"}`, bad)
+		r.waitStatus(t, id, "completed")
+	}
 }
