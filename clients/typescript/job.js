@@ -222,6 +222,7 @@ export function cut(text, limit = MAX_ERROR_CHARS) {
 /** The finish outcome for a job whose handler resolved to result or threw err (threw: true). */
 export function outcomeOf(job, result, err, threw) {
   const o = { job_id: job.id, lease_token: job.lease_token };
+  if (job.traceparent) o.traceparent = job.traceparent; // Flint records the attempt's span under it
   if (!threw) {
     try {
       JSON.stringify(result);

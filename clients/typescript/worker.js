@@ -446,7 +446,7 @@ export class Worker {
     for (let attempt = 0; batch.length; ) {
       let err, delay;
       try {
-        const { data } = await this.#request("POST", `/api/v1/workers/${this.id}/finish`, { outcomes: batch.map(([job, o]) => (job.traceparent && !o.traceparent ? { ...o, traceparent: job.traceparent } : o)) }, { timeoutMs: 60000 });
+        const { data } = await this.#request("POST", `/api/v1/workers/${this.id}/finish`, { outcomes: batch.map(([, o]) => o) }, { timeoutMs: 60000 });
         const results = data.outcomes || [];
         batch.forEach(([job, o], i) => {
           const r = results[i] || {};
