@@ -69,6 +69,9 @@ func use(tp trace.TracerProvider) {
 // invalid all-zero trace or span) is reported as not ok and is to be
 // ignored: a bad header never fails a request.
 func Parse(traceparent string) (trace.SpanContext, bool) {
+	if sc, ok := parse00(traceparent); ok {
+		return sc, true
+	}
 	if traceparent == "" || len(traceparent) > 512 {
 		return trace.SpanContext{}, false
 	}
@@ -78,15 +81,53 @@ func Parse(traceparent string) (trace.SpanContext, bool) {
 	return sc, sc.IsValid()
 }
 
+// parse00 reads a version-00 traceparent in lower-case hex, the form
+// Flint stores, without the propagator's allocations: every attempt's
+// span parses one. Anything else is left to the propagator.
+func parse00(tp string) (trace.SpanContext, bool) {
+	if len(tp) != 55 || tp[0] != '0' || tp[1] != '0' || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return trace.SpanContext{}, false
+	}
+	var t trace.TraceID
+	var sp trace.SpanID
+	var f [1]byte
+	if !unhex(t[:], tp[3:35]) || !unhex(sp[:], tp[36:52]) || !unhex(f[:], tp[53:55]) {
+		return trace.SpanContext{}, false
+	}
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: t, SpanID: sp, TraceFlags: trace.TraceFlags(f[0]) & trace.FlagsSampled, Remote: true})
+	return sc, sc.IsValid()
+}
+
+// unhex decodes lower-case hex s into dst (len(s) == 2*len(dst)).
+func unhex(dst []byte, s string) bool {
+	for i := range dst {
+		hi, ok1 := nibble(s[2*i])
+		lo, ok2 := nibble(s[2*i+1])
+		if !ok1 || !ok2 {
+			return false
+		}
+		dst[i] = hi<<4 | lo
+	}
+	return true
+}
+
+func nibble(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
 // Format writes sc as a version-00 traceparent, or "" when it is not
 // valid.
 func Format(sc trace.SpanContext) string {
 	if !sc.IsValid() {
 		return ""
 	}
-	c := headerCarrier("")
-	w3c.Inject(trace.ContextWithSpanContext(context.Background(), sc), &c)
-	return string(c)
+	return "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-" + (sc.TraceFlags() & trace.FlagsSampled).String()
 }
 
 // FromContext is the traceparent of the span ctx carries, or "" when it
