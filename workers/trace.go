@@ -2,7 +2,6 @@ package workers
 
 import (
 	"context"
-	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -61,14 +60,6 @@ func endLostSpan(span trace.Span) {
 	span.SetAttributes(attribute.String("flint.job.outcome", "lease_lost"))
 	span.SetStatus(codes.Error, "lease lost while running")
 	span.End()
-}
-
-// spanAt is the option that ends (or starts) a span at t, when t is set.
-func spanAt(t *time.Time) []trace.SpanEndOption {
-	if t == nil {
-		return nil
-	}
-	return []trace.SpanEndOption{trace.WithTimestamp(*t)}
 }
 
 // tracedDeliver is deliver within the attempt's span, with tracing on:

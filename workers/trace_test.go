@@ -70,7 +70,7 @@ func TestAttemptsContinueTheEnqueuingTrace(t *testing.T) {
 		require.Equal(t, enq.SpanContext().TraceID(), run.SpanContext().TraceID())
 		attrs := map[string]string{}
 		for _, a := range run.Attributes() {
-			attrs[string(a.Key)] = a.Value.Emit()
+			attrs[string(a.Key)] = a.Value.String()
 		}
 		require.Equal(t, j.ID.String(), attrs["flint.job.id"])
 		require.Equal(t, "default", attrs["flint.job.queue"])
