@@ -131,6 +131,7 @@ soak: services
 CHAOS_DURATION ?= 5m
 chaos: services
 	scripts/services.sh ensure postgres-server
+	$(GO) build -modfile=tools/jaeger/go.mod -o .flint/tools/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
 		| grep --line-buffered -v '^{'
 

@@ -104,6 +104,9 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 			p.logger.Error("flint stopped with an error", "error", err)
 		}
 	}()
+	if err := p.startTracing(); err != nil {
+		return err
+	}
 	if r.migrates {
 		if err := db.MigrateWith(ctx, cfg.directURL(), p.logger, db.MigrateOptions{Force: cfg.MigrateForce}); err != nil {
 			return err

@@ -1405,8 +1405,11 @@ type ClaimedJob struct {
 	Steps *Steps `json:"steps,omitempty"`
 
 	// TimeoutSeconds 0 for none; report a run past it as failed
-	TimeoutSeconds int    `json:"timeout_seconds"`
-	Type           string `json:"type"`
+	TimeoutSeconds int `json:"timeout_seconds"`
+
+	// Traceparent This attempt's W3C trace context, present only when Flint's tracing is on: a new span id in the trace of the request that enqueued the job (or a new trace). Parent the handler's spans on it (or send it as the traceparent header of its requests) and return it as the outcome's traceparent; Flint records the attempt's span under that id.
+	Traceparent *string `json:"traceparent,omitempty"`
+	Type        string  `json:"type"`
 }
 
 // EnqueueRequest defines model for EnqueueRequest.
@@ -2380,6 +2383,9 @@ type FinishWorkJSONBody struct {
 		// TimeoutSeconds waiting only: when the wait ends without its signal or event (0 or absent: 366 days); the job then runs with signals.<name> = {"timed_out": true}
 		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
 
+		// Traceparent The claim's traceparent for this job, returned as given: Flint records the attempt's span (type, queue, attempt, outcome; the error as its status) with that span id. Malformed, it is ignored.
+		Traceparent *string `json:"traceparent,omitempty"`
+
 		// WakeAt sleeping only: when to run the job again (at most 366 days ahead; a time past runs it at once). Record the sleep as a step first, so that the run after it knows it slept.
 		WakeAt *time.Time `json:"wake_at,omitempty"`
 	} `json:"outcomes"`
@@ -2876,6 +2882,8 @@ type ClientInterface interface {
 	//
 	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
@@ -2884,6 +2892,8 @@ type ClientInterface interface {
 	// CreateBatch Create a batch of jobs with callbacks
 	//
 	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2995,6 +3005,8 @@ type ClientInterface interface {
 	//
 	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
@@ -3003,6 +3015,8 @@ type ClientInterface interface {
 	// EnqueueJob Enqueue a job
 	//
 	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3013,6 +3027,8 @@ type ClientInterface interface {
 	//
 	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -3021,6 +3037,8 @@ type ClientInterface interface {
 	// EnqueueJobs Enqueue many jobs in one transaction (all or none)
 	//
 	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3503,6 +3521,8 @@ type ClientInterface interface {
 	//
 	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /api/v1/workflows (the `EnqueueWorkflow` operationId).
@@ -3511,6 +3531,8 @@ type ClientInterface interface {
 	// EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 	//
 	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -3749,6 +3771,8 @@ func (c *Client) ListBatches(ctx context.Context, params *ListBatchesParams, req
 //
 // Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
@@ -3767,6 +3791,8 @@ func (c *Client) CreateBatchWithBody(ctx context.Context, contentType string, bo
 // CreateBatch Create a batch of jobs with callbacks
 //
 // Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4018,6 +4044,8 @@ func (c *Client) ListJobs(ctx context.Context, params *ListJobsParams, reqEditor
 //
 // Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
@@ -4036,6 +4064,8 @@ func (c *Client) EnqueueJobWithBody(ctx context.Context, contentType string, bod
 // EnqueueJob Enqueue a job
 //
 // Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4056,6 +4086,8 @@ func (c *Client) EnqueueJob(ctx context.Context, body EnqueueJobJSONRequestBody,
 //
 // Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -4074,6 +4106,8 @@ func (c *Client) EnqueueJobsWithBody(ctx context.Context, contentType string, bo
 // EnqueueJobs Enqueue many jobs in one transaction (all or none)
 //
 // Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -5166,6 +5200,8 @@ func (c *Client) TerminateWorker(ctx context.Context, id string, reqEditors ...R
 //
 // Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /api/v1/workflows (the `EnqueueWorkflow` operationId).
@@ -5184,6 +5220,8 @@ func (c *Client) EnqueueWorkflowWithBody(ctx context.Context, contentType string
 // EnqueueWorkflow Enqueue a workflow (DAG) in one transaction
 //
 // Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type.
 //
@@ -8732,6 +8770,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
@@ -8740,6 +8780,8 @@ type ClientWithResponsesInterface interface {
 	// CreateBatchWithResponse Create a batch of jobs with callbacks
 	//
 	// Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8865,6 +8907,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
@@ -8873,6 +8917,8 @@ type ClientWithResponsesInterface interface {
 	// EnqueueJobWithResponse Enqueue a job
 	//
 	// Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -8883,6 +8929,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -8891,6 +8939,8 @@ type ClientWithResponsesInterface interface {
 	// EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 	//
 	// Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9437,6 +9487,8 @@ type ClientWithResponsesInterface interface {
 	//
 	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /api/v1/workflows (the `EnqueueWorkflow` operationId).
@@ -9445,6 +9497,8 @@ type ClientWithResponsesInterface interface {
 	// EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 	//
 	// Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+	//
+	// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -15116,6 +15170,8 @@ func (c *ClientWithResponses) ListBatchesWithResponse(ctx context.Context, param
 //
 // Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/batches (the `CreateBatch` operationId).
@@ -15130,6 +15186,8 @@ func (c *ClientWithResponses) CreateBatchWithBodyWithResponse(ctx context.Contex
 // CreateBatchWithResponse Create a batch of jobs with callbacks
 //
 // Needs the `enqueue` scope. The batch, its members and its callbacks are created in one transaction. Once closed, the batch settles when every member has finished: `on_complete` is enqueued whatever the outcomes, `on_success` when every member completed; `on_death` is enqueued when the first member reaches the dead-letter queue. Each callback is enqueued once, in the transaction that settles the batch, and reads `{"batch": {"id", "total", "counts"}}` and each member's result (by member id) as its parents. A callback takes no `depends_on`, schedule or idempotency key.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15339,6 +15397,8 @@ func (c *ClientWithResponses) ListJobsWithResponse(ctx context.Context, params *
 //
 // Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs (the `EnqueueJob` operationId).
@@ -15353,6 +15413,8 @@ func (c *ClientWithResponses) EnqueueJobWithBodyWithResponse(ctx context.Context
 // EnqueueJobWithResponse Enqueue a job
 //
 // Needs the `enqueue` scope. A repeated `idempotency_key` answers 200 with the job that holds it. A key without the `read` scope learns only that the key is taken: the job's `id`, `status`, `type`, `queue` and `created_at`, never its payload, result or errors.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15369,6 +15431,8 @@ func (c *ClientWithResponses) EnqueueJobWithResponse(ctx context.Context, body E
 //
 // Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/jobs/batch (the `EnqueueJobs` operationId).
@@ -15383,6 +15447,8 @@ func (c *ClientWithResponses) EnqueueJobsWithBodyWithResponse(ctx context.Contex
 // EnqueueJobsWithResponse Enqueue many jobs in one transaction (all or none)
 //
 // Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16295,6 +16361,8 @@ func (c *ClientWithResponses) TerminateWorkerWithResponse(ctx context.Context, i
 //
 // Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
 //
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
+//
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /api/v1/workflows (the `EnqueueWorkflow` operationId).
@@ -16309,6 +16377,8 @@ func (c *ClientWithResponses) EnqueueWorkflowWithBodyWithResponse(ctx context.Co
 // EnqueueWorkflowWithResponse Enqueue a workflow (DAG) in one transaction
 //
 // Cycles are refused with a 422 whose message names the cycle. Needs the `enqueue` scope. A job whose `idempotency_key` is taken comes back as the existing job; a key without the `read` scope gets only its `id`, `status`, `type`, `queue` and `created_at`.
+//
+// Tracing: with Flint's tracing on (docs/tracing.md), a W3C `traceparent` request header makes the enqueue span its child, and every attempt of the jobs enqueued continues that trace. A malformed `traceparent` is ignored, never refused.
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //

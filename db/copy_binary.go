@@ -31,7 +31,8 @@ var copyJobsSQL = "COPY jobs (" + strings.Join(copyColumns, ", ") + ") FROM STDI
 
 // copyColumns are the columns a COPY batch sets, in appendCopyJob's order.
 var copyColumns = []string{"id", "type", "queue", "payload", "priority", "effective_priority", "status",
-	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at", "concurrency_key", "has_parents", "batch_id"}
+	"max_retries", "run_at", "timeout_seconds", "created_at", "updated_at", "concurrency_key", "has_parents", "batch_id",
+	"traceparent"}
 
 // postgresEpochMicros is 2000-01-01 00:00:00 UTC, PostgreSQL's zero for
 // timestamps, in Unix microseconds.
@@ -73,7 +74,12 @@ func appendCopyJob(b []byte, j *jobs.Job) []byte {
 		b = append(b, 0)
 	}
 	if j.BatchID != nil {
-		return appendCopyField(b, j.BatchID[:])
+		b = appendCopyField(b, j.BatchID[:])
+	} else {
+		b = appendCopyNull(b)
+	}
+	if j.Traceparent != "" {
+		return appendCopyText(b, j.Traceparent)
 	}
 	return appendCopyNull(b)
 }

@@ -5,13 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/tracing"
 )
 
 // enqueueSQL inserts a batch of jobs from parallel arrays in one statement.
@@ -36,22 +36,22 @@ WITH input AS (
 	       coalesce(t.run_at, now() + t.delay_ms * interval '1 millisecond') AS run_at,
 	       nullif(t.timeout_seconds, 0) AS timeout_seconds, t.idempotency_key, t.blocked,
 	       t.schedule_id, t.scheduled_for, t.concurrency_key, coalesce(t.has_parents, false) AS has_parents,
-	       t.batch_id, t.ord
+	       t.batch_id, t.traceparent, t.ord
 	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::smallint[], $6::integer[],
 	            $7::timestamptz[], $8::float8[], $9::integer[], $10::text[], $11::boolean[],
-	            $12::uuid[], $13::timestamptz[], $14::text[], $15::boolean[], $16::uuid[])
+	            $12::uuid[], $13::timestamptz[], $14::text[], $15::boolean[], $16::uuid[], $17::text[])
 	     WITH ORDINALITY AS t(id, type, queue, payload, priority, max_retries, run_at, delay_ms,
 	                          timeout_seconds, idempotency_key, blocked, schedule_id, scheduled_for,
-	                          concurrency_key, has_parents, batch_id, ord)
+	                          concurrency_key, has_parents, batch_id, traceparent, ord)
 ),
 inserted AS (
 	INSERT INTO jobs (id, type, queue, payload, priority, effective_priority, status, max_retries,
 	                  run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key,
-	                  has_parents, batch_id)
+	                  has_parents, batch_id, traceparent)
 	SELECT id, type, queue, payload, priority, priority,
 	       CASE WHEN blocked THEN 'blocked' WHEN run_at > now() THEN 'scheduled' ELSE 'queued' END,
 	       max_retries, run_at, timeout_seconds, idempotency_key, schedule_id, scheduled_for, concurrency_key,
-	       has_parents, batch_id
+	       has_parents, batch_id, traceparent
 	FROM input
 	ORDER BY ord
 	ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -70,6 +70,17 @@ const enqueueFrom = ` FROM inserted`
 // enqueue at the same moment (see groupcommit.go); it is answered as if it
 // had had a transaction of its own.
 func (s *Store) Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
+	if tracing.Enabled() && len(params) > 0 {
+		var end func([]jobs.Enqueued, error)
+		ctx, params, end = traceEnqueue(ctx, "store", params)
+		out, err := s.enqueue(ctx, params)
+		end(out, err)
+		return out, err
+	}
+	return s.enqueue(ctx, params)
+}
+
+func (s *Store) enqueue(ctx context.Context, params []jobs.EnqueueParams) ([]jobs.Enqueued, error) {
 	if s.group != nil && groupable(params) {
 		e, err := s.group.submit(ctx, params[0])
 		if err != nil {
@@ -134,8 +145,13 @@ func hasEdgesOrSeries(params []jobs.EnqueueParams) bool {
 // That commit then takes PostgreSQL's notify lock (see wakeup.go); jobs
 // that need not share the caller's transaction enqueue faster through
 // Store.Enqueue.
-func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error) {
-	out, err := enqueueTx(ctx, q, params...)
+func EnqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) (out []jobs.Enqueued, err error) {
+	if tracing.Enabled() && len(params) > 0 {
+		var end func([]jobs.Enqueued, error)
+		ctx, params, end = traceEnqueue(ctx, "transaction", params)
+		defer func() { end(out, err) }()
+	}
+	out, err = enqueueTx(ctx, q, params...)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +229,8 @@ type enqueueInput struct {
 	ckeys     []*string // concurrency keys
 	parents   []bool    // has dependencies: the claim reads their results
 	batches   []*uuid.UUID
-	blocked   []bool // set by resolveDependencies
+	traces    []*string // traceparents; nil when no job has one
+	blocked   []bool    // set by resolveDependencies
 	schedules []*uuid.UUID
 	fireAts   []*time.Time // set, with schedules, by createSchedules
 	wantKeys  []string     // the idempotency keys asked for
@@ -283,6 +300,13 @@ func newEnqueueInput(params []jobs.EnqueueParams) (enqueueInput, error) {
 			b := p.BatchID
 			in.batches[i] = &b
 		}
+		if p.Traceparent != "" {
+			if in.traces == nil {
+				in.traces = make([]*string, n)
+			}
+			tp := p.Traceparent
+			in.traces[i] = &tp
+		}
 	}
 	return in, nil
 }
@@ -294,9 +318,12 @@ func newEnqueueInput(params []jobs.EnqueueParams) (enqueueInput, error) {
 func (in *enqueueInput) insert(ctx context.Context, q DBTX, params []jobs.EnqueueParams) ([]*jobs.Job, error) {
 	args := []any{uuidArray(in.ids), in.types, in.queues, in.payloads, in.prios, in.retries,
 		in.runAts, in.delays, in.timeouts, in.keys, in.blocked, nullableUUIDArray(in.schedules), in.fireAts, in.ckeys,
-		in.parents, nullableUUIDArray(in.batches)}
+		in.parents, nullableUUIDArray(in.batches), in.traces}
 	if in.batches == nil {
-		args[len(args)-1] = nil
+		args[15] = nil
+	}
+	if in.traces == nil {
+		args[16] = nil
 	}
 	if tx, ok := q.(pgx.Tx); ok && len(params) >= copyMin && len(in.wantKeys) == 0 && !anyRecurring(params) {
 		return in.copyInsert(ctx, tx, params)
@@ -356,43 +383,4 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
-}
-
-// enqueueNotifications are the notifications EnqueueTx sends for new jobs
-// in the caller's transaction: one per queue that gained queued jobs, and
-// the scheduled jobs in chunks of 90 (the format the waker sends).
-func enqueueNotifications(queued []string, scheduled []*jobs.Job) (channels, notes []string) {
-	for _, q := range queued {
-		channels, notes = append(channels, ChannelJobs), append(notes, q)
-	}
-	for len(scheduled) > 0 {
-		chunk := scheduled[:min(90, len(scheduled))]
-		scheduled = scheduled[len(chunk):]
-		parts := make([]string, len(chunk))
-		for i, j := range chunk {
-			parts[i] = timerPart(j.ID, j.RunAt, j.EffectivePriority, j.CreatedAt)
-		}
-		channels, notes = append(channels, ChannelScheduled), append(notes, strings.Join(parts, ","))
-	}
-	return channels, notes
-}
-
-// AnnounceTx queues, in the caller's transaction q, the events of jobs it
-// enqueued with EnqueueTx: PostgreSQL delivers them to every API process
-// (dashboard, SSE) when the transaction commits, and never if it rolls
-// back, so no event is ever out of step with the database.
-func AnnounceTx(ctx context.Context, q DBTX, enqueued []jobs.Enqueued) error {
-	var inserted []*jobs.Job
-	for _, e := range enqueued {
-		if e.Inserted {
-			inserted = append(inserted, e.Job)
-		}
-	}
-	if len(inserted) == 0 {
-		return nil
-	}
-	if _, err := q.Exec(ctx, notifyEventsSQL, ChannelEvents, notifyPayloads("tx", jobs.EventsFromJobs(inserted, time.Now()))); err != nil {
-		return fmt.Errorf("announce enqueued jobs: %w", err)
-	}
-	return nil
 }

@@ -157,6 +157,7 @@ func newPlainJob(p *jobs.EnqueueParams, now time.Time) (*jobs.Job, error) {
 		ckey = &k
 	}
 	return &jobs.Job{
+		Traceparent:       p.Traceparent,
 		ConcurrencyKey:    ckey,
 		ID:                id,
 		Type:              p.Type,

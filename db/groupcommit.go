@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/tracing"
 )
 
 // Group commit for single enqueues.
@@ -269,7 +270,14 @@ func (g *groupCommitter) flush(ctx context.Context, gathered []*groupRequest) an
 	for i, r := range batch {
 		params[i] = r.params
 	}
+	var endSpan func(error)
+	if tracing.Enabled() {
+		wctx, endSpan = traceGroupCommit(wctx, params)
+	}
 	written, err := g.store.enqueueDirect(wctx, params)
+	if endSpan != nil {
+		endSpan(err)
+	}
 	if err == nil {
 		g.batches.Add(1)
 		g.jobs.Add(uint64(len(batch)))

@@ -148,7 +148,8 @@ func (s *Store) ReleaseWorker(ctx context.Context, id, reason string) ([]jobs.Mo
 
 const claimedBySQL = `
 SELECT j.id, j.attempt,
-       j.worker_id IS NOT DISTINCT FROM $2 OR EXISTS (SELECT 1 FROM job_executions e WHERE e.job_id = j.id AND e.worker_id = $2)
+       j.worker_id IS NOT DISTINCT FROM $2 OR EXISTS (SELECT 1 FROM job_executions e WHERE e.job_id = j.id AND e.worker_id = $2),
+       j.type, j.queue, coalesce(j.traceparent, ''), j.started_at
 FROM jobs j WHERE j.id = ANY($1::uuid[])`
 
 // ClaimedBy says, of the jobs ids that still exist in the live table,
@@ -164,7 +165,7 @@ func (s *Store) ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID)
 	for rows.Next() {
 		var id uuid.UUID
 		var c jobs.Claimed
-		if err := rows.Scan(&id, &c.Attempt, &c.Mine); err != nil {
+		if err := rows.Scan(&id, &c.Attempt, &c.Mine, &c.Type, &c.Queue, &c.Traceparent, &c.StartedAt); err != nil {
 			return nil, fmt.Errorf("check claims: %w", err)
 		}
 		out[id] = c

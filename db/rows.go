@@ -19,7 +19,7 @@ const jobColumns = `id, type, queue, payload, priority, effective_priority, stat
 	interruptions, executions, run_at, timeout_seconds, idempotency_key, cancel_requested, last_error,
 	result, worker_id, lease_token, lease_expires_at, created_at, updated_at, started_at, finished_at, deleted_at,
 	schedule_id, scheduled_for, cancelled_by, progress, progress_message, concurrency_key, has_parents, batch_id,
-	durable, wait_kind, wait_name`
+	durable, wait_kind, wait_name, traceparent`
 
 // jobRow is a jobs row as stored. It is scanned by position only (its
 // fields follow jobColumns), wherever a statement returns jobs rows.
@@ -60,6 +60,7 @@ type jobRow struct {
 	Durable           bool
 	WaitKind          *string
 	WaitName          *string
+	Traceparent       *string
 }
 
 // scrubbed is an error text or a progress message as Flint shows it:
@@ -109,6 +110,9 @@ func (r *jobRow) toJob() *jobs.Job {
 		HasParents:        r.HasParents,
 		BatchID:           r.BatchID,
 		Durable:           r.Durable,
+	}
+	if r.Traceparent != nil {
+		j.Traceparent = *r.Traceparent
 	}
 	if r.WaitKind != nil && r.WaitName != nil {
 		j.WaitingFor = &jobs.WaitingFor{Kind: *r.WaitKind, Name: *r.WaitName, Until: r.RunAt}

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/tracing"
 )
 
 // claimRequest is the body of POST /api/v1/workers/{id}/claim.
@@ -43,12 +44,16 @@ type claimedJob struct {
 	// {"body", "at"} or {"timed_out": true}), for a durable job.
 	Steps   jobs.StepsWire         `json:"steps,omitempty"`
 	Signals map[string]jobs.Signal `json:"signals,omitempty"`
+	// Traceparent is the W3C trace context of this attempt (with tracing
+	// on): the worker parents its spans on it and reports it back with
+	// the outcome, and Flint records the attempt's span under that id.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 func claimedJobOf(j *jobs.Job) claimedJob {
 	out := claimedJob{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt, MaxRetries: j.MaxRetries,
 		TimeoutSeconds: j.TimeoutSeconds, LeaseExpiresAt: j.LeaseExpiresAt, ConcurrencyKey: j.ConcurrencyKey, Parents: j.Parents,
-		Steps: j.Steps, Signals: j.Signals}
+		Steps: j.Steps, Signals: j.Signals, Traceparent: tracing.AttemptTraceparent(j.Traceparent)}
 	if j.LeaseToken != nil {
 		out.LeaseToken = *j.LeaseToken
 	}

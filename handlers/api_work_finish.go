@@ -27,6 +27,9 @@ type outcomeRequest struct {
 	RetryAfterSeconds *float64        `json:"retry_after_seconds"`
 	// Spawn adds jobs to the job's workflow with its completion.
 	Spawn json.RawMessage `json:"spawn"`
+	// Traceparent is the trace context the attempt ran as (the claim's
+	// traceparent); malformed, it is ignored.
+	Traceparent string `json:"traceparent"`
 	// wake_at, signal, event and timeout_seconds end the attempt
 	// sleeping or waiting (jobs.SuspendFields).
 	jobs.SuspendFields
@@ -78,6 +81,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
 			return err
 		}
+		traceSpawned(f.Spawn, o.Traceparent)
 		if slices.Contains(ids[:i], f.JobID) {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
 		}
@@ -108,6 +112,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		return err
 	}
 	jobs.LogFailures(ctx, s.logger.With("worker_id", w.ID), batch, finished)
+	traceFinished(ctx, w.ID, req.Outcomes, batch, finished, claimed, now)
 	out := make([]outcomeResult, len(finished))
 	var moved []jobs.Moved
 	for i, m := range finished {

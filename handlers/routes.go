@@ -80,7 +80,7 @@ func (s *server) routesPublic(app *fiber.App, cfg Config) {
 // apiKey or a stored one) with the scope accessTable names for it; the
 // routes of an area whose store is not configured are left out.
 func (s *server) routesAPI(app *fiber.App, apiKey string) {
-	api := guarded{Router: app.Group("/api/v1", s.authenticateKey(apiKey)), check: s.authorize}
+	api := guarded{Router: app.Group("/api/v1", s.authenticateKey(apiKey), traceContext), check: s.authorize}
 	s.routesAPIJobs(api)
 	s.routesAPIWorkers(api)
 	s.routesAPIOperations(api)

@@ -110,6 +110,10 @@ type EnqueueParams struct {
 	Cron string
 	// Timezone is the IANA zone Cron is read in; "" means UTC.
 	Timezone string
+	// Traceparent is the W3C trace context the job's attempts continue.
+	// The store sets it from the enqueue's span when tracing is on and it
+	// is empty; a malformed one is dropped, never refused.
+	Traceparent string
 }
 
 // Recurring reports whether p creates a recurring series.
@@ -261,6 +265,9 @@ func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 		if len(p.ConcurrencyKey) > MaxConcurrencyKeyLen || !CleanText(p.ConcurrencyKey) {
 			return Invalid("concurrency_key", "must be valid UTF-8 text of at most %d bytes without NUL or control characters", MaxConcurrencyKeyLen)
 		}
+	}
+	if p.Traceparent != "" { // malformed trace context is dropped, never refused
+		p.Traceparent = cleanTraceparent(p.Traceparent)
 	}
 	if p.StepKey != "" && (len(p.StepKey) > MaxStepKeyLen || !CleanText(p.StepKey)) {
 		return Invalid("key", "must be at most %d characters of text", MaxStepKeyLen)

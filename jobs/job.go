@@ -125,6 +125,10 @@ type Job struct {
 	// (see WaitForSignal). Nil outside a claim.
 	Steps   []StepRecord      `json:"-"`
 	Signals map[string]Signal `json:"-"`
+	// Traceparent is the W3C trace context of the span that enqueued the
+	// job ("" when tracing was off or the enqueue carried none): every
+	// attempt's span continues it (see package tracing).
+	Traceparent string `json:"-"`
 }
 
 // Timeout returns the handler's time limit, or 0 for none.

@@ -198,6 +198,10 @@ type Claimed struct {
 	Mine bool
 	// Attempt is the job's attempt now, for the retry backoff.
 	Attempt int
+	// Type, Queue, Traceparent and StartedAt (when the attempt's run
+	// started) describe the attempt for its span.
+	Type, Queue, Traceparent string
+	StartedAt                *time.Time
 }
 
 // LogFailures writes the failures among written outcomes to the process

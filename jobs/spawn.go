@@ -89,8 +89,10 @@ func Spawn(ctx context.Context, specs ...SpawnJob) error {
 		return ErrSpawnOutsideWorker
 	}
 	out := make([]Spawned, len(specs))
+	tp := traceparentOf(ctx) // spawned jobs continue the spawning attempt's trace
 	for i, s := range specs {
 		sp, err := s.checked(sink.SpawnTypes(), sink.Now())
+		sp.Params.Traceparent = tp
 		if err != nil {
 			var ve *ValidationError
 			if errors.As(err, &ve) {

@@ -112,10 +112,15 @@ func Step[T any](ctx context.Context, name string, fn func(context.Context) (T, 
 		return zero, err
 	}
 	if rec != nil {
+		traceStep(ctx, r.job, name, seq, true)
 		return decodeStep[T](name, rec.Result)
 	}
 	started := r.sink.Now()
-	v, err := fn(ctx)
+	sctx, end := traceStep(ctx, r.job, name, seq, false)
+	v, err := fn(sctx)
+	if end != nil {
+		end(err)
+	}
 	if err != nil {
 		return zero, err
 	}

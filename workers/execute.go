@@ -11,8 +11,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/logs"
+	"github.com/flinthq/flint/tracing"
 )
 
 // execution is one claimed job, from its claim (it may wait in work for a
@@ -226,12 +229,19 @@ func (p *Pool) execute(ex *execution) {
 	ctx = jobs.WithLogger(jobs.WithProgress(ctx, hc), hc)
 	ctx = jobs.WithSpawn(jobs.ContextWithJob(ctx, j), hc)
 	ctx = jobs.WithSteps(ctx, j, hc)
+	var span trace.Span
+	if tracing.Enabled() {
+		ctx, span = startRunSpan(ctx, j, p.cfg.WorkerID)
+	}
 	at := p.markStarted(ex)
 	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
 
 	if ex.lost.Load() {
+		if span != nil {
+			endLostSpan(span)
+		}
 		p.running.CompareAndDelete(j.ID, ex)
 		p.logger.Warn("lease lost while running; outcome discarded", "job_id", j.ID, "type", j.Type,
 			"duration_ms", time.Since(start).Milliseconds())
@@ -244,6 +254,9 @@ func (p *Pool) execute(ex *execution) {
 	if f.Outcome == jobs.OutcomeSuspended { // stored by the log writer: a suspension writes none
 		p.passLog(f)
 		f.Log = nil
+	}
+	if span != nil {
+		endRunSpan(span, &f)
 	}
 	ran := time.Since(start)
 	movingAverage(&p.runAvg, ran)

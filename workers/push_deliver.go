@@ -16,6 +16,7 @@ import (
 
 	"github.com/flinthq/flint/jobs"
 	"github.com/flinthq/flint/logs"
+	"github.com/flinthq/flint/tracing"
 )
 
 // pushBody is what a push request carries.
@@ -81,6 +82,9 @@ func newPushRequest(ctx context.Context, q jobs.PushQueue, j *jobs.Job, body []b
 	req.Header.Set("Flint-Queue", j.Queue)
 	req.Header.Set("Flint-Type", j.Type)
 	jobs.WebhookHeaders(req.Header.Set, q.Secrets, j.ID.String(), start, body)
+	if tp := tracing.FromContext(ctx); tp != "" {
+		req.Header.Set("traceparent", tp) // the attempt's span: the endpoint's spans continue it
+	}
 	return req, nil
 }
 

@@ -313,7 +313,7 @@ func (p *Pusher) start(j *jobs.Job) {
 			out = pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeInterrupted,
 				Error: "interrupted: the queue stopped pushing before the job was sent"}}
 		} else {
-			out = p.deliver(dctx, q, d)
+			out = p.tracedDeliver(dctx, q, d)
 		}
 		p.mu.Lock()
 		delete(p.inFlight, j.ID)

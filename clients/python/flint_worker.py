@@ -304,6 +304,12 @@ class Job:
         self.lease_expires_at = data.get("lease_expires_at")
         self.concurrency_key = data.get("concurrency_key")
         self.parents = data.get("parents") or {}
+        # traceparent: this attempt's W3C trace context (only when Flint's
+        # tracing is on). Send it as the traceparent header of the requests
+        # the handler makes, or make it the parent of your OpenTelemetry
+        # spans; the worker reports it back with the outcome, and Flint
+        # records the attempt's span under it.
+        self.traceparent = data.get("traceparent")
         # steps: what earlier attempts recorded (name -> result, in their
         # order); signals: what resumed the job's waits, by name.
         self.steps = dict(data.get("steps") or {})
@@ -597,6 +603,13 @@ def outcome_of(job, result=None, exc=None):
 
 def _cut(text, limit=MAX_ERROR_CHARS):
     return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _traced(job, outcome):
+    """outcome with the attempt's traceparent, when the claim gave one."""
+    if job.traceparent and "traceparent" not in outcome:
+        outcome = dict(outcome, traceparent=job.traceparent)
+    return outcome
 
 
 def _outcome_index(field):
@@ -1080,7 +1093,7 @@ class Worker:
     def _send_outcomes(self, batch):
         attempt = 0
         while batch:
-            body = {"outcomes": [o for _, o in batch]}
+            body = {"outcomes": [_traced(job, o) for job, o in batch]}
             try:
                 got = self._conn().request("POST", "/api/v1/workers/%s/finish" % self.id, body, timeout=60)
             except FlintError as e:

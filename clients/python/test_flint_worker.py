@@ -40,6 +40,14 @@ class OutcomeTest(unittest.TestCase):
         self.assertEqual(fw.outcome_of(job(), {"a": 1}),
                          {"job_id": "j1", "lease_token": "tok", "status": "completed", "result": {"a": 1}})
 
+    def test_outcome_carries_the_attempts_traceparent(self):
+        tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        traced = job(traceparent=tp)
+        self.assertEqual(traced.traceparent, tp)
+        self.assertEqual(fw._traced(traced, fw.outcome_of(traced, 1))["traceparent"], tp)
+        self.assertIsNone(job().traceparent)
+        self.assertNotIn("traceparent", fw._traced(job(), fw.outcome_of(job(), 1)))
+
     def test_completed_without_result(self):
         self.assertNotIn("result", fw.outcome_of(job(), None))
 

@@ -202,6 +202,8 @@ export declare class Job<P = any> {
   readonly steps: Record<string, JSONValue>;
   /** What resumed the job's waits, by signal or event name. */
   readonly signals: Record<string, { body?: JSONValue; at?: string; timed_out?: boolean }>;
+  /** This attempt's W3C trace context when Flint's tracing is on, else null; reported back with the outcome. */
+  readonly traceparent: string | null;
   /** Aborted once the job is stopped (lease lost, cancellation asked, worker stopping now). */
   readonly signal: AbortSignal;
   /** True once the worker no longer holds the job; whatever the handler returns is then dropped. */

@@ -108,6 +108,11 @@ export class Job {
     this.lease_expires_at = data.lease_expires_at ?? null;
     this.concurrency_key = data.concurrency_key ?? null;
     this.parents = data.parents ?? {};
+    // This attempt's W3C trace context (only when Flint's tracing is on):
+    // send it as the traceparent header of the handler's requests, or make
+    // it the parent of your OpenTelemetry spans. The worker reports it back
+    // with the outcome, and Flint records the attempt's span under it.
+    this.traceparent = data.traceparent ?? null;
     // steps: what earlier attempts recorded (name -> result, in their
     // order); signals: what resumed the job's waits, by name.
     this.steps = { ...(data.steps ?? {}) };
@@ -369,6 +374,7 @@ export function cut(text, limit = MAX_ERROR_CHARS) {
 /** The finish outcome for a job whose handler resolved to result or threw err (threw: true). */
 export function outcomeOf(job, result, err, threw) {
   const o = { job_id: job.id, lease_token: job.lease_token };
+  if (job.traceparent) o.traceparent = job.traceparent; // Flint records the attempt's span under it
   if (threw && err instanceof Suspend) return { ...o, ...err.fields };
   if (threw && err instanceof StepOrderChanged) return { ...o, status: "failed", retryable: false, error: cut(err.message) };
   if (!threw) {

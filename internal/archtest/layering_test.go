@@ -24,6 +24,7 @@ var layerRules = map[string][]string{
 	"github.com/flinthq/flint/logs":      {"github.com/flinthq/flint/"},
 	"github.com/flinthq/flint/metrics":   {"github.com/flinthq/flint/db", "github.com/jackc/", "database/sql"},
 	"github.com/flinthq/flint/client":    {"github.com/flinthq/flint/"}, // generated; stands alone for callers
+	"github.com/flinthq/flint/tracing":   {"github.com/flinthq/flint/"},
 
 	"github.com/flinthq/flint/internal/minheap": {"github.com/", "golang.org/"}, // the standard library only
 	"github.com/flinthq/flint/internal/bufpool": {"github.com/", "golang.org/"}, // the standard library only

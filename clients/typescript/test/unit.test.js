@@ -38,6 +38,16 @@ test("a handler's return and throws become outcomes", () => {
   assert.equal(outcomeOf(j, undefined, new Error("x".repeat(9000)), true).error.length, 8000);
 });
 
+test("an outcome carries the attempt's traceparent", () => {
+  const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  const traced = job({ traceparent: tp });
+  assert.equal(traced.traceparent, tp);
+  assert.equal(outcomeOf(traced, 1, undefined, false).traceparent, tp);
+  assert.equal(outcomeOf(traced, undefined, new flint.Fail("bad"), true).traceparent, tp);
+  assert.equal(job().traceparent, null);
+  assert.equal("traceparent" in outcomeOf(job(), 1, undefined, false), false);
+});
+
 test("spawn checks its keys and options and rides on the completion", () => {
   const j = job();
   j.spawn("a", "t", { n: 1 }, { depends_on: [flint.SELF], priority: "high" });
