@@ -93,6 +93,8 @@ type Failure struct {
 	At       time.Time
 	Outcome  Outcome
 	JobState State
+	// Failures is how many of the job's recent runs failed (1 or more).
+	Failures int
 }
 
 // ErrorGroup is one group of the dead-letter queue: its jobs of one type
