@@ -29,6 +29,9 @@ type AlertStore interface {
 	// AlertOutbox returns up to limit of the latest notifications, newest
 	// first: sent, waiting for a retry or given up.
 	AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error)
+	// AlertDeliveries returns the notifications of the given alerts, up
+	// to perAlert of each, newest first.
+	AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]jobs.AlertRecord, error)
 	// AlertsMark is a fingerprint of what the Alerts page shows, which
 	// changes whenever the page would: the live stream polls it.
 	AlertsMark(ctx context.Context) (string, error)
