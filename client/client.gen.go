@@ -361,6 +361,7 @@ const (
 	ExplainReasonCodeRateLimit             ExplainReasonCode = "rate_limit"
 	ExplainReasonCodeRetryBackoff          ExplainReasonCode = "retry_backoff"
 	ExplainReasonCodeRunning               ExplainReasonCode = "running"
+	ExplainReasonCodeSeriesQueuePaused     ExplainReasonCode = "series_queue_paused"
 	ExplainReasonCodeWaiting               ExplainReasonCode = "waiting"
 	ExplainReasonCodeWaitingForRunAt       ExplainReasonCode = "waiting_for_run_at"
 )
@@ -419,6 +420,8 @@ func (e ExplainReasonCode) Valid() bool {
 	case ExplainReasonCodeRetryBackoff:
 		return true
 	case ExplainReasonCodeRunning:
+		return true
+	case ExplainReasonCodeSeriesQueuePaused:
 		return true
 	case ExplainReasonCodeWaiting:
 		return true
@@ -1767,15 +1770,25 @@ type QueuePatch struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Cron            *string    `json:"cron,omitempty"`
-	Id              *string    `json:"id,omitempty"`
-	IntervalSeconds *int       `json:"interval_seconds,omitempty"`
-	LastRunAt       *time.Time `json:"last_run_at,omitempty"`
-	NextRunAt       *time.Time `json:"next_run_at,omitempty"`
-	Paused          *bool      `json:"paused,omitempty"`
-	Queue           *string    `json:"queue,omitempty"`
-	Timezone        *string    `json:"timezone,omitempty"`
-	Type            *string    `json:"type,omitempty"`
+	Cron            *string `json:"cron,omitempty"`
+	Id              *string `json:"id,omitempty"`
+	IntervalSeconds *int    `json:"interval_seconds,omitempty"`
+
+	// LastRunAt when the latest occurrence that ran started; absent if none has run yet
+	LastRunAt *time.Time `json:"last_run_at,omitempty"`
+
+	// NextRunAt the time the pending occurrence is due
+	NextRunAt *time.Time `json:"next_run_at,omitempty"`
+
+	// OccurrencesWaiting occurrences released to the queue that wait to run (they pile up while the queue is paused)
+	OccurrencesWaiting *int    `json:"occurrences_waiting,omitempty"`
+	Paused             *bool   `json:"paused,omitempty"`
+	Queue              *string `json:"queue,omitempty"`
+
+	// QueuePaused the series' queue is paused: its occurrences are still released, but wait in the queue unrun until it is resumed
+	QueuePaused *bool   `json:"queue_paused,omitempty"`
+	Timezone    *string `json:"timezone,omitempty"`
+	Type        *string `json:"type,omitempty"`
 }
 
 // Settings defines model for Settings.
