@@ -25,6 +25,9 @@ type ListParams struct {
 	// Retrying, if set, keeps only scheduled jobs waiting for a retry
 	// (true) or only those not yet tried (false).
 	Retrying *bool
+	// Sleeping, if set, keeps only waiting jobs that sleep until a set
+	// time (true) or only those waiting for a signal or an event (false).
+	Sleeping *bool
 	// ScheduleID keeps the runs of one recurring series.
 	ScheduleID *uuid.UUID
 	// BatchID keeps the members of one batch.

@@ -566,7 +566,7 @@ func OverviewLive(o Overview, now time.Time) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</div></a> <a class=\"stat\" href=\"/jobs?status=waiting\" data-testid=\"count-sleeping\" title=\"Sleeping until a set time; no worker is held\"><div class=\"stat-label\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 47, "</div></a> <a class=\"stat\" href=\"/jobs?status=sleeping\" data-testid=\"count-sleeping\" title=\"Sleeping until a set time; no worker is held\"><div class=\"stat-label\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
