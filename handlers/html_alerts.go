@@ -196,7 +196,7 @@ func formFieldOf(kind jobs.AlertKind, field string) string {
 
 // ruleForm builds the form view, with the series to pick from.
 func (s *server) ruleForm(c *fiber.Ctx, id int64, kind jobs.AlertKind, values map[string]string) (views.RuleForm, error) {
-	f := views.RuleForm{ID: id, Kind: kind, Values: values, Errors: map[string]string{}}
+	f := views.RuleForm{ID: id, Kind: kind, Values: values, Errors: map[string]string{}, NoFallback: len(s.alertEmails()) == 0}
 	if kind == jobs.AlertCronOverdue {
 		series, err := s.scheduleStore.ListSchedules(c.UserContext())
 		if err != nil {

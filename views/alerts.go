@@ -33,6 +33,9 @@ type RuleForm struct {
 	Series []*jobs.Schedule
 	// Message is an error about the whole form.
 	Message string
+	// NoFallback says the alert_emails setting is empty: a rule without
+	// emails or webhook reaches nobody.
+	NoFallback bool
 }
 
 // RuleSaved is shown once a rule is saved; Secret is a webhook secret the

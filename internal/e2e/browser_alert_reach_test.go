@@ -61,6 +61,7 @@ func TestAlertReachInABrowser(t *testing.T) {
 	within(t, ctx, 20*time.Second, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(rig.base+"/alerts/rules/new?kind=job_waiting"),
 		chromedp.WaitVisible(chromedp.CSS(`#f-threshold_minutes`)))
 	require.False(t, eval[bool](t, ctx, `!!document.querySelector('#f-grace_minutes') || !!document.querySelector('#f-threshold_percent')`))
+	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="rule-no-fallback"]').textContent`), "reach nobody", "the form warns before the save")
 	typeInto(t, ctx, `#f-name`, "refunds stuck")
 	within(t, ctx, 10*time.Second, chromedp.SetValue(chromedp.CSS(`#f-queue`), "refunds"), chromedp.SetValue(chromedp.CSS(`#f-threshold_minutes`), "5"))
 	require.True(t, eval[bool](t, ctx, `(document.querySelector('[data-testid="rule-save"]').click(), true)`))
