@@ -1938,6 +1938,9 @@ type ListAlertsParamsStatus string
 type ListAlertDeliveriesParams struct {
 	// Limit 1-500, default 50
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// AlertId only the notifications of this alert (its firing, repeats and resolution): where it went and how each delivery went
+	AlertId *int `form:"alert_id,omitempty" json:"alert_id,omitempty"`
 }
 
 // ListAuditParams defines parameters for ListAudit.
@@ -5298,6 +5301,18 @@ func NewListAlertDeliveriesRequest(server string, params *ListAlertDeliveriesPar
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AlertId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "alert_id", *params.AlertId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -111,12 +112,20 @@ func TestAlertReachInABrowser(t *testing.T) {
 	require.Len(t, hook.requests(), 1, "the webhook was tried (and answered 500)")
 	alerts, err := rig.store.ListAlerts(bg, jobs.AlertQuery{Status: "firing"})
 	require.NoError(t, err)
-	notified := map[string]int{}
+	notified, went := map[string]int{}, map[string][]string{}
+	type deliveries struct {
+		Deliveries []struct{ Channel, Status string } `json:"deliveries"`
+	}
 	for _, a := range alerts {
 		notified[a.RuleName] = a.Notifications
 		require.Contains(t, a.Message, "slept or waited for a signal or event")
+		went[a.RuleName] = []string{}
+		for _, d := range apiGet[deliveries](t, rig, fmt.Sprintf("/api/v1/alerts/deliveries?alert_id=%d", a.ID)).Deliveries {
+			went[a.RuleName] = append(went[a.RuleName], d.Channel+" "+d.Status)
+		}
 	}
 	require.Equal(t, map[string]int{"refunds stuck": 0, "hooked": 1}, notified)
+	require.Equal(t, map[string][]string{"refunds stuck": {}, "hooked": {"webhook pending"}}, went, "where each firing went, through the API")
 
 	// The Alerts page: where each firing went, and who reaches nobody.
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/alerts"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="alerts-firing"] tbody tr`)))
