@@ -44,6 +44,21 @@ func rolesOf(cmd string) roles {
 	return r
 }
 
+// names is the roles as the registry records them (jobs.RoleAPI...).
+func (r roles) names() []string {
+	var out []string
+	if r.http {
+		out = append(out, jobs.RoleAPI)
+	}
+	if r.scheduler {
+		out = append(out, jobs.RoleScheduler)
+	}
+	if r.workers {
+		out = append(out, jobs.RoleWorkers)
+	}
+	return out
+}
+
 // process is one running Flint: what its components share while they run.
 type process struct {
 	app      *App
@@ -120,6 +135,7 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 	if r.scheduler {
 		p.startScheduler()
 	}
+	p.startPresence(r)
 	p.startListener() // once every channel has its handler
 	if r.http {
 		if err := p.startHTTP(); err != nil {
@@ -155,7 +171,21 @@ func (p *process) kickOnDLQ(moved []jobs.Moved) {
 	}
 }
 
-// startWorkers runs the worker pool and its presence in the worker registry.
+// startPresence keeps this process's entry in the registry: every Flint
+// process has one, with the roles it runs and its version (the Workers
+// page shows them; flint migrate finds older processes by them). Only a
+// process that runs workers has slots, queues and job types.
+func (p *process) startPresence(r roles) {
+	info := jobs.WorkerInfo{ID: p.cfg.WorkerID, Version: p.app.version(), Roles: r.names()}
+	var types workers.TypeLister
+	if r.workers {
+		info.Queues, info.Concurrency, types = p.cfg.Queues, p.cfg.Workers, p.registry
+	}
+	presence := workers.NewPresence(info, types, 0, p.store, p.clock, p.logger)
+	p.g.Go(func() error { return presence.Run(p.gctx) })
+}
+
+// startWorkers runs the worker pool.
 func (p *process) startWorkers() {
 	var fast workers.FastPath
 	if p.readyQueue() {
@@ -176,10 +206,6 @@ func (p *process) startWorkers() {
 		Types:             jobs.Prepared(p.gctx, p.catalog()),
 	}, p.store, p.registry, p.logger)
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
-	presence := workers.NewPresence(jobs.WorkerInfo{
-		ID: cfg.WorkerID, Queues: cfg.Queues, Concurrency: cfg.Workers, Version: p.app.version(),
-	}, p.registry, 0, p.store, p.clock, p.logger)
-	p.g.Go(func() error { return presence.Run(p.gctx) })
 	p.listener.Handle(db.ChannelJobs, p.pool.Wake)
 	p.listener.Handle(db.ChannelCancel, p.pool.CancelRequested)
 	// A queue was paused, resumed or had its limits changed: claims made

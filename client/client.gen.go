@@ -194,16 +194,16 @@ func (e AlertRuleInputKind) Valid() bool {
 
 // Defines values for AuditEntrySource.
 const (
-	Api       AuditEntrySource = "api"
-	Dashboard AuditEntrySource = "dashboard"
+	AuditEntrySourceApi       AuditEntrySource = "api"
+	AuditEntrySourceDashboard AuditEntrySource = "dashboard"
 )
 
 // Valid indicates whether the value is a known member of the AuditEntrySource enum.
 func (e AuditEntrySource) Valid() bool {
 	switch e {
-	case Api:
+	case AuditEntrySourceApi:
 		return true
-	case Dashboard:
+	case AuditEntrySourceDashboard:
 		return true
 	default:
 		return false
@@ -654,6 +654,27 @@ func (e WorkerKind) Valid() bool {
 	case Process:
 		return true
 	case Remote:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkerRoles.
+const (
+	WorkerRolesApi       WorkerRoles = "api"
+	WorkerRolesScheduler WorkerRoles = "scheduler"
+	WorkerRolesWorkers   WorkerRoles = "workers"
+)
+
+// Valid indicates whether the value is a known member of the WorkerRoles enum.
+func (e WorkerRoles) Valid() bool {
+	switch e {
+	case WorkerRolesApi:
+		return true
+	case WorkerRolesScheduler:
+		return true
+	case WorkerRolesWorkers:
 		return true
 	default:
 		return false
@@ -1894,6 +1915,9 @@ type Worker struct {
 	Pid    *int      `json:"pid,omitempty"`
 	Queues *[]string `json:"queues,omitempty"`
 
+	// Roles what a Flint process runs; a process without workers has concurrency 0 and no queues or types. Empty for a remote worker, and for a worker process of a version from before roles were recorded
+	Roles *[]WorkerRoles `json:"roles,omitempty"`
+
 	// Running the jobs whose handlers run in it (at most its concurrency)
 	Running *[]struct {
 		Id        *openapi_types.UUID `json:"id,omitempty"`
@@ -1912,6 +1936,9 @@ type Worker struct {
 
 // WorkerKind a Flint process's pool, or a worker pulling work over this API
 type WorkerKind string
+
+// WorkerRoles defines model for Worker.Roles.
+type WorkerRoles string
 
 // WorkerState what the worker was asked to do
 type WorkerState string

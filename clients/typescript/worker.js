@@ -8,7 +8,7 @@
 import os from "node:os";
 import { backoff, baseURL, FlintError, NetworkError, request } from "./http.js";
 import { VERSION } from "./client.js";
-import { Cancel, cut, Fail, Job, JobStopped, outcomeOf, Retry } from "./job.js";
+import { Cancel, cut, Fail, Job, JobStopped, outcomeOf, Retry, StepOrderChanged, Suspend } from "./job.js";
 
 const MAX_CLAIM = 100; // the API's limit on one claim
 const MAX_OUTCOMES = 1000; // the API's limit on one finish
@@ -324,8 +324,24 @@ export class Worker {
 
   #hooks = {
     beatSoon: () => this.#beatSoon(),
+    recordStep: (job, name, result) => this.#recordStep(job, name, result),
     logged: (job, level, message) => this.log[level === "warn" ? "warn" : level](`job ${job.id}: ${message}`),
   };
+
+  /** Records a durable step under the job's lease; a lease lost meanwhile stops the job (JobStopped). */
+  async #recordStep(job, name, result) {
+    try {
+      return await this.#call("POST", `/api/v1/jobs/${job.id}/steps`, { lease_token: job.lease_token, name, result }, {
+        retryWhile: () => !job.stopped,
+      });
+    } catch (e) {
+      if (e instanceof FlintError && e.code === "lease_lost") {
+        this.#lose(job, `its lease was lost; step ${JSON.stringify(name)} was not recorded`);
+        throw new JobStopped(`job ${job.id}: its lease was lost; step ${JSON.stringify(name)} was not recorded`);
+      }
+      throw e;
+    }
+  }
 
   /** Flint no longer knows this worker (an operator deregistered it): drop its jobs and register again. */
   async #lostRegistration(workerID) {
@@ -368,7 +384,7 @@ export class Worker {
       if (e instanceof JobStopped || job.stopped) return;
       threw = true;
       err = e;
-      if (!(e instanceof Retry || e instanceof Fail || e instanceof Cancel)) {
+      if (!(e instanceof Retry || e instanceof Fail || e instanceof Cancel || e instanceof Suspend || e instanceof StepOrderChanged)) {
         job.log(e instanceof Error ? e.stack || String(e) : `thrown: ${String(e)}`, undefined, "error");
       }
     }
