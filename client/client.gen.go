@@ -76,6 +76,7 @@ func (e APIKeyWithSecretScopes) Valid() bool {
 const (
 	AlertKindCronOverdue  AlertKind = "cron_overdue"
 	AlertKindFailureRate  AlertKind = "failure_rate"
+	AlertKindJobWaiting   AlertKind = "job_waiting"
 	AlertKindNoWorker     AlertKind = "no_worker"
 	AlertKindQueueLatency AlertKind = "queue_latency"
 )
@@ -86,6 +87,8 @@ func (e AlertKind) Valid() bool {
 	case AlertKindCronOverdue:
 		return true
 	case AlertKindFailureRate:
+		return true
+	case AlertKindJobWaiting:
 		return true
 	case AlertKindNoWorker:
 		return true
@@ -139,6 +142,7 @@ func (e AlertDeliveryStatus) Valid() bool {
 const (
 	AlertRuleKindCronOverdue  AlertRuleKind = "cron_overdue"
 	AlertRuleKindFailureRate  AlertRuleKind = "failure_rate"
+	AlertRuleKindJobWaiting   AlertRuleKind = "job_waiting"
 	AlertRuleKindNoWorker     AlertRuleKind = "no_worker"
 	AlertRuleKindQueueLatency AlertRuleKind = "queue_latency"
 )
@@ -149,6 +153,8 @@ func (e AlertRuleKind) Valid() bool {
 	case AlertRuleKindCronOverdue:
 		return true
 	case AlertRuleKindFailureRate:
+		return true
+	case AlertRuleKindJobWaiting:
 		return true
 	case AlertRuleKindNoWorker:
 		return true
@@ -163,6 +169,7 @@ func (e AlertRuleKind) Valid() bool {
 const (
 	AlertRuleInputKindCronOverdue  AlertRuleInputKind = "cron_overdue"
 	AlertRuleInputKindFailureRate  AlertRuleInputKind = "failure_rate"
+	AlertRuleInputKindJobWaiting   AlertRuleInputKind = "job_waiting"
 	AlertRuleInputKindNoWorker     AlertRuleInputKind = "no_worker"
 	AlertRuleInputKindQueueLatency AlertRuleInputKind = "queue_latency"
 )
@@ -173,6 +180,8 @@ func (e AlertRuleInputKind) Valid() bool {
 	case AlertRuleInputKindCronOverdue:
 		return true
 	case AlertRuleInputKindFailureRate:
+		return true
+	case AlertRuleInputKindJobWaiting:
 		return true
 	case AlertRuleInputKindNoWorker:
 		return true
@@ -352,6 +361,7 @@ const (
 	ExplainReasonCodeRateLimit             ExplainReasonCode = "rate_limit"
 	ExplainReasonCodeRetryBackoff          ExplainReasonCode = "retry_backoff"
 	ExplainReasonCodeRunning               ExplainReasonCode = "running"
+	ExplainReasonCodeSeriesQueuePaused     ExplainReasonCode = "series_queue_paused"
 	ExplainReasonCodeWaiting               ExplainReasonCode = "waiting"
 	ExplainReasonCodeWaitingForRunAt       ExplainReasonCode = "waiting_for_run_at"
 )
@@ -410,6 +420,8 @@ func (e ExplainReasonCode) Valid() bool {
 	case ExplainReasonCodeRetryBackoff:
 		return true
 	case ExplainReasonCodeRunning:
+		return true
+	case ExplainReasonCodeSeriesQueuePaused:
 		return true
 	case ExplainReasonCodeWaiting:
 		return true
@@ -1240,15 +1252,18 @@ type AlertRule struct {
 	GraceSeconds *int `json:"grace_seconds,omitempty"`
 	Id           *int `json:"id,omitempty"`
 
-	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. job_waiting: a job of a queue has slept or waited for a signal or event more than threshold seconds.
 	Kind *AlertRuleKind `json:"kind,omitempty"`
 
 	// MinRuns failure_rate: runs needed in the window (default 10)
 	MinRuns *int    `json:"min_runs,omitempty"`
 	Name    *string `json:"name,omitempty"`
 
-	// Queue queue_latency, no_worker: one queue; empty watches each queue
+	// Queue queue_latency, no_worker, job_waiting: one queue; empty watches each queue
 	Queue *string `json:"queue,omitempty"`
+
+	// Reaches where the rule's notifications go now, one entry per channel ("email a@example.com", "webhook https://hooks.slack.com/…"); a rule without emails or webhook sends to the alert_emails setting. Empty: the rule notifies nobody when it fires (see warning)
+	Reaches *[]string `json:"reaches,omitempty"`
 
 	// Series cron_overdue: one recurring series; null watches every series
 	Series *openapi_types.UUID `json:"series,omitempty"`
@@ -1259,6 +1274,9 @@ type AlertRule struct {
 	// Type failure_rate: one job type; empty watches each type
 	Type      *string    `json:"type,omitempty"`
 	UpdatedAt *time.Time `json:"updated_at,omitempty"`
+
+	// Warning set when the rule reaches nobody: its alerts fire and notify no one
+	Warning *string `json:"warning,omitempty"`
 
 	// WebhookSecret only in the response that created or changed it: a whsec_ secret; deliveries are signed by the Standard Webhooks scheme (webhook-signature: v1,<base64 HMAC-SHA256 of "<webhook-id>.<webhook-timestamp>.<body>">)
 	WebhookSecret *string `json:"webhook_secret,omitempty"`
@@ -1273,7 +1291,7 @@ type AlertRule struct {
 	WindowSeconds *int `json:"window_seconds,omitempty"`
 }
 
-// AlertRuleKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves.
+// AlertRuleKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. job_waiting: a job of a queue has slept or waited for a signal or event more than threshold seconds.
 type AlertRuleKind string
 
 // AlertRuleInput defines model for AlertRuleInput.
@@ -1288,20 +1306,20 @@ type AlertRuleInput struct {
 	// GraceSeconds cron_overdue, no_worker (default 300)
 	GraceSeconds *int `json:"grace_seconds,omitempty"`
 
-	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
+	// Kind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. job_waiting: a job of a queue has slept or waited for a signal or event more than threshold seconds. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
 	Kind *AlertRuleInputKind `json:"kind,omitempty"`
 
 	// MinRuns failure_rate: runs needed in the window (default 10)
 	MinRuns *int    `json:"min_runs,omitempty"`
 	Name    *string `json:"name,omitempty"`
 
-	// Queue queue_latency, no_worker: one queue; empty watches each queue
+	// Queue queue_latency, no_worker, job_waiting: one queue; empty watches each queue
 	Queue *string `json:"queue,omitempty"`
 
 	// Series cron_overdue: one recurring series; null watches every series
 	Series *openapi_types.UUID `json:"series,omitempty"`
 
-	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300); cron_overdue, no_worker: not used (0)
+	// Threshold failure_rate: more than 0 and less than 1 (default 0.2); queue_latency: seconds, 1-2592000 (default 300); job_waiting: seconds, 1-2592000 (default 86400); cron_overdue, no_worker: not used (0)
 	Threshold *float32 `json:"threshold,omitempty"`
 
 	// Type failure_rate: one job type; empty watches each type
@@ -1317,7 +1335,7 @@ type AlertRuleInput struct {
 	WindowSeconds *int `json:"window_seconds,omitempty"`
 }
 
-// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
+// AlertRuleInputKind failure_rate: share of a type's finished runs that failed over window_seconds is above threshold (0-1), once min_runs ran. queue_latency: the oldest waiting job of a queue has waited more than threshold seconds. cron_overdue: a recurring series' next occurrence is more than grace_seconds late. no_worker: jobs wait more than grace_seconds in a queue no live worker serves. job_waiting: a job of a queue has slept or waited for a signal or event more than threshold seconds. Required to create a rule; a PATCH may repeat it but not change it (422: create a new rule). Every number given is checked against its range, whatever the kind.
 type AlertRuleInputKind string
 
 // AlertTestResult defines model for AlertTestResult.
@@ -1781,15 +1799,25 @@ type QueuePatch struct {
 
 // Schedule defines model for Schedule.
 type Schedule struct {
-	Cron            *string    `json:"cron,omitempty"`
-	Id              *string    `json:"id,omitempty"`
-	IntervalSeconds *int       `json:"interval_seconds,omitempty"`
-	LastRunAt       *time.Time `json:"last_run_at,omitempty"`
-	NextRunAt       *time.Time `json:"next_run_at,omitempty"`
-	Paused          *bool      `json:"paused,omitempty"`
-	Queue           *string    `json:"queue,omitempty"`
-	Timezone        *string    `json:"timezone,omitempty"`
-	Type            *string    `json:"type,omitempty"`
+	Cron            *string `json:"cron,omitempty"`
+	Id              *string `json:"id,omitempty"`
+	IntervalSeconds *int    `json:"interval_seconds,omitempty"`
+
+	// LastRunAt when the latest occurrence that ran started; absent if none has run yet
+	LastRunAt *time.Time `json:"last_run_at,omitempty"`
+
+	// NextRunAt the time the pending occurrence is due
+	NextRunAt *time.Time `json:"next_run_at,omitempty"`
+
+	// OccurrencesWaiting occurrences released to the queue that wait to run (they pile up while the queue is paused)
+	OccurrencesWaiting *int    `json:"occurrences_waiting,omitempty"`
+	Paused             *bool   `json:"paused,omitempty"`
+	Queue              *string `json:"queue,omitempty"`
+
+	// QueuePaused the series' queue is paused: its occurrences are still released, but wait in the queue unrun until it is resumed
+	QueuePaused *bool   `json:"queue_paused,omitempty"`
+	Timezone    *string `json:"timezone,omitempty"`
+	Type        *string `json:"type,omitempty"`
 }
 
 // SchemaVersion defines model for SchemaVersion.
@@ -1986,6 +2014,9 @@ type ListAlertsParamsStatus string
 type ListAlertDeliveriesParams struct {
 	// Limit 1-500, default 50
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+
+	// AlertId only the notifications of this alert (its firing, repeats and resolution): where it went and how each delivery went
+	AlertId *int `form:"alert_id,omitempty" json:"alert_id,omitempty"`
 }
 
 // ListAuditParams defines parameters for ListAudit.
@@ -5404,6 +5435,18 @@ func NewListAlertDeliveriesRequest(server string, params *ListAlertDeliveriesPar
 		if params.Limit != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "limit", *params.Limit, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.AlertId != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "alert_id", *params.AlertId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {

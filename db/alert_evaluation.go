@@ -35,6 +35,14 @@ SELECT queue, count(*), min(run_at) FROM jobs
 WHERE status = 'queued' AND deleted_at IS NULL
 GROUP BY queue`
 
+// suspendedSQL summarises, per queue, the jobs that sleep or wait for a
+// signal or an event, with when the longest-waiting one began to wait
+// (its row last changed then), through the waiting jobs' index.
+const suspendedSQL = `
+SELECT queue, count(*), min(updated_at) FROM jobs
+WHERE status = 'waiting' AND deleted_at IS NULL
+GROUP BY queue`
+
 // servedQueuesSQL reads the queues of the live entries that run jobs (an
 // API or scheduler process has no slots).
 const servedQueuesSQL = `SELECT queues FROM workers WHERE heartbeat_at > now() - $1 * interval '1 millisecond' AND concurrency > 0`
@@ -50,14 +58,19 @@ const openAlertsSQL = `
 SELECT id, rule_id, subject, last_notified_at, fired_at, notifications FROM alerts WHERE resolved_at IS NULL`
 
 const fireAlertSQL = `
-INSERT INTO alerts (rule_id, subject, value, message, fired_at, last_notified_at) VALUES ($1, $2, $3, $4, $5, $5)
+INSERT INTO alerts (rule_id, subject, value, message, fired_at, last_notified_at, notifications) VALUES ($1, $2, $3, $4, $5, $5, 0)
 RETURNING id`
 
+// refreshAlertSQL updates an open alert's finding; $4 says its cooldown
+// has passed, so it is notified again now (counted by countNotifiedSQL
+// once a notification is queued: a rule that reaches nobody notifies
+// nobody, and its count stays 0).
 const refreshAlertSQL = `
 UPDATE alerts SET value = $2, message = $3,
-	last_notified_at = CASE WHEN $4 THEN $5 ELSE last_notified_at END,
-	notifications = notifications + CASE WHEN $4 THEN 1 ELSE 0 END
+	last_notified_at = CASE WHEN $4 THEN $5 ELSE last_notified_at END
 WHERE id = $1`
+
+const countNotifiedSQL = `UPDATE alerts SET notifications = notifications + 1 WHERE id = $1`
 
 const resolveAlertSQL = `UPDATE alerts SET resolved_at = $2 WHERE id = $1`
 
@@ -207,11 +220,17 @@ func (e *alertEvaluation) resolve(ctx context.Context, r jobs.AlertRule, o openA
 	return e.notify(ctx, jobs.AlertNotice{Event: jobs.AlertResolved, Rule: r, Alert: a})
 }
 
-// notify renders n and queues its notifications in the outbox.
+// notify renders n and queues its notifications in the outbox; a firing
+// or repeat that queued any counts as one more time the alert notified.
 func (e *alertEvaluation) notify(ctx context.Context, n jobs.AlertNotice) error {
 	msgs, err := e.render(n)
 	if err != nil {
 		return err
+	}
+	if len(msgs) > 0 && n.Event != jobs.AlertResolved {
+		if _, err := e.tx.Exec(ctx, countNotifiedSQL, n.Alert.ID); err != nil {
+			return err
+		}
 	}
 	for _, m := range msgs {
 		if _, err := e.tx.Exec(ctx, queueNotificationSQL, m.Channel, m.Email.To, m.Email.Subject, m.Email.Text,
@@ -248,7 +267,7 @@ func openAlerts(ctx context.Context, tx pgx.Tx) (map[openKey]openAlert, error) {
 // alertFacts reads what the rules need, and only that.
 func alertFacts(ctx context.Context, tx pgx.Tx, rules []jobs.AlertRule, now time.Time) (jobs.AlertFacts, error) {
 	f := jobs.AlertFacts{Now: now, Failures: map[int64][]jobs.TypeRuns{}, ServedQueues: map[string]bool{}}
-	var waiting, workers bool
+	var waiting, workers, suspended bool
 	minGrace := -1
 	for _, r := range rules {
 		switch r.Kind {
@@ -260,6 +279,8 @@ func alertFacts(ctx context.Context, tx pgx.Tx, rules []jobs.AlertRule, now time
 			f.Failures[r.ID] = runs
 		case jobs.AlertQueueLatency:
 			waiting = true
+		case jobs.AlertJobWaiting:
+			suspended = true
 		case jobs.AlertNoWorker:
 			waiting, workers = true, true
 		case jobs.AlertCronOverdue:
@@ -271,6 +292,11 @@ func alertFacts(ctx context.Context, tx pgx.Tx, rules []jobs.AlertRule, now time
 	var err error
 	if waiting {
 		if f.Waiting, err = collectTx(ctx, tx, pgx.RowToStructByPos[jobs.QueueWaiting], waitingSQL); err != nil {
+			return f, err
+		}
+	}
+	if suspended {
+		if f.Suspended, err = collectTx(ctx, tx, pgx.RowToStructByPos[jobs.QueueWaiting], suspendedSQL); err != nil {
 			return f, err
 		}
 	}

@@ -165,9 +165,21 @@ func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(co
 }
 
 const alertOutboxSQL = `
+SELECT o.id, o.created_at, o.channel, o.alert_id, o.recipients, o.webhook_url, o.subject, o.attempts, o.sent_at, o.failed_at,
+       coalesce(o.last_error, '') AS last_error, coalesce(r.name, '') AS rule_name, coalesce(a.subject, '') AS alert_subject
+FROM alert_outbox o LEFT JOIN alerts a ON a.id = o.alert_id LEFT JOIN alert_rules r ON r.id = a.rule_id
+ORDER BY o.id DESC LIMIT $1`
+
+// alertDeliveriesSQL lists the notifications of the alerts $1, newest
+// first, at most $2 per alert.
+const alertDeliveriesSQL = `
 SELECT id, created_at, channel, alert_id, recipients, webhook_url, subject, attempts, sent_at, failed_at,
-       coalesce(last_error, '') AS last_error
-FROM alert_outbox ORDER BY id DESC LIMIT $1`
+       last_error, rule_name, alert_subject FROM (
+	SELECT o.id, o.created_at, o.channel, o.alert_id, o.recipients, o.webhook_url, o.subject, o.attempts, o.sent_at, o.failed_at,
+	       coalesce(o.last_error, '') AS last_error, '' AS rule_name, '' AS alert_subject,
+	       row_number() OVER (PARTITION BY o.alert_id ORDER BY o.id DESC) AS n
+	FROM alert_outbox o WHERE o.alert_id = ANY($1::bigint[])
+) d WHERE n <= $2 ORDER BY id DESC`
 
 // alertRow is an alert_outbox row as the listing shows it.
 type alertRow struct {
@@ -182,6 +194,15 @@ type alertRow struct {
 	SentAt     *time.Time `db:"sent_at"`
 	FailedAt   *time.Time `db:"failed_at"`
 	LastError  string     `db:"last_error"`
+	RuleName   string     `db:"rule_name"`
+	Subject2   string     `db:"alert_subject"`
+}
+
+func (r alertRow) record() jobs.AlertRecord {
+	return jobs.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Channel: r.Channel, AlertID: r.AlertID,
+		Recipients: r.Recipients, WebhookURL: r.WebhookURL, Subject: r.Subject,
+		Attempts: r.Attempts, SentAt: r.SentAt, FailedAt: r.FailedAt, LastError: r.LastError,
+		RuleName: r.RuleName, AlertSubject: r.Subject2}
 }
 
 // AlertOutbox lists the latest notifications, newest first: what went out,
@@ -193,9 +214,25 @@ func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord,
 	}
 	var out []jobs.AlertRecord
 	for _, r := range rows {
-		out = append(out, jobs.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Channel: r.Channel, AlertID: r.AlertID,
-			Recipients: r.Recipients, WebhookURL: r.WebhookURL, Subject: r.Subject,
-			Attempts: r.Attempts, SentAt: r.SentAt, FailedAt: r.FailedAt, LastError: r.LastError})
+		out = append(out, r.record())
+	}
+	return out, nil
+}
+
+// AlertDeliveries returns the notifications of the given alerts, newest
+// first, up to perAlert of each: where each firing, repeat and resolution
+// went and how its delivery went.
+func (s *Store) AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]jobs.AlertRecord, error) {
+	out := map[int64][]jobs.AlertRecord{}
+	if len(alertIDs) == 0 {
+		return out, nil
+	}
+	var rows []alertRow
+	if err := s.sqlx.SelectContext(ctx, &rows, alertDeliveriesSQL, alertIDs, perAlert); err != nil {
+		return nil, fmt.Errorf("list alert deliveries: %w", err)
+	}
+	for _, r := range rows {
+		out[*r.AlertID] = append(out[*r.AlertID], r.record())
 	}
 	return out, nil
 }

@@ -110,19 +110,27 @@ func (s *Store) estimateState(ctx context.Context, st jobs.State) (int64, error)
 // estimateStateSQL asks for the plan of a count's scan; %s is a state name.
 const estimateStateSQL = `EXPLAIN (FORMAT JSON) SELECT 1 FROM jobs WHERE status = '%s' AND deleted_at IS NULL`
 
+// recentFailuresSQL lists the latest failed or interrupted runs, one row
+// per job (its latest failure, with how many of its runs failed among
+// those read), of queue $2 or every queue (”). It reads at most the
+// latest 2,000 failed runs (and dead-letter jobs of the history), so a
+// queue whose failures are all older than those shows none.
 const recentFailuresSQL = `
-(SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, '') AS error, e.finished_at, e.outcome, j.status
- FROM job_executions e JOIN jobs j ON j.id = e.job_id
- WHERE e.outcome <> 'succeeded' AND e.outcome <> 'cancelled'
- ORDER BY e.finished_at DESC
- LIMIT $1)
-UNION ALL
-(SELECT h.id, h.type, h.queue, h.attempt, coalesce(h.last_error, ''), h.finished_at, 'failed', h.status
- FROM job_history h WHERE h.status = 'dead_letter'
- ORDER BY h.finished_at DESC
- LIMIT $1)
-ORDER BY finished_at DESC
-LIMIT $1`
+SELECT DISTINCT ON (job_id) job_id, type, queue, attempt, error, finished_at, outcome, status,
+       count(*) OVER (PARTITION BY job_id) AS failures
+FROM (
+	(SELECT e.job_id, j.type, j.queue, e.attempt, coalesce(e.error, '') AS error, e.finished_at, e.outcome, j.status
+	 FROM (SELECT * FROM job_executions WHERE outcome IN ('failed', 'interrupted')
+	       ORDER BY finished_at DESC LIMIT 2000) e
+	 JOIN jobs j ON j.id = e.job_id
+	 WHERE $2 = '' OR j.queue = $2)
+	UNION ALL
+	(SELECT h.id, h.type, h.queue, h.attempt, coalesce(h.last_error, ''), h.finished_at, 'failed', h.status
+	 FROM job_history h WHERE h.status = 'dead_letter' AND ($2 = '' OR h.queue = $2)
+	 ORDER BY h.finished_at DESC
+	 LIMIT $1)
+) f
+ORDER BY job_id, finished_at DESC`
 
 // failureRow is a run that failed or was interrupted, with its job.
 type failureRow struct {
@@ -134,18 +142,22 @@ type failureRow struct {
 	FinishedAt time.Time `db:"finished_at"`
 	Outcome    string    `db:"outcome"`
 	Status     string    `db:"status"`
+	Failures   int       `db:"failures"`
 }
 
-// RecentFailures returns the latest failed or interrupted runs.
-func (s *Store) RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, error) {
+// RecentFailures returns the latest failed or interrupted runs of queue
+// (every queue when empty), newest first, one per job: a job that failed
+// three times shows once, with Failures 3.
+func (s *Store) RecentFailures(ctx context.Context, queue string, limit int) ([]jobs.Failure, error) {
 	var rows []failureRow
-	if err := s.sqlx.SelectContext(ctx, &rows, recentFailuresSQL, limit); err != nil {
+	if err := s.sqlx.SelectContext(ctx, &rows, recentFailuresSQL, limit, queue); err != nil {
 		return nil, fmt.Errorf("recent failures: %w", err)
 	}
-	var out []jobs.Failure
-	for _, r := range rows {
+	slices.SortFunc(rows, func(a, b failureRow) int { return b.FinishedAt.Compare(a.FinishedAt) })
+	out := make([]jobs.Failure, 0, min(len(rows), limit))
+	for _, r := range rows[:min(len(rows), limit)] {
 		out = append(out, jobs.Failure{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Attempt: r.Attempt, Error: logs.Scrub(r.Error),
-			At: r.FinishedAt, Outcome: jobs.Outcome(r.Outcome), JobState: jobs.State(r.Status)})
+			At: r.FinishedAt, Outcome: jobs.Outcome(r.Outcome), JobState: jobs.State(r.Status), Failures: r.Failures})
 	}
 	return out, nil
 }
@@ -187,7 +199,7 @@ type throughputRow struct {
 
 // Throughput returns finished runs per minute over the last hour.
 func (s *Store) Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error) {
-	return s.ThroughputOver(ctx, time.Hour, time.Minute)
+	return s.ThroughputOver(ctx, "", time.Hour, time.Minute)
 }
 
 // throughputOverSQL sums finished runs per outcome in bars of $2 seconds
@@ -196,16 +208,18 @@ const throughputOverSQL = `
 SELECT date_bin(make_interval(secs => $2), bucket, 'epoch'::timestamptz) AS bucket, outcome, sum(n)::bigint AS n
 FROM job_throughput
 WHERE bucket >= date_bin(make_interval(secs => $2), now(), 'epoch'::timestamptz) - make_interval(secs => $1 - $2)
+  AND ($3 = '' OR queue = $3)
 GROUP BY 1, 2 ORDER BY 1`
 
-// ThroughputOver returns finished runs per step (a whole number of
-// minutes) over the last span, oldest first. The table keeps two days.
-func (s *Store) ThroughputOver(ctx context.Context, span, step time.Duration) ([]jobs.ThroughputBucket, error) {
+// ThroughputOver returns finished runs of queue (every queue when empty)
+// per step (a whole number of minutes) over the last span, oldest first.
+// The table keeps two days.
+func (s *Store) ThroughputOver(ctx context.Context, queue string, span, step time.Duration) ([]jobs.ThroughputBucket, error) {
 	if step < time.Minute || step%time.Minute != 0 || span < step || span > 48*time.Hour {
 		return nil, jobs.Invalid("range", "must be whole minutes per bar over at most two days")
 	}
 	var rows []throughputRow
-	if err := s.sqlx.SelectContext(ctx, &rows, throughputOverSQL, span.Seconds(), step.Seconds()); err != nil {
+	if err := s.sqlx.SelectContext(ctx, &rows, throughputOverSQL, span.Seconds(), step.Seconds(), queue); err != nil {
 		return nil, fmt.Errorf("throughput: %w", err)
 	}
 	var out []jobs.ThroughputBucket

@@ -93,6 +93,12 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 		if f.Queue, err = s.queueFacts(ctx, j); err != nil {
 			return f, fmt.Errorf("explain: %w", err)
 		}
+	case jobs.StateScheduled:
+		if j.ScheduleID != nil {
+			if f.Queue, err = s.queueFacts(ctx, j); err != nil {
+				return f, fmt.Errorf("explain: %w", err)
+			}
+		}
 	case jobs.StateCancelled:
 		if j.CancelledBy != nil {
 			up, err := s.GetJob(ctx, *j.CancelledBy)
@@ -116,6 +122,11 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 			}
 		}
 	}
+	if j.ScheduleID != nil && f.Queue != nil && f.Queue.Settings.Paused {
+		if err := s.pool.QueryRow(ctx, seriesWaitingSQL, *j.ScheduleID).Scan(&f.SeriesWaiting); err != nil {
+			return f, fmt.Errorf("explain: count the series' waiting occurrences: %w", err)
+		}
+	}
 	switch j.Status {
 	case jobs.StateQueued, jobs.StateScheduled, jobs.StateBlocked:
 		if f.Workers, err = s.workerScopes(ctx); err != nil {
@@ -124,6 +135,9 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 	}
 	return f, nil
 }
+
+// seriesWaitingSQL counts the occurrences of a series waiting in its queue.
+const seriesWaitingSQL = `SELECT count(*) FROM jobs WHERE schedule_id = $1 AND status = 'queued' AND deleted_at IS NULL`
 
 // workerScopeSQL reads who could run a job: the queues and job types of
 // the workers whose heartbeat is recent (a process that runs only the API

@@ -141,6 +141,13 @@ func (q *listQuery) filter(p jobs.ListParams) {
 			q.where = append(q.where, "attempt = 0")
 		}
 	}
+	if p.Sleeping != nil {
+		if *p.Sleeping {
+			q.where = append(q.where, "wait_kind = 'sleep'")
+		} else {
+			q.where = append(q.where, "wait_kind IS DISTINCT FROM 'sleep'")
+		}
+	}
 	if p.ScheduleID != nil {
 		q.where = append(q.where, "schedule_id = "+q.arg(*p.ScheduleID))
 	}

@@ -109,6 +109,13 @@ inserted AS (
 SELECT inserted.id, inserted.status, inserted.type, inserted.queue, inserted.attempt,
        inserted.effective_priority, inserted.run_at, inserted.created_at, inserted.batch_id FROM inserted`
 
+// lastRunSQL reads when the latest occurrence of series $1 that ran
+// started: the newest occurrences first, through the series' indexes,
+// until one that started.
+const lastRunSQL = `SELECT greatest(
+	(SELECT started_at FROM jobs WHERE schedule_id = $1 AND started_at IS NOT NULL ORDER BY scheduled_for DESC LIMIT 1),
+	(SELECT started_at FROM job_history WHERE schedule_id = $1 AND started_at IS NOT NULL ORDER BY scheduled_for DESC LIMIT 1))`
+
 const markScheduleSQL = `
 UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() WHERE id = $1`
 
@@ -152,11 +159,15 @@ func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *jobs.Schedule, now tim
 	if err := tx.QueryRow(ctx, lastTargetSQL, sc.ID).Scan(&last); err != nil {
 		return nil, err
 	}
+	var ran *time.Time
+	if err := tx.QueryRow(ctx, lastRunSQL, sc.ID).Scan(&ran); err != nil {
+		return nil, err
+	}
 	next, err := sc.NextFire(last, now)
 	if err != nil {
 		// A series that can never fire again stays as it is; it shows in
 		// the dashboard with no next run.
-		_, uerr := tx.Exec(ctx, markScheduleSQL, sc.ID, last, nil)
+		_, uerr := tx.Exec(ctx, markScheduleSQL, sc.ID, ran, nil)
 		return nil, uerr
 	}
 	if !next.After(now) {
@@ -170,7 +181,7 @@ func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *jobs.Schedule, now tim
 	if err != nil {
 		return nil, err
 	}
-	if _, err := tx.Exec(ctx, markScheduleSQL, sc.ID, last, next); err != nil {
+	if _, err := tx.Exec(ctx, markScheduleSQL, sc.ID, ran, next); err != nil {
 		return nil, err
 	}
 	if len(moved) == 0 {
@@ -184,10 +195,56 @@ const listSchedulesSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules ORDE
 // ListSchedules returns every recurring series, newest first.
 func (s *Store) ListSchedules(ctx context.Context) ([]*jobs.Schedule, error) {
 	out, err := collectSchedules(s.pool.Query(ctx, listSchedulesSQL))
+	if err == nil {
+		err = s.seriesQueues(ctx, out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("list recurring series: %w", err)
 	}
 	return out, nil
+}
+
+// seriesQueueSQL reads, per series of $1, whether its queue is paused,
+// how many of its occurrences wait in the queue, and when its latest
+// occurrence that ran started (as lastRunSQL: read now, so an occurrence
+// that started since the series was last served counts).
+const seriesQueueSQL = `
+SELECT s.id, coalesce(q.paused, false),
+       (SELECT count(*) FROM jobs j WHERE j.schedule_id = s.id AND j.status = 'queued' AND j.deleted_at IS NULL),
+       greatest(
+	(SELECT started_at FROM jobs WHERE schedule_id = s.id AND started_at IS NOT NULL ORDER BY scheduled_for DESC LIMIT 1),
+	(SELECT started_at FROM job_history WHERE schedule_id = s.id AND started_at IS NOT NULL ORDER BY scheduled_for DESC LIMIT 1))
+FROM job_schedules s LEFT JOIN queues q ON q.name = s.queue
+WHERE s.id = ANY($1::uuid[])`
+
+// seriesQueues fills in each series' QueuePaused, Waiting and LastRunAt.
+func (s *Store) seriesQueues(ctx context.Context, series []*jobs.Schedule) error {
+	if len(series) == 0 {
+		return nil
+	}
+	byID := make(map[uuid.UUID]*jobs.Schedule, len(series))
+	ids := make([]uuid.UUID, len(series))
+	for i, sc := range series {
+		byID[sc.ID], ids[i] = sc, sc.ID
+	}
+	rows, err := s.pool.Query(ctx, seriesQueueSQL, ids)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id uuid.UUID
+		var paused bool
+		var waiting int64
+		var ran *time.Time
+		if err := rows.Scan(&id, &paused, &waiting, &ran); err != nil {
+			return err
+		}
+		if sc := byID[id]; sc != nil {
+			sc.QueuePaused, sc.Waiting, sc.LastRunAt = paused, waiting, ran
+		}
+	}
+	return rows.Err()
 }
 
 const getScheduleSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules WHERE id = $1`
@@ -195,6 +252,9 @@ const getScheduleSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules WHERE 
 // GetSchedule returns one recurring series, or ErrScheduleNotFound.
 func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
 	out, err := collectSchedules(s.pool.Query(ctx, getScheduleSQL, id))
+	if err == nil {
+		err = s.seriesQueues(ctx, out)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("get recurring series: %w", err)
 	}

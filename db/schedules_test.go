@@ -51,7 +51,10 @@ func TestRecurringIntervalSeries(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, sc.Paused)
 	require.Equal(t, *next.ScheduledFor, *sc.NextRunAt)
-	require.Equal(t, *first.ScheduledFor, *sc.LastRunAt)
+	ran, err := b.store.GetJob(b.ctx, first.ID)
+	require.NoError(t, err)
+	require.NotNil(t, ran.StartedAt)
+	require.Equal(t, *ran.StartedAt, *sc.LastRunAt, "the last run is when the occurrence that ran started")
 }
 
 // eventLog records what a store announces.

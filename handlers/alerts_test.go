@@ -71,6 +71,8 @@ func TestAlertRulesAPIRefusesBadInput(t *testing.T) {
 		{`{"kind":"failure_rate","name":"x","window_seconds":5}`, "window_seconds"},
 		{`{"kind":"queue_latency","name":"x","threshold":0}`, "threshold"},
 		{`{"kind":"queue_latency","name":"x","type":"mail"}`, "type"},
+		{`{"kind":"job_waiting","name":"x","threshold":0.5}`, "threshold"},
+		{`{"kind":"job_waiting","name":"x","threshold":86400,"type":"mail"}`, "type"},
 		{`{"kind":"cron_overdue","name":"x","series":"nope"}`, "series"},
 		{`{"kind":"cron_overdue","name":"x","series":"0190a0b0-0000-7000-8000-000000000000"}`, "series"},
 		{`{"kind":"no_worker","name":"x","grace_seconds":-1}`, "grace_seconds"},
@@ -98,6 +100,11 @@ func TestAlertRulesAPIRefusesBadInput(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, r.status)
 	r = b.do(t, http.MethodGet, "/api/v1/alerts/deliveries?limit=0", "", "")
 	require.Equal(t, http.StatusUnprocessableEntity, r.status)
+	for _, bad := range []string{"abc", "0", "-3", "99999999999999999999"} {
+		r = b.do(t, http.MethodGet, "/api/v1/alerts/deliveries?alert_id="+bad, "", "")
+		require.Equal(t, http.StatusUnprocessableEntity, r.status, "%s: %s", bad, r.body)
+		require.Equal(t, "alert_id", r.json(t)["error"].(map[string]any)["field"])
+	}
 }
 
 // TestAlertRulesAPI: a rule's life through the API: created with a secret
@@ -251,7 +258,7 @@ func TestAlertRuleFieldsValidatedWhateverTheKind(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.status)
 	var whole map[string]any
 	require.NoError(t, json.Unmarshal(r.body, &whole))
-	for _, k := range []string{"id", "condition", "webhook_signed", "created_at", "updated_at"} {
+	for _, k := range []string{"id", "condition", "webhook_signed", "reaches", "warning", "created_at", "updated_at"} {
 		delete(whole, k)
 	}
 	back, err := json.Marshal(whole)

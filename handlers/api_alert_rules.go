@@ -107,14 +107,31 @@ type alertRuleResponse struct {
 	Condition     string `json:"condition"`
 	WebhookSigned bool   `json:"webhook_signed"`
 	WebhookSecret string `json:"webhook_secret,omitempty"`
+	// Reaches says where its notifications go now (the alert_emails
+	// setting included); empty, Warning says the rule notifies nobody.
+	Reaches []string `json:"reaches"`
+	Warning string   `json:"warning,omitempty"`
 }
 
-func ruleResponse(r jobs.AlertRule, showSecret bool) alertRuleResponse {
-	out := alertRuleResponse{AlertRule: r, Condition: r.Describe(), WebhookSigned: r.WebhookSecret != ""}
+func (s *server) ruleResponse(r jobs.AlertRule, showSecret bool) alertRuleResponse {
+	out := alertRuleResponse{AlertRule: r, Condition: r.Describe(), WebhookSigned: r.WebhookSecret != "",
+		Reaches: r.Reach(s.alertEmails())}
 	if showSecret {
 		out.WebhookSecret = r.WebhookSecret
 	}
+	if len(out.Reaches) == 0 {
+		out.Reaches, out.Warning = []string{}, jobs.NobodyWarning
+	}
 	return out
+}
+
+// alertEmails is the alert_emails setting: where a rule without channels
+// of its own sends.
+func (s *server) alertEmails() []string {
+	if s.settings == nil {
+		return nil
+	}
+	return s.settings.Get().AlertEmails
 }
 
 // prepareRule fills in a webhook secret where one is needed, checks that a
@@ -198,7 +215,7 @@ func (s *server) listAlertRules(c *fiber.Ctx) error {
 	}
 	out := make([]alertRuleResponse, len(rules))
 	for i, r := range rules {
-		out[i] = ruleResponse(ruleForCaller(c, r), false)
+		out[i] = s.ruleResponse(ruleForCaller(c, r), false)
 	}
 	return c.JSON(fiber.Map{"rules": out})
 }
@@ -209,7 +226,7 @@ func (s *server) getAlertRule(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(ruleResponse(ruleForCaller(c, r), false))
+	return c.JSON(s.ruleResponse(ruleForCaller(c, r), false))
 }
 
 // createAlertRule handles POST /api/v1/alerts/rules.
@@ -219,7 +236,7 @@ func (s *server) createAlertRule(c *fiber.Ctx) error {
 		return err
 	}
 	if in.Kind == nil {
-		return invalid("kind", "is required: one of failure_rate, queue_latency, cron_overdue, no_worker")
+		return invalid("kind", "is required: one of failure_rate, queue_latency, cron_overdue, no_worker, job_waiting")
 	}
 	r := jobs.NewAlertRule(jobs.AlertKind(*in.Kind))
 	if err := in.apply(&r); err != nil {
@@ -234,7 +251,7 @@ func (s *server) createAlertRule(c *fiber.Ctx) error {
 		return err
 	}
 	s.audit(c, "alert_rule_create", ruleAudit(r))
-	return c.Status(http.StatusCreated).JSON(ruleResponse(r, fresh))
+	return c.Status(http.StatusCreated).JSON(s.ruleResponse(r, fresh))
 }
 
 // patchAlertRule handles PATCH /api/v1/alerts/rules/{id}.
@@ -263,7 +280,7 @@ func (s *server) patchAlertRule(c *fiber.Ctx) error {
 		return ruleNotFound(err)
 	}
 	s.audit(c, "alert_rule_update", map[string]any{"before": ruleAudit(before), "after": ruleAudit(r)})
-	return c.JSON(ruleResponse(r, fresh))
+	return c.JSON(s.ruleResponse(r, fresh))
 }
 
 // deleteAlertRule handles DELETE /api/v1/alerts/rules/{id}.

@@ -29,6 +29,9 @@ type AlertStore interface {
 	// AlertOutbox returns up to limit of the latest notifications, newest
 	// first: sent, waiting for a retry or given up.
 	AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error)
+	// AlertDeliveries returns the notifications of the given alerts, up
+	// to perAlert of each, newest first.
+	AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]jobs.AlertRecord, error)
 	// AlertsMark is a fingerprint of what the Alerts page shows, which
 	// changes whenever the page would: the live stream polls it.
 	AlertsMark(ctx context.Context) (string, error)
@@ -109,14 +112,25 @@ func deliveryStatus(r jobs.AlertRecord) string {
 }
 
 // listAlertDeliveries handles GET /api/v1/alerts/deliveries: the latest
-// notifications and how their delivery went.
+// notifications (of one alert, with alert_id) and how their delivery
+// went.
 func (s *server) listAlertDeliveries(c *fiber.Ctx) error {
 	limit, err := limitQuery(c, 50)
 	if err != nil {
 		return err
 	}
-	recs, err := s.alerts.AlertOutbox(c.UserContext(), limit)
-	if err != nil {
+	var recs []jobs.AlertRecord
+	if v := c.Query("alert_id"); v != "" {
+		id, perr := strconv.ParseInt(v, 10, 64)
+		if perr != nil || id < 1 {
+			return invalid("alert_id", "must be an alert id")
+		}
+		byAlert, err := s.alerts.AlertDeliveries(c.UserContext(), []int64{id}, limit)
+		if err != nil {
+			return err
+		}
+		recs = byAlert[id]
+	} else if recs, err = s.alerts.AlertOutbox(c.UserContext(), limit); err != nil {
 		return err
 	}
 	out := make([]alertDelivery, len(recs))

@@ -242,33 +242,73 @@ func (s *server) queuesPage(c *fiber.Ctx) error {
 	return render(c, http.StatusOK, views.QueuesPage(s.chrome(c, "Queues", "queues", true), qs))
 }
 
-// queuePage handles GET /queues/:name: what a queue holds, its limits and,
-// for a push queue, its endpoint and latest pushes.
+// queuePage handles GET /queues/:name: what a queue holds, its limits,
+// throughput and recent failures and, for a push queue, its endpoint and
+// latest pushes.
 func (s *server) queuePage(c *fiber.Ctx) error {
 	name := c.Params("name")
 	if !jobs.ValidQueue(name) {
 		return s.notFound(c)
 	}
-	q, err := s.queueStore.GetQueue(c.UserContext(), name)
+	v, err := s.queueView(c, name, nil)
 	if errors.Is(err, jobs.ErrNotFound) {
 		return s.notFound(c)
 	}
 	if err != nil {
 		return err
 	}
-	if q.Push != nil {
-		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(c.UserContext(), name, jobs.PushDeliveriesPerPage); err != nil {
-			return err
-		}
-	}
-	q = queueForCaller(c, q)
 	if isHX(c) && c.Get("HX-Target") == "queue-live" {
-		return render(c, http.StatusOK, views.QueueDetail(q, s.clock.Now()))
+		return render(c, http.StatusOK, views.QueueDetail(v))
 	}
-	return render(c, http.StatusOK, views.QueuePage(s.chrome(c, "Queue "+name, "queues", true), q))
+	return render(c, http.StatusOK, views.QueuePage(s.chrome(c, "Queue "+name, "queues", true), v))
 }
 
-// queuePauseHTML pauses or resumes a queue from the Queues page.
+// queueView reads what a queue's page shows; typed is its limits form as
+// just refused, if it was.
+func (s *server) queueView(c *fiber.Ctx, name string, typed *views.QueueForm) (views.QueueView, error) {
+	ctx := c.UserContext()
+	v := views.QueueView{Typed: typed, Now: s.clock.Now()}
+	q, err := s.queueStore.GetQueue(ctx, name)
+	if err != nil {
+		return v, err
+	}
+	if q.Push != nil {
+		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(ctx, name, jobs.PushDeliveriesPerPage); err != nil {
+			return v, err
+		}
+	}
+	v.Queue = queueForCaller(c, q)
+	if v.Throughput, err = s.dash.ThroughputOver(ctx, name, time.Hour, time.Minute); err != nil {
+		return v, err
+	}
+	v.Failures, err = s.dash.RecentFailures(ctx, name, 8)
+	return v, err
+}
+
+// queueAnswer answers an action taken on the Queues page with its table,
+// or on a queue's page with that page's live part; form is the limits
+// form as refused (422), if it was.
+func (s *server) queueAnswer(c *fiber.Ctx, name string, form *views.QueueForm) error {
+	status := http.StatusOK
+	if form != nil && form.Error != "" {
+		status = http.StatusUnprocessableEntity
+	}
+	if c.Get("HX-Target") == "queue-live" {
+		v, err := s.queueView(c, name, form)
+		if err != nil {
+			return err
+		}
+		return render(c, status, views.QueueDetail(v))
+	}
+	qs, err := s.queueStore.ListQueues(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return render(c, status, views.QueuesTable(qs, form))
+}
+
+// queuePauseHTML pauses or resumes a queue from the Queues page or the
+// queue's own page.
 func (s *server) queuePauseHTML(paused bool) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		name := c.Params("name")
@@ -283,24 +323,13 @@ func (s *server) queuePauseHTML(paused bool) fiber.Handler {
 			msg = "Queue " + name + " resumed."
 		}
 		toast(c, msg, toastOK)
-		return s.queuesTable(c, nil)
+		return s.queueAnswer(c, name, nil)
 	}
-}
-
-func (s *server) queuesTable(c *fiber.Ctx, form *views.QueueForm) error {
-	qs, err := s.queueStore.ListQueues(c.UserContext())
-	if err != nil {
-		return err
-	}
-	status := http.StatusOK
-	if form != nil && form.Error != "" {
-		status = http.StatusUnprocessableEntity
-	}
-	return render(c, status, views.QueuesTable(qs, form))
 }
 
 // queueLimitsHTML saves the limits form of one queue. Empty fields mean
-// no limit; a refusal answers 422 with the form as typed and what to fix.
+// no limit; a refusal answers 422 with the form as typed and what to fix,
+// in the form's words.
 func (s *server) queueLimitsHTML(c *fiber.Ctx) error {
 	name := c.Params("name")
 	if !jobs.ValidQueue(name) {
@@ -322,11 +351,11 @@ func (s *server) queueLimitsHTML(c *fiber.Ctx) error {
 			return err
 		}
 		form.Field, form.Error = ve.Field, ve.Message
-		toast(c, "Not saved: "+ve.Field+" "+ve.Message+".", toastBad)
-		return s.queuesTable(c, form)
+		toast(c, "Not saved: "+views.LimitLabel(ve.Field)+": "+views.LimitError(ve.Message), toastBad)
+		return s.queueAnswer(c, name, form)
 	}
 	toast(c, "Limits of queue "+name+" saved.", toastOK)
-	return s.queuesTable(c, nil)
+	return s.queueAnswer(c, name, nil)
 }
 
 // queueFormBody turns the limits form into the body PATCH takes, so the

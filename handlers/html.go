@@ -18,8 +18,8 @@ type DashboardStore interface {
 	// at limit and then comes with the planner's estimate (Capped).
 	CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error)
 	// RecentFailures returns up to limit of the latest failed or
-	// interrupted runs.
-	RecentFailures(ctx context.Context, limit int) ([]jobs.Failure, error)
+	// interrupted runs of queue (every queue when empty), one per job.
+	RecentFailures(ctx context.Context, queue string, limit int) ([]jobs.Failure, error)
 	// Queues lists the queues that hold live jobs.
 	Queues(ctx context.Context) ([]string, error)
 	// Throughput returns finished runs per minute over the last hour.
@@ -28,9 +28,10 @@ type DashboardStore interface {
 	CountRetrying(ctx context.Context, limit int64) (int64, error)
 	// CountSleeping counts the waiting jobs that sleep, up to limit.
 	CountSleeping(ctx context.Context, limit int64) (int64, error)
-	// ThroughputOver returns finished runs per step (whole minutes) over
-	// the last span (at most two days), oldest first.
-	ThroughputOver(ctx context.Context, span, step time.Duration) ([]jobs.ThroughputBucket, error)
+	// ThroughputOver returns finished runs of queue (every queue when
+	// empty) per step (whole minutes) over the last span (at most two
+	// days), oldest first.
+	ThroughputOver(ctx context.Context, queue string, span, step time.Duration) ([]jobs.ThroughputBucket, error)
 }
 
 // countCap bounds every count the dashboard shows, so no page ever counts a

@@ -30,8 +30,23 @@ func (s *server) alertsView(c *fiber.Ctx) (views.AlertsPage, error) {
 	if p.History, err = s.alerts.ListAlerts(ctx, jobs.AlertQuery{Limit: 50}); err != nil {
 		return p, err
 	}
+	p.Reach = map[int64][]string{}
 	for i := range p.Rules {
 		p.Rules[i] = ruleForCaller(c, p.Rules[i])
+		p.Reach[p.Rules[i].ID] = p.Rules[i].Reach(s.alertEmails())
+	}
+	ids := make([]int64, len(p.Firing))
+	for i, a := range p.Firing {
+		ids[i] = a.ID
+	}
+	if p.Sent, err = s.alerts.AlertDeliveries(ctx, ids, 5); err != nil {
+		return p, err
+	}
+	for id, recs := range p.Sent {
+		for i := range recs {
+			recs[i] = recordForCaller(c, recs[i])
+		}
+		p.Sent[id] = recs
 	}
 	p.Deliveries, err = s.alerts.AlertOutbox(ctx, 20)
 	for i := range p.Deliveries {
@@ -72,7 +87,7 @@ func ruleValues(r jobs.AlertRule) map[string]string {
 	switch r.Kind {
 	case jobs.AlertFailureRate:
 		v["threshold_percent"] = strconv.FormatFloat(math.Round(r.Threshold*1000)/10, 'f', -1, 64)
-	case jobs.AlertQueueLatency:
+	case jobs.AlertQueueLatency, jobs.AlertJobWaiting:
 		v["threshold_minutes"] = minutes(int(r.Threshold))
 	}
 	return v
@@ -104,7 +119,7 @@ func formRule(c *fiber.Ctx, base jobs.AlertRule) (jobs.AlertRule, map[string]str
 	switch r.Kind {
 	case jobs.AlertFailureRate:
 		fields["threshold_percent"], fields["window_minutes"], fields["min_runs"] = true, true, true
-	case jobs.AlertQueueLatency:
+	case jobs.AlertQueueLatency, jobs.AlertJobWaiting:
 		fields["threshold_minutes"] = true
 	case jobs.AlertCronOverdue, jobs.AlertNoWorker:
 		fields["grace_minutes"] = true
@@ -162,7 +177,7 @@ func formRule(c *fiber.Ctx, base jobs.AlertRule) (jobs.AlertRule, map[string]str
 func formFieldOf(kind jobs.AlertKind, field string) string {
 	switch field {
 	case "threshold":
-		if kind == jobs.AlertQueueLatency {
+		if kind == jobs.AlertQueueLatency || kind == jobs.AlertJobWaiting {
 			return "threshold_minutes"
 		}
 		return "threshold_percent"
@@ -181,7 +196,7 @@ func formFieldOf(kind jobs.AlertKind, field string) string {
 
 // ruleForm builds the form view, with the series to pick from.
 func (s *server) ruleForm(c *fiber.Ctx, id int64, kind jobs.AlertKind, values map[string]string) (views.RuleForm, error) {
-	f := views.RuleForm{ID: id, Kind: kind, Values: values, Errors: map[string]string{}}
+	f := views.RuleForm{ID: id, Kind: kind, Values: values, Errors: map[string]string{}, NoFallback: len(s.alertEmails()) == 0}
 	if kind == jobs.AlertCronOverdue {
 		series, err := s.scheduleStore.ListSchedules(c.UserContext())
 		if err != nil {
@@ -272,7 +287,7 @@ func (s *server) createRuleHTML(c *fiber.Ctx) error {
 	}
 	s.audit(c, "alert_rule_create", ruleAudit(r))
 	toast(c, "Rule created.", toastOK)
-	saved := views.RuleSaved{Rule: r, New: true}
+	saved := views.RuleSaved{Rule: r, New: true, Reaches: r.Reach(s.alertEmails())}
 	if fresh {
 		saved.Secret = r.WebhookSecret
 	}
@@ -312,7 +327,7 @@ func (s *server) saveRuleHTML(c *fiber.Ctx) error {
 	}
 	s.audit(c, "alert_rule_update", map[string]any{"before": ruleAudit(before), "after": ruleAudit(r)})
 	toast(c, "Rule saved.", toastOK)
-	saved := views.RuleSaved{Rule: r}
+	saved := views.RuleSaved{Rule: r, Reaches: r.Reach(s.alertEmails())}
 	if fresh {
 		saved.Secret = r.WebhookSecret
 	}

@@ -100,7 +100,7 @@ func (s *server) jobLogCard(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.JobLog(j, lines))
+	return render(c, http.StatusOK, views.JobLog(j, lines, execs))
 }
 
 // jobLogShown is the start of a job's log as the job page shows it.

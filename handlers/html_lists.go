@@ -185,9 +185,12 @@ func (s *server) statusCounts(c *fiber.Ctx, l *views.JobsList) error {
 	case f.Type != "":
 		by = st.ByType[f.Type]
 	}
-	retrying, merged := int64(0), true
+	retrying, sleeping, merged := int64(0), int64(0), true
 	if f.Queue == "" && f.Type == "" {
 		if retrying, err = s.dash.CountRetrying(c.UserContext(), countCap); err != nil {
+			return err
+		}
+		if sleeping, err = s.dash.CountSleeping(c.UserContext(), countCap); err != nil {
 			return err
 		}
 		merged = false
@@ -201,18 +204,29 @@ func (s *server) statusCounts(c *fiber.Ctx, l *views.JobsList) error {
 			}
 			continue
 		}
+		if state == jobs.StateWaiting {
+			l.Counts = append(l.Counts, views.StatusCount{Status: string(state), N: max(n-sleeping, 0), Merged: merged})
+			if !merged {
+				l.Counts = append(l.Counts, views.StatusCount{Status: "sleeping", N: sleeping})
+			}
+			continue
+		}
 		l.Counts = append(l.Counts, views.StatusCount{Status: string(state), N: n})
 	}
 	return nil
 }
 
-// listStatusParams applies l's status filter to p: a job state, or
+// listStatusParams applies l's status filter to p: a job state,
 // "retrying" (scheduled jobs waiting for a retry; "scheduled" is the
-// others).
+// others), or "sleeping" (waiting jobs that sleep until a set time;
+// "waiting" is those waiting for a signal or an event).
 func listStatusParams(l *views.JobsList, p *jobs.ListParams) {
 	if l.Filter.Status == "retrying" || l.Filter.Status == string(jobs.StateScheduled) {
 		retrying := l.Filter.Status == "retrying"
 		p.Statuses, p.Retrying = []jobs.State{jobs.StateScheduled}, &retrying
+	} else if l.Filter.Status == "sleeping" || l.Filter.Status == string(jobs.StateWaiting) {
+		sleeping := l.Filter.Status == "sleeping"
+		p.Statuses, p.Sleeping = []jobs.State{jobs.StateWaiting}, &sleeping
 	} else if l.Filter.Status != "" {
 		st := jobs.State(l.Filter.Status)
 		if !st.Valid() {

@@ -48,7 +48,7 @@ func (s *server) loadOverview(ctx context.Context) (views.Overview, error) {
 	if o.Workers, err = s.workers(ctx); err != nil {
 		return o, err
 	}
-	if o.RecentFailures, err = s.dash.RecentFailures(ctx, 8); err != nil {
+	if o.RecentFailures, err = s.dash.RecentFailures(ctx, "", 8); err != nil {
 		return o, err
 	}
 	if o.Retrying, err = s.dash.CountRetrying(ctx, countCap); err != nil {
@@ -101,7 +101,7 @@ func (s *server) overviewRange(c *fiber.Ctx, o *views.Overview) error {
 	if r.Span == time.Hour {
 		return nil
 	}
-	tp, err := s.dash.ThroughputOver(c.UserContext(), r.Span, r.Step)
+	tp, err := s.dash.ThroughputOver(c.UserContext(), "", r.Span, r.Step)
 	if err != nil {
 		return err
 	}

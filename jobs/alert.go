@@ -55,6 +55,9 @@ type AlertRecord struct {
 	SentAt     *time.Time
 	FailedAt   *time.Time
 	LastError  string
+	// RuleName and AlertSubject name the alert it notified of, if any.
+	RuleName     string
+	AlertSubject string
 }
 
 // AlertDelivery is how sending a test notification to one channel went.
@@ -107,17 +110,20 @@ func URLFingerprint(raw string) string {
 // Alert is what a rule found: open while its condition holds, resolved
 // once it stops.
 type Alert struct {
-	ID             int64      `json:"id"`
-	RuleID         int64      `json:"rule_id"`
-	RuleName       string     `json:"rule_name"`
-	Kind           AlertKind  `json:"kind"`
-	Subject        string     `json:"subject"`
-	Value          float64    `json:"value"`
-	Message        string     `json:"message"`
-	FiredAt        time.Time  `json:"fired_at"`
-	LastNotifiedAt time.Time  `json:"last_notified_at"`
-	Notifications  int        `json:"notifications"`
-	ResolvedAt     *time.Time `json:"resolved_at"`
+	ID             int64     `json:"id"`
+	RuleID         int64     `json:"rule_id"`
+	RuleName       string    `json:"rule_name"`
+	Kind           AlertKind `json:"kind"`
+	Subject        string    `json:"subject"`
+	Value          float64   `json:"value"`
+	Message        string    `json:"message"`
+	FiredAt        time.Time `json:"fired_at"`
+	LastNotifiedAt time.Time `json:"last_notified_at"`
+	// Notifications counts the times it notified someone: its firing and
+	// repeats that queued an email or webhook (0 when its rule reaches
+	// nobody).
+	Notifications int        `json:"notifications"`
+	ResolvedAt    *time.Time `json:"resolved_at"`
 }
 
 // Firing reports whether the alert's condition still holds.

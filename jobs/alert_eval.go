@@ -25,6 +25,9 @@ type AlertFacts struct {
 	// Waiting is, per queue with waiting (queued) jobs, how many and since
 	// when the oldest has been due.
 	Waiting []QueueWaiting
+	// Suspended is, per queue with jobs that sleep or wait for a signal or
+	// an event, how many and since when the longest has waited.
+	Suspended []QueueWaiting
 	// Overdue are the unpaused series whose next occurrence is past due.
 	Overdue []OverdueSeries
 	// ServedQueues are the queues live workers take from; AllQueues is
@@ -81,6 +84,18 @@ func (r *AlertRule) Evaluate(f *AlertFacts) []AlertFinding {
 			if age > r.Threshold {
 				out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
 					"queue %s: the oldest of %s has waited %s; the threshold is %s",
+					q.Queue, unitCount(int(q.Count), "waiting job"), Seconds(int(age)), Seconds(int(r.Threshold)))})
+			}
+		}
+	case AlertJobWaiting:
+		for _, q := range f.Suspended {
+			if r.Queue != "" && q.Queue != r.Queue {
+				continue
+			}
+			age := f.Now.Sub(q.Oldest).Seconds()
+			if age > r.Threshold {
+				out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
+					"queue %s: the longest of %s has slept or waited for a signal or event for %s; the threshold is %s",
 					q.Queue, unitCount(int(q.Count), "waiting job"), Seconds(int(age)), Seconds(int(r.Threshold)))})
 			}
 		}

@@ -28,10 +28,14 @@ const (
 	// AlertNoWorker: jobs have waited in a queue longer than a grace
 	// period and no live worker serves that queue.
 	AlertNoWorker AlertKind = "no_worker"
+	// AlertJobWaiting: a job of a queue has slept, or waited for a signal
+	// or an event, longer than a threshold in seconds (a durable wait
+	// that nothing ends, or a wake-up that never came).
+	AlertJobWaiting AlertKind = "job_waiting"
 )
 
 // AlertKinds lists the kinds in the order the dashboard offers them.
-var AlertKinds = []AlertKind{AlertFailureRate, AlertQueueLatency, AlertCronOverdue, AlertNoWorker}
+var AlertKinds = []AlertKind{AlertFailureRate, AlertQueueLatency, AlertCronOverdue, AlertNoWorker, AlertJobWaiting}
 
 // Title is the kind in words.
 func (k AlertKind) Title() string {
@@ -44,6 +48,8 @@ func (k AlertKind) Title() string {
 		return "Recurring series overdue"
 	case AlertNoWorker:
 		return "Waiting jobs with no live worker"
+	case AlertJobWaiting:
+		return "Jobs sleeping or waiting too long"
 	}
 	return string(k)
 }
@@ -57,14 +63,16 @@ type AlertRule struct {
 	// Type limits a failure_rate rule to one job type; empty watches each
 	// type separately.
 	Type string `json:"type"`
-	// Queue limits a queue_latency or no_worker rule to one queue; empty
+	// Queue limits a queue_latency, no_worker or job_waiting rule to one
+	// queue; empty
 	// watches each queue separately.
 	Queue string `json:"queue"`
 	// Series limits a cron_overdue rule to one recurring series; nil
 	// watches every series.
 	Series *uuid.UUID `json:"series"`
-	// Threshold is the failure rate (0 to 1) of failure_rate or the age in
-	// seconds of queue_latency above which the rule fires.
+	// Threshold is the failure rate (0 to 1) of failure_rate, or the age
+	// in seconds of queue_latency and job_waiting, above which the rule
+	// fires.
 	Threshold float64 `json:"threshold"`
 	// WindowSeconds is failure_rate's window; counts are kept per minute,
 	// so it is rounded up to whole minutes.
@@ -134,6 +142,10 @@ func CheckAlertThreshold(kind AlertKind, v float64) error {
 		if !(v >= 1 && v <= maxAlertLatency) || v != math.Trunc(v) {
 			return Invalid("threshold", "is the age in seconds of the oldest waiting job: a whole number between 1 and %d", maxAlertLatency)
 		}
+	case AlertJobWaiting:
+		if !(v >= 1 && v <= maxAlertLatency) || v != math.Trunc(v) {
+			return Invalid("threshold", "is how long in seconds a job may sleep or wait for a signal or event: a whole number between 1 and %d", maxAlertLatency)
+		}
 	case AlertCronOverdue, AlertNoWorker:
 		if v != 0 {
 			return Invalid("threshold", "is not used by %s rules (grace_seconds is their limit): leave it out or 0", kind)
@@ -150,6 +162,8 @@ func NewAlertRule(kind AlertKind) AlertRule {
 		r.Threshold = 0.2
 	case AlertQueueLatency:
 		r.Threshold = 300
+	case AlertJobWaiting:
+		r.Threshold = 86400
 	}
 	return r
 }
@@ -172,14 +186,14 @@ func (r *AlertRule) Validate() error {
 			return err
 		}
 		used = []string{"window_seconds", "min_runs"}
-	case AlertQueueLatency:
+	case AlertQueueLatency, AlertJobWaiting:
 		if err := CheckAlertThreshold(r.Kind, r.Threshold); err != nil {
 			return err
 		}
 	case AlertCronOverdue, AlertNoWorker:
 		used = []string{"grace_seconds"}
 	default:
-		return Invalid("kind", "must be one of failure_rate, queue_latency, cron_overdue, no_worker")
+		return Invalid("kind", "must be one of failure_rate, queue_latency, cron_overdue, no_worker, job_waiting")
 	}
 	values := map[string]int{"window_seconds": r.WindowSeconds, "min_runs": r.MinRuns, "grace_seconds": r.GraceSeconds,
 		"cooldown_seconds": r.CooldownSeconds}
@@ -191,8 +205,8 @@ func (r *AlertRule) Validate() error {
 	if r.Type != "" && (r.Kind != AlertFailureRate) {
 		return Invalid("type", "applies to failure_rate rules only")
 	}
-	if r.Queue != "" && r.Kind != AlertQueueLatency && r.Kind != AlertNoWorker {
-		return Invalid("queue", "applies to queue_latency and no_worker rules only")
+	if r.Queue != "" && r.Kind != AlertQueueLatency && r.Kind != AlertNoWorker && r.Kind != AlertJobWaiting {
+		return Invalid("queue", "applies to queue_latency, no_worker and job_waiting rules only")
 	}
 	if r.Series != nil && r.Kind != AlertCronOverdue {
 		return Invalid("series", "applies to cron_overdue rules only")
@@ -281,6 +295,12 @@ func (r *AlertRule) Describe() string {
 			what = "queue " + r.Queue
 		}
 		return fmt.Sprintf("jobs in %s wait more than %s with no live worker serving it", what, Seconds(r.GraceSeconds))
+	case AlertJobWaiting:
+		what := "any queue"
+		if r.Queue != "" {
+			what = "queue " + r.Queue
+		}
+		return fmt.Sprintf("a job in %s has slept or waited for a signal or event more than %s", what, Seconds(int(r.Threshold)))
 	}
 	return string(r.Kind)
 }
@@ -314,3 +334,26 @@ func (r *AlertRule) windowMinutes() int { return (r.WindowSeconds + 59) / 60 }
 
 // WindowMinutes is the failure window in whole minutes.
 func (r *AlertRule) WindowMinutes() int { return r.windowMinutes() }
+
+// Reach says where the rule's notifications go, given the alert_emails
+// setting a rule without channels of its own falls back to: one entry per
+// channel ("email a@example.com, b@example.com", "webhook hooks.slack.com").
+// None means the rule notifies nobody when it fires.
+func (r *AlertRule) Reach(alertEmails []string) []string {
+	var out []string
+	emails := r.Emails
+	if len(emails) == 0 && r.WebhookURL == "" {
+		emails = alertEmails
+	}
+	if len(emails) > 0 {
+		out = append(out, "email "+strings.Join(emails, ", "))
+	}
+	if r.WebhookURL != "" {
+		out = append(out, "webhook "+RedactURL(r.WebhookURL))
+	}
+	return out
+}
+
+// NobodyWarning says why a rule that reaches nobody notifies no one, and
+// what to do about it.
+const NobodyWarning = "this rule reaches nobody: it has no emails or webhook of its own and the alert_emails setting is empty, so its alerts will fire and notify no one; add an email or a webhook, or set alert_emails"

@@ -34,9 +34,13 @@ type ExplainFacts struct {
 	LastRun *Execution
 	// MaxInterruptions is how many lost leases send a job to the DLQ.
 	MaxInterruptions int
-	// Queue describes the flow control of a queued job's queue; nil when
-	// the queue is neither paused nor limited.
+	// Queue describes the flow control of a queued job's queue (or of a
+	// pending occurrence of a recurring series); nil when the queue is
+	// neither paused nor limited.
 	Queue *QueueFacts
+	// SeriesWaiting counts the occurrences of the job's recurring series
+	// that wait in its queue (read when that queue is paused).
+	SeriesWaiting int64
 }
 
 // Reason is one plain-words answer to "why is this job where it is?",
@@ -44,7 +48,8 @@ type ExplainFacts struct {
 type Reason struct {
 	// Code names the reason for programs: waiting_for_run_at, retry_backoff,
 	// due, blocked, queue_position, no_live_worker, no_worker_for_queue,
-	// no_worker_for_type, queue_paused, concurrency_limit, rate_limit,
+	// no_worker_for_type, queue_paused, series_queue_paused,
+	// concurrency_limit, rate_limit,
 	// key_limit, running, lease_expired, cancel_requested, interrupted,
 	// completed, dead_letter, cancelled_by_dependency,
 	// cancelled_by_operator, cancelled_by_series, cancelled, in_bin.
@@ -95,6 +100,9 @@ func Explain(f ExplainFacts) Explanation {
 		rs = append(rs, explainBlocked(f))
 	case j.Status == StateQueued:
 		rs = append(rs, explainQueued(f)...)
+	}
+	if r, ok := explainSeriesPaused(f); ok {
+		rs = append(rs, r)
 	}
 	if j.Interruptions > 0 && j.DeletedAt == nil && !j.Status.Terminal() {
 		rs = append(rs, Reason{Code: "interrupted", Message: fmt.Sprintf(
@@ -267,6 +275,10 @@ func explainScheduled(f ExplainFacts) Reason {
 		return reasonAt("retry_backoff", j.RunAt, "Attempt %d of %d failed; retry %d runs at %s (in %s). Error: %s",
 			j.Attempt, j.MaxRetries+1, j.Attempt+1, stamp(j.RunAt), in, TruncateBytes(*j.LastError, 300, "…"))
 	}
+	if j.ScheduleID != nil && f.Queue != nil && f.Queue.Settings.Paused {
+		return reasonAt("waiting_for_run_at", j.RunAt, "The next occurrence of a recurring series; it goes to its queue at %s (in %s), where it waits: the queue is paused.",
+			stamp(j.RunAt), in)
+	}
 	if j.ScheduleID != nil {
 		return reasonAt("waiting_for_run_at", j.RunAt, "The next occurrence of a recurring series; it runs at %s (in %s).",
 			stamp(j.RunAt), in)
@@ -315,3 +327,19 @@ func plural(n int, one, many string) string {
 // (the first ones of a UUIDv7 are its timestamp, alike for jobs created
 // together).
 func ShortID(id uuid.UUID) string { s := id.String(); return s[len(s)-8:] }
+
+// explainSeriesPaused says that an occurrence of a recurring series, queued
+// or pending, belongs to a series that goes on releasing occurrences into
+// a paused queue, where they pile up unrun.
+func explainSeriesPaused(f ExplainFacts) (Reason, bool) {
+	j := f.Job
+	if j.ScheduleID == nil || j.DeletedAt != nil || (j.Status != StateQueued && j.Status != StateScheduled) ||
+		f.Queue == nil || !f.Queue.Settings.Paused {
+		return Reason{}, false
+	}
+	return Reason{Code: "series_queue_paused", Message: fmt.Sprintf(
+		"Its recurring series is active but its queue %q is paused: the series goes on releasing an occurrence at each time it is due, "+
+			"and none runs until the queue is resumed (%s of this series %s in the queue now).",
+		j.Queue, plural(int(f.SeriesWaiting), "1 occurrence", fmt.Sprintf("%d occurrences", f.SeriesWaiting)),
+		plural(int(f.SeriesWaiting), "waits", "wait"))}, true
+}

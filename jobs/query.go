@@ -25,6 +25,9 @@ type ListParams struct {
 	// Retrying, if set, keeps only scheduled jobs waiting for a retry
 	// (true) or only those not yet tried (false).
 	Retrying *bool
+	// Sleeping, if set, keeps only waiting jobs that sleep until a set
+	// time (true) or only those waiting for a signal or an event (false).
+	Sleeping *bool
 	// ScheduleID keeps the runs of one recurring series.
 	ScheduleID *uuid.UUID
 	// BatchID keeps the members of one batch.
@@ -93,6 +96,8 @@ type Failure struct {
 	At       time.Time
 	Outcome  Outcome
 	JobState State
+	// Failures is how many of the job's recent runs failed (1 or more).
+	Failures int
 }
 
 // ErrorGroup is one group of the dead-letter queue: its jobs of one type

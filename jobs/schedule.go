@@ -35,12 +35,19 @@ type Schedule struct {
 	Timezone        string `json:"timezone"`
 	// Paused says no occurrence is released until the series is resumed.
 	Paused bool `json:"paused"`
-	// LastRunAt is the target time of the latest occurrence released to
-	// run; NextRunAt that of the pending one.
+	// LastRunAt is when the latest occurrence that ran started (an
+	// occurrence released but not run, cancelled or waiting in a paused
+	// queue, does not count); NextRunAt is the target time of the pending
+	// one.
 	LastRunAt *time.Time `json:"last_run_at,omitempty"`
 	NextRunAt *time.Time `json:"next_run_at,omitempty"`
-	CreatedAt time.Time  `json:"created_at"`
-	UpdatedAt time.Time  `json:"updated_at"`
+	// QueuePaused says the series' queue is paused: its occurrences are
+	// released and wait there unrun. Waiting counts the occurrences that
+	// wait in the queue. Both are read with the series, not stored.
+	QueuePaused bool      `json:"queue_paused"`
+	Waiting     int64     `json:"occurrences_waiting"`
+	CreatedAt   time.Time `json:"created_at"`
+	UpdatedAt   time.Time `json:"updated_at"`
 }
 
 // NextFire returns the target time of the occurrence that follows last

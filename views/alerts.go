@@ -15,6 +15,11 @@ type AlertsPage struct {
 	History    []jobs.Alert       // the latest alerts, firing or resolved
 	Deliveries []jobs.AlertRecord // how their notifications went out
 	Now        string             // the page's render time, for "as of"
+	// Reach is, per rule id, where its notifications go now (none: it
+	// notifies nobody).
+	Reach map[int64][]string
+	// Sent is, per firing alert id, its latest notifications.
+	Sent map[int64][]jobs.AlertRecord
 }
 
 // RuleForm is the form that creates or edits an alert rule. Values hold
@@ -28,6 +33,9 @@ type RuleForm struct {
 	Series []*jobs.Schedule
 	// Message is an error about the whole form.
 	Message string
+	// NoFallback says the alert_emails setting is empty: a rule without
+	// emails or webhook reaches nobody.
+	NoFallback bool
 }
 
 // RuleSaved is shown once a rule is saved; Secret is a webhook secret the
@@ -36,6 +44,8 @@ type RuleSaved struct {
 	Rule   jobs.AlertRule
 	Secret string
 	New    bool // the rule was just created, not edited
+	// Reaches is where its notifications go now; none: nobody.
+	Reaches []string
 }
 
 // RuleTest is how a rule's test notification went, per channel.
@@ -50,29 +60,6 @@ func ruleHref(id int64) string { return "/alerts/rules/" + strconv.FormatInt(id,
 
 func newRuleHref(kind jobs.AlertKind) string {
 	return "/alerts/rules/new?kind=" + url.QueryEscape(string(kind))
-}
-
-// ruleChannels says where a rule's notifications go.
-func ruleChannels(r jobs.AlertRule) string {
-	out := ""
-	for i, e := range r.Emails {
-		if i > 0 {
-			out += ", "
-		}
-		out += e
-	}
-	if r.WebhookURL != "" {
-		if u, err := url.Parse(r.WebhookURL); err == nil {
-			if out != "" {
-				out += "; "
-			}
-			out += "webhook " + u.Host
-		}
-	}
-	if out == "" {
-		return "alert_emails setting"
-	}
-	return out
 }
 
 // deliveryTarget is where one outbox row went.
@@ -91,6 +78,17 @@ func deliveryTarget(r jobs.AlertRecord) string {
 		out += e
 	}
 	return out
+}
+
+// deliveryAlert names the alert an outbox row notified of.
+func deliveryAlert(r jobs.AlertRecord) string {
+	switch {
+	case r.RuleName == "" && r.AlertID == nil:
+		return "dead-letter threshold"
+	case r.RuleName == "":
+		return "deleted rule"
+	}
+	return r.RuleName + " · " + r.AlertSubject
 }
 
 // deliveryState is an outbox row's state in a word, and its badge class.
@@ -117,6 +115,18 @@ func kindFields(k jobs.AlertKind) map[string]bool {
 		return map[string]bool{"series": true, "grace_minutes": true}
 	case jobs.AlertNoWorker:
 		return map[string]bool{"queue": true, "grace_minutes": true}
+	case jobs.AlertJobWaiting:
+		return map[string]bool{"queue": true, "waited_minutes": true}
 	}
 	return nil
+}
+
+// ruleKnown reports whether rules holds the rule id.
+func ruleKnown(rules []jobs.AlertRule, id int64) bool {
+	for _, r := range rules {
+		if r.ID == id {
+			return true
+		}
+	}
+	return false
 }

@@ -389,5 +389,8 @@ func rowStatus(j *jobs.Job) string {
 	if Retrying(j) {
 		return "retrying"
 	}
+	if j.Status == jobs.StateWaiting && j.WaitingFor != nil && j.WaitingFor.Kind == jobs.WaitSleep {
+		return "sleeping"
+	}
 	return string(j.Status)
 }

@@ -45,3 +45,23 @@ func attrValue(k string, v any) string {
 	}
 	return strconv.FormatFloat(f, 'f', -1, 64)
 }
+
+// logRuns returns which run of a job a log line written at a time belongs
+// to, numbered as the job page's attempts are (#1, #2, …): a replayed job
+// starts each run at attempt 1, so the attempt alone cannot tell them
+// apart. A run owns the lines written after the one before it ended, up
+// to its own end (its claim line comes before its start); lines after the
+// last run ended belong to the next one.
+func logRuns(runs []jobs.Execution) func(time.Time) int {
+	return func(at time.Time) int {
+		for _, r := range runs {
+			if r.FinishedAt == nil || !at.After(*r.FinishedAt) {
+				return r.Seq
+			}
+		}
+		if len(runs) == 0 {
+			return 1
+		}
+		return runs[len(runs)-1].Seq + 1
+	}
+}

@@ -145,11 +145,14 @@ func StatusCounts(l JobsList) templ.Component {
 
 // countLabel names a StatusCount.
 func countLabel(sc StatusCount) string {
+	if sc.Merged && sc.Status == string(jobs.StateWaiting) {
+		return "waiting + sleeping"
+	}
 	if sc.Merged {
 		return "scheduled + retrying"
 	}
-	if sc.Status == "retrying" {
-		return "retrying"
+	if sc.Status == "retrying" || sc.Status == "sleeping" {
+		return sc.Status
 	}
 	return StatusLabel(jobs.State(sc.Status))
 }

@@ -110,6 +110,8 @@ func TestLogsPageShowsEveryProcess(t *testing.T) {
 	require.Equal(t, "", s.Choices[0], "all processes")
 	require.ElementsMatch(t, []string{"api-7f3c-1201-a1b2c3", "worker-eu-1"}, s.Choices[1:])
 	require.NotContains(t, eval[string](t, ctx, `document.querySelector('[data-testid="log-table"]').textContent`), "hunter2")
+	require.Equal(t, 0, eval[int](t, ctx, `[...document.querySelectorAll('td[data-label="Details"]')].filter(td =>
+		td.scrollWidth > td.clientWidth + 1 || getComputedStyle(td).textOverflow === 'ellipsis').length`), "no Details cell is cut at 1400 px")
 	shoot(t, ctx, "logs-two-processes")
 
 	// One process: the table narrows to its rows, and the address says so.
