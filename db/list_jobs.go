@@ -23,6 +23,11 @@ import (
 type cursor struct {
 	ID        uuid.UUID  `json:"id"`
 	DeletedAt *time.Time `json:"d,omitempty"`
+	// By, At and Null place a page ordered by a time (jobs.ListParams.By):
+	// the order, and the last row's time, or that it had none.
+	By   jobs.SortKey `json:"b,omitempty"`
+	At   *time.Time   `json:"t,omitempty"`
+	Null bool         `json:"n,omitempty"`
 }
 
 func (c cursor) encode() string {
@@ -50,17 +55,29 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 	if err != nil {
 		return jobs.Page{}, err
 	}
-	q := &listQuery{}
-	q.filter(p)
-	if err := q.after(p); err != nil {
+	if err := checkOrder(p); err != nil {
 		return jobs.Page{}, err
 	}
-	if p.Oldest && p.InBin {
-		return jobs.Page{}, jobs.Invalid("sort", "the bin lists the latest deleted first only")
+	q := &listQuery{}
+	q.filter(p)
+	if p.By != jobs.SortCreated {
+		err = q.afterSorted(p)
+	} else {
+		err = q.after(p)
+	}
+	if err != nil {
+		return jobs.Page{}, err
 	}
 	cond := strings.Join(q.where, " AND ")
 	histCond := cond
-	if q.text != "" && !p.InBin && listsHistory(p.Statuses) {
+	if q.text != "" && !p.InBin && listsHistory(p.Statuses) && p.By != jobs.SortCreated {
+		// Only the dead-letter history is searched in place (it is small,
+		// and its errors have a trigram index).
+		if !slices.Equal(p.Statuses, []jobs.State{jobs.StateDeadLetter}) {
+			return jobs.Page{}, jobs.Invalid("sort", "ordering by start or finish time works without a text search of finished jobs; order by creation, or narrow by status")
+		}
+		histCond = strings.Replace(cond, searchMark, q.searchLive, 1)
+	} else if q.text != "" && !p.InBin && listsHistory(p.Statuses) {
 		if p.Oldest {
 			return jobs.Page{}, jobs.Invalid("sort", "oldest first works without a text search of finished jobs; search newest first, or narrow by type or queue instead")
 		}
@@ -70,16 +87,30 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 		}
 		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(uuidArray(ids))+"::uuid[])", 1)
 	}
-	query := listJobsSQL(strings.Replace(cond, searchMark, q.searchLive, 1), histCond, q.arg(limit+1), p)
+	live := strings.Replace(cond, searchMark, q.searchLive, 1)
+	// A jump by page number reads the pages before it and drops them
+	// (at most jobs.MaxListOffset rows): every order can jump, and the
+	// next page continues from the page's last row as after any other.
+	lim := q.arg(limit + 1 + p.Offset)
+	query := listJobsSQL(live, histCond, lim, p)
+	if p.By != jobs.SortCreated {
+		query = listSortedSQL(live, histCond, lim, p)
+	}
 	js, err := collectJobs(s.pool.Query(ctx, query, q.args...))
 	if err != nil {
 		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
 	}
+	js = js[min(p.Offset, len(js)):]
 	page := jobs.Page{Jobs: js}
 	if len(js) > limit {
 		last := js[limit-1]
 		page.Jobs = js[:limit:limit]
-		page.NextCursor = cursor{ID: last.ID, DeletedAt: last.DeletedAt}.encode()
+		c := cursor{ID: last.ID, DeletedAt: last.DeletedAt, By: p.By}
+		if p.By != jobs.SortCreated {
+			c.At = sortTime(last, p.By)
+			c.Null = c.At == nil
+		}
+		page.NextCursor = c.encode()
 	}
 	return page, nil
 }
@@ -189,6 +220,9 @@ func (q *listQuery) after(p jobs.ListParams) error {
 	c, err := decodeCursor(p.Cursor)
 	if err != nil {
 		return err
+	}
+	if c.By != p.By {
+		return jobs.Invalid("cursor", "belongs to a listing in another order; start again without one")
 	}
 	switch {
 	case p.InBin:
