@@ -119,6 +119,9 @@ func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
 // With a cursor the number only labels the page the cursor starts.
 func listPageParam(l *views.JobsList, p *jobs.ListParams) {
 	if l.Filter.Page == "" {
+		if p.Cursor == "" {
+			l.Page = 1
+		}
 		return
 	}
 	last := jobs.MaxListOffset/views.JobsPageSize + 1
