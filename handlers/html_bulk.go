@@ -18,9 +18,8 @@ import (
 
 // An action on every job a filter shows touches at most views.BulkMax jobs
 // (the first in the list's order; the toast says when more were left for
-// another run), in batches of bulkBatch: a batch is one statement (replay,
-// delete, restore) or one transaction per job (retry, cancel and delete on
-// the Jobs list), so no statement holds many locks for long.
+// another run), in batches of bulkBatch, one transaction each, so no
+// statement holds many locks for long.
 const bulkBatch = 500
 
 // maxSelected is how many selected jobs one action takes.
@@ -120,7 +119,7 @@ func (s *server) bulkFilter(c *fiber.Ctx, kind string, action jobAction) error {
 	} else if err != nil {
 		return err
 	}
-	done, refused, err := s.applyMany(c, kind, action, ids)
+	done, err := s.applyMany(c, kind, action, ids)
 	if len(done) > 0 {
 		s.audit(c, bulkAuditName(kind, action), map[string]any{"scope": "filter", "filter": filterDetails(kind, f),
 			"matched": len(ids), "done": len(done), "more": more}, done...)
@@ -130,13 +129,17 @@ func (s *server) bulkFilter(c *fiber.Ctx, kind string, action jobAction) error {
 	}
 	s.logger.InfoContext(c.UserContext(), "dashboard bulk action on a filter", "component", "dashboard", "list", kind,
 		"action", action, "matched", len(ids), "count", len(done), "actor", dashActor(c))
-	msg := fmt.Sprintf("%s: %d of the %d jobs the filter showed.", action.past(), len(done), len(ids))
+	did := action.past()
+	if kind == "dlq" && action == jobRetry {
+		did = "Replayed"
+	}
+	msg := fmt.Sprintf("%s: %d of the %d jobs the filter showed.", did, len(done), len(ids))
 	if len(ids) == 0 {
 		msg = "No job matches this filter any more: nothing was done."
 	}
 	kindToast := toastOK
-	if len(refused) > 0 {
-		msg += " Not possible for " + strconv.Itoa(len(refused)) + ": " + refused[0]
+	if left := len(ids) - len(done); left > 0 {
+		msg += " " + strconv.Itoa(left) + " could not be: their state does not allow it (or changed meanwhile)."
 		kindToast = toastBad
 	}
 	if more {
@@ -204,10 +207,10 @@ func (s *server) matching(c *fiber.Ctx, kind string) (ids []uuid.UUID, more bool
 	return ids, true, l.Filter, nil
 }
 
-// applyMany applies action to ids in batches of bulkBatch: a statement
-// per batch where the store has one, else one job at a time. It returns
-// the jobs it changed and why others were refused.
-func (s *server) applyMany(c *fiber.Ctx, kind string, action jobAction, ids []uuid.UUID) (done []uuid.UUID, refused []string, err error) {
+// applyMany applies action to ids in batches of bulkBatch, one
+// transaction each. It returns the jobs it changed; the others were not in
+// a state that allows it (gone meanwhile, or never eligible).
+func (s *server) applyMany(c *fiber.Ctx, kind string, action jobAction, ids []uuid.UUID) (done []uuid.UUID, err error) {
 	ctx := c.UserContext()
 	for batch := range slices.Chunk(ids, bulkBatch) {
 		var js []*jobs.Job
@@ -215,33 +218,29 @@ func (s *server) applyMany(c *fiber.Ctx, kind string, action jobAction, ids []uu
 		switch {
 		case kind == "dlq" && action == jobRetry:
 			js, err = s.dlqStore.RetryDLQ(ctx, batch)
-			s.wakeFor(js...)
 		case kind == "dlq" && action == jobDelete:
 			moved, err = s.dlqStore.DeleteDLQ(ctx, batch)
-		case kind == "bin" && action == jobRestore:
+		case action == jobRestore:
 			js, err = s.jobActionStore.RestoreJobs(ctx, batch)
-			s.wakeFor(js...)
+		case action == jobRetry:
+			js, err = s.jobActionStore.RetryJobs(ctx, batch)
+		case action == jobCancel:
+			js, err = s.jobActionStore.CancelJobs(ctx, batch)
+		case action == jobDelete:
+			js, err = s.jobActionStore.DeleteJobs(ctx, batch)
 		default:
-			for _, id := range batch {
-				if _, err = s.jobOp(ctx, action, id); err != nil {
-					if r := refusal(err); r != nil {
-						refused, err = append(refused, r.Message), nil
-						continue
-					}
-					return done, refused, err
-				}
-				done = append(done, id)
-			}
+			return done, fmt.Errorf("no bulk %s on the %s list", action, kind)
 		}
+		s.wakeFor(js...)
 		for _, j := range js {
 			moved = append(moved, j.ID)
 		}
 		done = append(done, moved...)
 		if err != nil {
-			return done, refused, err
+			return done, err
 		}
 	}
-	return done, refused, nil
+	return done, nil
 }
 
 // applyAll runs one action on many jobs and records what it did. It

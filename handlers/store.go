@@ -134,9 +134,13 @@ type JobActionStore interface {
 	DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
 	// RestoreJob brings a job back from the bin.
 	RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
-	// RestoreJobs brings the given jobs back from the bin in one statement
-	// and returns those it restored (jobs not in the bin are left out).
+	// RestoreJobs, CancelJobs, RetryJobs and DeleteJobs act on many jobs
+	// in one transaction as their one-job forms do, and return the jobs
+	// they changed: those whose state does not allow it are left out.
 	RestoreJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	CancelJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	RetryJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	DeleteJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
 	// PurgeJob deletes a job from the bin for good.
 	PurgeJob(ctx context.Context, id uuid.UUID) error
 	// EditAndReplay replaces a dead-letter job's payload and replays it,
