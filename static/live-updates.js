@@ -1,7 +1,7 @@
 // Applying the live stream's updates to the page: each part that shows
 // something that changed fetches its fragment again, jobs tables row by
 // row (and keep their bulk selection's count), the log tail its new
-// entries.
+// entries. flint:long the jobs table's live rules (rows in, rows out, refill, selection) read best in one place
 //
 // The dashboard's scripts load deferred, in this order, and share the
 // window.flint object: live-updates.js (this file; flint.apply,
