@@ -291,7 +291,9 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 			return err
 		}
 		if isHX(c) && c.Get("HX-Target") == "jobs-table" {
-			return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+			// A filter changed in place: the actions on all its jobs
+			// follow it.
+			return render(c, http.StatusOK, views.TableAndTotals(l, s.clock.Now()))
 		}
 		if isHX(c) && c.Get("HX-Target") == "status-counts" && kind == "jobs" {
 			return render(c, http.StatusOK, views.StatusCounts(l))

@@ -147,7 +147,14 @@ func TestBulkActionsFollowTheFilter(t *testing.T) {
 		require.NoError(t, err)
 		waiting = append(waiting, res[0].Job.ID)
 	}
-	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?status=scheduled&queue=nightly"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="cancel-all"]`)))
+	// Opened on another state, then filtered in place: the actions follow
+	// the filter the table shows.
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?status=running&queue=nightly"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="empty"]`)))
+	require.Zero(t, count(t, ctx, `[data-testid="bulk-all"] button`))
+	require.True(t, eval[bool](t, ctx, `(() => { const s = document.querySelector('#f-status'); s.value = 'scheduled';
+		s.dispatchEvent(new Event('change', {bubbles: true})); return true; })()`))
+	waitJS(t, ctx, `(document.querySelector('[data-testid="cancel-all"]') || {}).textContent === 'Cancel all 3'`, 15*time.Second)
+	shoot(t, ctx, "jobs-bulk-filtered")
 	asked = confirmAndClick(t, ctx, `[data-testid="cancel-all"]`)
 	require.Contains(t, asked, "Cancel all 3 jobs this filter shows?")
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="jobs-table"] [data-testid="empty"]')`, 20*time.Second)
