@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/jobs"
@@ -91,4 +92,42 @@ func TestFilteredListFillsDuringBursts(t *testing.T) {
 	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="left-notice"]').textContent`), "1 selected job left this page",
 		"the notice outlives the page being read again")
 	shoot(t, ctx, "jobs-running-left")
+}
+
+// TestShowThemSaysWhichSelectedJobsLeft: "Show them" loads the page again;
+// a selected job that is no longer on it is said to have left, not
+// dropped from the selection in silence.
+func TestShowThemSaysWhichSelectedJobsLeft(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	later := time.Now().Add(time.Hour)
+	var ids []string
+	for range 2 {
+		res, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: []byte(`{"ms": 1}`), RunAt: &later})
+		require.NoError(t, err)
+		ids = append(ids, res[0].Job.ID.String())
+	}
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?q=slee"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id="`+ids[0]+`"]`)))
+	waitLive(t, ctx, 10*time.Second)
+	require.True(t, eval[bool](t, ctx, `(() => { for (const id of `+fmt.Sprintf("[%q, %q]", ids[0], ids[1])+`) {
+		const b = document.querySelector('input[name=ids][value="' + id + '"]');
+		b.checked = true; b.dispatchEvent(new Event('change', {bubbles: true})); } return true; })()`))
+	require.Equal(t, "2", shapeOf(t, ctx).SelectedCount)
+
+	// One of them is deleted elsewhere; a new job arrives.
+	_, err := rig.store.DeleteJob(bg, uuid.MustParse(ids[0]))
+	require.NoError(t, err)
+	_, err = rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: []byte(`{"ms": 1}`), RunAt: &later})
+	require.NoError(t, err)
+	waitJS(t, ctx, `document.querySelector('[data-new-banner]').classList.contains('show')`, 10*time.Second)
+	require.True(t, eval[bool](t, ctx, `(() => { document.querySelector('[data-new-banner] a').click(); return true; })()`))
+	waitJS(t, ctx, `!!document.querySelector('[data-testid="left-notice"]')`, 10*time.Second)
+	s := shapeOf(t, ctx)
+	require.Equal(t, 2, s.Rows)
+	require.Equal(t, []string{ids[1]}, s.Checked, "the one still on the page stays selected")
+	require.Equal(t, "1", s.SelectedCount)
+	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="left-notice"]').textContent`), "1 selected job left this page")
 }
