@@ -158,19 +158,19 @@ func (s *server) listTotals(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) 
 		if l.QueueTotal, err = s.dlqStore.CountDeadLetter(ctx, "", ""); err != nil || !byKept {
 			break
 		}
-		l.Total, l.HasTotal = 0, true
+		l.HasTotal = true
 		l.Total, err = s.dlqStore.CountDeadLetter(ctx, p.Queue, p.Type)
 		return err
 	case "bin":
 		if l.QueueTotal, err = s.dlqStore.CountBin(ctx, "", ""); err != nil || !byKept || f.Status != "" {
 			break
 		}
-		l.Total, l.HasTotal = 0, true
+		l.HasTotal = true
 		l.Total, err = s.dlqStore.CountBin(ctx, p.Queue, p.Type)
 		return err
 	default:
-		if !f.Narrowed() || (f.Status == "" && f.Type == "" && f.Queue == "" && f.Q == "" && f.Series == "" && f.Batch == "" && f.Before == "") {
-			return nil // the whole list, only reordered
+		if f.Status == "" && f.Type == "" && f.Queue == "" && byKept {
+			return nil // the whole list, at most reordered
 		}
 		if n, ok := countFromCounts(l, byKept); ok {
 			l.Total, l.HasTotal = n, true
