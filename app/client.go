@@ -71,7 +71,9 @@ func (a *App) NewClient(ctx context.Context, cfg ClientConfig) (*Client, error) 
 	// Built-in handlers are registered without their senders: the client
 	// only asks them to check payloads.
 	reg := a.registry(jobs.BuiltinDeps{Mailer: noMailer{}})
-	return &Client{store: store, types: jobs.NewCatalog(reg, cfg.JobTypes, store.ServedTypes), clock: jobs.SystemClock{}}, nil
+	types := jobs.NewCatalog(reg, cfg.JobTypes, store.ServedTypes)
+	types.UseSchemas(store)
+	return &Client{store: store, types: types, clock: jobs.SystemClock{}}, nil
 }
 
 // Close closes the client's connections.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"testing"
 	"time"
 
@@ -208,9 +209,14 @@ func ExampleApp_Run() {
 }
 
 // exampleDatabase returns the URL of a fresh, migrated database for one
-// example (from TEST_DATABASE_URL, as the package's tests use), and a
-// function that drops it. A program of one's own uses its DATABASE_URL.
+// example (from TEST_DATABASE_URL, as the package's tests use, or the local
+// server), and a function that drops it. A program of one's own uses its DATABASE_URL.
 func exampleDatabase() (url string, drop func()) {
+	if os.Getenv("TEST_DATABASE_URL") == "" {
+		// An example cannot skip, so without the variable (go test -short
+		// outside make test) it uses the local server make run sets up.
+		os.Setenv("TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable")
+	}
 	tb := &exampleTB{}
 	return dbtest.NewDatabase(tb), tb.cleanup
 }

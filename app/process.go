@@ -44,6 +44,21 @@ func rolesOf(cmd string) roles {
 	return r
 }
 
+// names is the roles as the registry records them (jobs.RoleAPI...).
+func (r roles) names() []string {
+	var out []string
+	if r.http {
+		out = append(out, jobs.RoleAPI)
+	}
+	if r.scheduler {
+		out = append(out, jobs.RoleScheduler)
+	}
+	if r.workers {
+		out = append(out, jobs.RoleWorkers)
+	}
+	return out
+}
+
 // process is one running Flint: what its components share while they run.
 type process struct {
 	app      *App
@@ -65,6 +80,7 @@ type process struct {
 	broker   *handlers.Broker  // nil without HTTP
 	hub      *handlers.WorkHub // remote workers' waiting claims; nil without HTTP
 	listener *db.Listener
+	types    *jobs.Catalog      // the job types and payload schemas enqueues are checked against
 	alerter  *scheduler.Alerter // nil without the scheduler
 	pool     *workers.Pool      // nil without workers
 	clock    jobs.Clock         // the one clock handlers, workers and scheduler are given
@@ -103,6 +119,9 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 	p.g, p.gctx = errgroup.WithContext(ctx)
 	p.startEvents()
 	p.startSettings()
+	if err := p.startTypes(); err != nil {
+		return err
+	}
 	if r.http {
 		// Remote workers' long polls wake on the notifications pools use.
 		p.hub = handlers.NewWorkHub(0)
@@ -120,6 +139,7 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 	if r.scheduler {
 		p.startScheduler()
 	}
+	p.startPresence(r)
 	p.startListener() // once every channel has its handler
 	if r.http {
 		if err := p.startHTTP(); err != nil {
@@ -155,7 +175,21 @@ func (p *process) kickOnDLQ(moved []jobs.Moved) {
 	}
 }
 
-// startWorkers runs the worker pool and its presence in the worker registry.
+// startPresence keeps this process's entry in the registry: every Flint
+// process has one, with the roles it runs and its version (the Workers
+// page shows them; flint migrate finds older processes by them). Only a
+// process that runs workers has slots, queues and job types.
+func (p *process) startPresence(r roles) {
+	info := jobs.WorkerInfo{ID: p.cfg.WorkerID, Version: p.app.version(), Roles: r.names()}
+	var types workers.TypeLister
+	if r.workers {
+		info.Queues, info.Concurrency, types = p.cfg.Queues, p.cfg.Workers, p.registry
+	}
+	presence := workers.NewPresence(info, types, 0, p.store, p.clock, p.logger)
+	p.g.Go(func() error { return presence.Run(p.gctx) })
+}
+
+// startWorkers runs the worker pool.
 func (p *process) startWorkers() {
 	var fast workers.FastPath
 	if p.readyQueue() {
@@ -173,13 +207,9 @@ func (p *process) startWorkers() {
 		FastPath:          fast,
 		OnRun:             func(j *jobs.Job, o jobs.Outcome, d time.Duration) { p.mx.ObserveRun(j.Type, o, d) },
 		OnMoved:           p.kickOnDLQ,
-		Types:             jobs.Prepared(p.gctx, p.catalog()),
+		Types:             jobs.Prepared(p.gctx, p.types),
 	}, p.store, p.registry, p.logger)
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
-	presence := workers.NewPresence(jobs.WorkerInfo{
-		ID: cfg.WorkerID, Queues: cfg.Queues, Concurrency: cfg.Workers, Version: p.app.version(),
-	}, p.registry, 0, p.store, p.clock, p.logger)
-	p.g.Go(func() error { return presence.Run(p.gctx) })
 	p.listener.Handle(db.ChannelJobs, p.pool.Wake)
 	p.listener.Handle(db.ChannelCancel, p.pool.CancelRequested)
 	// A queue was paused, resumed or had its limits changed: claims made
@@ -205,7 +235,7 @@ func (p *process) startPusher() error {
 	pusher, err := workers.NewPusher(workers.PusherConfig{
 		WorkerID: jobs.PushWorkerID(cfg.WorkerID), MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, PollInterval: cfg.PollInterval, DrainTimeout: cfg.DrainTimeout,
-		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.catalog()),
+		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.types),
 	}, p.store, p.logger)
 	if err != nil {
 		return err

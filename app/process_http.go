@@ -4,20 +4,72 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"time"
 
+	"github.com/flinthq/flint/db"
 	"github.com/flinthq/flint/handlers"
 	"github.com/flinthq/flint/jobs"
 )
 
-// catalog is the job types the API accepts: registered here, served by a
-// worker seen lately, configured, or any type in a push queue.
-func (p *process) catalog() *jobs.Catalog {
+// startTypes makes the catalog of job types the process accepts
+// (registered here, served by a worker seen lately, configured, or any
+// type in a push queue) with their payload schemas, kept current by
+// PostgreSQL's notifications, and stores the schemas of this process's
+// typed handlers with their types.
+func (p *process) startTypes() error {
 	c := jobs.NewCatalog(p.registry, p.cfg.JobTypes, p.store.ServedTypes)
 	c.PushQueues(p.store.PushedQueue)
-	return c
+	c.UseSchemas(p.store)
+	p.listener.Handle(db.ChannelTypes, func(string) { c.Invalidate() })
+	p.listener.OnConnect(c.Invalidate)
+	p.types = c
+	if p.roles.http && !p.roles.workers {
+		// The catalog accepts any type into a push queue: an API process
+		// without a pool (which keeps them otherwise) keeps the queues'
+		// settings current too.
+		reload := func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(p.ctx), 10*time.Second)
+			defer cancel()
+			if err := p.store.ReloadQueueSettings(rctx); err != nil {
+				p.logger.Warn("reloading queue settings failed", "error", err)
+			}
+		}
+		p.listener.Handle(db.ChannelQueues, func(string) { reload() })
+		p.listener.OnConnect(reload)
+	}
+	if !p.roles.http && !p.roles.workers {
+		return nil
+	}
+	return recordHandlerSchemas(p.ctx, p.registry, p.store, jobs.SchemaAuthor{Source: jobs.SchemaFromProcess,
+		WorkerID: p.cfg.WorkerID, Language: "go", WorkerVersion: p.app.version()}, p.logger)
+}
+
+// recordHandlerSchemas stores the payload schemas of registry's handlers
+// (jobs.Typed's, derived from their structs) with their types.
+func recordHandlerSchemas(ctx context.Context, registry *jobs.Registry, store *db.Store, by jobs.SchemaAuthor, logger *slog.Logger) error {
+	raw, err := registry.Schemas()
+	if err != nil {
+		return err
+	}
+	compiled := make(map[string]*jobs.PayloadSchema, len(raw))
+	for t, text := range raw {
+		sch, err := jobs.CompileSchema(text)
+		if err != nil {
+			return fmt.Errorf("job type %s: the payload schema derived from its handler %s", t, err)
+		}
+		compiled[t] = sch
+	}
+	changed, err := store.RecordSchemas(ctx, compiled, by)
+	if err != nil {
+		return err
+	}
+	if len(changed) > 0 {
+		logger.Info("payload schemas stored", "types", changed)
+	}
+	return nil
 }
 
 // startHTTP creates the first dashboard user if there is none and serves
@@ -49,7 +101,7 @@ func (p *process) startHTTP() error {
 		Alerts:         p.store,
 		AlertTest:      p.notifier.SendTest,
 		Access:         p.store,
-		Types:          p.catalog(),
+		Types:          p.types,
 		HTTPAllow:      cfg.HTTPAllow,
 		Work: &handlers.WorkConfig{Store: p.store, Hub: p.hub, LeaseTTL: cfg.LeaseTTL, HeartbeatInterval: cfg.HeartbeatInterval,
 			PollInterval: cfg.PollInterval, OnMoved: p.kickOnDLQ},

@@ -185,16 +185,16 @@ func (e AlertRuleInputKind) Valid() bool {
 
 // Defines values for AuditEntrySource.
 const (
-	Api       AuditEntrySource = "api"
-	Dashboard AuditEntrySource = "dashboard"
+	AuditEntrySourceApi       AuditEntrySource = "api"
+	AuditEntrySourceDashboard AuditEntrySource = "dashboard"
 )
 
 // Valid indicates whether the value is a known member of the AuditEntrySource enum.
 func (e AuditEntrySource) Valid() bool {
 	switch e {
-	case Api:
+	case AuditEntrySourceApi:
 		return true
-	case Dashboard:
+	case AuditEntrySourceDashboard:
 		return true
 	default:
 		return false
@@ -642,6 +642,27 @@ func (e WorkerKind) Valid() bool {
 	case Process:
 		return true
 	case Remote:
+		return true
+	default:
+		return false
+	}
+}
+
+// Defines values for WorkerRoles.
+const (
+	WorkerRolesApi       WorkerRoles = "api"
+	WorkerRolesScheduler WorkerRoles = "scheduler"
+	WorkerRolesWorkers   WorkerRoles = "workers"
+)
+
+// Valid indicates whether the value is a known member of the WorkerRoles enum.
+func (e WorkerRoles) Valid() bool {
+	switch e {
+	case WorkerRolesApi:
+		return true
+	case WorkerRolesScheduler:
+		return true
+	case WorkerRolesWorkers:
 		return true
 	default:
 		return false
@@ -1654,6 +1675,9 @@ type LogEntry struct {
 // Parents The results of the job's direct dependencies: each under its step key (its job id for a dependency outside the workflow), null for a dependency that returned none. Results are passed smallest first while they total at most 4 MiB; each of the rest is {"too_large": true, "bytes": N} (read it with GET /api/v1/jobs/{id}). A batch callback's parents hold the batch under "batch" ({"id", "total", "counts"}) and each member's result by member id.
 type Parents map[string]interface{}
 
+// PayloadSchemas payload JSON Schemas by job type (draft 2020-12 unless $schema says otherwise), stored with the types: every API process then refuses, with a 422 naming the field (payload.lines[0].quantity), a payload of that type that does not fit. A schema is at most 64 KiB, refers ($ref) only within itself and not recursively, has at most 2,000 subschemas once its $refs are followed, and puts uniqueItems only under a maxItems of at most 1,000; one that is invalid or breaks these limits is refused with a 422 naming it (schemas.<type>). A schema unlike the one in force is recorded as a new version (GET /api/v1/types/{type})
+type PayloadSchemas map[string]map[string]interface{}
+
 // PushDelivery defines model for PushDelivery.
 type PushDelivery struct {
 	At         *time.Time           `json:"at,omitempty"`
@@ -1737,7 +1761,9 @@ type QueuePatch struct {
 
 	// Push POST each job of the queue to url instead of waiting for a worker (signed by the Standard Webhooks scheme); null stops pushing. Setting it up answers the signing secret once; setting it again keeps the secret and lifts a pause a 410 caused.
 	Push *struct {
-		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
+		// Schemas payload schemas of the types the endpoint takes (stored with the types, not the queue)
+		Schemas        *PayloadSchemas `json:"schemas,omitempty"`
+		TimeoutSeconds *int            `json:"timeout_seconds,omitempty"`
 
 		// Url http(s); the SSRF guard of http_request applies (FLINT_HTTP_ALLOW opens internal addresses)
 		Url string `json:"url"`
@@ -1761,6 +1787,31 @@ type Schedule struct {
 	Queue           *string    `json:"queue,omitempty"`
 	Timezone        *string    `json:"timezone,omitempty"`
 	Type            *string    `json:"type,omitempty"`
+}
+
+// SchemaVersion defines model for SchemaVersion.
+type SchemaVersion struct {
+	By struct {
+		Language *string `json:"language,omitempty"`
+
+		// Queue the push queue whose settings gave it
+		Queue *string `json:"queue,omitempty"`
+
+		// Source process (a Go handler in a Flint process), remote (a pull worker's registration) or queue (a push queue's settings)
+		Source        string  `json:"source"`
+		WorkerId      *string `json:"worker_id,omitempty"`
+		WorkerName    *string `json:"worker_name,omitempty"`
+		WorkerVersion *string `json:"worker_version,omitempty"`
+	} `json:"by"`
+	CreatedAt time.Time `json:"created_at"`
+
+	// Hash SHA-256 of the schema's compact text
+	Hash   string                 `json:"hash"`
+	Schema map[string]interface{} `json:"schema"`
+	Type   string                 `json:"type"`
+
+	// Version 1 for the first schema stored for the type; the highest is in force
+	Version int `json:"version"`
 }
 
 // Settings defines model for Settings.
@@ -1844,6 +1895,22 @@ type StepRecord struct {
 // Steps the steps earlier attempts of the job recorded (POST /api/v1/jobs/{id}/steps), name → result, in the order they were recorded; a step named here must not run again: use its result. Absent for a job that never recorded one.
 type Steps map[string]interface{}
 
+// TypeInfo defines model for TypeInfo.
+type TypeInfo struct {
+	// Known whether the API accepts jobs of the type now
+	Known bool `json:"known"`
+
+	// Schema the payload schema in force; null: none
+	Schema *map[string]interface{} `json:"schema"`
+	Type   string                  `json:"type"`
+
+	// Versions the kept versions (the last 50), the one in force first
+	Versions []SchemaVersion `json:"versions"`
+
+	// Workers live workers that serve the type
+	Workers []Worker `json:"workers"`
+}
+
 // Worker defines model for Worker.
 type Worker struct {
 	// Claimed jobs claimed into its buffer that have not started (counted apart from running)
@@ -1866,6 +1933,9 @@ type Worker struct {
 	Pid    *int      `json:"pid,omitempty"`
 	Queues *[]string `json:"queues,omitempty"`
 
+	// Roles what a Flint process runs; a process without workers has concurrency 0 and no queues or types. Empty for a remote worker, and for a worker process of a version from before roles were recorded
+	Roles *[]WorkerRoles `json:"roles,omitempty"`
+
 	// Running the jobs whose handlers run in it (at most its concurrency)
 	Running *[]struct {
 		Id        *openapi_types.UUID `json:"id,omitempty"`
@@ -1884,6 +1954,9 @@ type Worker struct {
 
 // WorkerKind a Flint process's pool, or a worker pulling work over this API
 type WorkerKind string
+
+// WorkerRoles defines model for Worker.Roles.
+type WorkerRoles string
 
 // WorkerState what the worker was asked to do
 type WorkerState string
@@ -2258,6 +2331,9 @@ type RegisterWorkerJSONBody struct {
 
 	// Queues the queues it takes from; omitted or empty: every queue (every queue the key may work)
 	Queues *[]string `json:"queues,omitempty"`
+
+	// Schemas payload schemas of types this worker runs (each key must be one of types)
+	Schemas *PayloadSchemas `json:"schemas,omitempty"`
 
 	// Types the job types it runs (at most 200): it is offered no others, and the API accepts them for 24 hours after it was last seen. Flint knows at most 2,000 types served by workers; a registration that would add past that is refused (409 too_many_types)
 	Types   []string `json:"types"`
@@ -3317,6 +3393,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /api/v1/stats (the `GetStats` operationId).
 	GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetType A job type: its payload schema, the schema's versions and the workers that serve it
+	//
+	// Corresponds with GET /api/v1/types/{type} (the `GetType` operationId).
+	GetType(ctx context.Context, pType string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// ListWorkers Live worker processes and the jobs they run
 	//
@@ -4836,6 +4917,21 @@ func (c *Client) StreamEvents(ctx context.Context, params *StreamEventsParams, r
 // Corresponds with GET /api/v1/stats (the `GetStats` operationId).
 func (c *Client) GetStats(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetStatsRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetType A job type: its payload schema, the schema's versions and the workers that serve it
+//
+// Corresponds with GET /api/v1/types/{type} (the `GetType` operationId).
+func (c *Client) GetType(ctx context.Context, pType string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetTypeRequest(c.Server, pType)
 	if err != nil {
 		return nil, err
 	}
@@ -8015,6 +8111,40 @@ func NewGetStatsRequest(server string) (*http.Request, error) {
 	return req, nil
 }
 
+// NewGetTypeRequest constructs an http.Request for the GetType method
+func NewGetTypeRequest(server string, pType string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "type", pType, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/api/v1/types/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
 // NewListWorkersRequest constructs an http.Request for the ListWorkers method
 func NewListWorkersRequest(server string) (*http.Request, error) {
 	var err error
@@ -9187,6 +9317,13 @@ type ClientWithResponsesInterface interface {
 	//
 	// Corresponds with GET /api/v1/stats (the `GetStats` operationId).
 	GetStatsWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetStatsResponse, error)
+
+	// GetTypeWithResponse A job type: its payload schema, the schema's versions and the workers that serve it
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /api/v1/types/{type} (the `GetType` operationId).
+	GetTypeWithResponse(ctx context.Context, pType string, reqEditors ...RequestEditorFn) (*GetTypeResponse, error)
 
 	// ListWorkersWithResponse Live worker processes and the jobs they run
 	//
@@ -13769,6 +13906,75 @@ func (r GetStatsResponse) ContentType() string {
 	return ""
 }
 
+type GetTypeResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *TypeInfo
+	// JSON401 the response for an HTTP 401 `application/json` response
+	JSON401 *Error
+	// JSON403 the response for an HTTP 403 `application/json` response
+	JSON403 *Error
+	// JSON404 the response for an HTTP 404 `application/json` response
+	JSON404 *Error
+	// JSON422 the response for an HTTP 422 `application/json` response
+	JSON422 *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetTypeResponse) GetJSON200() *TypeInfo {
+	return r.JSON200
+}
+
+// GetJSON401 returns the response for an HTTP 401 `application/json` response
+func (r GetTypeResponse) GetJSON401() *Error {
+	return r.JSON401
+}
+
+// GetJSON403 returns the response for an HTTP 403 `application/json` response
+func (r GetTypeResponse) GetJSON403() *Error {
+	return r.JSON403
+}
+
+// GetJSON404 returns the response for an HTTP 404 `application/json` response
+func (r GetTypeResponse) GetJSON404() *Error {
+	return r.JSON404
+}
+
+// GetJSON422 returns the response for an HTTP 422 `application/json` response
+func (r GetTypeResponse) GetJSON422() *Error {
+	return r.JSON422
+}
+
+// GetBody returns the raw response body bytes
+func (r GetTypeResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetTypeResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetTypeResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetTypeResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
 type ListWorkersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
@@ -15890,6 +16096,19 @@ func (c *ClientWithResponses) GetStatsWithResponse(ctx context.Context, reqEdito
 		return nil, err
 	}
 	return ParseGetStatsResponse(rsp)
+}
+
+// GetTypeWithResponse A job type: its payload schema, the schema's versions and the workers that serve it
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /api/v1/types/{type} (the `GetType` operationId).
+func (c *ClientWithResponses) GetTypeWithResponse(ctx context.Context, pType string, reqEditors ...RequestEditorFn) (*GetTypeResponse, error) {
+	rsp, err := c.GetType(ctx, pType, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetTypeResponse(rsp)
 }
 
 // ListWorkersWithResponse Live worker processes and the jobs they run
@@ -19560,6 +19779,60 @@ func ParseGetStatsResponse(rsp *http.Response) (*GetStatsResponse, error) {
 			return nil, err
 		}
 		response.JSON403 = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetTypeResponse parses an HTTP response from a GetTypeWithResponse call
+func ParseGetTypeResponse(rsp *http.Response) (*GetTypeResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetTypeResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest TypeInfo
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 401:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON401 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 403:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON403 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 404:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON404 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 422:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON422 = &dest
 
 	}
 

@@ -35,7 +35,9 @@ SELECT queue, count(*), min(run_at) FROM jobs
 WHERE status = 'queued' AND deleted_at IS NULL
 GROUP BY queue`
 
-const servedQueuesSQL = `SELECT queues FROM workers WHERE heartbeat_at > now() - $1 * interval '1 millisecond'`
+// servedQueuesSQL reads the queues of the live entries that run jobs (an
+// API or scheduler process has no slots).
+const servedQueuesSQL = `SELECT queues FROM workers WHERE heartbeat_at > now() - $1 * interval '1 millisecond' AND concurrency > 0`
 
 const overdueSeriesSQL = `
 SELECT id, type, next_run_at, coalesce(cron, interval_seconds || ' s')

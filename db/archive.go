@@ -44,8 +44,8 @@ func historyPartition(state jobs.State, day time.Time) string {
 const archiveCandidates = `
 	j.status = $1 AND j.status <> 'running' AND j.deleted_at IS NULL AND NOT j.durable
 	AND j.id < $2 AND j.finished_at < $3 AND j.updated_at < $3
-	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = j.id)
-	AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.depends_on_id = j.id)
+	AND NOT EXISTS ` + parentIDsSQL + `
+	AND NOT EXISTS ` + childIDsSQL + `
 	AND (j.batch_id IS NULL OR EXISTS (
 		SELECT 1 FROM batches b WHERE b.id = j.batch_id AND b.settled_at IS NOT NULL
 		AND NOT EXISTS (SELECT 1 FROM batch_callbacks c JOIN jobs cj ON cj.id = c.job_id

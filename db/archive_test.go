@@ -124,6 +124,8 @@ func TestArchiveMovesFinishedJobsWhole(t *testing.T) {
 	child, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "c", Queue: "w", DependsOn: []uuid.UUID{parent[0].Job.ID}})
 	require.NoError(t, err)
 	finishAll(t, store, "w", jobs.OutcomeSucceeded)
+	spawner, kid := spawnOne(t, store)
+	finishAll(t, store, "kids", jobs.OutcomeSucceeded)
 
 	before := map[uuid.UUID]jobView{}
 	for _, id := range append(slices.Clone(done), dead[0]) {
@@ -143,6 +145,8 @@ func TestArchiveMovesFinishedJobsWhole(t *testing.T) {
 	require.Equal(t, "live", whereIs(t, store, waiting[0].Job.ID))
 	require.Equal(t, "live", whereIs(t, store, parent[0].Job.ID), "workflow jobs stay in jobs")
 	require.Equal(t, "live", whereIs(t, store, child[0].Job.ID))
+	require.Equal(t, "live", whereIs(t, store, spawner), "a spawner stays while a job it spawned reads it")
+	require.Equal(t, "live", whereIs(t, store, kid))
 	var left int
 	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions WHERE job_id = $1`, done[0]).Scan(&left))
 	require.Zero(t, left, "runs leave with their job")
@@ -273,4 +277,22 @@ func TestHistoryHasEveryJobsColumn(t *testing.T) {
 	// column added later to both tables comes after the history's own).
 	live, hist := columns("jobs"), columns("job_history")
 	require.ElementsMatch(t, append(live, "execution_rows jsonb", "log_rows jsonb"), hist)
+}
+
+// spawnOne completes a job of queue "spawns" that spawns one job, in queue
+// "kids", depending on it ($self), and returns both ids.
+func spawnOne(t *testing.T, store *db.Store) (spawner, kid uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "p", Queue: "spawns"})
+	require.NoError(t, err)
+	got, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"spawns"}, Limit: 1, LeaseTTL: time.Minute})
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	spawn := []jobs.Spawned{{Key: "kid", DependsOn: []string{jobs.Self}, Params: jobs.EnqueueParams{Type: "c", Queue: "kids"}}}
+	moved, _, err := store.FinishJobs(ctx, []jobs.Finish{{Lease: jobs.LeaseOf(got[0]), Outcome: jobs.OutcomeSucceeded, Spawn: spawn}})
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateCompleted, moved[0].Status)
+	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT job_id FROM workflow_steps WHERE spawned_by = $1`, got[0].ID).Scan(&kid))
+	return got[0].ID, kid
 }

@@ -187,10 +187,11 @@ func enqueueTx(ctx context.Context, q DBTX, params ...jobs.EnqueueParams) ([]job
 	if err != nil {
 		return nil, err
 	}
-	if err := insertEdges(ctx, q, params, out, actual); err != nil {
+	reads := readsSpawner(params, out)
+	if err := insertEdges(ctx, q, params, out, actual, reads); err != nil {
 		return nil, err
 	}
-	if err := insertSteps(ctx, q, params, out); err != nil {
+	if err := insertSteps(ctx, q, params, out, reads); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -165,8 +165,9 @@ INSERT INTO job_dependencies (job_id, depends_on_id) SELECT * FROM unnest($1::uu
 // insertEdges records the dependencies of the jobs that were inserted, then
 // releases any whose dependencies turned out to be complete already (a
 // dependency in the same batch matched an existing, completed job by its
-// idempotency key).
-func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued, actual map[uuid.UUID]uuid.UUID) error {
+// idempotency key). A job's dependency on its spawner, where reads says
+// the step row records it (readsSpawner), is left out.
+func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued, actual map[uuid.UUID]uuid.UUID, reads []bool) error {
 	var children, parents, standIns []uuid.UUID
 	var blockedKids []uuid.UUID
 	for i := range params {
@@ -179,6 +180,9 @@ func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out [
 			seen = make(map[uuid.UUID]bool, len(params[i].DependsOn))
 		}
 		for _, d := range params[i].DependsOn {
+			if reads != nil && reads[i] && d == params[i].SpawnedBy {
+				continue // the spawner: its step row says so (insertSteps)
+			}
 			if a, ok := actual[d]; ok && a != d {
 				d = a
 				standIns = append(standIns, a) // an existing job, perhaps in the history
@@ -224,4 +228,28 @@ func insertEdges(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out [
 		}
 	}
 	return nil
+}
+
+// readsSpawner tells, for each request, whether the job it inserted
+// depends on the job that spawned it, which completed in this very
+// transaction (the job is not blocked, so every dependency has completed):
+// that edge orders nothing, and the job's step row records it
+// (workflow_steps.reads_spawner) in place of a job_dependencies row, the
+// largest part of a fan-out's cost after the jobs themselves. Readers of
+// a job's parents take both (parentSourcesSQL).
+func readsSpawner(params []jobs.EnqueueParams, out []jobs.Enqueued) []bool {
+	var reads []bool
+	for i := range params {
+		p := &params[i]
+		if p.SpawnedBy == uuid.Nil || p.StepKey == "" || !out[i].Inserted || out[i].Job.Status == jobs.StateBlocked {
+			continue
+		}
+		if slices.Contains(p.DependsOn, p.SpawnedBy) {
+			if reads == nil {
+				reads = make([]bool, len(params))
+			}
+			reads[i] = true
+		}
+	}
+	return reads
 }

@@ -126,10 +126,11 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 }
 
 // workerScopeSQL reads who could run a job: the queues and job types of
-// the workers whose heartbeat is recent.
+// the workers whose heartbeat is recent (a process that runs only the API
+// or the scheduler has no slots and runs nothing).
 const workerScopeSQL = `
 SELECT id, queues, types FROM workers
-WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
+WHERE heartbeat_at > now() - $1 * interval '1 millisecond' AND concurrency > 0
 ORDER BY started_at, id`
 
 // workerScopes returns the live workers from the workers table (every

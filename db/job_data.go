@@ -14,9 +14,8 @@ import (
 const jobParentsSQL = `
 SELECT coalesce(s.step_key, p.id::text), p.id, p.type, p.status,
        CASE WHEN octet_length(p.result::text) <= $2 THEN p.result END, coalesce(octet_length(p.result::text), 0)
-FROM job_dependencies d JOIN jobs p ON p.id = d.depends_on_id
+FROM (SELECT $1::uuid AS id) j CROSS JOIN LATERAL ` + parentIDsSQL + ` d JOIN jobs p ON p.id = d.id
 LEFT JOIN workflow_steps s ON s.job_id = p.id
-WHERE d.job_id = $1
 ORDER BY 1
 LIMIT $3`
 

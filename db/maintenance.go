@@ -306,7 +306,7 @@ func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, lim
 		return total, fmt.Errorf("prune throughput: %w", err)
 	}
 	n, err := s.PruneAudit(ctx, st.AuditRetentionDays)
-	return total + n, errors.Join(err, s.pruneServedTypes(ctx))
+	return total + n, errors.Join(err, s.pruneServedTypes(ctx), s.pruneSchemas(ctx))
 }
 
 // promoteIDsSQL promotes the given scheduled jobs that are due by the

@@ -40,12 +40,11 @@ const parentsSQL = `(
 		FROM (
 			SELECT coalesce(p.step_key, p.id::text) AS k, coalesce(p.result, 'null'::jsonb) AS r,
 			       coalesce(octet_length(p.result::text), 4) AS n
-			FROM job_dependencies d CROSS JOIN LATERAL (
+			FROM ` + parentIDsSQL + ` d CROSS JOIN LATERAL (
 				SELECT p.id, p.result, (SELECT s.step_key FROM workflow_steps s WHERE s.job_id = p.id) AS step_key
-				FROM jobs p WHERE p.id = d.depends_on_id
+				FROM jobs p WHERE p.id = d.id
 				OFFSET 0
 			) p
-			WHERE d.job_id = j.id
 			UNION ALL
 			SELECT 'batch', jsonb_build_object('id', b.id, 'total', b.total, 'counts', ` + batchCountsSQL + `), 0
 			FROM batch_callbacks c JOIN batches b ON b.id = c.batch_id
@@ -57,6 +56,21 @@ const parentsSQL = `(
 		) found
 	) sized
 )`
+
+// parentIDsSQL is the ids of the jobs that job j depends on, as a
+// subquery with one column, id: its dependency edges, and its spawner when
+// it reads it (workflow_steps.reads_spawner, which a spawned job's
+// dependency on its spawner is recorded as: see readsSpawner). A statement
+// about one given job names it j with (SELECT $1::uuid AS id) j.
+const parentIDsSQL = `(SELECT d.depends_on_id AS id FROM job_dependencies d WHERE d.job_id = j.id
+	UNION ALL
+	SELECT c.spawned_by FROM workflow_steps c WHERE c.job_id = j.id AND c.reads_spawner)`
+
+// childIDsSQL is the ids of the jobs that depend on job j, as a subquery
+// with one column, id: parentIDsSQL read the other way.
+const childIDsSQL = `(SELECT d.job_id AS id FROM job_dependencies d WHERE d.depends_on_id = j.id
+	UNION ALL
+	SELECT c.job_id FROM workflow_steps c WHERE c.spawned_by = j.id AND c.reads_spawner)`
 
 // batchCountsSQL is the members of batch b by state, as a JSON object
 // without zero counts: the finished ones from its counters, the others

@@ -177,6 +177,33 @@ func TestSpawnGrowsTheWorkflow(t *testing.T) {
 	g, err := b.store.WorkflowGraph(b.ctx, ids["report"])
 	require.NoError(t, err)
 	require.Len(t, g.Steps, 53, "the graph holds what was spawned")
+	waits := 0
+	for _, e := range g.Edges {
+		if e.DependsOn == ids["extract"] && !e.Spawned {
+			waits++
+		}
+	}
+	require.Equal(t, 1+50+1, waits, "report, every row and the join wait for extract")
+
+	// The rows' dependency on their spawner, which had completed when they
+	// were created, is their step row's (reads_spawner), not an edge; the
+	// join, created blocked, has its edge. Every reader sees both alike.
+	var edges, reading int
+	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT
+		(SELECT count(*) FROM job_dependencies WHERE depends_on_id = $1),
+		(SELECT count(*) FROM workflow_steps WHERE spawned_by = $1 AND reads_spawner)`, ids["extract"]).Scan(&edges, &reading))
+	require.Equal(t, []int{2, 50}, []int{edges, reading}, "report's and the join's edges; the rows' step rows")
+	deps, err := b.store.Dependencies(b.ctx, ids["extract"])
+	require.NoError(t, err)
+	require.Len(t, deps.Downstream, 52)
+	deps, err = b.store.Dependencies(b.ctx, rows[0].ID)
+	require.NoError(t, err)
+	require.Len(t, deps.Upstream, 1)
+	require.Equal(t, ids["extract"], deps.Upstream[0].ID)
+	data, err := b.store.JobData(b.ctx, rows[0])
+	require.NoError(t, err)
+	require.Len(t, data.Parents, 1)
+	require.Equal(t, "extract", data.Parents[0].Key)
 
 	// A key the workflow has already is refused, and the job fails for
 	// good with the reason; nothing is spawned.

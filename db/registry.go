@@ -31,8 +31,8 @@ func (s *Store) SetRedis(r *Redis) { s.redis = r }
 // what an operator asked of it.
 const upsertWorkerSQL = `
 WITH w AS (
-	INSERT INTO workers (id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, $10, $11, $12)
+	INSERT INTO workers (id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id, roles)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, now(), $9, $10, $11, $12, $13)
 	ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), queues = excluded.queues, types = excluded.types,
 		concurrency = excluded.concurrency
 	RETURNING requested_state
@@ -61,13 +61,16 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time
 	if w.Types == nil {
 		w.Types = []string{}
 	}
+	if w.Roles == nil {
+		w.Roles = []string{}
+	}
 	w.Kind = cmp.Or(w.Kind, jobs.WorkerProcess)
 	if w.Language == "" && w.Kind == jobs.WorkerProcess {
 		w.Language = "go"
 	}
 	var state string
 	if err := s.pool.QueryRow(ctx, upsertWorkerSQL, w.ID, w.Host, w.PID, w.Queues, w.Types, w.Concurrency, w.Version, w.StartedAt,
-		w.Kind, w.Name, w.Language, w.KeyID).Scan(&state); err != nil {
+		w.Kind, w.Name, w.Language, w.KeyID, w.Roles).Scan(&state); err != nil {
 		return "", fmt.Errorf("register worker: %w", err)
 	}
 	w.State = state
@@ -128,7 +131,7 @@ func (s *Store) DeregisterWorker(ctx context.Context, id string) error {
 }
 
 const liveWorkersSQL = `
-SELECT id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id, requested_state
+SELECT id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id, requested_state, roles
 FROM workers
 WHERE heartbeat_at > now() - $1 * interval '1 millisecond'
 ORDER BY started_at, id`
@@ -149,12 +152,13 @@ type workerRow struct {
 	Language    string     `db:"language"`
 	KeyID       *uuid.UUID `db:"key_id"`
 	State       string     `db:"requested_state"`
+	Roles       textArray  `db:"roles"`
 }
 
 func (r workerRow) info() jobs.WorkerInfo {
 	return jobs.WorkerInfo{ID: r.ID, Kind: r.Kind, Name: r.Name, Language: r.Language, Host: r.Host, PID: r.PID,
 		Queues: r.Queues, Types: r.Types, Concurrency: r.Concurrency, Version: r.Version, StartedAt: r.StartedAt,
-		HeartbeatAt: r.HeartbeatAt, State: r.State, KeyID: r.KeyID}
+		HeartbeatAt: r.HeartbeatAt, State: r.State, KeyID: r.KeyID, Roles: r.Roles}
 }
 
 // runningJobsSQL reads the jobs the workers hold: running, or claimed

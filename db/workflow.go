@@ -126,12 +126,14 @@ type dependencyRow struct {
 }
 
 const upstreamSQL = `
-SELECT j.id, j.type, j.status, 0 AS total FROM job_dependencies d JOIN jobs j ON j.id = d.depends_on_id
-WHERE d.job_id = $1 ORDER BY j.id`
+SELECT p.id, p.type, p.status, 0 AS total
+FROM (SELECT $1::uuid AS id) j CROSS JOIN LATERAL ` + parentIDsSQL + ` d JOIN jobs p ON p.id = d.id
+ORDER BY p.id`
 
 const downstreamSQL = `
-SELECT j.id, j.type, j.status, count(*) OVER () AS total FROM job_dependencies d JOIN jobs j ON j.id = d.job_id
-WHERE d.depends_on_id = $1 ORDER BY j.id LIMIT $2`
+SELECT c.id, c.type, c.status, count(*) OVER () AS total
+FROM (SELECT $1::uuid AS id) j CROSS JOIN LATERAL ` + childIDsSQL + ` d JOIN jobs c ON c.id = d.id
+ORDER BY c.id LIMIT $2`
 
 // Dependencies returns the jobs a job waits for (upstream) and the jobs
 // waiting for it (downstream).

@@ -13,16 +13,18 @@ import (
 // has a row yet, so there is no conflict to look for (a key another job
 // of the workflow holds is refused by workflow_steps_key_idx).
 const insertStepsSQL = `
-INSERT INTO workflow_steps (job_id, step_key, workflow_id, spawned_by)
-SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[])`
+INSERT INTO workflow_steps (job_id, step_key, workflow_id, spawned_by, reads_spawner)
+SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::boolean[])`
 
 // insertSteps records the step keys of the jobs this enqueue created, in
-// their workflows (with the job that spawned them, if one did); a job
-// that already existed (by its idempotency key) keeps its own.
-func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued) error {
+// their workflows (with the job that spawned them, if one did, and whether
+// it reads that job's result: see readsSpawner); a job that already
+// existed (by its idempotency key) keeps its own.
+func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued, readsSpawner []bool) error {
 	var ids []uuid.UUID
 	var keys []string
 	var workflows, spawners []*uuid.UUID
+	var reads []bool
 	opt := func(id uuid.UUID) *uuid.UUID {
 		if id == uuid.Nil {
 			return nil
@@ -35,12 +37,13 @@ func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out [
 			keys = append(keys, params[i].StepKey)
 			workflows = append(workflows, opt(params[i].WorkflowID))
 			spawners = append(spawners, opt(params[i].SpawnedBy))
+			reads = append(reads, readsSpawner != nil && readsSpawner[i])
 		}
 	}
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, nullableUUIDArray(workflows), nullableUUIDArray(spawners)); err != nil {
+	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, nullableUUIDArray(workflows), nullableUUIDArray(spawners), reads); err != nil {
 		return fmt.Errorf("enqueue: record step keys: %w", err)
 	}
 	return nil
@@ -72,12 +75,13 @@ LEFT JOIN workflow_steps s ON s.job_id = r.id
 ORDER BY r.n`
 
 // workflowEdgesSQL reads the edges among jobs $1: dependencies, and a
-// spawner's link to a job it added that does not wait for it.
+// spawner's link to a job it added, which is a dependency when the job
+// reads it (reads_spawner, or an edge recorded before that column).
 const workflowEdgesSQL = `
 SELECT job_id, depends_on_id, false FROM job_dependencies
 WHERE job_id = ANY($1) AND depends_on_id = ANY($1)
 UNION ALL
-SELECT s.job_id, s.spawned_by, true FROM workflow_steps s
+SELECT s.job_id, s.spawned_by, NOT s.reads_spawner FROM workflow_steps s
 WHERE s.job_id = ANY($1) AND s.spawned_by = ANY($1)
   AND NOT EXISTS (SELECT 1 FROM job_dependencies d WHERE d.job_id = s.job_id AND d.depends_on_id = s.spawned_by)
 ORDER BY 1, 2`

@@ -140,6 +140,12 @@ func (s *server) patchQueue(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if patch.SetPush && patch.Push != nil {
+		if _, err := s.typeStore.RecordSchemas(c.UserContext(), patch.Push.Schemas,
+			jobs.SchemaAuthor{Source: jobs.SchemaFromQueue, Queue: name}); err != nil {
+			return err
+		}
+	}
 	q, err := s.queueAfter(c, st)
 	if err != nil {
 		return err

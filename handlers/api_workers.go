@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -23,6 +24,9 @@ type registerRequest struct {
 	Concurrency *int     `json:"concurrency"`
 	Language    *string  `json:"language"`
 	Version     *string  `json:"version"`
+	// Schemas are payload schemas by job type (of Types), stored with the
+	// types so that every API process checks payloads against them.
+	Schemas json.RawMessage `json:"schemas"`
 }
 
 // registerResponse answers a registration.
@@ -54,6 +58,10 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	schemas, err := jobs.ParseSchemas("schemas", req.Schemas, w.Types)
+	if err != nil {
+		return err
+	}
 	s.types.Reload(c.UserContext(), 0)
 	if err := knownTypesRoom(s.types.Known(), w.Types); err != nil {
 		return err
@@ -71,6 +79,15 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 		return err
 	}
 	w.ID = id.String()
+	// The schemas are in force, here at once, before the worker shows
+	// in the registry: whoever sees it there can count on them.
+	if len(schemas) > 0 {
+		if _, err := s.typeStore.RecordSchemas(c.UserContext(), schemas, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
+			WorkerID: w.ID, WorkerName: w.Name, Language: w.Language, WorkerVersion: w.Version}); err != nil {
+			return err
+		}
+		s.types.Reload(c.UserContext(), 0)
+	}
 	wa := s.work
 	if _, err := wa.cfg.Store.WorkerHeartbeat(c.UserContext(), w, remoteWorkerTTL*wa.cfg.HeartbeatInterval); err != nil {
 		return err

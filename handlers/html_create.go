@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -31,7 +32,10 @@ func (s *server) createPage(c *fiber.Ctx) error {
 				}
 			}
 		}
+	} else if t := c.Query("type"); t != "" && slices.Contains(f.Types, t) {
+		f.Values["type"] = t
 	}
+	s.withSchemaFields(c.UserContext(), &f, nil)
 	return render(c, http.StatusOK, views.CreatePage(s.chrome(c, "Create a job", "jobs", false), f))
 }
 
@@ -43,7 +47,14 @@ func (s *server) createJob(c *fiber.Ctx) error {
 	for _, k := range createFields {
 		f.Values[k] = c.FormValue(k)
 	}
-	p, field, err := s.formParams(c.UserContext(), f.Values)
+	s.withSchemaFields(c.UserContext(), &f, func(name string) string { return c.FormValue(name) })
+	payload, ok := composePayload(&f)
+	if !ok {
+		return render(c, http.StatusUnprocessableEntity, views.CreateFormPartial(f))
+	}
+	values := maps.Clone(f.Values)
+	values["payload"] = payload
+	p, field, err := s.formParams(c.UserContext(), values)
 	if err == nil {
 		var res []jobs.Enqueued
 		res, err = s.jobStore.Enqueue(c.UserContext(), p)
@@ -62,6 +73,8 @@ func (s *server) createJob(c *fiber.Ctx) error {
 	var ve *jobs.ValidationError
 	var ae *apiError
 	switch {
+	case errors.As(err, &ve) && schemaFieldError(&f, ve.Field, ve.Message):
+	case errors.As(err, &ae) && schemaFieldError(&f, ae.Field, ae.Message):
 	case errors.As(err, &ve):
 		f.Errors[formField(field, ve.Field)] = ve.Message
 	case errors.As(err, &ae):

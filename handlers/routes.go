@@ -127,6 +127,7 @@ func (s *server) routesAPIJobs(api guarded) {
 // the pull API of remote workers (api_workers.go).
 func (s *server) routesAPIWorkers(api guarded) {
 	api.Get("/workers", s.listWorkers)
+	api.Get("/types/:type", s.getType)
 	if s.work == nil {
 		return
 	}

@@ -59,6 +59,7 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 	priv(fiber.MethodPost, "/jobs/bulk", s.bulk("jobs"))
 	priv(fiber.MethodGet, "/jobs/rows", s.jobRows)
 	priv(fiber.MethodGet, "/jobs/new", s.createPage)
+	priv(fiber.MethodGet, "/jobs/new/fields", s.schemaFieldsPartial)
 	priv(fiber.MethodPost, "/jobs/new", s.createJob)
 	priv(fiber.MethodGet, "/jobs/:id", s.jobPage)
 	priv(fiber.MethodGet, "/jobs/:id/live", s.jobLive)
@@ -90,6 +91,7 @@ func (s *server) routesHTMLJobs(priv dashRoute) {
 // benchmark pages, the live event stream and the audit trail.
 func (s *server) routesHTMLOperations(priv dashRoute) {
 	priv(fiber.MethodGet, "/workers", s.workersPage)
+	priv(fiber.MethodGet, "/types/:type", s.typePage)
 	if s.work != nil {
 		priv(fiber.MethodPost, "/workers/:id/quiet", s.workerStateHTML(jobs.WorkerQuiet))
 		priv(fiber.MethodPost, "/workers/:id/terminate", s.workerStateHTML(jobs.WorkerTerminate))

@@ -42,6 +42,7 @@ type server struct {
 	queueStore     QueueStore
 	scheduleStore  ScheduleStore
 	settingsStore  SettingsStore
+	typeStore      TypeStore
 
 	registry   *jobs.Registry
 	types      typeCatalog
@@ -83,6 +84,7 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 		queueStore:     store,
 		scheduleStore:  store,
 		settingsStore:  store,
+		typeStore:      store,
 
 		registry:   registry,
 		types:      registryTypes{registry},

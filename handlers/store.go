@@ -26,6 +26,19 @@ type Store interface {
 	QueueStore
 	ScheduleStore
 	SettingsStore
+	TypeStore
+}
+
+// TypeStore is what job types' payload schemas need: storing them (a
+// worker's registration, a push queue's settings) and showing them.
+type TypeStore interface {
+	// RecordSchemas stores schemas as the ones in force for their types,
+	// by whom, adding a version where one changed, and returns the types
+	// whose schema changed. Every process learns of a change at once.
+	RecordSchemas(ctx context.Context, schemas map[string]*jobs.PayloadSchema, by jobs.SchemaAuthor) ([]string, error)
+	// SchemaHistory returns every kept version of jobType's schema, the
+	// one in force first.
+	SchemaHistory(ctx context.Context, jobType string) ([]jobs.SchemaVersion, error)
 }
 
 // StatusStore is what the health endpoints and the counts need: /healthz,

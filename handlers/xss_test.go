@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -41,7 +42,8 @@ var allowedTags = map[string]bool{}
 func init() {
 	for _, t := range strings.Fields(`html head meta title link script body header div a span nav form input button
 		main label select option textarea h1 h2 p table thead tbody tr th td time pre dl dt dd ol li section svg defs
-		marker path rect text line g title datalist br strong code i ul small progress colgroup col`) {
+		marker path rect text line g title datalist br strong code i ul small progress colgroup col fieldset legend
+		details summary b`) {
 		allowedTags[t] = true
 	}
 }
@@ -123,7 +125,23 @@ func TestXSSCorpus(t *testing.T) {
 	require.NoError(t, err)
 	ids = append(ids, evilType)
 
-	pages := []string{"/", "/jobs", "/jobs?q=alert", "/dlq"}
+	// A payload schema whose field names, descriptions and choices, and
+	// whose author, carry the corpus.
+	props := map[string]any{}
+	for i, evil := range xssCorpus {
+		props[fmt.Sprintf("f%d%s", i, evil)] = map[string]any{"type": "string", "description": evil, "enum": []string{evil}}
+	}
+	for v, required := range [][]string{{}, {fmt.Sprintf("f0%s", xssCorpus[0])}} {
+		raw, err := json.Marshal(map[string]any{"type": "object", "properties": props, "title": xssCorpus[0], "required": required})
+		require.NoError(t, err)
+		sch, err := jobs.CompileSchema(raw)
+		require.NoError(t, err)
+		_, err = b.store.RecordSchemas(b.ctx, map[string]*jobs.PayloadSchema{"noop": sch}, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
+			WorkerName: fmt.Sprint(xssCorpus[2], v), Language: xssCorpus[3], WorkerVersion: xssCorpus[4]})
+		require.NoError(t, err)
+	}
+
+	pages := []string{"/", "/jobs", "/jobs?q=alert", "/dlq", "/types/noop", "/jobs/new?type=noop"}
 	for _, id := range ids {
 		pages = append(pages, "/jobs/"+id.String(), "/jobs/new?clone="+id.String())
 	}

@@ -60,9 +60,14 @@ type Catalog struct {
 	load     ServedTypesFunc
 	pushed   func(queue string) bool
 
-	served   atomic.Pointer[[]string] // sorted
-	mu       sync.Mutex               // one load at a time
-	loadedAt time.Time
+	served      atomic.Pointer[[]string] // sorted
+	mu          sync.Mutex               // one load at a time
+	loadedAt    time.Time
+	loadedNanos atomic.Int64 // loadedAt, for readers without mu
+
+	schemaStore SchemaStore
+	schemas     atomic.Pointer[map[string]*PayloadSchema]
+	stale       atomic.Bool // Invalidate was called since the last load
 }
 
 // NewCatalog returns the catalog of registry's types, extra (sorted or
@@ -121,7 +126,11 @@ func (c *Catalog) Prepare(ctx context.Context, jobType, queue string) {
 	if c.load == nil {
 		return
 	}
-	if c.Accepts(jobType, cmp.Or(queue, DefaultQueue)) && c.served.Load() != nil {
+	if c.Accepts(jobType, cmp.Or(queue, DefaultQueue)) && c.served.Load() != nil && c.fresh() {
+		return
+	}
+	if c.stale.Load() {
+		c.Reload(ctx, 0)
 		return
 	}
 	c.Reload(ctx, catalogRefresh)
@@ -134,14 +143,22 @@ func (c *Catalog) Reload(ctx context.Context, maxAge time.Duration) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.loadedAt.IsZero() && time.Since(c.loadedAt) < maxAge {
+	if !c.loadedAt.IsZero() && time.Since(c.loadedAt) < maxAge && !c.stale.Load() {
 		return
 	}
+	stale := c.stale.Swap(false)
 	types, err := c.load(ctx)
+	if err == nil {
+		err = c.loadSchemas(ctx)
+	}
 	if err != nil {
+		if stale {
+			c.stale.Store(true)
+		}
 		return // keep what we had; the next unknown type tries again
 	}
 	c.loadedAt = time.Now()
+	c.loadedNanos.Store(c.loadedAt.UnixNano())
 	types = slices.Clone(types)
 	slices.Sort(types)
 	types = slices.Compact(types)

@@ -222,6 +222,13 @@ func (p *EnqueueParams) Validate(types TypeSource, now time.Time) error {
 			return Invalid("payload", "%s", err.Error())
 		}
 	}
+	if ss, ok := types.(SchemaSource); ok {
+		if sch := ss.Schema(p.Type); sch != nil {
+			if err := sch.Validate(p.Payload); err != nil {
+				return err
+			}
+		}
+	}
 	if p.Priority == 0 {
 		p.Priority = DefaultPriority
 	}

@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -69,7 +70,22 @@ func EventsFromJobs(js []*Job, at time.Time) []Event {
 	return out
 }
 
-// WorkerInfo describes a live worker process in the registry.
+// The roles a Flint process may run (WorkerInfo.Roles).
+const (
+	RoleAPI       = "api"
+	RoleScheduler = "scheduler"
+	RoleWorkers   = "workers"
+)
+
+// RunsWorkers reports whether the registry entry w runs jobs: a remote
+// worker, or a Flint process with the workers role (or from before roles
+// were recorded, when only worker processes registered).
+func (w WorkerInfo) RunsWorkers() bool {
+	return w.Kind == WorkerRemote || len(w.Roles) == 0 || slices.Contains(w.Roles, RoleWorkers)
+}
+
+// WorkerInfo describes a live entry of the registry: a Flint process (one
+// that runs workers, or only the API or the scheduler) or a remote worker.
 type WorkerInfo struct {
 	ID string `json:"id"`
 	// Kind is WorkerProcess (a Flint process's pool) or WorkerRemote (a
@@ -86,8 +102,13 @@ type WorkerInfo struct {
 	Queues []string `json:"queues"`
 	// Types are the job types the process has handlers for; empty means
 	// it did not say (a process from before workers reported them).
-	Types       []string  `json:"types"`
-	Concurrency int       `json:"concurrency"`
+	Types       []string `json:"types"`
+	Concurrency int      `json:"concurrency"`
+	// Roles are what a Flint process runs, of ProcessRoles (api,
+	// scheduler, workers); a process that runs no workers has Concurrency
+	// 0 and no queues or types. Empty for a remote worker, and for a
+	// worker process of a version from before roles were recorded.
+	Roles       []string  `json:"roles"`
 	Version     string    `json:"version"`
 	StartedAt   time.Time `json:"started_at"`
 	HeartbeatAt time.Time `json:"heartbeat_at"`

@@ -52,6 +52,10 @@ var (
 type PushConfig struct {
 	URL            string
 	TimeoutSeconds int
+	// Schemas are payload schemas, by job type, for the types the
+	// endpoint takes: stored with the types (not the queue), so every API
+	// process checks those types' payloads against them.
+	Schemas map[string]*PayloadSchema
 }
 
 // PushDelivery is one attempt to push a job, as the queue's page shows
@@ -101,8 +105,8 @@ func parsePush(v json.RawMessage) (*PushConfig, error) {
 		return nil, Invalid("push", `must be an object such as {"url": "https://example.com/jobs", "timeout_seconds": 60}, or null to stop pushing`)
 	}
 	for k := range raw {
-		if k != "url" && k != "timeout_seconds" {
-			return nil, Invalid("push."+k, "is not part of a push target (give url and, optionally, timeout_seconds)")
+		if k != "url" && k != "timeout_seconds" && k != "schemas" {
+			return nil, Invalid("push."+k, "is not part of a push target (give url and, optionally, timeout_seconds and schemas)")
 		}
 	}
 	c := &PushConfig{TimeoutSeconds: DefaultPushTimeout}
@@ -122,6 +126,10 @@ func parsePush(v json.RawMessage) (*PushConfig, error) {
 			return nil, Invalid("push.timeout_seconds", "must be a whole number of seconds from 1 to %d", MaxPushTimeout)
 		}
 		c.TimeoutSeconds = *t
+	}
+	var err error
+	if c.Schemas, err = ParseSchemas("push.schemas", raw["schemas"], nil); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -154,7 +155,11 @@ func (p QueuePatch) Changes() map[string]any {
 		if p.Push == nil {
 			out["push"] = nil
 		} else {
-			out["push"] = map[string]any{"url": p.Push.URL, "timeout_seconds": p.Push.TimeoutSeconds}
+			push := map[string]any{"url": p.Push.URL, "timeout_seconds": p.Push.TimeoutSeconds}
+			if len(p.Push.Schemas) > 0 {
+				push["schemas"] = slices.Sorted(maps.Keys(p.Push.Schemas))
+			}
+			out["push"] = push
 		}
 	}
 	return out

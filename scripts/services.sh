@@ -132,7 +132,7 @@ done
 # ---------------------------------------------------------------- main
 
 usage() {
-	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy|pgbouncer|postgres-server]"
+	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy|stress-ng|pgbouncer|postgres-server]"
 	exit 2
 }
 
@@ -144,6 +144,7 @@ redis) services=(redis) ;;
 mailpit) services=(mailpit) ;;
 chromium) services=(chromium) ;;
 caddy) services=(caddy) ;;
+stress-ng) services=(stress_ng) ;;
 pgbouncer) services=(pgbouncer) ;;
 postgres-server) services=(postgres-server) ;;
 all) services=(postgres redis mailpit) ;;

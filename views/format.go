@@ -269,7 +269,20 @@ func workerKind(w jobs.WorkerInfo) string {
 		}
 		return "remote"
 	}
+	if len(w.Roles) > 0 {
+		return "flint · " + strings.Join(w.Roles, ", ")
+	}
 	return "flint process"
+}
+
+// anyRunsWorkers reports whether some entry of the registry runs jobs.
+func anyRunsWorkers(ws []jobs.WorkerInfo) bool {
+	for _, w := range ws {
+		if w.RunsWorkers() {
+			return true
+		}
+	}
+	return false
 }
 
 // workerVersion is the version a worker reported, if any.

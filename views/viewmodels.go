@@ -154,6 +154,10 @@ type CreateForm struct {
 	Types  []string          // the job types offered
 	// Message is an error not tied to a field.
 	Message string
+	// Schema is the payload's fields from the chosen type's schema
+	// (SchemaOf), with what was typed into them and their errors.
+	Schema   []SchemaField
+	SchemaOf string
 }
 
 // Value returns the form value for field.

@@ -62,9 +62,9 @@ func TestPausedAndLimitedQueuesDoNotSpin(t *testing.T) {
 	// then one more second of polls.
 	for range 100 {
 		pool.Wake("p")
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(20 * time.Millisecond) // the pace of the notifications, part of the scenario
 	}
-	time.Sleep(time.Second)
+	time.Sleep(time.Second) // one more second of polls, the span the claims are counted over
 	cancel()
 	require.NoError(t, <-done)
 

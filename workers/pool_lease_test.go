@@ -90,7 +90,7 @@ func TestPoolKeepsLeaseWhileOutcomeWaits(t *testing.T) {
 	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); {
 		_, err := b.store.ReapExpired(b.ctx, nil, 10)
 		require.NoError(t, err)
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the reaper's sweep interval in this scenario
 	}
 	require.Positive(t, store.refused.Load(), "the outcome write was attempted and refused")
 	require.Equal(t, 0, pool.Running(), "a finished job does not count as running")

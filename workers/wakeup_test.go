@@ -89,7 +89,7 @@ func TestWakeupCrossesProcesses(t *testing.T) {
 // the pool still runs the job within its poll interval.
 func TestLostWakeupFallsBackToPolling(t *testing.T) {
 	t.Parallel()
-	const poll = 300 * time.Millisecond
+	const poll = 500 * time.Millisecond
 	b := setupWake(t, poll)
 	b.runOne(t)
 	dropped := make(chan string, 16)
@@ -101,8 +101,11 @@ func TestLostWakeupFallsBackToPolling(t *testing.T) {
 		return false
 	})
 	for range 3 {
+		// Without its notification only a poll finds the job: within a few
+		// intervals however busy the machine (a pool that polled hourly
+		// would never get it), not at the next one to the millisecond.
 		wait := b.runOne(t)
-		require.Less(t, wait, poll+200*time.Millisecond, "picked up by the next poll")
+		require.Less(t, wait, 10*poll, "picked up by polling")
 	}
 	require.NotEmpty(t, dropped, "the notifications were dropped")
 }

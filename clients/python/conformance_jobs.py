@@ -28,7 +28,8 @@ def flaky(job):
     return {"attempt": job.attempt}
 
 
-@handler("conformance.broken")
+@handler("conformance.broken", schema={"type": "object", "required": ["message"],
+                                      "properties": {"message": {"type": "string"}}})
 def broken(job):
     raise Fail(job.payload["message"])
 
@@ -82,3 +83,53 @@ def square(job):
 @handler("conformance.total")
 def total(job):
     return {"sum": sum(job.parent(k) for k in job.parents)}
+
+
+@handler("conformance.order")
+def order(job):
+    def charge():
+        mark("charge", job)
+        return {"id": "ch_" + job.payload["order"]}
+    c = job.step("charge", charge)
+    inv = job.step("invoice", lambda: "INV-" + c["id"])
+
+    def email():
+        mark("email", job)
+        if job.attempt == 1:
+            raise Retry("mail server said 451", after=0.1)
+        return True
+    job.step("email", email)
+    return {"charge": c["id"], "invoice": inv}
+
+
+@handler("conformance.refund")
+def refund(job):
+    sig = job.wait_for_signal("approval", timeout=job.payload.get("timeout", 48 * 3600))
+    if sig.timed_out:
+        return {"refunded": False}
+    return {"refunded": True, "by": sig.body["by"]}
+
+
+@handler("conformance.paid")
+def paid(job):
+    ev = job.wait_for_event("order.paid:" + job.payload["order"])
+    return {"paid": ev.body["amount"]}
+
+
+@handler("conformance.nap")
+def nap(job):
+    job.step("before", lambda: mark("before", job))
+    job.sleep("cool-off", 1)
+    return job.step("after", lambda: "woke")
+
+
+@handler("conformance.reorder")
+def reorder(job):
+    # The second attempt reaches its steps in another order: a code change
+    # between attempts, which must fail the job for good.
+    names = ["a", "b"] if job.attempt == 1 else ["b", "a"]
+    for n in names:
+        job.step(n, lambda n=n: n)
+    if job.attempt == 1:
+        raise Retry("again", after=0.1)
+    return "unreachable"

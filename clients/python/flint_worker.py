@@ -615,15 +615,30 @@ def _outcome_index(field):
 # --- the worker ----------------------------------------------------------------
 
 _default_handlers = {}
+_default_schemas = {}
 
 
-def handler(job_type):
+def _check_schema(job_type, schema):
+    if schema is not None and not isinstance(schema, dict):
+        raise ValueError("the schema of %r must be a JSON Schema object (a dict)" % job_type)
+    if schema is not None:
+        json.dumps(schema)  # raises on what JSON cannot hold
+
+
+def handler(job_type, schema=None):
     """Registers fn as the handler of job_type for the command line
-    (python3 flint_worker.py module) and for Worker(handlers=None)."""
+    (python3 flint_worker.py module) and for Worker(handlers=None).
+    schema, a JSON Schema (dict) of the payload, is declared when the worker
+    registers: every Flint API process then refuses a payload that does
+    not fit it with a 422 naming the field."""
+    _check_schema(job_type, schema)
+
     def register(fn):
         if job_type in _default_handlers:
             raise ValueError("a handler for %r is registered already" % job_type)
         _default_handlers[job_type] = fn
+        if schema is not None:
+            _default_schemas[job_type] = schema
         return fn
     return register
 
@@ -645,7 +660,7 @@ class Worker:
     """
 
     def __init__(self, url=None, api_key=None, *, name=None, queues=None, concurrency=10, prefetch=0,
-                 claimers=1, wait_seconds=20.0, shutdown_timeout=30.0, handlers=None):
+                 claimers=1, wait_seconds=20.0, shutdown_timeout=30.0, handlers=None, schemas=None, version=None):
         url = url or os.environ.get("FLINT_URL") or "http://localhost:8080"
         api_key = api_key or os.environ.get("FLINT_API_KEY")
         if not api_key:
@@ -664,6 +679,11 @@ class Worker:
         self.concurrency, self.prefetch, self.claimers = concurrency, prefetch, claimers
         self.wait_seconds, self.shutdown_timeout = float(wait_seconds), float(shutdown_timeout)
         self.handlers = dict(_default_handlers if handlers is None else handlers)
+        self.schemas = dict(_default_schemas if handlers is None else {})
+        for job_type, schema in (schemas or {}).items():
+            _check_schema(job_type, schema)
+            self.schemas[job_type] = schema
+        self.version = version
         self.id = None
         self.heartbeat_seconds, self.lease_seconds = 5.0, 30.0
         self._ua = "flint-worker-python/%s (Python %s)" % (__version__, platform.python_version())
@@ -687,13 +707,18 @@ class Worker:
 
     # --- registration of handlers ---
 
-    def handler(self, job_type):
+    def handler(self, job_type, schema=None):
         """Decorator: @worker.handler("send_invoice") registers the function
-        as the handler of that job type."""
+        as the handler of that job type; schema= declares its payload's JSON
+        Schema (see the module-level handler)."""
+        _check_schema(job_type, schema)
+
         def register(fn):
             if job_type in self.handlers:
                 raise ValueError("a handler for %r is registered already" % job_type)
             self.handlers[job_type] = fn
+            if schema is not None:
+                self.schemas[job_type] = schema
             return fn
         return register
 
@@ -821,8 +846,14 @@ class Worker:
                 self._abort.wait(delay)
 
     def _register(self):
+        version = "%s (flint_worker %s)" % (platform.python_version(), __version__)
+        if self.version:  # the application's own version first
+            version = "%s (Python %s, flint_worker %s)" % (self.version, platform.python_version(), __version__)
         body = {"name": self.name, "types": sorted(self.handlers), "concurrency": self.concurrency,
-                "language": "python", "version": "%s (flint_worker %s)" % (platform.python_version(), __version__)}
+                "language": "python", "version": version}
+        schemas = {t: s for t, s in self.schemas.items() if t in self.handlers}
+        if schemas:
+            body["schemas"] = schemas
         if self.queues:
             body["queues"] = self.queues
         try:
@@ -1247,7 +1278,7 @@ def main(argv=None):
     for m in args.modules:
         importlib.import_module(m[:-3] if m.endswith(".py") else m)
     try:
-        w = Worker(args.url, handlers=dict(this._default_handlers), name=args.name,
+        w = Worker(args.url, handlers=dict(this._default_handlers), schemas=dict(this._default_schemas), name=args.name,
                    queues=[q for q in args.queues.split(",") if q], concurrency=args.concurrency,
                    prefetch=args.prefetch, claimers=args.claimers, wait_seconds=args.wait, shutdown_timeout=args.shutdown_timeout)
         stats = w.run()

@@ -201,6 +201,28 @@ class RegistrationTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             w.handler("a.b")(ab)
 
+    def test_schemas_ride_with_the_registration(self):
+        w = fw.Worker("http://flint.invalid", api_key="k", handlers={}, version="2.1")
+
+        @w.handler("a.b", schema={"type": "object", "required": ["n"]})
+        def ab(job):
+            return 1
+
+        @w.handler("a.c")
+        def ac(job):
+            return 1
+
+        self.assertEqual(w.schemas, {"a.b": {"type": "object", "required": ["n"]}})
+        with self.assertRaises(ValueError):
+            w.handler("a.d", schema="object")
+        with self.assertRaises(ValueError):
+            fw.Worker("http://flint.invalid", api_key="k", handlers={}, schemas={"a.e": ["x"]})
+        sent = []
+        w._call = lambda method, path, body, **kw: sent.append(body) or {"id": "w1"}
+        self.assertTrue(w._register())
+        self.assertEqual(sent[0]["schemas"], {"a.b": {"type": "object", "required": ["n"]}})
+        self.assertTrue(sent[0]["version"].startswith("2.1 (Python "))
+
     def test_settings_are_checked(self):
         for kw in ({"concurrency": 0}, {"prefetch": -1}, {"wait_seconds": 31}, {"claimers": 0}, {"claimers": 9}):
             with self.assertRaises(ValueError):

@@ -1,8 +1,8 @@
 #!/usr/bin/env node
 // flint-worker [options] module...: imports the modules, each of which
 // registers handlers (a default export that is an object of handlers by
-// type, or a function given the worker), and runs a worker until SIGTERM
-// or Ctrl-C.
+// type, or a function given the worker) and may export payload schemas
+// (schemas, by type), and runs a worker until SIGTERM or Ctrl-C.
 
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -12,7 +12,8 @@ import { consoleLogger, Worker } from "./index.js";
 const usage = `usage: flint-worker [options] module...
 
 Runs the job handlers the modules register (export default {"type": handler}
-or export default (worker) => worker.handle("type", handler)).
+or export default (worker) => worker.handle("type", handler)), declaring the
+payload schemas a module exports as schemas ({"type": JSON Schema}).
 
   --url URL               Flint's address (FLINT_URL, default http://localhost:8080)
   --queues a,b            queues to work (FLINT_QUEUES; default: all the key may work)
@@ -70,6 +71,7 @@ async function main(argv) {
     if (typeof handlers === "function") handlers(worker);
     else if (handlers && typeof handlers === "object") for (const [type, fn] of Object.entries(handlers)) worker.handle(type, fn);
     else throw new TypeError(`module ${m} has no default export of handlers`);
+    for (const [type, schema] of Object.entries(mod.schemas ?? {})) worker.schemas.set(type, schema);
   }
   const stats = await worker.run();
   worker.log.info(`stopped: ${Object.entries(stats).sort().map(([k, v]) => `${k} ${v}`).join(", ")}`);

@@ -146,6 +146,29 @@ export declare class ParentTooLarge extends Error {
 
 /** Names the finishing job in a spawned job's depends_on. */
 export declare const SELF: "$self";
+/** The longest durable sleep or wait, in seconds (366 days). */
+export declare const MAX_WAIT_SECONDS: number;
+
+/**
+ * Thrown by job.sleep(), job.waitForSignal() and job.waitForEvent() when the
+ * job must wait; let it propagate out of the handler (a catch-all must
+ * rethrow it). The attempt ends uncharged and the job runs again when its
+ * wait ends, with its recorded steps.
+ */
+export declare class Suspend extends Error {
+  readonly fields: Record<string, JSONValue>;
+}
+/** The handler reached its steps in another order or with other names than earlier attempts recorded; the job fails for good. */
+export declare class StepOrderChanged extends Error {}
+/** What resumed a wait. */
+export declare class Signal<B = JSONValue> {
+  /** True when the wait's timeout passed first (body is then null). */
+  readonly timedOut: boolean;
+  /** The signal's or event's JSON body. */
+  readonly body: B | null;
+  /** When it arrived (RFC 3339), or null on a timeout. */
+  readonly at: string | null;
+}
 
 export interface SpawnOptions {
   depends_on?: string[];
@@ -175,6 +198,10 @@ export declare class Job<P = any> {
   readonly concurrency_key: string | null;
   /** Results of the job's direct dependencies, by step key (or job id); a batch callback's hold "batch". */
   readonly parents: Record<string, JSONValue>;
+  /** Durable steps recorded by earlier attempts, by name. */
+  readonly steps: Record<string, JSONValue>;
+  /** What resumed the job's waits, by signal or event name. */
+  readonly signals: Record<string, { body?: JSONValue; at?: string; timed_out?: boolean }>;
   /** Aborted once the job is stopped (lease lost, cancellation asked, worker stopping now). */
   readonly signal: AbortSignal;
   /** True once the worker no longer holds the job; whatever the handler returns is then dropped. */
@@ -187,6 +214,19 @@ export declare class Job<P = any> {
   parent<T = JSONValue>(key: string): T;
   /** Adds a job to this job's workflow, created only if this attempt completes. */
   spawn(key: string, type: string, payload?: JSONObject | null, options?: SpawnOptions): void;
+  /**
+   * Runs fn once for the job whatever happens to its attempts: the result is
+   * recorded in Flint before step() resolves to it, and later runs get the
+   * recorded result without calling fn. Steps are reached in the same order
+   * on every run (StepOrderChanged otherwise); names are unique in a job.
+   */
+  step<T>(name: string, fn: () => T | Promise<T>): Promise<T>;
+  /** Sleeps durably: the first run records the sleep and throws Suspend; the job runs again after seconds, when sleep() resolves at once. */
+  sleep(name: string, seconds: number): Promise<void>;
+  /** The signal sent under name; until it arrives (or timeoutSeconds pass) the job waits, holding no worker (Suspend). */
+  waitForSignal<B = JSONValue>(name: string, timeoutSeconds?: number): Promise<Signal<B>>;
+  /** waitForSignal() for a named event (POST /api/v1/events). */
+  waitForEvent<B = JSONValue>(name: string, timeoutSeconds?: number): Promise<Signal<B>>;
   /** Reports progress (0-100 and/or a message); it goes out with the next heartbeat. */
   progress(percent?: number | null, message?: string | null): void;
   /** Adds a line to the job's log, kept with this attempt. */
@@ -210,6 +250,9 @@ export interface Logger {
 /** A logger writing timestamped lines at or above level to stderr. */
 export declare function consoleLogger(level?: "debug" | "info" | "warning" | "warn" | "error"): Logger;
 
+/** A JSON Schema (draft 2020-12 unless it says otherwise with $schema). */
+export type JSONSchema = { [keyword: string]: unknown };
+
 export interface WorkerOptions {
   /** Flint's address; default FLINT_URL, then http://localhost:8080. */
   url?: string;
@@ -231,6 +274,14 @@ export interface WorkerOptions {
   shutdownTimeout?: number;
   /** Handlers by job type (or register them with handle()). */
   handlers?: Record<string, Handler>;
+  /**
+   * Payload JSON Schemas by job type (or give them to handle()), declared
+   * at registration: every Flint API process refuses a payload that does
+   * not fit with a 422 naming the field.
+   */
+  schemas?: Record<string, JSONSchema>;
+  /** The application's version, shown with the worker and with each schema it declares. */
+  version?: string;
   /** Where the worker logs (default: stderr at FLINT_LOG_LEVEL, else info). */
   logger?: Logger;
 }
@@ -251,8 +302,8 @@ export declare class Worker {
   readonly id: string | null;
   readonly stats: WorkerStats;
   readonly log: Logger;
-  /** Registers the handler of a job type; returns the worker. */
-  handle<P = any>(type: string, handler: Handler<P>): this;
+  /** Registers the handler of a job type, with its payload's JSON Schema if given; returns the worker. */
+  handle<P = any>(type: string, handler: Handler<P>, options?: { schema?: JSONSchema }): this;
   /** Registers, works until stopped, deregisters. SIGTERM/SIGINT stop it gracefully (a second one at once). */
   run(options?: { installSignals?: boolean }): Promise<WorkerStats>;
   /** Stop claiming and finish the jobs held (or, with now, hand them back at once). */

@@ -3,5 +3,5 @@
 
 export { AuthError, ConflictError, FlintError, NetworkError, NotFoundError, ValidationError } from "./http.js";
 export { Client, VERSION } from "./client.js";
-export { Cancel, Fail, Job, JobStopped, ParentTooLarge, Retry, SELF } from "./job.js";
+export { Cancel, Fail, Job, JobStopped, MAX_WAIT_SECONDS, ParentTooLarge, Retry, SELF, Signal, StepOrderChanged, Suspend } from "./job.js";
 export { consoleLogger, Worker } from "./worker.js";

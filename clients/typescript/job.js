@@ -6,6 +6,7 @@ export const SELF = "$self"; // names the finishing job in a spawned job's depen
 export const MAX_LOG_LINES = 1000; // the API's limit on one log request
 export const MAX_ERROR_CHARS = 8000; // error texts sent to Flint are cut to this
 export const MAX_SPAWN = 10000; // the API's limit on jobs one attempt spawns
+export const MAX_WAIT_SECONDS = 366 * 86400; // the longest sleep or wait
 const SPAWN_OPTIONS = new Set(["queue", "priority", "max_retries", "timeout_seconds", "concurrency_key", "delay_seconds"]);
 const LEVELS = new Set(["debug", "info", "warn", "error"]);
 
@@ -52,6 +53,42 @@ export class ParentTooLarge extends Error {
   }
 }
 
+/**
+ * Thrown by job.sleep(), job.waitForSignal() and job.waitForEvent() when the
+ * job must wait: let it propagate out of the handler (a catch-all must
+ * rethrow it). The attempt then ends without being charged, and the job runs
+ * again when its wait ends, with its recorded steps.
+ */
+export class Suspend extends Error {
+  constructor(fields) {
+    super(`job waits: ${JSON.stringify(fields)}`);
+    this.name = "Suspend";
+    this.fields = fields;
+  }
+}
+
+/** The handler reached its steps in another order (or with other names) than earlier attempts recorded: the job fails for good. */
+export class StepOrderChanged extends Error {
+  constructor(message) {
+    super(message);
+    this.name = "StepOrderChanged";
+  }
+}
+
+/** What resumed a wait: body (the signal's or event's JSON), at (RFC 3339) and timedOut (the timeout passed first). */
+export class Signal {
+  constructor(data) {
+    data = data ?? {};
+    this.timedOut = data.timed_out === true;
+    this.body = data.body ?? null;
+    this.at = data.at ?? null;
+  }
+}
+
+// An array index as a JavaScript object orders it: before every other key,
+// in numeric order, whatever order the JSON had.
+const INDEX_KEY = /^(0|[1-9][0-9]{0,8})$/;
+
 /** A claimed job, as its handler sees it. Claim fields keep the API's names. */
 export class Job {
   #controller = null; // made when the handler first asks for job.signal
@@ -71,8 +108,15 @@ export class Job {
     this.lease_expires_at = data.lease_expires_at ?? null;
     this.concurrency_key = data.concurrency_key ?? null;
     this.parents = data.parents ?? {};
-    // Durable steps (the claim's "steps", recorded with POST /jobs/{id}/steps)
-    // belong here, beside parents, once Flint records them.
+    // steps: what earlier attempts recorded (name -> result, in their
+    // order); signals: what resumed the job's waits, by name.
+    this.steps = { ...(data.steps ?? {}) };
+    this.signals = data.signals ?? {};
+    this._recorded = Object.keys(this.steps); // names in the order recorded
+    // Names that look like array indexes lose the JSON's order in an
+    // object; with one of them, only what the order cannot hide is checked.
+    this._ordered = !this._recorded.some((k) => INDEX_KEY.test(k));
+    this._reached = []; // names this attempt reached
     this.started = performance.now();
     this._renewed = this.started; // when Flint last extended the lease
     this._spawned = []; // jobs to add to the workflow with the completion
@@ -148,6 +192,114 @@ export class Job {
     this._spawned.push(job);
   }
 
+  /**
+   * Runs fn() once for the job, whatever happens to its attempts: its result
+   * (anything JSON can hold) is recorded in Flint under this attempt's lease
+   * before step() resolves to it; when the job runs again (a retry, a lost
+   * worker, a resume after a sleep or a wait) step() resolves to the recorded
+   * result without calling fn. Steps must be reached in the same order on
+   * every run (StepOrderChanged fails the job for good otherwise); names are
+   * unique within the job.
+   */
+  async step(name, fn) {
+    if (this._reach(name)) return this.steps[name];
+    const result = await fn();
+    let text;
+    try {
+      text = JSON.stringify(result);
+    } catch (e) {
+      throw new Fail(`step ${JSON.stringify(name)}: its result is not JSON: ${e.message}`);
+    }
+    return this._record(name, text === undefined ? null : result);
+  }
+
+  /**
+   * Sleeps durably: the first time the job reaches the sleep called name, it
+   * is recorded (as a step) and Suspend is thrown; the job then waits in
+   * Flint, holding no worker, and runs again after seconds. On that run (and
+   * every later one) sleep() resolves at once.
+   */
+  async sleep(name, seconds) {
+    if (!(seconds > 0 && seconds <= MAX_WAIT_SECONDS)) {
+      throw new Fail(`sleep ${JSON.stringify(name)}: ${seconds} seconds is out of range (more than 0, at most ${MAX_WAIT_SECONDS})`);
+    }
+    let wake;
+    if (this._reach(name)) {
+      const rec = this.steps[name];
+      wake = rec && typeof rec === "object" ? Date.parse(rec.wake_at) : NaN;
+      if (Number.isNaN(wake) || wake <= Date.now()) return;
+    } else {
+      wake = Date.now() + seconds * 1000;
+      await this._record(name, { wake_at: new Date(wake).toISOString() });
+    }
+    throw new Suspend({ status: "sleeping", wake_at: new Date(wake).toISOString() });
+  }
+
+  /**
+   * Resolves to the Signal sent to the job under name (POST
+   * /api/v1/jobs/{id}/signals/{name}). When none has arrived yet it throws
+   * Suspend: the job waits, holding no worker, until the signal comes (one
+   * sent earlier is kept for it) or timeoutSeconds pass (undefined: the
+   * longest wait), and then runs again, when this resolves to the signal, or
+   * to one with timedOut true.
+   */
+  async waitForSignal(name, timeoutSeconds) {
+    return this._wait("signal", name, timeoutSeconds);
+  }
+
+  /** waitForSignal() for a named event (POST /api/v1/events), which reaches every job waiting for it when sent (it is not kept). */
+  async waitForEvent(name, timeoutSeconds) {
+    return this._wait("event", name, timeoutSeconds);
+  }
+
+  _wait(kind, name, timeout) {
+    if (typeof name !== "string" || !name) throw new Fail(`a wait for a ${kind} needs a name`);
+    if (Object.hasOwn(this.signals, name)) return new Signal(this.signals[name]);
+    const fields = { status: "waiting", [kind]: name };
+    if (timeout !== undefined && timeout !== null) {
+      if (!(timeout > 0 && timeout <= MAX_WAIT_SECONDS)) {
+        throw new Fail(`wait for ${kind} ${JSON.stringify(name)}: a timeout of ${timeout} seconds is out of range`);
+      }
+      fields.timeout_seconds = Math.max(1, Math.trunc(timeout));
+    }
+    throw new Suspend(fields);
+  }
+
+  /** Moves to the next step, name; true when it was recorded before. */
+  _reach(name) {
+    if (typeof name !== "string" || !name) throw new Fail("a step needs a name");
+    if (this._reached.includes(name)) {
+      throw new Fail(`step ${JSON.stringify(name)} is used twice in one run; step names must be unique within a job`);
+    }
+    this._reached.push(name);
+    const n = this._reached.length;
+    const known = Object.hasOwn(this.steps, name);
+    if (this._ordered && n <= this._recorded.length) {
+      if (this._recorded[n - 1] !== name) {
+        throw new StepOrderChanged(`step order changed: step number ${n} is ${JSON.stringify(this._recorded[n - 1])} in the recorded ` +
+          `history but the code asked for ${JSON.stringify(name)}`);
+      }
+      return true;
+    }
+    if (known) {
+      if (this._ordered) throw new StepOrderChanged(`step order changed: step ${JSON.stringify(name)} (number ${n}) was recorded earlier as a later step`);
+      return true;
+    }
+    const skipped = this._recorded.filter((k) => !this._reached.includes(k));
+    if (skipped.length) {
+      throw new StepOrderChanged(`step order changed: the code asked for ${JSON.stringify(name)}, which was never recorded, ` +
+        `before the recorded ${skipped.map((k) => JSON.stringify(k)).join(", ")}`);
+    }
+    return false;
+  }
+
+  async _record(name, result) {
+    const rec = await this.#hooks.recordStep(this, name, result);
+    this.steps[name] = rec?.result ?? null;
+    this._recorded.push(name);
+    return this.steps[name];
+  }
+
   /** Reports progress (0-100 and/or a short message); it reaches Flint with the next heartbeat. */
   progress(percent, message) {
     if (percent !== undefined && percent !== null) {
@@ -217,6 +369,8 @@ export function cut(text, limit = MAX_ERROR_CHARS) {
 /** The finish outcome for a job whose handler resolved to result or threw err (threw: true). */
 export function outcomeOf(job, result, err, threw) {
   const o = { job_id: job.id, lease_token: job.lease_token };
+  if (threw && err instanceof Suspend) return { ...o, ...err.fields };
+  if (threw && err instanceof StepOrderChanged) return { ...o, status: "failed", retryable: false, error: cut(err.message) };
   if (!threw) {
     try {
       JSON.stringify(result);

@@ -8,7 +8,7 @@
 import os from "node:os";
 import { backoff, baseURL, FlintError, NetworkError, request } from "./http.js";
 import { VERSION } from "./client.js";
-import { Cancel, cut, Fail, Job, JobStopped, outcomeOf, Retry } from "./job.js";
+import { Cancel, cut, Fail, Job, JobStopped, outcomeOf, Retry, StepOrderChanged, Suspend } from "./job.js";
 
 const MAX_CLAIM = 100; // the API's limit on one claim
 const MAX_OUTCOMES = 1000; // the API's limit on one finish
@@ -57,11 +57,20 @@ export function consoleLogger(level = "info") {
   return { debug: out("DEBUG", 10), info: out("INFO", 20), warn: out("WARNING", 30), error: out("ERROR", 40) };
 }
 
+/** checkSchema returns schema if it is a JSON Schema object JSON can carry. */
+function checkSchema(type, schema) {
+  if (schema === null || typeof schema !== "object" || Array.isArray(schema)) {
+    throw new TypeError(`the schema of ${JSON.stringify(type)} must be a JSON Schema object`);
+  }
+  JSON.stringify(schema); // throws on what JSON cannot hold
+  return schema;
+}
+
 /** A pull worker: register handlers with handle(), then run(). */
 export class Worker {
   constructor({
     url, apiKey, name, queues, concurrency = 10, prefetch = 0, claimers = 1, waitSeconds = 20, shutdownTimeout = 30,
-    handlers, logger,
+    handlers, schemas, version, logger,
   } = {}) {
     this.url = baseURL(url || process.env.FLINT_URL || "http://localhost:8080");
     this.apiKey = apiKey || process.env.FLINT_API_KEY;
@@ -79,6 +88,10 @@ export class Worker {
     this.waitSeconds = waitSeconds;
     this.shutdownTimeout = shutdownTimeout;
     this.handlers = new Map(Object.entries(handlers ?? {}));
+    this.schemas = new Map();
+    for (const [type, schema] of Object.entries(schemas ?? {})) this.schemas.set(type, checkSchema(type, schema));
+    if (version !== undefined && typeof version !== "string") throw new TypeError("version must be a string");
+    this.version = version;
     this.log = logger ?? consoleLogger(process.env.FLINT_LOG_LEVEL || "info");
     this.id = null;
     this.heartbeatSeconds = 5;
@@ -102,10 +115,16 @@ export class Worker {
     this._registering = null;
   }
 
-  /** Registers fn as the handler of jobs of that type; returns the worker. */
-  handle(type, fn) {
+  /**
+   * Registers fn as the handler of jobs of that type; returns the worker.
+   * options.schema, a JSON Schema of the payload, is declared when the
+   * worker registers: every Flint API process then refuses a payload that
+   * does not fit it with a 422 naming the field.
+   */
+  handle(type, fn, { schema } = {}) {
     if (typeof fn !== "function") throw new TypeError(`the handler of ${JSON.stringify(type)} must be a function`);
     if (this.handlers.has(type)) throw new TypeError(`a handler for ${JSON.stringify(type)} is registered already`);
+    if (schema !== undefined) this.schemas.set(type, checkSchema(type, schema));
     this.handlers.set(type, fn);
     return this;
   }
@@ -228,8 +247,12 @@ export class Worker {
       types: [...this.handlers.keys()].sort(),
       concurrency: this.concurrency,
       language: "typescript",
-      version: `Node ${process.versions.node} (flint worker ${VERSION})`,
+      version: this.version
+        ? `${this.version} (Node ${process.versions.node}, flint worker ${VERSION})`
+        : `Node ${process.versions.node} (flint worker ${VERSION})`,
     };
+    const schemas = Object.fromEntries([...this.schemas].filter(([type]) => this.handlers.has(type)));
+    if (Object.keys(schemas).length) body.schemas = schemas;
     if (this.queues.length) body.queues = this.queues;
     let got;
     try {
@@ -324,8 +347,24 @@ export class Worker {
 
   #hooks = {
     beatSoon: () => this.#beatSoon(),
+    recordStep: (job, name, result) => this.#recordStep(job, name, result),
     logged: (job, level, message) => this.log[level === "warn" ? "warn" : level](`job ${job.id}: ${message}`),
   };
+
+  /** Records a durable step under the job's lease; a lease lost meanwhile stops the job (JobStopped). */
+  async #recordStep(job, name, result) {
+    try {
+      return await this.#call("POST", `/api/v1/jobs/${job.id}/steps`, { lease_token: job.lease_token, name, result }, {
+        retryWhile: () => !job.stopped,
+      });
+    } catch (e) {
+      if (e instanceof FlintError && e.code === "lease_lost") {
+        this.#lose(job, `its lease was lost; step ${JSON.stringify(name)} was not recorded`);
+        throw new JobStopped(`job ${job.id}: its lease was lost; step ${JSON.stringify(name)} was not recorded`);
+      }
+      throw e;
+    }
+  }
 
   /** Flint no longer knows this worker (an operator deregistered it): drop its jobs and register again. */
   async #lostRegistration(workerID) {
@@ -368,7 +407,7 @@ export class Worker {
       if (e instanceof JobStopped || job.stopped) return;
       threw = true;
       err = e;
-      if (!(e instanceof Retry || e instanceof Fail || e instanceof Cancel)) {
+      if (!(e instanceof Retry || e instanceof Fail || e instanceof Cancel || e instanceof Suspend || e instanceof StepOrderChanged)) {
         job.log(e instanceof Error ? e.stack || String(e) : `thrown: ${String(e)}`, undefined, "error");
       }
     }

@@ -15,17 +15,20 @@ import (
 )
 
 // Invoice is the payload. Unknown fields, or values Validate refuses, are
-// answered 422 at enqueue, before a job exists.
+// answered 422 at enqueue, before a job exists. Flint derives a JSON
+// Schema from the struct, its jsonschema tags included, and stores it with
+// the type, so every API process (a stock flint too) refuses a payload
+// that does not fit, naming the field (payload.lines[0].quantity).
 type Invoice struct {
-	Currency string `json:"currency"`
-	Lines    []Line `json:"lines"`
+	Currency string `json:"currency" jsonschema:"required,minLength=3,maxLength=3"`
+	Lines    []Line `json:"lines" jsonschema:"required,minItems=1"`
 }
 
 // Line is one line of an invoice.
 type Line struct {
 	Description string `json:"description"`
-	Quantity    int    `json:"quantity"`
-	UnitCents   int64  `json:"unit_cents"`
+	Quantity    int    `json:"quantity" jsonschema:"required,minimum=1"`
+	UnitCents   int64  `json:"unit_cents" jsonschema:"required,minimum=0"`
 }
 
 // Validate implements jobs.ArgsValidator.
@@ -46,7 +49,7 @@ func (inv Invoice) Validate() error {
 
 // Seen is invoice.seen's payload: an invoice a customer opened.
 type Seen struct {
-	Invoice string `json:"invoice"`
+	Invoice string `json:"invoice" jsonschema:"required,minLength=1"`
 }
 
 // Validate implements jobs.ArgsValidator.

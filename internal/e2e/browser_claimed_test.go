@@ -61,7 +61,7 @@ func TestBusyNeverExceedsCapacity(t *testing.T) {
 		if j.Status == jobs.StateCompleted || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // sampling the counts while the burst drains, until it has
 	}
 	t.Logf("most running seen: workers page %d, stats %d, running list %d", maxPage, maxAPI, maxList)
 	require.LessOrEqual(t, maxPage, 4, "Busy on the workers page")

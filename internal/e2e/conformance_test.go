@@ -18,8 +18,9 @@ import (
 // TestWorkerConformance holds every pull worker client to the wire
 // contract, the same scenarios for each (docs/conformance.md says how a
 // client in another language runs them): claim and finish in batches,
-// logs and progress, parents and spawn, a lost lease, the heartbeat's
-// quiet/terminate/lost answers, SIGTERM, SIGKILL, deregistration.
+// logs and progress, parents and spawn, durable steps, sleeps and waits,
+// a lost lease, the heartbeat's quiet/terminate/lost answers, SIGTERM,
+// SIGKILL, deregistration.
 func TestWorkerConformance(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -31,6 +32,7 @@ func TestWorkerConformance(t *testing.T) {
 	}{
 		{"RunsJobs", conformRunsJobs},
 		{"CarriesData", conformCarriesData},
+		{"Durable", conformDurable},
 		{"StopsOnLostLease", conformLostLease},
 		{"FollowsOperators", conformOperators},
 		{"DrainsOnSIGTERM", conformSIGTERM},
@@ -52,10 +54,12 @@ func TestWorkerConformance(t *testing.T) {
 
 // conformanceTypes are the job types a conforming worker serves.
 var conformanceTypes = []any{"conformance.broken", "conformance.echo", "conformance.fanout", "conformance.fetch", "conformance.flaky",
-	"conformance.gated", "conformance.resize", "conformance.square", "conformance.total", "conformance.work"}
+	"conformance.gated", "conformance.nap", "conformance.order", "conformance.paid", "conformance.refund", "conformance.reorder",
+	"conformance.resize", "conformance.square", "conformance.total", "conformance.work"}
 
 const conformanceTypesEnv = "FLINT_JOB_TYPES=conformance.broken,conformance.echo,conformance.fanout,conformance.fetch,conformance.flaky," +
-	"conformance.gated,conformance.resize,conformance.square,conformance.total,conformance.work"
+	"conformance.gated,conformance.nap,conformance.order,conformance.paid,conformance.refund,conformance.reorder," +
+	"conformance.resize,conformance.square,conformance.total,conformance.work"
 
 // marksOf lists the marks of kind the handlers left for the job.
 func (r *confRig) marksOf(t *testing.T, kind, id string) []string {
@@ -105,6 +109,12 @@ func conformRunsJobs(t *testing.T, impl workerImpl) {
 		} `json:"jobs"`
 	}
 	require.Equal(t, http.StatusCreated, r.api.do(t, http.MethodPost, "/api/v1/jobs/batch", map[string]any{"jobs": batch}, &made))
+	// The registration declared conformance.broken's payload schema: the
+	// API refuses a payload that does not fit, naming the field.
+	var refused apiError
+	require.Equal(t, http.StatusUnprocessableEntity, r.api.do(t, http.MethodPost, "/api/v1/jobs",
+		`{"type": "conformance.broken", "payload": {"message": 7}}`, &refused))
+	require.Equal(t, "payload.message", refused.Error.Field, "%+v", refused)
 	flaky := r.enqueue(t, `{"type": "conformance.flaky"}`)
 	broken := r.enqueue(t, `{"type": "conformance.broken", "payload": {"message": "no such invoice INV-7"}}`)
 	gated := r.enqueue(t, `{"type": "conformance.gated"}`)

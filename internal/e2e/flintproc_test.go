@@ -32,7 +32,8 @@ func flintBinary(t *testing.T) string {
 }
 
 // builds holds the flint binary built once per test run, with the race
-// detector (for tests) and without (as it ships, for benchmarks).
+// detector (for tests) and with the release flags, as it ships (for
+// benchmarks, the upgrade test and TestReleaseBinary: see releaseBuild).
 var builds = map[bool]*struct {
 	once sync.Once
 	path string
@@ -49,11 +50,15 @@ func buildFlint(tb testing.TB, race bool) string {
 			return
 		}
 		b.path = filepath.Join(dir, "flint")
-		args := []string{"build", "-o", b.path}
-		if race {
-			args = append(args, "-race")
+		cmd := exec.Command("go", "build", "-race", "-o", b.path, "github.com/flinthq/flint")
+		if !race {
+			cmd, err = releaseBuild(b.path)
+			if err != nil {
+				b.err = err
+				return
+			}
 		}
-		out, err := exec.Command("go", append(args, "github.com/flinthq/flint")...).CombinedOutput()
+		out, err := cmd.CombinedOutput()
 		if err != nil {
 			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 		}

@@ -39,7 +39,8 @@ def flaky(job):
         raise Retry("the first attempt fails", after=0.1)
     return {"attempt": job.attempt}
 
-@handler("py.broken")
+@handler("py.broken", schema={"type": "object", "required": ["invoice"],
+                              "properties": {"invoice": {"type": "string", "pattern": "^INV-"}}})
 def broken(job):
     raise ValueError("no such invoice %s" % job.payload["invoice"])
 

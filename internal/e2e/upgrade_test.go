@@ -62,7 +62,7 @@ func TestRollingUpgrade(t *testing.T) {
 
 	startBinary(t, newBin, "worker", u, "FLINT_WORKER_ID=new-1")
 	waitFor(t, 30*time.Second, "both versions in the registry", func() bool {
-		return registryVersions(t, u)["v0.9.0"] && registryVersions(t, u)["dev"]
+		return registryVersions(t, u)["v0.9.0"] && registryVersions(t, u)[releaseTestVersion]
 	})
 	stop(t, oldW1)
 	load.waitMore(t, 50)

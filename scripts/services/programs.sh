@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Programs the tests start themselves (Chromium, Caddy).
+# Programs the tests start themselves (Chromium, Caddy, stress-ng).
 # Sourced by scripts/services.sh, whose settings and helpers it uses.
 
 # ---------------------------------------------------------------- programs
@@ -25,6 +25,9 @@ ensure_program() {
 }
 
 ensure_chromium() { ensure_program chromium --version; }
+
+# stress-ng keeps the CPUs busy beside the suite in make test-stress.
+ensure_stress_ng() { ensure_program stress-ng --version; }
 
 # Debian's caddy package enables a service on port 80 where systemd runs;
 # the tests start their own, so it is stopped.

@@ -85,6 +85,43 @@ test("refusals are typed errors that name the field", { skip }, async () => {
   assert.ok(down instanceof NetworkError, down.message);
 });
 
+test("a worker's payload schema is enforced at enqueue, naming the field", { skip }, async () => {
+  const c = client();
+  const worker = new Worker({
+    url, apiKey: process.env.FLINT_WORK_KEY, name: "node-schema", queues: ["ts-schema"], version: "3.1.0",
+    logger: { debug() {}, info() {}, warn() {}, error() {} },
+  });
+  worker.handle("ts.invoice", (job) => ({ total: job.payload.lines.length }), {
+    schema: {
+      type: "object", required: ["currency", "lines"], additionalProperties: false,
+      properties: { currency: { type: "string", minLength: 3, maxLength: 3 }, lines: { type: "array", minItems: 1 } },
+    },
+  });
+  const running = worker.run({ installSignals: false });
+  try {
+    const on = { queue: "ts-schema" };
+    let refused;
+    const deadline = Date.now() + 15000;
+    for (;;) { // until the API knows the type its worker serves
+      refused = await c.enqueue({ type: "ts.invoice", payload: { currency: "EURO", lines: [1] }, ...on }).catch((e) => e);
+      if (!(refused instanceof ValidationError && refused.field === "type") || Date.now() > deadline) break;
+      await sleep(50);
+    }
+    assert.ok(refused instanceof ValidationError, String(refused));
+    assert.equal(refused.field, "payload.currency");
+    await assert.rejects(c.enqueue({ type: "ts.invoice", payload: { currency: "EUR" }, ...on }),
+      (e) => e instanceof ValidationError && e.field === "payload.lines");
+    const ok = await c.enqueue({ type: "ts.invoice", payload: { currency: "EUR", lines: [1, 2] }, ...on });
+    assert.deepEqual((await until(c, ok.id, (j) => j.status === "completed", "completed")).result, { total: 2 });
+    const info = await fetch(`${url}/api/v1/types/ts.invoice`, { headers: { "X-API-Key": process.env.FLINT_API_KEY } }).then((r) => r.json());
+    assert.equal(info.versions[0].by.source, "remote");
+    assert.match(info.versions[0].by.worker_version, /^3\.1\.0 \(Node /);
+  } finally {
+    worker.stop();
+  }
+  await running;
+});
+
 test("a worker runs handlers: results, retries, failures, progress, logs, spawn, cancellation", { skip }, async () => {
   const c = client();
   let release;

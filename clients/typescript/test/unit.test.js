@@ -57,6 +57,54 @@ test("parents, a parent too large, and a batch", () => {
   assert.equal(job().batch, null);
 });
 
+test("steps run once, in their recorded order, and waits suspend", async () => {
+  const recorded = [];
+  const rec = { ...hooks, recordStep: async (j, name, result) => (recorded.push([name, result]), { result }) };
+  const first = new Job({ id: "j1", type: "t", lease_token: "tok", attempt: 1 }, rec);
+  let runs = 0;
+  assert.equal(await first.step("charge", () => (runs++, "ch_1")), "ch_1");
+  assert.deepEqual(recorded, [["charge", "ch_1"]]);
+  await assert.rejects(first.step("charge", () => 1), /used twice/);
+
+  const again = new Job({ id: "j1", type: "t", lease_token: "tok2", attempt: 2, steps: { charge: "ch_1", invoice: "INV" } }, rec);
+  assert.equal(await again.step("charge", () => (runs++, "other")), "ch_1", "a recorded step returns its result");
+  assert.equal(await again.step("invoice", () => (runs++, "other")), "INV");
+  assert.equal(runs, 1, "recorded steps do not run again");
+  const swapped = new Job({ id: "j1", type: "t", lease_token: "t3", steps: { charge: 1, invoice: 2 } }, rec);
+  await assert.rejects(swapped.step("invoice", () => 0), flint.StepOrderChanged);
+  const inserted = new Job({ id: "j1", type: "t", lease_token: "t4", steps: { charge: 1 } }, rec);
+  await assert.rejects(inserted.step("refund", () => 0), flint.StepOrderChanged);
+  // Index-like names lose their JSON order in an object: a new name before
+  // recorded ones is still caught, a recorded one is not mistaken for a swap.
+  const indexed = new Job({ id: "j1", type: "t", lease_token: "t5", steps: { 10: "a", 9: "b" } }, rec);
+  assert.equal(await indexed.step("10", () => 0), "a");
+  assert.equal(await indexed.step("9", () => 0), "b");
+  const indexedNew = new Job({ id: "j1", type: "t", lease_token: "t6", steps: { 2: "a" } }, rec);
+  await assert.rejects(indexedNew.step("1", () => 0), flint.StepOrderChanged);
+
+  const napper = new Job({ id: "j1", type: "t", lease_token: "t7" }, rec);
+  const slept = await napper.sleep("cool-off", 60).catch((e) => e);
+  assert.ok(slept instanceof flint.Suspend);
+  assert.equal(outcomeOf(napper, undefined, slept, true).status, "sleeping");
+  assert.equal(recorded.at(-1)[0], "cool-off");
+  const woken = new Job({ id: "j1", type: "t", lease_token: "t8", steps: { "cool-off": { wake_at: new Date(Date.now() - 1000).toISOString() } } }, rec);
+  await woken.sleep("cool-off", 60); // resolves: the time has come
+  await assert.rejects(napper.sleep("x", 0), /out of range/);
+
+  const waiter = new Job({ id: "j1", type: "t", lease_token: "t9" }, rec);
+  const w = await waiter.waitForSignal("approval", 3600).catch((e) => e);
+  assert.deepEqual(outcomeOf(waiter, undefined, w, true),
+    { job_id: "j1", lease_token: "t9", status: "waiting", signal: "approval", timeout_seconds: 3600 });
+  const e = await waiter.waitForEvent("order.paid:1").catch((e) => e);
+  assert.deepEqual(e.fields, { status: "waiting", event: "order.paid:1" });
+  const resumed = new Job({ id: "j1", type: "t", lease_token: "t10", signals: { approval: { body: { by: "ann" }, at: "2026-01-01T00:00:00Z" }, late: { timed_out: true } } }, rec);
+  const sig = await resumed.waitForSignal("approval");
+  assert.deepEqual([sig.timedOut, sig.body, sig.at], [false, { by: "ann" }, "2026-01-01T00:00:00Z"]);
+  assert.equal((await resumed.waitForSignal("late")).timedOut, true);
+  const o = outcomeOf(swapped, undefined, new flint.StepOrderChanged("step order changed: x"), true);
+  assert.deepEqual([o.status, o.retryable], ["failed", false]);
+});
+
 test("progress and log lines are checked and buffered", () => {
   const j = job();
   assert.throws(() => j.progress(101), RangeError);
@@ -86,6 +134,10 @@ test("options are checked", () => {
   const w = new flint.Worker({ url: "http://x", apiKey: "k" });
   w.handle("a", () => 1);
   assert.throws(() => w.handle("a", () => 2), /registered already/);
+  assert.throws(() => w.handle("b", () => 2, { schema: "object" }), /JSON Schema object/);
+  assert.throws(() => new flint.Worker({ url: "http://x", apiKey: "k", schemas: { c: [1] } }), /JSON Schema object/);
+  w.handle("d", () => 3, { schema: { type: "object", required: ["n"] } });
+  assert.deepEqual(w.schemas.get("d"), { type: "object", required: ["n"] });
 });
 
 test("a request times out, and the caller's signal aborts it", async () => {
