@@ -286,19 +286,20 @@ UPDATE jobs SET deleted_at = now(), updated_at = now()
 WHERE id = ANY($1::uuid[]) AND status = 'dead_letter' AND deleted_at IS NULL
 RETURNING id`
 
-// DeleteDLQ moves every dead-letter job (those in the history too) to the
-// bin, in batches so no statement holds many locks for long, and returns
-// their ids. They can be restored from the bin until it is emptied.
-func (s *Store) DeleteDLQ(ctx context.Context) ([]uuid.UUID, error) {
+// DeleteDLQ moves the given dead-letter jobs, or every one when ids is nil
+// (those in the history too), to the bin, in batches so no statement
+// holds many locks for long, and returns their ids. They can be restored
+// from the bin until it is emptied.
+func (s *Store) DeleteDLQ(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error) {
 	const batch = 1000
 	var out []uuid.UUID
 	for {
 		var moved []uuid.UUID
 		err := s.withTx(ctx, func(tx pgx.Tx) error {
-			if err := unarchiveDead(ctx, tx, nil, batch); err != nil {
+			if err := unarchiveDead(ctx, tx, ids, batch); err != nil {
 				return err
 			}
-			rows, err := tx.Query(ctx, dlqPageSQL, nil, batch)
+			rows, err := tx.Query(ctx, dlqPageSQL, ids, batch)
 			if err != nil {
 				return err
 			}
@@ -316,7 +317,7 @@ func (s *Store) DeleteDLQ(ctx context.Context) ([]uuid.UUID, error) {
 			return out, fmt.Errorf("delete dead-letter queue: %w", err)
 		}
 		out = append(out, moved...)
-		if len(moved) < batch {
+		if ids != nil || len(moved) < batch {
 			return out, nil
 		}
 	}

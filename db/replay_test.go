@@ -120,7 +120,7 @@ func TestDLQTriage(t *testing.T) {
 	}
 	require.Len(t, page.Jobs, 3)
 
-	deleted, err := b.store.DeleteDLQ(b.ctx)
+	deleted, err := b.store.DeleteDLQ(b.ctx, nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, ids, deleted)
 	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead})

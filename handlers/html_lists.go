@@ -4,9 +4,7 @@ package handlers
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 	"time"
 
@@ -30,9 +28,8 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 	}
 	switch kind {
 	case "dlq":
-		if done, err := s.dlqListData(c, &l, &p); done || err != nil {
-			return l, err
-		}
+		p.Statuses = []jobs.State{jobs.StateDeadLetter}
+		l.Filter.Status = ""
 	case "bin":
 		p.InBin = true
 	}
@@ -41,6 +38,14 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 		if err := s.statusCounts(c, &l); err != nil {
 			return l, err
 		}
+	}
+	if err := s.listTotals(c, &l, p); err != nil {
+		return l, err
+	}
+	if kind == "dlq" && c.Query("view") == "errors" {
+		groups, err := s.dlqStore.DLQGroups(c.UserContext(), 100)
+		l.Groups = append([]jobs.ErrorGroup{}, groups...)
+		return l, err
 	}
 	l.HasCursor = p.Cursor != ""
 	page, err := s.jobStore.ListJobs(c.UserContext(), p)
@@ -64,7 +69,8 @@ func listFilter(c *fiber.Ctx) views.JobsFilter {
 			Series: c.FormValue("series"), Batch: c.FormValue("batch"), Sort: c.FormValue("sort"), Before: c.FormValue("before")}
 	}
 	return views.JobsFilter{Status: c.Query("status"), Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"),
-		Series: c.Query("series"), Batch: c.Query("batch"), Sort: c.Query("sort"), Before: c.Query("before"), Cursor: c.Query("cursor")}
+		Series: c.Query("series"), Batch: c.Query("batch"), Sort: c.Query("sort"), Before: c.Query("before"), Cursor: c.Query("cursor"),
+		Page: c.Query("page")}
 }
 
 // listFilterParams turns l's filter, but its status, into list parameters.
@@ -90,14 +96,13 @@ func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
 		}
 		p.BatchID = &id
 	}
-	switch l.Filter.Sort {
-	case "":
-	case "oldest":
-		p.Oldest = true
-	default:
-		l.Error = "Unknown order " + strconv.Quote(l.Filter.Sort) + ": leave it out for newest first, or give oldest."
+	o, ok := views.OrderOf(l.Kind, l.Filter.Sort)
+	if !ok {
+		l.Error = "Unknown order " + strconv.Quote(l.Filter.Sort) + ": " + views.OrderHelp(l.Kind) + "."
 		l.Filter.Sort = ""
 	}
+	p.By, p.Oldest = o.By, o.Oldest
+	listPageParam(l, &p)
 	if l.Filter.Before != "" {
 		at, err := time.ParseInLocation("2006-01-02T15:04", l.Filter.Before, time.UTC)
 		if err != nil {
@@ -110,49 +115,104 @@ func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
 	return p, true
 }
 
-// dlqListData narrows p to the dead-letter queue and reads its total. With
-// view=errors it reads the error groups instead of a page of jobs (done).
-func (s *server) dlqListData(c *fiber.Ctx, l *views.JobsList, p *jobs.ListParams) (done bool, err error) {
-	p.Statuses = []jobs.State{jobs.StateDeadLetter}
-	l.Filter.Status = ""
-	if err := s.dlqTotals(c, l, *p); err != nil {
-		return false, err
+// listPageParam reads the page number a list jumps to (l.Page, p.Offset).
+// With a cursor the number only labels the page the cursor starts.
+func listPageParam(l *views.JobsList, p *jobs.ListParams) {
+	if l.Filter.Page == "" {
+		if p.Cursor == "" {
+			l.Page = 1
+		}
+		return
 	}
-	if c.Query("view") != "errors" {
-		return false, nil
+	last := jobs.MaxListOffset/views.JobsPageSize + 1
+	n, err := strconv.Atoi(l.Filter.Page)
+	if err != nil || n < 1 || n > last {
+		l.Error = "Cannot jump to page " + strconv.Quote(l.Filter.Page) + ": give a page number from 1 to " + strconv.Itoa(last) + "."
+		l.Filter.Page = ""
+		return
 	}
-	groups, err := s.dlqStore.DLQGroups(c.UserContext(), 100)
-	if err != nil {
-		return true, err
+	l.Page = n
+	if p.Cursor == "" {
+		p.Offset = (n - 1) * views.JobsPageSize
 	}
-	l.Groups = append([]jobs.ErrorGroup{}, groups...)
-	return true, nil
 }
 
-// dlqCountCap bounds the count of a searched dead-letter queue: it is
-// counted by reading the matching jobs, at most this many.
-const dlqCountCap = 1000
+// countCapByListing bounds the count of a list that no kept count
+// answers (a search, a jump, a series): it is counted by reading the
+// matching jobs, at most this many.
+const countCapByListing = 1000
 
-// dlqTotals reads the dead-letter queue's size (l.QueueTotal) and how many
-// of its jobs the filter shows (l.Total): exact from the kept counts when
-// the filter is by queue and type alone; counted up to dlqCountCap
-// (l.TotalCapped) for a search or a jump.
-func (s *server) dlqTotals(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) error {
+// listTotals reads how many jobs the list's filter shows (l.Total, at
+// least that many when l.TotalCapped) and, on the dead-letter queue and
+// the bin, how many they hold in all (l.QueueTotal): exact from the kept
+// counts where the filter allows, else counted by listing up to
+// countCapByListing. A Jobs list that its filter does not narrow is not
+// counted (HasTotal false): it offers no action on all its jobs.
+func (s *server) listTotals(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) error {
 	ctx := c.UserContext()
+	f := l.Filter
+	byKept := f.Q == "" && f.Before == "" && f.Series == "" && f.Batch == ""
 	var err error
-	if l.QueueTotal, err = s.dlqStore.CountDeadLetter(ctx, "", ""); err != nil {
-		return err
-	}
-	if p.Q == "" && p.Before == nil {
+	switch l.Kind {
+	case "dlq":
+		if l.QueueTotal, err = s.dlqStore.CountDeadLetter(ctx, "", ""); err != nil || !byKept {
+			break
+		}
+		l.HasTotal = true
 		l.Total, err = s.dlqStore.CountDeadLetter(ctx, p.Queue, p.Type)
 		return err
+	case "bin":
+		if l.QueueTotal, err = s.dlqStore.CountBin(ctx, "", ""); err != nil || !byKept || f.Status != "" {
+			break
+		}
+		l.HasTotal = true
+		l.Total, err = s.dlqStore.CountBin(ctx, p.Queue, p.Type)
+		return err
+	default:
+		if f.Status == "" && f.Type == "" && f.Queue == "" && byKept {
+			return nil // the whole list, at most reordered
+		}
+		if n, ok := countFromCounts(l, byKept); ok {
+			l.Total, l.HasTotal = n, true
+			return nil
+		}
 	}
-	p.Limit, p.Cursor = 200, ""
-	for l.Total < dlqCountCap {
-		page, err := s.jobStore.ListJobs(ctx, p)
+	if err != nil {
+		return err
+	}
+	return s.countByListing(c, l, p)
+}
+
+// countFromCounts is the Jobs list's total from its counts per state,
+// when they answer its filter (not scheduled jobs counted together with
+// retrying ones when the list shows one of the two).
+func countFromCounts(l *views.JobsList, byKept bool) (int64, bool) {
+	if !byKept || l.Counts == nil {
+		return 0, false
+	}
+	var n int64
+	found := l.Filter.Status == ""
+	for _, sc := range l.Counts {
+		if l.Filter.Status == "" {
+			n += sc.N
+		} else if l.Filter.Status == sc.Status && !sc.Merged {
+			n, found = sc.N, true
+		}
+	}
+	return n, found
+}
+
+// countByListing counts the jobs p lists by reading them, up to
+// countCapByListing (l.TotalCapped beyond).
+func (s *server) countByListing(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) error {
+	l.HasTotal = true
+	p.Limit, p.Cursor, p.Offset = 200, "", 0
+	for l.Total < countCapByListing {
+		page, err := s.jobStore.ListJobs(c.UserContext(), p)
 		if err != nil {
 			var ve *jobs.ValidationError
 			if errors.As(err, &ve) {
+				l.HasTotal = false
 				return nil // the listing says why
 			}
 			return err
@@ -245,13 +305,18 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 			return err
 		}
 		if isHX(c) && c.Get("HX-Target") == "jobs-table" {
-			return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
+			// A filter changed in place: the actions on all its jobs
+			// follow it.
+			return render(c, http.StatusOK, views.TableAndTotals(l, s.clock.Now()))
 		}
 		if isHX(c) && c.Get("HX-Target") == "status-counts" && kind == "jobs" {
 			return render(c, http.StatusOK, views.StatusCounts(l))
 		}
-		if isHX(c) && c.Get("HX-Target") == "dlq-total" && kind == "dlq" {
+		if isHX(c) && c.Get("HX-Target") == "dlq-total" && kind != "jobs" {
 			return render(c, http.StatusOK, views.DLQTotal(l, false))
+		}
+		if isHX(c) && c.Get("HX-Target") == "bulk-all" {
+			return render(c, http.StatusOK, views.BulkAll(l, false))
 		}
 		if kind == "jobs" { // the queue filter's suggestions, outside the table
 			if l.Queues, err = s.dash.Queues(c.UserContext()); err != nil {
@@ -260,112 +325,4 @@ func (s *server) listPage(kind, title string) fiber.Handler {
 		}
 		return render(c, http.StatusOK, views.JobsPage(s.chrome(c, title, kind, true), l))
 	}
-}
-
-// bulk applies an action to the selected jobs of a list and re-renders it.
-func (s *server) bulk(kind string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		action := jobAction(c.FormValue("action"))
-		allowed := map[string][]jobAction{"jobs": {jobRetry, jobCancel, jobDelete}, "dlq": {jobRetry, jobDelete}, "bin": {jobRestore, jobPurge}}[kind]
-		if !slices.Contains(allowed, action) {
-			toast(c, "Unknown action.", toastBad)
-			return c.SendStatus(http.StatusUnprocessableEntity)
-		}
-		var ids []uuid.UUID
-		for _, v := range c.Context().PostArgs().PeekMulti("ids") {
-			id, err := uuid.ParseBytes(v)
-			if err != nil {
-				toast(c, "The selection held something that is not a job id.", toastBad)
-				return c.SendStatus(http.StatusUnprocessableEntity)
-			}
-			ids = append(ids, id)
-		}
-		if len(ids) == 0 {
-			toast(c, "Select at least one job first.", toastBad)
-			return c.SendStatus(http.StatusUnprocessableEntity)
-		}
-		if len(ids) > 500 {
-			toast(c, "Select at most 500 jobs at a time.", toastBad)
-			return c.SendStatus(http.StatusUnprocessableEntity)
-		}
-		done, refused, err := s.applyAll(c, action, ids)
-		if err != nil {
-			return err
-		}
-		msg := fmt.Sprintf("%s: %d of %d jobs.", action.past(), done, len(ids))
-		kindToast := toastOK
-		if len(refused) > 0 {
-			msg += " Not possible for " + strconv.Itoa(len(refused)) + ": " + refused[0]
-			kindToast = toastBad
-		}
-		s.logger.InfoContext(c.UserContext(), "dashboard bulk action", "component", "dashboard", "action", action,
-			"count", done, "actor", dashActor(c))
-		toast(c, msg, kindToast)
-		l, err := s.listData(c, kind)
-		if err != nil {
-			return err
-		}
-		return render(c, http.StatusOK, views.JobsTable(l, s.clock.Now()))
-	}
-}
-
-// applyAll runs one action on many jobs and records what it did. It
-// collects why jobs were refused (not found, not allowed from their
-// state); any other error stops it and is returned, to surface as a 5xx
-// rather than pass for a refusal.
-func (s *server) applyAll(c *fiber.Ctx, action jobAction, ids []uuid.UUID) (done int, refused []string, err error) {
-	ctx := c.UserContext()
-	var applied []uuid.UUID
-	defer func() {
-		if len(applied) > 0 {
-			s.audit(c, string(action), nil, applied...)
-		}
-	}()
-	for _, id := range ids {
-		if _, err := s.jobOp(ctx, action, id); err != nil {
-			r := refusal(err)
-			if r == nil {
-				return len(applied), refused, err
-			}
-			refused = append(refused, r.Message)
-			continue
-		}
-		applied = append(applied, id)
-	}
-	return len(applied), refused, nil
-}
-
-// deleteAllDLQ handles POST /dlq/delete-all: every dead-letter job to the
-// bin, where it can be restored until the bin is emptied.
-func (s *server) deleteAllDLQ(c *fiber.Ctx) error {
-	ids, err := s.dlqStore.DeleteDLQ(c.UserContext())
-	if err != nil {
-		return err
-	}
-	s.audit(c, "dlq_delete", map[string]any{"scope": "all", "deleted": len(ids)}, ids...)
-	toast(c, fmt.Sprintf("Moved %d jobs from the dead-letter queue to the bin.", len(ids)), toastOK)
-	l, err := s.listData(c, "dlq")
-	if err != nil {
-		return err
-	}
-	return render(c, http.StatusOK, views.DLQTableAndTotal(l, s.clock.Now()))
-}
-
-func (s *server) replayAll(c *fiber.Ctx) error {
-	replayed, err := s.dlqStore.RetryDLQ(c.UserContext(), nil)
-	if err != nil {
-		return err
-	}
-	ids := make([]uuid.UUID, len(replayed))
-	for i, j := range replayed {
-		ids[i] = j.ID
-	}
-	s.wakeFor(replayed...)
-	s.audit(c, "dlq_replay", map[string]any{"scope": "all", "replayed": len(ids)}, ids...)
-	toast(c, fmt.Sprintf("Replayed %d jobs from the dead-letter queue.", len(replayed)), toastOK)
-	l, err := s.listData(c, "dlq")
-	if err != nil {
-		return err
-	}
-	return render(c, http.StatusOK, views.DLQTableAndTotal(l, s.clock.Now()))
 }

@@ -147,6 +147,13 @@ type JobActionStore interface {
 	DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
 	// RestoreJob brings a job back from the bin.
 	RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
+	// RestoreJobs, CancelJobs, RetryJobs and DeleteJobs act on many jobs
+	// in one transaction as their one-job forms do, and return the jobs
+	// they changed: those whose state does not allow it are left out.
+	RestoreJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	CancelJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	RetryJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
+	DeleteJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
 	// PurgeJob deletes a job from the bin for good.
 	PurgeJob(ctx context.Context, id uuid.UUID) error
 	// EditAndReplay replaces a dead-letter job's payload and replays it,
@@ -156,20 +163,24 @@ type JobActionStore interface {
 	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
 }
 
-// DLQStore is what the dead-letter queue's own actions and views need.
+// DLQStore is what the dead-letter queue's and the bin's own actions and
+// views need.
 type DLQStore interface {
 	// RetryDLQ replays the given dead-letter jobs, or every one when ids
 	// is nil, and returns the replayed jobs.
 	RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
-	// DeleteDLQ moves every dead-letter job to the bin and returns their
-	// ids.
-	DeleteDLQ(ctx context.Context) ([]uuid.UUID, error)
+	// DeleteDLQ moves the given dead-letter jobs, or every one when ids is
+	// nil, to the bin and returns their ids.
+	DeleteDLQ(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 	// DLQGroups groups the dead-letter queue by type and first line of the
 	// error, largest group first, up to limit groups.
 	DLQGroups(ctx context.Context, limit int) ([]jobs.ErrorGroup, error)
 	// CountDeadLetter counts the dead-letter jobs of a queue and a type
 	// ("" for any), exactly.
 	CountDeadLetter(ctx context.Context, queue, typ string) (int64, error)
+	// CountBin counts the jobs in the bin of a queue and a type ("" for
+	// any), exactly.
+	CountBin(ctx context.Context, queue, typ string) (int64, error)
 }
 
 // QueueStore is what the queues API and pages need: flow control (pause,

@@ -40,9 +40,29 @@ type ListParams struct {
 	// into a long list); Oldest lists oldest first, then Before is ignored.
 	Before *time.Time
 	Oldest bool
+	// By is the time a listing is ordered by: SortCreated (the default),
+	// SortStarted or SortFinished. Jobs without that time (not started,
+	// not finished yet) come first newest first and last oldest first.
+	By SortKey
+	// Offset skips this many jobs of the first page (a jump to a page by
+	// number), at most MaxListOffset; not with a Cursor.
+	Offset int
 	// Limit is the page size, 1 to MaxListLimit; zero means 50.
 	Limit int
 }
+
+// SortKey is the time a listing is ordered by.
+type SortKey string
+
+// The orders a listing offers.
+const (
+	SortCreated  SortKey = ""
+	SortStarted  SortKey = "started"
+	SortFinished SortKey = "finished"
+)
+
+// MaxListOffset is how far into a listing a jump by page number reaches.
+const MaxListOffset = 10_000
 
 // MaxListLimit is the largest page a listing returns.
 const MaxListLimit = 500

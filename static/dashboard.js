@@ -167,27 +167,38 @@
     typed = [];
   });
 
-  // A jobs table loaded again ("Show them", a filter) keeps the rows the
-  // operator had selected, where they are still on it.
+  // A jobs table loaded again ("Show them", a filter, a refill) keeps the
+  // rows the operator had selected, where they are still on it, and says
+  // how many are not.
   var keptSelection = null;
+  var keptLeft = 0; // selected jobs that had already left the page
   document.addEventListener("htmx:beforeSwap", function (e) {
     var t = e.detail && e.detail.target;
+    var cfg = e.detail && e.detail.requestConfig;
     keptSelection = null;
-    if (t && t.id === "jobs-table") {
+    // A bulk action's answer (a POST) shows what the action left: its
+    // jobs were acted on, not lost.
+    keptLeft = 0;
+    if (t && t.id === "jobs-table" && !(cfg && cfg.verb && cfg.verb !== "get")) {
       keptSelection = Array.prototype.map.call(t.querySelectorAll("input[name=ids]:checked"), function (b) {
         return b.value;
       });
+      var note = t.querySelector("[data-left-notice]");
+      keptLeft = note ? parseInt(note.getAttribute("data-n"), 10) || 0 : 0;
     }
   });
   document.addEventListener("htmx:afterSwap", function () {
     noteServerNow(document);
-    if (!keptSelection || !keptSelection.length) return;
+    if (!keptSelection || (!keptSelection.length && !keptLeft)) return;
     var table = document.getElementById("jobs-table");
     if (table) {
+      var gone = 0;
       keptSelection.forEach(function (id) {
         var box = table.querySelector('input[name=ids][value="' + id + '"]');
         if (box) box.checked = true;
+        else gone++;
       });
+      flint.noteLeft(table, keptLeft + gone);
       var form = table.querySelector("form[data-bulk]");
       if (form) flint.updateBulk(form);
     }

@@ -1,7 +1,7 @@
 // Applying the live stream's updates to the page: each part that shows
 // something that changed fetches its fragment again, jobs tables row by
 // row (and keep their bulk selection's count), the log tail its new
-// entries.
+// entries. flint:long the jobs table's live rules (rows in, rows out, refill, selection) read best in one place
 //
 // The dashboard's scripts load deferred, in this order, and share the
 // window.flint object: live-updates.js (this file; flint.apply,
@@ -154,7 +154,13 @@
       // jobs wait behind the banner, so the page does not move under the
       // operator during a burst.
       var byState = kind === "dlq" || !!table.getAttribute("data-filter-status");
-      if (byState && !table.getAttribute("data-filter-q") && !table.getAttribute("data-filter-series") && !u.overflow && !u.kinds_more) {
+      var checkable = byState && !table.getAttribute("data-filter-q") && !table.getAttribute("data-filter-series");
+      if (checkable && (u.overflow || u.kinds_more)) {
+        // A burst larger than one update lists: which jobs came to match
+        // is not known here, so the page is read again (keeping the
+        // selection), rather than left empty behind a banner.
+        if (newArrived(table, u, onPage)) refill();
+      } else if (checkable) {
         (u.jobs || []).forEach(function (j) {
           if (!onPage[j.id] && belongs(table, j)) pendingRows[j.id] = true;
         });
@@ -228,15 +234,69 @@
   }
 
   // leave takes a row off the table after a moment, so the eye sees it go.
+  // A selected row that leaves is said so; a status-filtered first page
+  // left short of its size is read again, to fill with the jobs that
+  // match now (or say that none do).
   function leave(row) {
     if (row.classList.contains("leaving")) return;
+    var table = row.closest("[data-live-list]");
+    var box = row.querySelector("input[name=ids]");
+    if (box && box.checked) {
+      box.checked = false;
+      noteLeft(table, 1);
+    }
     row.classList.add("leaving");
     row.removeAttribute("data-job-id");
     setTimeout(function () {
       var form = row.closest("form");
       row.remove();
       if (form) updateBulk(form);
+      if (table && document.body.contains(table) && fillable(table) &&
+          table.querySelectorAll("tr[data-job-id]").length < (parseInt(table.getAttribute("data-page-size"), 10) || 50)) {
+        refill();
+      }
     }, 700);
+  }
+
+  // fillable says whether a table is a first page whose filter the live
+  // updates can check: the dead-letter queue, or a list filtered by state.
+  function fillable(table) {
+    return table.hasAttribute("data-first-page") && !table.getAttribute("data-filter-q") && !table.getAttribute("data-filter-series") &&
+      (table.getAttribute("data-live-list") === "dlq" || !!table.getAttribute("data-filter-status"));
+  }
+
+  // refill reads the current table's first page again, as "Show them"
+  // does (the selection is kept where its jobs are still on the page:
+  // dashboard.js).
+  function refill() {
+    refresh("jobs-table-refill", function () {
+      var table = document.getElementById("jobs-table");
+      var link = table && table.querySelector("[data-new-banner] a");
+      if (!link || !fillable(table)) return;
+      return htmx.ajax("GET", link.getAttribute("hx-get"), { source: link, target: "#jobs-table", swap: "outerHTML" });
+    });
+  }
+
+  // noteLeft says in the bulk bar that n selected jobs left the page: they
+  // are no longer selected, and no action will touch them.
+  function noteLeft(table, n) {
+    var bar = table && table.querySelector(".bulkbar");
+    if (!bar || !n) return;
+    var note = bar.querySelector("[data-left-notice]");
+    if (!note) {
+      note = document.createElement("span");
+      note.className = "left-notice small";
+      note.setAttribute("role", "status");
+      note.setAttribute("data-left-notice", "");
+      note.setAttribute("data-testid", "left-notice");
+      note.setAttribute("data-n", "0");
+      bar.appendChild(note);
+    }
+    var total = (parseInt(note.getAttribute("data-n"), 10) || 0) + n;
+    note.setAttribute("data-n", String(total));
+    note.textContent = total === 1
+      ? "1 selected job left this page (it no longer matches the filter, or moved to a later page) and is no longer selected."
+      : total + " selected jobs left this page (they no longer match the filter, or moved to a later page) and are no longer selected.";
   }
 
   // enter puts a row where its id sorts on a first page, keeping the page
@@ -252,8 +312,11 @@
     var rows = Array.prototype.slice.call(body.querySelectorAll("tr[data-job-id]"));
     var id = row.getAttribute("data-job-id");
     var before = null;
+    // A list by failure time, latest first, takes a job that just failed
+    // at its top; the others sort by id (creation), newest first.
+    var top = table.getAttribute("data-order") === "top";
     for (var i = 0; i < rows.length; i++) {
-      if (rows[i].getAttribute("data-job-id") < id) {
+      if (top || rows[i].getAttribute("data-job-id") < id) {
         before = rows[i];
         break;
       }
@@ -383,4 +446,5 @@
   flint.apply = apply;
   flint.settle = settle;
   flint.updateBulk = updateBulk;
+  flint.noteLeft = noteLeft;
 })();

@@ -75,10 +75,13 @@ type JobsFilter struct {
 	Series string
 	// Batch is a batch's id: its members.
 	Batch string
-	// Sort is "oldest" for oldest first; Before ("2006-01-02T15:04", UTC)
-	// starts the list at jobs created before it.
+	// Sort is one of the list's orders (ListOrders); Before
+	// ("2006-01-02T15:04", UTC) starts a list ordered latest first at jobs
+	// created (failed, started, finished: the order's time) before it.
 	Sort   string
 	Before string
+	// Page is the page number jumped to ("" for none).
+	Page string
 	// Cursor is the position of the page shown, from the previous page's
 	// NextCursor ("" for the first page).
 	Cursor string
@@ -94,19 +97,25 @@ type JobsList struct {
 	Kind       string // jobs, dlq, bin
 	Filter     JobsFilter
 	Jobs       []*jobs.Job
-	NextCursor string   // where the next page starts; "" on the last page
-	HasCursor  bool     // this is not the first page
-	Error      string   // why the list could not be read, shown instead
-	Types      []string // the job types known, for the filter
-	Queues     []string // the queues known, for the filter
+	NextCursor string // where the next page starts; "" on the last page
+	HasCursor  bool   // this is not the first page
+	// Page is the page's number when known (a jump, or a page after
+	// one); zero otherwise.
+	Page   int
+	Error  string   // why the list could not be read, shown instead
+	Types  []string // the job types known, for the filter
+	Queues []string // the queues known, for the filter
 	// Now is when the list was read.
 	Now time.Time
-	// Total is how many jobs of the dead-letter queue its filter shows
-	// (at least, when TotalCapped: a search counted so far); QueueTotal is
-	// the queue's size.
+	// Total is how many jobs the list's filter shows (at least, when
+	// TotalCapped: a search counted so far); QueueTotal is the size of the
+	// dead-letter queue or the bin.
 	Total       int64
 	TotalCapped bool
 	QueueTotal  int64
+	// HasTotal says Total was read: the list offers its actions on every
+	// job it shows.
+	HasTotal bool
 	// Groups, when set, show the list grouped by error instead.
 	Groups []jobs.ErrorGroup
 	// Counts are the jobs per state within the list's queue or type

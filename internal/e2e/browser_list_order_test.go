@@ -1,0 +1,93 @@
+package e2e
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/jobs"
+)
+
+// TestListsOrderByTimeAndJumpToAPage: the dead-letter queue lists by when
+// jobs failed, not when they were created, and jumps to a page by number;
+// the Jobs list orders by creation, start or finish time either way.
+func TestListsOrderByTimeAndJumpToAPage(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	zero := 0
+	// Three dead jobs, created a, b, c; a failed last (after a replay, say).
+	var dead []uuid.UUID
+	for range 3 {
+		res, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "fail", Queue: "pay", MaxRetries: &zero, Payload: []byte(`{"message": "no"}`)})
+		require.NoError(t, err)
+		waitStatus(t, rig.store, res[0].Job.ID, jobs.StateDeadLetter)
+		dead = append(dead, res[0].Job.ID)
+	}
+	now := time.Now()
+	for i, ago := range []time.Duration{time.Minute, 3 * time.Minute, 2 * time.Minute} {
+		_, err := rig.store.Pool().Exec(bg, `UPDATE jobs SET finished_at = $2 WHERE id = $1`, dead[i], now.Add(-ago))
+		require.NoError(t, err)
+	}
+	rowIDs := `[...document.querySelectorAll('tr[data-job-id]')].map(r => r.dataset.jobId)`
+	strs := func(ids ...uuid.UUID) []string {
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = id.String()
+		}
+		return out
+	}
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	require.Equal(t, strs(dead[0], dead[2], dead[1]), eval[[]string](t, ctx, rowIDs), "latest failure first")
+	require.Equal(t, "Failed, latest first", eval[string](t, ctx, `document.querySelector('[data-testid="dlq-sort"] option:checked').textContent`))
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq?sort=oldest"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	require.Equal(t, strs(dead[1], dead[2], dead[0]), eval[[]string](t, ctx, rowIDs))
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq?sort=created"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	require.Equal(t, strs(dead[2], dead[1], dead[0]), eval[[]string](t, ctx, rowIDs))
+
+	// Sixty more, failed earlier still: two pages; jump to the second.
+	params := make([]jobs.EnqueueParams, 60)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: "fail", Queue: "pay", MaxRetries: &zero, Payload: []byte(`{"message": "no"}`)}
+	}
+	res, err := rig.store.Enqueue(bg, params...)
+	require.NoError(t, err)
+	for i, r := range res {
+		waitStatus(t, rig.store, r.Job.ID, jobs.StateDeadLetter)
+		_, err := rig.store.Pool().Exec(bg, `UPDATE jobs SET started_at = $2, finished_at = $2 WHERE id = $1`,
+			r.Job.ID, now.Add(-time.Hour-time.Duration(i)*time.Second))
+		require.NoError(t, err)
+	}
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="page-jump"]`)))
+	require.Equal(t, "2", eval[string](t, ctx, `document.querySelector('[data-testid="page-count"]').textContent`))
+	require.Len(t, eval[[]string](t, ctx, rowIDs), 50)
+	require.True(t, eval[bool](t, ctx, `(() => { const f = document.querySelector('[data-testid="page-jump"]');
+		f.querySelector('[data-testid="page-no"]').value = '2'; f.requestSubmit(); return true; })()`))
+	waitJS(t, ctx, `location.search.includes('page=2') && document.querySelectorAll('tr[data-job-id]').length === 13`, 20*time.Second)
+	got := eval[[]string](t, ctx, rowIDs)
+	require.Equal(t, res[47].Job.ID.String(), got[0], "the 51st latest failure opens page 2")
+	require.Equal(t, res[59].Job.ID.String(), got[12])
+	require.Equal(t, "2", eval[string](t, ctx, `document.querySelector('[data-testid="page-no"]').value`))
+	shoot(t, ctx, "dlq-page-2")
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq?page=x"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"] [role="alert"]`)))
+	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="jobs-table"] [role="alert"]').textContent`), "give a page number from 1 to")
+
+	// The Jobs list by finish time, earliest first, and by start time.
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?queue=pay&sort=finished_oldest"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	require.Equal(t, res[59].Job.ID.String(), eval[[]string](t, ctx, rowIDs)[0])
+	require.Equal(t, "finished_oldest", eval[string](t, ctx, `document.querySelector('[data-testid="jobs-sort"]').value`))
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?queue=pay&sort=started_oldest"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	require.Equal(t, res[59].Job.ID.String(), eval[[]string](t, ctx, rowIDs)[0], "the first to start")
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?queue=pay&sort=started"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	require.Equal(t, dead[2].String(), eval[[]string](t, ctx, rowIDs)[0], "the last to start")
+	shoot(t, ctx, "jobs-ordered")
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?sort=size"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"] [role="alert"]`)))
+	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="jobs-table"] [role="alert"]').textContent`), strconv.Quote("size"))
+}
