@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/url"
+	"strconv"
 	"testing"
 	"time"
 
@@ -172,6 +173,7 @@ func TestJobsPagerURL(t *testing.T) {
 		require.Equal(t, []string{"scheduled"}, q["status"], "page %d: %s", page, u)
 		require.Equal(t, []string{"pages"}, q["queue"], "page %d: %s", page, u)
 		require.Len(t, q["cursor"], 1, "page %d: %s", page, u)
-		require.Len(t, q, 3, "page %d carries the filters once and nothing else: %s", page, u)
+		require.Equal(t, []string{strconv.Itoa(page)}, q["page"], "page %d: its number, for the page jump", page)
+		require.Len(t, q, 4, "page %d carries the filters once and nothing else: %s", page, u)
 	}
 }
