@@ -24,8 +24,9 @@ import (
 // (Start) and asks for a switchover the way an operator does
 // (patronictl switchover).
 //
-// The configuration is in patroniConfig (db/dbtest/patroni_conf.go); the
-// README's High availability section shows it. The test is skipped,
+// The configuration is PatroniDCS and patroniMember
+// (db/dbtest/patroni_conf.go); the README's High availability section
+// shows it. The test is skipped,
 // saying so, when patroni, patronictl, etcd or the PostgreSQL server
 // binaries are missing (scripts/services.sh ensure patroni installs them).
 // As root, Patroni and its PostgreSQL run as the postgres user.
@@ -217,6 +218,19 @@ func (p *Patroni) KillNode(m *Member) {
 	}
 	if pid := postmasterPID(m.dir); pid != 0 {
 		killGroup(pid)
+	}
+}
+
+// KillPatroni kills m's Patroni alone (SIGKILL), leaving its PostgreSQL
+// running, as a crash of the daemon does on a node without a watchdog.
+func (p *Patroni) KillPatroni(m *Member) {
+	p.t.Helper()
+	m.mu.Lock()
+	d := m.patroni
+	m.patroni = nil
+	m.mu.Unlock()
+	if d != nil {
+		d.kill()
 	}
 }
 

@@ -7,35 +7,25 @@ import (
 	"time"
 )
 
-// patroniConfig is one member's Patroni configuration: the README's High
-// availability section shows it, with the test's ports and paths in
-// place. What matters for Flint:
+// PatroniDCS is the cluster-wide part of the Patroni configuration the
+// tests run (bootstrap.dcs, which Patroni keeps in etcd), as the README's
+// High availability section shows it (a test holds the two equal). What
+// matters for Flint:
 //
 //   - synchronous_mode: the leader commits only once the other member has
 //     the commit's WAL, so the member Patroni promotes has every commit
 //     Flint acknowledged; not strict, so that a leader left alone commits
-//     alone rather than stalling (the loss of the second member is not an
+//     alone rather than stalling (losing the second member is not an
 //     outage);
 //   - primary_start_timeout 0: when the leader's PostgreSQL crashes,
 //     Patroni fails over to the synchronous standby at once instead of
 //     restarting PostgreSQL in place (the default, 300 s, restarts it);
 //   - ttl 20, loop_wait 2, retry_timeout 5: a lost leader's lock expires
-//     after 20 s, and Patroni looks at its PostgreSQL every 2 s;
-//   - use_pg_rewind, and re-cloning when rewinding fails or the timelines
-//     diverged: a former leader rejoins as a standby by itself.
-//
-// fsync is off, as in every server the tests build, since they survive
-// process crashes only, never the machine's.
-const patroniConfig = `scope: flint-test
-name: %[1]s
-log:
-  level: INFO
-restapi:
-  listen: 127.0.0.1:%[2]d
-  connect_address: 127.0.0.1:%[2]d
-etcd3:
-  hosts: %[3]s
-bootstrap:
+//     after 20 s, and Patroni looks at its PostgreSQL every 2 s (the
+//     defaults, 30, 10 and 10, only make failovers slower);
+//   - use_pg_rewind (with Patroni's default wal_log_hints on): a former
+//     leader rejoins as a standby by itself.
+const PatroniDCS = `bootstrap:
   dcs:
     ttl: 20
     loop_wait: 2
@@ -52,11 +42,24 @@ bootstrap:
         wal_keep_size: 512MB
         wal_sender_timeout: 5s
         wal_receiver_status_interval: 1s
-        hot_standby: "on"
-        fsync: "off"
-  initdb:
+`
+
+// patroniMember is the rest of one member's configuration: its name,
+// addresses and paths, and re-cloning when rewinding fails or the
+// timelines diverged. fsync is off, as in every server the tests build,
+// since they survive process crashes only, never the machine's.
+const patroniMember = `  initdb:
     - encoding: UTF8
     - locale: C
+scope: flint-test
+name: %[1]s
+log:
+  level: INFO
+restapi:
+  listen: 127.0.0.1:%[2]d
+  connect_address: 127.0.0.1:%[2]d
+etcd3:
+  hosts: %[3]s
 postgresql:
   listen: 127.0.0.1:%[4]d
   connect_address: 127.0.0.1:%[4]d
@@ -74,6 +77,7 @@ postgresql:
     unix_socket_directories: %[8]s
     shared_buffers: 32MB
     log_min_messages: warning
+    fsync: "off"
   pg_hba:
     - local all all trust
     - host all all 127.0.0.1/32 trust
@@ -89,7 +93,7 @@ watchdog:
 // writeConfig writes m's Patroni configuration file.
 func (p *Patroni) writeConfig(m *Member) {
 	p.t.Helper()
-	text := fmt.Sprintf(patroniConfig, m.Name, m.APIPort, p.EtcdAddr, m.Port, m.dir, p.bin,
+	text := PatroniDCS + fmt.Sprintf(patroniMember, m.Name, m.APIPort, p.EtcdAddr, m.Port, m.dir, p.bin,
 		filepath.Join(p.base, m.Name+".pgpass"), p.base)
 	p.writeFile(m.conf, text)
 }

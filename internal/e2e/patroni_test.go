@@ -118,3 +118,11 @@ func TestPatroniFailover(t *testing.T) {
 	tally := c.requireClean(t, load, 2*time.Minute)
 	require.Greater(t, tally.Acked, 50)
 }
+
+// TestReadmePatroniConfig holds the Patroni configuration the README's
+// High availability section shows to the one the tests run.
+func TestReadmePatroniConfig(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, dbtest.PatroniDCS, readmeBlock(t, "patroni-dcs.yml"),
+		"the README's Patroni configuration and dbtest.PatroniDCS have drifted apart")
+}
