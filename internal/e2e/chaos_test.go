@@ -78,7 +78,10 @@ func TestChaosPatroni(t *testing.T) {
 	pc := dbtest.NewPatroni(t)
 	c := startFlintOn(t, pc.URL("flint"))
 	events := c.watchEvents(t)
-	load := startAPILoad(c, 4)
+	// Two clients, not TestChaosFailovers' four: beside Patroni and etcd,
+	// four outrun the two workers on the 2-core machine, and the backlog
+	// outlasts the settling.
+	load := startAPILoad(c, 2)
 	load.waitAcked(t, time.Now(), 15*time.Second)
 
 	var faults []patroniFault
@@ -91,7 +94,7 @@ func TestChaosPatroni(t *testing.T) {
 	byKind := map[string][]time.Duration{}
 	var ready []time.Duration
 	for _, f := range faults {
-		kind, _, _ := strings.Cut(f.What, " (")
+		kind := f.What[:strings.LastIndex(f.What, " (")] // without the member's name
 		byKind[kind] = append(byKind[kind], f.Election)
 		ready = append(ready, f.ReadyAfter)
 	}
@@ -103,7 +106,7 @@ func TestChaosPatroni(t *testing.T) {
 	slices.Sort(ready)
 	t.Logf("chaos over %s: %d changes of leader; /readyz 200 after the election: median %s, max %s",
 		duration, len(faults), ready[len(ready)/2].Round(time.Millisecond), ready[len(ready)-1].Round(time.Millisecond))
-	tally := c.requireClean(t, load, 3*time.Minute)
+	tally := c.requireClean(t, load, 5*time.Minute)
 	t.Logf("chaos: %s", tally)
 }
 
