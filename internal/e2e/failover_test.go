@@ -255,9 +255,6 @@ func (c *haCluster) watchEvents(t *testing.T) *sseWatch {
 	return w
 }
 
-// has reports whether one line of the stream holds every one of parts.
-func (w *sseWatch) has(parts ...string) bool { return w.hasSince(0, parts...) }
-
 // mark is where the stream has got to, for hasSince.
 func (w *sseWatch) mark() int {
 	w.mu.Lock()
@@ -265,7 +262,8 @@ func (w *sseWatch) mark() int {
 	return w.text.Len()
 }
 
-// hasSince is has for what the stream carried after mark.
+// hasSince reports whether one line of what the stream carried after mark
+// holds every one of parts.
 func (w *sseWatch) hasSince(mark int, parts ...string) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
