@@ -126,13 +126,17 @@ soak: services
 
 # Failover and switchover back and forth on a primary with a synchronous
 # standby (built by the test from the PostgreSQL binaries) under load, for
-# CHAOS_DURATION; prints the lost / doubled / open counts and how long
-# /readyz took to come back after each promotion.
+# CHAOS_DURATION; then the same length of Patroni (etcd and two members,
+# synchronous mode) failing over after crashes of the leader's PostgreSQL
+# and of its whole node, and switching over with patronictl. Each prints
+# the lost / doubled / open counts and how long /readyz took to come back
+# after each promotion.
 CHAOS_DURATION ?= 5m
 chaos: services
 	scripts/services.sh ensure postgres-server
 	$(GO) build -modfile=tools/jaeger/go.mod -o .flint/tools/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
-	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
+	scripts/services.sh ensure patroni
+	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers|TestChaosPatroni|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
 		| grep --line-buffered -v '^{'
 
 migrate: dev-env build
@@ -188,13 +192,15 @@ services:
 
 # Tests also drive the dashboard in headless Chromium, put Caddy (the
 # HTTPS proxy of compose.yaml) in front of Flint, run worker processes
-# through PgBouncer in transaction-pooling mode, and build a PostgreSQL
-# primary and standby of their own from the server binaries.
+# through PgBouncer in transaction-pooling mode, build a PostgreSQL
+# primary and standby of their own from the server binaries, and run a
+# Patroni cluster (etcd and two members) of their own.
 test-services: services
 	scripts/services.sh ensure chromium
 	scripts/services.sh ensure caddy
 	scripts/services.sh ensure pgbouncer
 	scripts/services.sh ensure postgres-server
+	scripts/services.sh ensure patroni
 
 dev-env:
 	@scripts/dev-env.sh

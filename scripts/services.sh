@@ -7,6 +7,8 @@
 #   scripts/services.sh ensure pgbouncer                      (for the PgBouncer test)
 #   scripts/services.sh ensure postgres-server                (for the failover tests: initdb,
 #                                                              pg_ctl, pg_basebackup to build a pair)
+#   scripts/services.sh ensure patroni                        (for the Patroni failover tests:
+#                                                              patroni, patronictl, etcd)
 #
 # For each service, in order of preference:
 #   1. already reachable            -> nothing is done
@@ -124,7 +126,7 @@ no_root_help() {
 # ---------------------------------------------------------------- services
 
 # One file per service under scripts/services, each defining its ensure_*.
-for part in postgres redis mailpit programs pgbouncer; do
+for part in postgres redis mailpit programs pgbouncer patroni; do
 	# shellcheck source=/dev/null
 	source "$ROOT/scripts/services/$part.sh"
 done
@@ -132,7 +134,7 @@ done
 # ---------------------------------------------------------------- main
 
 usage() {
-	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy|stress-ng|pgbouncer|postgres-server]"
+	err "usage: scripts/services.sh ensure [postgres|redis|mailpit|all|chromium|caddy|stress-ng|pgbouncer|postgres-server|patroni]"
 	exit 2
 }
 
@@ -147,6 +149,7 @@ caddy) services=(caddy) ;;
 stress-ng) services=(stress_ng) ;;
 pgbouncer) services=(pgbouncer) ;;
 postgres-server) services=(postgres-server) ;;
+patroni) services=(patroni) ;;
 all) services=(postgres redis mailpit) ;;
 *) usage ;;
 esac

@@ -5,10 +5,13 @@ package e2e
 import (
 	"os"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/db/dbtest"
 )
 
 // TestChaosFailovers is make chaos: for FLINT_CHAOS_DURATION (5m unless
@@ -19,12 +22,7 @@ import (
 // how long /readyz took to be 200 on each new primary and the lost,
 // doubled and open counts at the end.
 func TestChaosFailovers(t *testing.T) {
-	duration := 5 * time.Minute
-	if s := os.Getenv("FLINT_CHAOS_DURATION"); s != "" {
-		d, err := time.ParseDuration(s)
-		require.NoError(t, err, "FLINT_CHAOS_DURATION")
-		duration = d
-	}
+	duration := chaosDuration(t)
 	c := startHACluster(t)
 	events := c.watchEvents(t)
 	load := startAPILoad(c, 4)
@@ -67,4 +65,59 @@ func TestChaosFailovers(t *testing.T) {
 	require.Zero(t, tally.Doubled, "no job completes twice")
 	require.Zero(t, tally.Open, "no execution stays open")
 	c.requireAllUp(t)
+}
+
+// TestChaosPatroni is make chaos's Patroni part: for FLINT_CHAOS_DURATION
+// it runs the faults of TestPatroniFailover again and again (the leader's
+// PostgreSQL killed, the leader's whole node killed and started again, a
+// patronictl switchover) under the mixed load, and prints how long
+// Patroni took to elect each new leader, how long /readyz then took to be
+// 200 on it (at most 30 s), and the lost, doubled and open counts.
+func TestChaosPatroni(t *testing.T) {
+	duration := chaosDuration(t)
+	pc := dbtest.NewPatroni(t)
+	c := startFlintOn(t, pc.URL("flint"))
+	events := c.watchEvents(t)
+	// Two clients, not TestChaosFailovers' four: beside Patroni and etcd,
+	// four outrun the two workers on the 2-core machine, and the backlog
+	// outlasts the settling.
+	load := startAPILoad(c, 2)
+	load.waitAcked(t, time.Now(), 15*time.Second)
+
+	var faults []patroniFault
+	end := time.Now().Add(duration)
+	for round := 1; time.Now().Before(end); round++ {
+		t.Logf("round %d", round)
+		faults = append(faults, c.patroniRound(t, pc, load)...)
+	}
+	c.requireRecovered(t, events, time.Now().Add(-time.Second))
+	byKind := map[string][]time.Duration{}
+	var ready []time.Duration
+	for _, f := range faults {
+		kind := f.What[:strings.LastIndex(f.What, " (")] // without the member's name
+		byKind[kind] = append(byKind[kind], f.Election)
+		ready = append(ready, f.ReadyAfter)
+	}
+	for kind, d := range byKind {
+		slices.Sort(d)
+		t.Logf("chaos: %s %d times; Patroni elected the new leader after a median %s, max %s",
+			kind, len(d), d[len(d)/2].Round(time.Millisecond), d[len(d)-1].Round(time.Millisecond))
+	}
+	slices.Sort(ready)
+	t.Logf("chaos over %s: %d changes of leader; /readyz 200 after the election: median %s, max %s",
+		duration, len(faults), ready[len(ready)/2].Round(time.Millisecond), ready[len(ready)-1].Round(time.Millisecond))
+	tally := c.requireClean(t, load, 5*time.Minute)
+	t.Logf("chaos: %s", tally)
+}
+
+// chaosDuration is FLINT_CHAOS_DURATION, 5m unless set.
+func chaosDuration(t *testing.T) time.Duration {
+	t.Helper()
+	s := os.Getenv("FLINT_CHAOS_DURATION")
+	if s == "" {
+		return 5 * time.Minute
+	}
+	d, err := time.ParseDuration(s)
+	require.NoError(t, err, "FLINT_CHAOS_DURATION")
+	return d
 }
