@@ -68,7 +68,7 @@ func TestBulkOnAFilterIsBounded(t *testing.T) {
 		want string
 	}{
 		{"/dlq/delete-all", url.Values{"sort": {"size"}}, "Unknown order"},
-		{"/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"cancel"}, "status": {"sleeping"}}, "Unknown status"},
+		{"/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"cancel"}, "status": {"asleep"}}, "Unknown status"},
 		{"/jobs/bulk", url.Values{"scope": {"filter"}, "action": {"cancel"}, "before": {"yesterday"}}, "Cannot jump"},
 		{"/bin/bulk", url.Values{"scope": {"filter"}, "action": {"purge"}}, "Unknown action"},
 	} {
