@@ -25,7 +25,7 @@ const tableStructure = `(() => {
     inMain: t.parentElement && t.parentElement.id === 'main',
     bulkbar: !!t.querySelector('form[data-bulk] > .bulkbar'),
     headers: t.querySelectorAll('table > thead > tr > th').length,
-    pager: !!t.querySelector('form[data-bulk] > .pager'),
+    pager: !!t.querySelector(':scope > .pager'), // beside the bulk form, so its links carry no form values
     rows: rows.length,
     rowsInBody: rows.filter(r => r.parentElement.tagName === 'TBODY' && r.closest('#jobs-table') === t).length,
     strayRows: document.querySelectorAll('main > tr, main > tbody, body > tr').length,
