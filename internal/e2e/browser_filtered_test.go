@@ -28,7 +28,7 @@ func TestFilteredListKeepsMatchingItsFilter(t *testing.T) {
 
 	var ids []string
 	for range 3 {
-		res, err := rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: []byte(`{"ms": 3000}`)})
+		res, err := rig.store.Enqueue(context.Background(), jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: []byte(`{"ms": 8000}`)})
 		require.NoError(t, err)
 		ids = append(ids, res[0].Job.ID.String())
 	}
@@ -49,9 +49,12 @@ func TestFilteredListKeepsMatchingItsFilter(t *testing.T) {
 	require.ElementsMatch(t, ids, eval[[]string](t, ctx, `[...document.querySelectorAll('tr[data-job-id]')].map(r => r.dataset.jobId)`))
 
 	// Times tick: the "running for" of a row grows while the page is open.
-	took := `document.querySelector('tr[data-job-id] [data-testid="job-took"] time').textContent`
+	// (Long enough jobs that they still run meanwhile on a busy machine;
+	// a row being swapped reads as not yet.)
+	took := `(document.querySelector('tr[data-job-id] [data-testid="job-took"] time') || {}).textContent`
 	first := eval[string](t, ctx, took)
-	waitJS(t, ctx, took+` !== `+jsString(first), 5*time.Second)
+	require.NotEmpty(t, first)
+	waitJS(t, ctx, `(t => t !== undefined && t !== `+jsString(first)+`)(`+took+`)`, 5*time.Second)
 
 	// They finish and leave; the list never shows them completed.
 	waitUntil(t, 30*time.Second, func() (bool, string) {
