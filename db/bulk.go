@@ -10,8 +10,8 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
-// restoreManySQL brings jobs back from the bin in the states they had.
-const restoreManySQL = `
+// restoreSQL brings jobs back from the bin in the states they had.
+const restoreSQL = `
 UPDATE jobs SET deleted_at = NULL, updated_at = now()
 WHERE id = ANY($1::uuid[]) AND deleted_at IS NOT NULL
 RETURNING ` + jobColumns
@@ -21,7 +21,7 @@ RETURNING ` + jobColumns
 // it restored; ids not in the bin are left out. Callers bound ids (a bulk
 // action passes at most 500 at a time).
 func (s *Store) RestoreJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error) {
-	js, err := collectJobs(s.pool.Query(ctx, restoreManySQL, ids))
+	js, err := collectJobs(s.pool.Query(ctx, restoreSQL, ids))
 	if err != nil {
 		return nil, fmt.Errorf("restore jobs: %w", err)
 	}
@@ -45,8 +45,11 @@ func (s *Store) CountBin(ctx context.Context, queue, typ string) (int64, error) 
 	return n, nil
 }
 
-// cancelManySQL is cancelSQL for many jobs at once.
-const cancelManySQL = `
+// cancelSQL cancels waiting jobs at once, or asks running ones to stop:
+// their workers learn of it from the notification sent after the commit
+// (or at the latest from the next heartbeat) and cancel the handler's
+// context. One job or many ($1), the same statement.
+const cancelSQL = `
 WITH moved AS (
 	UPDATE jobs SET
 		status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
@@ -69,7 +72,7 @@ func (s *Store) CancelJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, e
 	var downstream []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if js, err = collectJobs(tx.Query(ctx, cancelManySQL, ids, stateStrings(jobs.CancelFrom))); err != nil {
+		if js, err = collectJobs(tx.Query(ctx, cancelSQL, ids, stateStrings(jobs.CancelFrom))); err != nil {
 			return err
 		}
 		downstream, err = cascade(ctx, tx, jobIDs(js))
@@ -117,8 +120,9 @@ func (s *Store) RetryJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, er
 	return js, nil
 }
 
-// deleteManySQL is deleteSQL for many jobs at once.
-const deleteManySQL = `
+// deleteSQL moves jobs to the bin. A binned job keeps its state but is
+// never claimed or promoted; a running one is also asked to stop.
+const deleteSQL = `
 UPDATE jobs SET
 	deleted_at = now(),
 	cancel_requested = cancel_requested OR status = 'running',
@@ -135,7 +139,7 @@ func (s *Store) DeleteJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, e
 			return err
 		}
 		var err error
-		js, err = collectJobs(tx.Query(ctx, deleteManySQL, ids))
+		js, err = collectJobs(tx.Query(ctx, deleteSQL, ids))
 		return err
 	})
 	if err != nil {

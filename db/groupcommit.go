@@ -171,19 +171,24 @@ func (g *groupCommitter) run(ctx context.Context) {
 		case r := <-g.in:
 			batch = append(batch, r)
 		}
-		if g.writing.Load() == 0 {
-			// Nothing is being written, so nobody is about to join: an
-			// idle service's enqueue goes at once, with what is waiting.
-			// Batches form while others are written.
-			batch = g.gatherWaiting(batch)
-			g.write(ctx, batch)
-			continue
-		}
-		timer := time.NewTimer(g.window)
+		g.write(ctx, gatherBatch(ctx, g.in, batch, g.max, g.window, g.writing.Load() > 0))
+	}
+}
+
+// gatherBatch fills batch, which holds a first request, from in up to max
+// requests. While another batch is being written (busy), it waits up to
+// window for more to join; then, and when nothing is being written, it
+// takes only what already waits: nobody is about to join an idle
+// committer, so an idle service's request goes at once, and batches form
+// while others are written. The enqueue and step committers share it.
+func gatherBatch[R any](ctx context.Context, in <-chan R, batch []R, max int, window time.Duration, busy bool) []R {
+	if busy {
+		timer := time.NewTimer(window)
+		defer timer.Stop()
 	gather:
-		for len(batch) < g.max {
+		for len(batch) < max {
 			select {
-			case r := <-g.in:
+			case r := <-in:
 				batch = append(batch, r)
 			case <-timer.C:
 				break gather
@@ -191,16 +196,10 @@ func (g *groupCommitter) run(ctx context.Context) {
 				break gather
 			}
 		}
-		timer.Stop()
-		g.write(ctx, batch)
 	}
-}
-
-// gatherWaiting adds to batch the requests already waiting, up to the cap.
-func (g *groupCommitter) gatherWaiting(batch []*groupRequest) []*groupRequest {
-	for len(batch) < g.max {
+	for len(batch) < max {
 		select {
-		case r := <-g.in:
+		case r := <-in:
 			batch = append(batch, r)
 		default:
 			return batch

@@ -12,22 +12,6 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
-// cancelSQL cancels a waiting job at once, or asks a running one to stop:
-// its worker learns of it from the notification sent after the commit (or
-// at the latest from its next heartbeat) and cancels the handler's context.
-const cancelSQL = `
-WITH moved AS (
-	UPDATE jobs SET
-		status = CASE WHEN status = 'running' THEN status ELSE 'cancelled' END,
-		cancel_requested = (status = 'running'),
-		finished_at = CASE WHEN status = 'running' THEN finished_at ELSE now() END,
-		wait_kind = NULL, wait_name = NULL,
-		updated_at = now()
-	WHERE id = $1 AND deleted_at IS NULL AND status = ANY($2::text[])
-	RETURNING ` + jobColumns + `
-)
-SELECT moved.* FROM moved`
-
 // CancelJob cancels a waiting job or requests cancellation of a running one.
 // A waiting job's downstream jobs are cancelled with it (cascade); a
 // running job's are cancelled when its worker acknowledges.
@@ -36,7 +20,7 @@ func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 	var downstream []jobs.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if j, err = collectOneJob(tx.Query(ctx, cancelSQL, id, stateStrings(jobs.CancelFrom))); err != nil {
+		if j, err = collectOneJob(tx.Query(ctx, cancelSQL, []uuid.UUID{id}, stateStrings(jobs.CancelFrom))); err != nil {
 			return err
 		}
 		downstream, err = cascade(ctx, tx, []uuid.UUID{id})
@@ -155,19 +139,6 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 	}
 }
 
-// deleteSQL moves a job to the bin. A binned job keeps its state but is
-// never claimed or promoted; a running one is also asked to stop.
-const deleteSQL = `
-WITH moved AS (
-	UPDATE jobs SET
-		deleted_at = now(),
-		cancel_requested = cancel_requested OR status = 'running',
-		updated_at = now()
-	WHERE id = $1 AND deleted_at IS NULL
-	RETURNING ` + jobColumns + `
-)
-SELECT moved.* FROM moved`
-
 // DeleteJob moves a job to the bin (from the history too: the bin is in
 // jobs).
 func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
@@ -177,7 +148,7 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 			return err
 		}
 		var err error
-		j, err = collectOneJob(tx.Query(ctx, deleteSQL, id))
+		j, err = collectOneJob(tx.Query(ctx, deleteSQL, []uuid.UUID{id}))
 		return err
 	})
 	if errors.Is(err, jobs.ErrNotFound) {
@@ -192,20 +163,11 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 	return j, nil
 }
 
-// restoreSQL brings a job back from the bin in the state it had.
-const restoreSQL = `
-WITH moved AS (
-	UPDATE jobs SET deleted_at = NULL, updated_at = now()
-	WHERE id = $1 AND deleted_at IS NOT NULL
-	RETURNING ` + jobColumns + `
-)
-SELECT moved.* FROM moved`
-
 // RestoreJob brings a job back from the bin, waking the workers if it
 // returns queued. A job not in the bin is a *jobs.TransitionError saying
 // so; an unknown one is jobs.ErrNotFound.
 func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
-	j, err := collectOneJob(s.pool.Query(ctx, restoreSQL, id))
+	j, err := collectOneJob(s.pool.Query(ctx, restoreSQL, []uuid.UUID{id}))
 	if errors.Is(err, jobs.ErrNotFound) {
 		return nil, s.explainBin(ctx, id, "restore", false)
 	}

@@ -196,39 +196,11 @@ func (c *stepCommitter) run(ctx context.Context) {
 		case r := <-c.in:
 			batch = append(batch, r)
 		}
-		if c.writing.Load() > 0 {
-			timer := time.NewTimer(StepWindow)
-		gather:
-			for len(batch) < stepBatchMax {
-				select {
-				case r := <-c.in:
-					batch = append(batch, r)
-				case <-timer.C:
-					break gather
-				case <-ctx.Done():
-					break gather
-				}
-			}
-			timer.Stop()
-		}
-		batch = c.gatherWaiting(batch)
+		batch = gatherBatch(ctx, c.in, batch, stepBatchMax, StepWindow, c.writing.Load() > 0)
 		c.writing.Add(1)
 		c.flush(ctx, batch)
 		c.writing.Add(-1)
 	}
-}
-
-// gatherWaiting adds to batch the requests already waiting, up to the cap.
-func (c *stepCommitter) gatherWaiting(batch []*stepRequest) []*stepRequest {
-	for len(batch) < stepBatchMax {
-		select {
-		case r := <-c.in:
-			batch = append(batch, r)
-		default:
-			return batch
-		}
-	}
-	return batch
 }
 
 // flush writes the steps of gathered whose callers still wait, in one

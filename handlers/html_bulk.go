@@ -178,14 +178,7 @@ func filterDetails(kind string, f views.JobsFilter) map[string]string {
 func (s *server) matching(c *fiber.Ctx, kind string) (ids []uuid.UUID, more bool, f views.JobsFilter, err error) {
 	l := views.JobsList{Kind: kind, Filter: listFilter(c)}
 	p, ok := listFilterParams(&l)
-	switch kind {
-	case "dlq":
-		p.Statuses = []jobs.State{jobs.StateDeadLetter}
-		l.Filter.Status = ""
-	case "bin":
-		p.InBin = true
-	}
-	listStatusParams(&l, &p)
+	listKindParams(&l, &p)
 	if !ok || l.Error != "" {
 		return nil, false, l.Filter, &apiError{Status: http.StatusUnprocessableEntity, Code: "invalid", Message: l.Error}
 	}

@@ -26,14 +26,7 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 	if !ok {
 		return l, nil
 	}
-	switch kind {
-	case "dlq":
-		p.Statuses = []jobs.State{jobs.StateDeadLetter}
-		l.Filter.Status = ""
-	case "bin":
-		p.InBin = true
-	}
-	listStatusParams(&l, &p)
+	listKindParams(&l, &p)
 	if kind == "jobs" {
 		if err := s.statusCounts(c, &l); err != nil {
 			return l, err
@@ -274,6 +267,20 @@ func (s *server) statusCounts(c *fiber.Ctx, l *views.JobsList) error {
 		l.Counts = append(l.Counts, views.StatusCount{Status: string(state), N: n})
 	}
 	return nil
+}
+
+// listKindParams applies what l's kind implies to p (the dead-letter
+// queue's one state, the bin), then its status filter (listStatusParams).
+// A page and a bulk action on it select alike through it.
+func listKindParams(l *views.JobsList, p *jobs.ListParams) {
+	switch l.Kind {
+	case "dlq":
+		p.Statuses = []jobs.State{jobs.StateDeadLetter}
+		l.Filter.Status = ""
+	case "bin":
+		p.InBin = true
+	}
+	listStatusParams(l, p)
 }
 
 // listStatusParams applies l's status filter to p: a job state,

@@ -76,29 +76,9 @@ func (r *AlertRule) Evaluate(f *AlertFacts) []AlertFinding {
 			}
 		}
 	case AlertQueueLatency:
-		for _, q := range f.Waiting {
-			if r.Queue != "" && q.Queue != r.Queue {
-				continue
-			}
-			age := f.Now.Sub(q.Oldest).Seconds()
-			if age > r.Threshold {
-				out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
-					"queue %s: the oldest of %s has waited %s; the threshold is %s",
-					q.Queue, unitCount(int(q.Count), "waiting job"), Seconds(int(age)), Seconds(int(r.Threshold)))})
-			}
-		}
+		out = append(out, r.oldestOver(f.Waiting, f.Now, "the oldest of %s has waited %s")...)
 	case AlertJobWaiting:
-		for _, q := range f.Suspended {
-			if r.Queue != "" && q.Queue != r.Queue {
-				continue
-			}
-			age := f.Now.Sub(q.Oldest).Seconds()
-			if age > r.Threshold {
-				out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
-					"queue %s: the longest of %s has slept or waited for a signal or event for %s; the threshold is %s",
-					q.Queue, unitCount(int(q.Count), "waiting job"), Seconds(int(age)), Seconds(int(r.Threshold)))})
-			}
-		}
+		out = append(out, r.oldestOver(f.Suspended, f.Now, "the longest of %s has slept or waited for a signal or event for %s")...)
 	case AlertCronOverdue:
 		for _, s := range f.Overdue {
 			if r.Series != nil && s.ID != *r.Series {
@@ -125,6 +105,25 @@ func (r *AlertRule) Evaluate(f *AlertFacts) []AlertFinding {
 					"queue %s: %s waiting (the oldest for %s) and no live worker serves this queue",
 					q.Queue, plural(int(q.Count), "1 job is", fmt.Sprintf("%d jobs are", q.Count)), Seconds(int(age)))})
 			}
+		}
+	}
+	return out
+}
+
+// oldestOver finds the queues (of r's, or all) whose oldest job in qs has
+// been there longer than r's threshold in seconds; what says it, with the
+// count and the age.
+func (r AlertRule) oldestOver(qs []QueueWaiting, now time.Time, what string) []AlertFinding {
+	var out []AlertFinding
+	for _, q := range qs {
+		if r.Queue != "" && q.Queue != r.Queue {
+			continue
+		}
+		age := now.Sub(q.Oldest).Seconds()
+		if age > r.Threshold {
+			out = append(out, AlertFinding{Subject: q.Queue, Value: math.Floor(age), Message: fmt.Sprintf(
+				"queue %s: "+what+"; the threshold is %s",
+				q.Queue, unitCount(int(q.Count), "waiting job"), Seconds(int(age)), Seconds(int(r.Threshold)))})
 		}
 	}
 	return out

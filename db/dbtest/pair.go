@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -28,10 +27,8 @@ import (
 // servers run as the postgres user, since PostgreSQL refuses to run as
 // root.
 type Pair struct {
-	t     testing.TB
-	bin   string
-	base  string
-	owner *user.User // nil: the current user
+	scratch
+	bin string
 
 	mu      sync.Mutex
 	nodes   [2]*Node
@@ -62,24 +59,9 @@ func NewPair(t testing.TB) *Pair {
 		t.Skip("PostgreSQL server binaries (initdb, pg_ctl, pg_basebackup) are not installed; " +
 			"scripts/services.sh ensure postgres installs them, or set PG_BINDIR")
 	}
-	p := &Pair{t: t, bin: bin}
-	if os.Getuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root, the servers need the postgres user to run as: %v", err)
-		}
-		p.owner = u
-	}
-	base, err := os.MkdirTemp("", "flint-pair-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.base = base
-	t.Cleanup(p.destroy)
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p.chown(base)
+	p := &Pair{bin: bin}
+	p.scratch = newScratch(t, "flint-pair-", "the servers", func() { p.destroy() })
+	base := p.base
 	for i := range p.nodes {
 		p.nodes[i] = &Node{Name: fmt.Sprintf("node%d", i+1), Port: freePort(t), dir: filepath.Join(base, fmt.Sprintf("node%d", i+1))}
 	}

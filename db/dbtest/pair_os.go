@@ -77,25 +77,6 @@ func (p *Pair) appendConf(n *Node, text string) {
 	p.chown(filepath.Join(n.dir, "postgresql.auto.conf"))
 }
 
-func (p *Pair) writeFile(path, text string) {
-	p.t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		p.t.Fatal(err)
-	}
-	p.chown(path)
-}
-
-func (p *Pair) chown(path string) {
-	if p.owner == nil {
-		return
-	}
-	uid, _ := strconv.Atoi(p.owner.Uid)
-	gid, _ := strconv.Atoi(p.owner.Gid)
-	if err := os.Chown(path, uid, gid); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
 // destroy stops both servers and removes their files.
 func (p *Pair) destroy() {
 	for _, n := range p.nodes {

@@ -3,9 +3,7 @@ package dbtest
 import (
 	"fmt"
 	"net/http"
-	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -31,11 +29,9 @@ import (
 // binaries are missing (scripts/services.sh ensure patroni installs them).
 // As root, Patroni and its PostgreSQL run as the postgres user.
 type Patroni struct {
-	t     testing.TB
-	base  string
-	bin   string // PostgreSQL server binaries
-	owner *user.User
-	etcd  *daemon
+	scratch
+	bin  string // PostgreSQL server binaries
+	etcd *daemon
 
 	// EtcdAddr is the DCS's client address, host:port.
 	EtcdAddr string
@@ -88,24 +84,9 @@ func NewPatroni(t testing.TB) *Patroni {
 	if len(missing) > 0 {
 		t.Skipf("%s not installed; scripts/services.sh ensure patroni installs them", strings.Join(missing, ", "))
 	}
-	p := &Patroni{t: t, bin: bin}
-	if os.Getuid() == 0 {
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root, Patroni needs the postgres user to run as: %v", err)
-		}
-		p.owner = u
-	}
-	base, err := os.MkdirTemp("", "flint-patroni-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.base = base
-	t.Cleanup(p.destroy)
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p.chown(base)
+	p := &Patroni{bin: bin}
+	p.scratch = newScratch(t, "flint-patroni-", "Patroni and PostgreSQL", func() { p.destroy() })
+	base := p.base
 	p.startEtcd()
 	for i := range p.Members {
 		name := fmt.Sprintf("node%d", i+1)
@@ -209,13 +190,7 @@ func (p *Patroni) KillPostgres(m *Member) {
 // after Patroni's ttl.
 func (p *Patroni) KillNode(m *Member) {
 	p.t.Helper()
-	m.mu.Lock()
-	d := m.patroni
-	m.patroni = nil
-	m.mu.Unlock()
-	if d != nil {
-		d.kill()
-	}
+	p.KillPatroni(m)
 	if pid := postmasterPID(m.dir); pid != 0 {
 		killGroup(pid)
 	}

@@ -130,25 +130,6 @@ func (p *Patroni) logs() string {
 	return out.String()
 }
 
-func (p *Patroni) writeFile(path, text string) {
-	p.t.Helper()
-	if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
-		p.t.Fatal(err)
-	}
-	p.chown(path)
-}
-
-func (p *Patroni) chown(path string) {
-	if p.owner == nil {
-		return
-	}
-	uid, _ := strconv.Atoi(p.owner.Uid)
-	gid, _ := strconv.Atoi(p.owner.Gid)
-	if err := os.Chown(path, uid, gid); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
 // destroy kills both members (Patroni and PostgreSQL) and etcd, and
 // removes their files; FLINT_KEEP_PATRONI keeps them when the test failed.
 func (p *Patroni) destroy() {
