@@ -171,14 +171,14 @@ lint:
 REDOCLY_VERSION := 2.77.0
 lint-api:
 	npm install --prefix .flint/tools --no-audit --no-fund --loglevel=error @redocly/cli@$(REDOCLY_VERSION) >/dev/null
-	.flint/tools/node_modules/.bin/redocly lint handlers/openapi.json --format=summary
+	.flint/tools/node_modules/.bin/redocly lint internal/handlers/openapi.json --format=summary
 
 # The committed templ output must be what the committed templates generate.
 templ-check:
 	@tmp="$$(mktemp -d)"; trap 'rm -rf "$$tmp"' EXIT; \
-	templ="$$($(GO) tool -n templ)"; mkdir "$$tmp/views"; cp views/*.templ "$$tmp/views/"; cp go.mod "$$tmp/"; \
+	templ="$$($(GO) tool -n templ)"; mkdir -p "$$tmp/internal/views"; cp internal/views/*.templ "$$tmp/internal/views/"; cp go.mod "$$tmp/"; \
 	(cd "$$tmp" && "$$templ" generate >/dev/null 2>&1 </dev/null); \
-	stale=; for f in views/*.templ; do \
+	stale=; for f in internal/views/*.templ; do \
 		g="$${f%.templ}_templ.go"; \
 		cmp -s "$$g" "$$tmp/$$g" || stale="$$stale $$g"; \
 	done; \

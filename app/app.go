@@ -13,9 +13,9 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/logs"
 )
 
 // DefaultVersion is the version an App reports when none is set.

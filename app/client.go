@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/jobs"
 )
 

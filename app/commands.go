@@ -15,9 +15,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/scheduler"
 )
 
 // healthcheck probes the flint on this machine: exit 0 when /healthz

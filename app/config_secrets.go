@@ -8,7 +8,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/jobs"
 )
 

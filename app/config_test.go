@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/internal/auth"
 )
 
 // TestConfigErrorsNameEverySetting: one error lists every bad setting, and

@@ -4,7 +4,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/jobs"
 )
 

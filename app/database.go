@@ -6,7 +6,7 @@ import (
 	"os"
 	"strings"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 )
 
 // Flint makes three kinds of connection to PostgreSQL: the store's pool

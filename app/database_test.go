@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 )
 
 // TestDatabaseBehindPgBouncer: behind PgBouncer the store switches off

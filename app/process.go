@@ -7,13 +7,13 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/handlers"
+	"github.com/flinthq/flint/internal/logs"
+	"github.com/flinthq/flint/internal/metrics"
+	"github.com/flinthq/flint/internal/scheduler"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/logs"
-	"github.com/flinthq/flint/metrics"
-	"github.com/flinthq/flint/scheduler"
-	"github.com/flinthq/flint/workers"
 )
 
 // roles says which parts of Flint a command runs in this process.

@@ -4,10 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/handlers"
+	"github.com/flinthq/flint/internal/metrics"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/metrics"
 )
 
 // startEvents runs the event bus: every process publishes its committed

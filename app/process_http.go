@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
 

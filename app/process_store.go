@@ -5,11 +5,11 @@ import (
 	"os"
 	"time"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/logs"
+	"github.com/flinthq/flint/internal/scheduler"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/logs"
-	"github.com/flinthq/flint/scheduler"
-	"github.com/flinthq/flint/workers"
 )
 
 // open connects to PostgreSQL (and Redis), registers the job types and

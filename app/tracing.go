@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/flinthq/flint/tracing"
+	"github.com/flinthq/flint/internal/tracing"
 )
 
 // startTracing sets up OpenTelemetry tracing from the standard OTEL_*

@@ -18,8 +18,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/flinthq/flint/auth"
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/jobs"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/client"
-	"github.com/flinthq/flint/db/dbtest"
-	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -80,7 +80,7 @@ func TestClientIsGeneratedFromTheDocument(t *testing.T) {
 	cfg, err := os.ReadFile("oapi-codegen.yaml")
 	require.NoError(t, err)
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "oapi-codegen.yaml"), cfg, 0o644))
-	spec, err := filepath.Abs("../handlers/openapi.json")
+	spec, err := filepath.Abs("../internal/handlers/openapi.json")
 	require.NoError(t, err)
 	cmd := exec.Command(strings.TrimSpace(string(tool)), "-config", "oapi-codegen.yaml", spec)
 	cmd.Dir = dir

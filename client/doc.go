@@ -7,4 +7,4 @@
 // A test fails when the generated code and the document disagree.
 package client
 
-//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../handlers/openapi.json
+//go:generate go tool oapi-codegen -config oapi-codegen.yaml ../internal/handlers/openapi.json

@@ -19,7 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/jobs"
 )
 

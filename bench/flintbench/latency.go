@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/workers"
 )
 
 // modeLatency runs an in-process pool wired as `flint worker` wires it

@@ -14,17 +14,17 @@ import (
 // package, import paths (or prefixes ending in "/") its non-test code must
 // not use.
 var layerRules = map[string][]string{
-	"github.com/flinthq/flint/jobs":      {"github.com/flinthq/flint/", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "github.com/a-h/templ"},
-	"github.com/flinthq/flint/auth":      {"github.com/flinthq/flint/db", "github.com/flinthq/flint/handlers", "github.com/flinthq/flint/workers", "github.com/flinthq/flint/scheduler", "github.com/flinthq/flint/views", "github.com/flinthq/flint/metrics", "github.com/flinthq/flint/logs", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
-	"github.com/flinthq/flint/db":        {"github.com/flinthq/flint/handlers", "github.com/flinthq/flint/workers", "github.com/flinthq/flint/scheduler", "github.com/flinthq/flint/views", "github.com/flinthq/flint/metrics", "github.com/gofiber/"},
-	"github.com/flinthq/flint/workers":   {"github.com/flinthq/flint/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
-	"github.com/flinthq/flint/scheduler": {"github.com/flinthq/flint/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql", "net/http"},
-	"github.com/flinthq/flint/handlers":  {"github.com/flinthq/flint/db", "github.com/flinthq/flint/workers", "github.com/flinthq/flint/scheduler", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "database/sql"},
-	"github.com/flinthq/flint/views":     {"github.com/flinthq/flint/db", "github.com/flinthq/flint/handlers", "github.com/gofiber/", "github.com/jackc/", "database/sql", "net/http"},
-	"github.com/flinthq/flint/logs":      {"github.com/flinthq/flint/"},
-	"github.com/flinthq/flint/metrics":   {"github.com/flinthq/flint/db", "github.com/jackc/", "database/sql"},
-	"github.com/flinthq/flint/client":    {"github.com/flinthq/flint/"}, // generated; stands alone for callers
-	"github.com/flinthq/flint/tracing":   {"github.com/flinthq/flint/"},
+	"github.com/flinthq/flint/jobs":               {"github.com/flinthq/flint/", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "github.com/a-h/templ"},
+	"github.com/flinthq/flint/internal/auth":      {"github.com/flinthq/flint/internal/db", "github.com/flinthq/flint/internal/handlers", "github.com/flinthq/flint/internal/workers", "github.com/flinthq/flint/internal/scheduler", "github.com/flinthq/flint/internal/views", "github.com/flinthq/flint/internal/metrics", "github.com/flinthq/flint/internal/logs", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
+	"github.com/flinthq/flint/internal/db":        {"github.com/flinthq/flint/internal/handlers", "github.com/flinthq/flint/internal/workers", "github.com/flinthq/flint/internal/scheduler", "github.com/flinthq/flint/internal/views", "github.com/flinthq/flint/internal/metrics", "github.com/gofiber/"},
+	"github.com/flinthq/flint/internal/workers":   {"github.com/flinthq/flint/internal/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql"},
+	"github.com/flinthq/flint/internal/scheduler": {"github.com/flinthq/flint/internal/db", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "github.com/gofiber/", "database/sql", "net/http"},
+	"github.com/flinthq/flint/internal/handlers":  {"github.com/flinthq/flint/internal/db", "github.com/flinthq/flint/internal/workers", "github.com/flinthq/flint/internal/scheduler", "github.com/jackc/", "github.com/jmoiron/", "github.com/redis/", "database/sql"},
+	"github.com/flinthq/flint/internal/views":     {"github.com/flinthq/flint/internal/db", "github.com/flinthq/flint/internal/handlers", "github.com/gofiber/", "github.com/jackc/", "database/sql", "net/http"},
+	"github.com/flinthq/flint/internal/logs":      {"github.com/flinthq/flint/"},
+	"github.com/flinthq/flint/internal/metrics":   {"github.com/flinthq/flint/internal/db", "github.com/jackc/", "database/sql"},
+	"github.com/flinthq/flint/client":             {"github.com/flinthq/flint/"}, // generated; stands alone for callers
+	"github.com/flinthq/flint/internal/tracing":   {"github.com/flinthq/flint/"},
 
 	"github.com/flinthq/flint/internal/minheap": {"github.com/", "golang.org/"}, // the standard library only
 	"github.com/flinthq/flint/internal/bufpool": {"github.com/", "golang.org/"}, // the standard library only

@@ -21,7 +21,7 @@ import (
 func schedulerLoops(t *testing.T) (started, unstarted []string) {
 	t.Helper()
 	var runners []string
-	for _, f := range parseDir(t, filepath.Join(moduleRoot, "scheduler")) {
+	for _, f := range parseDir(t, filepath.Join(moduleRoot, "internal", "scheduler")) {
 		for _, d := range f.Decls {
 			fn, ok := d.(*ast.FuncDecl)
 			if !ok || fn.Recv == nil || fn.Name.Name != "Run" || !isRunSignature(fn.Type) {
@@ -127,14 +127,14 @@ func TestSchedulerLoopTable(t *testing.T) {
 
 	// The package doc lists the loops as an indented block, a loop's name
 	// first on its line ("//\tPromoter   scheduled → queued ...").
-	doc, err := os.ReadFile(filepath.Join(moduleRoot, "scheduler", "doc.go"))
+	doc, err := os.ReadFile(filepath.Join(moduleRoot, "internal", "scheduler", "doc.go"))
 	require.NoError(t, err)
 	listed := regexp.MustCompile(`(?m)^//\t([A-Z]\w*)(\s{2,}|$)`).FindAllStringSubmatch(string(doc), -1)
 	var inDoc []string
 	for _, m := range listed {
 		inDoc = append(inDoc, m[1])
 		if !slices.Contains(started, m[1]) {
-			t.Errorf("scheduler/doc.go lists the loop %q, which app does not start: remove it or fix its name", m[1])
+			t.Errorf("internal/scheduler/doc.go lists the loop %q, which app does not start: remove it or fix its name", m[1])
 		}
 	}
 	for _, l := range started {

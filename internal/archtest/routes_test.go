@@ -92,7 +92,7 @@ func handlerRoutes(t *testing.T) map[string]bool {
 	t.Helper()
 	routes := map[string]bool{}
 	tables := 0
-	for _, f := range parseDir(t, filepath.Join(moduleRoot, "handlers")) {
+	for _, f := range parseDir(t, filepath.Join(moduleRoot, "internal", "handlers")) {
 		for _, d := range f.Decls {
 			gd, ok := d.(*ast.GenDecl)
 			if !ok || gd.Tok != token.VAR {

@@ -15,11 +15,11 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/scheduler"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/scheduler"
-	"github.com/flinthq/flint/workers"
 )
 
 // hookReceiver is a real HTTP endpoint standing in for Slack: it answers

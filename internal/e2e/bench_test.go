@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/workers"
 	"github.com/stretchr/testify/require"
 )
 

@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/auth"
+	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/jobs"
 )
 

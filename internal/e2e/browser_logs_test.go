@@ -9,7 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/logs"
+	"github.com/flinthq/flint/internal/logs"
 )
 
 // shipLogs returns a logger of process p that stores its entries in the

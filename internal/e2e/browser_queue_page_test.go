@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/jobs"
 )
 

@@ -18,12 +18,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/auth"
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
-	"github.com/flinthq/flint/handlers"
+	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/handlers"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/workers"
 )
 
 // Tests need not spend a tenth of a second per password hash.

@@ -13,7 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
 // TestRemoteWorkAndPushInABrowser drives a real `flint serve` with a

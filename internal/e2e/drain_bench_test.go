@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
 	"github.com/stretchr/testify/require"
 )
 

@@ -16,11 +16,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/scheduler"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/scheduler"
-	"github.com/flinthq/flint/workers"
 )
 
 // The durable-execution benchmarks, each the Flint side of a mode of the

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
 // These tests run Flint on a PostgreSQL cluster managed by Patroni

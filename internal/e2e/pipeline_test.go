@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
 // The example program under examples/pipeline passes data along

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
 	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )

@@ -12,8 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
 // pythonJobs are the handlers the tests run. Handlers that must be held

@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
 // TestEveryProcessInTheRegistry: API, scheduler and worker processes each

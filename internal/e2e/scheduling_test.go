@@ -13,10 +13,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/scheduler"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/scheduler"
-	"github.com/flinthq/flint/workers"
 )
 
 // TestRecurringWithRacingSchedulers runs three scheduler processes against

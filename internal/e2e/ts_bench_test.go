@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db/dbtest"
 	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/flinthq/flint/db"
+	"github.com/flinthq/flint/internal/db"
 	"github.com/stretchr/testify/require"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/db"
-	"github.com/flinthq/flint/db/dbtest"
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
-	"github.com/flinthq/flint/workers"
 )
 
 // BenchmarkWorkflowData measures what carrying data along workflows costs,

@@ -1,0 +1,278 @@
+package db
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/flinthq/flint/internal/logs"
+	"github.com/flinthq/flint/jobs"
+)
+
+// claimUpdate leases the rows chosen by the "next" CTE. Each claim charges
+// an attempt, counts an execution and mints a fresh lease token that fences
+// every later write for this attempt.
+const claimUpdate = claimLease + `
+FROM next
+WHERE j.id = next.next_id
+RETURNING ` + claimedColumns
+
+// claimUpdateByArray is claimUpdate reaching the rows through the primary
+// key whatever a plan estimates of how many there are: a join with next,
+// planned without knowing its size, may read the whole table.
+const claimUpdateByArray = claimLease + `
+WHERE j.id = ANY (ARRAY(SELECT next_id FROM next))
+RETURNING ` + claimedColumns
+
+const claimLease = `
+UPDATE jobs j SET
+	status = 'running',
+	attempt = j.attempt + 1,
+	executions = j.executions + 1,
+	lease_token = gen_random_uuid(),
+	lease_expires_at = now() + $3 * interval '1 millisecond',
+	worker_id = $1,
+	started_at = now(),
+	updated_at = now(),
+	progress = NULL,
+	progress_message = NULL`
+
+// claimStarts is how claimLease sets started_at for a claim whose jobs
+// start at once; claimWaits is what a buffered claim sets instead (see
+// claimStatement).
+const (
+	claimStarts = "\tstarted_at = now(),\n"
+	claimWaits  = "\tstarted_at = NULL,\n"
+)
+
+// bufferedClaims caches each claim statement's buffered variant.
+var bufferedClaims sync.Map // string → string
+
+// claimStatement is the claim statement sql as a claim of p runs it. A
+// buffered claim (jobs.ClaimParams.Buffered) leaves started_at NULL: its
+// jobs are claimed, not running, until the pool reports that their
+// handlers started (StartJobs, or with their outcomes). The claim's time
+// is the updated_at it returns, which the pool counts the start from.
+func claimStatement(sql string, p jobs.ClaimParams) string {
+	if !p.Buffered {
+		return sql
+	}
+	if v, ok := bufferedClaims.Load(sql); ok {
+		return v.(string)
+	}
+	out := strings.Replace(sql, claimStarts, claimWaits, 1)
+	bufferedClaims.Store(sql, out)
+	return out
+}
+
+// claimSQL takes the next due jobs in claim order and leases them in one
+// statement. SKIP LOCKED lets concurrent claimers pass over each other's rows
+// instead of waiting, and the MATERIALIZED CTE makes PostgreSQL lock exactly
+// the rows it selected.
+//
+// It serves only when no queue is paused or limited ($4 is the version of
+// the queue settings that said so: see versionGuard).
+const claimSQL = `
+WITH next AS MATERIALIZED (
+	SELECT id AS next_id FROM jobs
+	WHERE status = 'queued' AND deleted_at IS NULL` + versionGuard + typeFilter5 + `
+	ORDER BY effective_priority, run_at, created_at, id
+	LIMIT $2
+	FOR UPDATE SKIP LOCKED
+)` + claimUpdate
+
+// typeFilter5 limits a claim to the job types its worker serves, the
+// fifth parameter (NULL: any type). A worker never takes a job it has no
+// handler for: a stock process beside a program with types of its own, or
+// a remote worker that serves a few types, leaves the others to whoever
+// serves them. The filter is checked on the rows the claim order reaches,
+// so jobs of types nobody here serves cost a look each while they wait
+// ahead of served ones (explain names them: no live worker serves the
+// type).
+const typeFilter5 = ` AND ($5::text[] IS NULL OR type = ANY($5::text[]))`
+
+// typeFilter6 and typeFilter7 are typeFilter5 for statements whose sixth
+// and seventh parameters are the types.
+const (
+	typeFilter6 = ` AND ($6::text[] IS NULL OR type = ANY($6::text[]))`
+	typeFilter7 = ` AND ($7::text[] IS NULL OR type = ANY($7::text[]))`
+)
+
+// claimQueuesSQL is claimSQL limited to some queues. Each queue's next jobs
+// come from its own ordered range of the per-queue index, and the merged
+// candidates are cut to the limit: with queue = ANY(...) the planner could
+// only walk the all-queues index and filter, which at a million rows costs
+// tens of milliseconds when the wanted queue is not at the front. Rows
+// locked but not kept are released when the statement's transaction ends.
+// It serves only queues that are neither paused nor limited.
+const claimQueuesSQL = `
+WITH next AS MATERIALIZED (
+	SELECT c.id AS next_id
+	FROM unnest($4::text[]) AS q(name)
+	CROSS JOIN LATERAL (
+		SELECT id, effective_priority, run_at, created_at FROM jobs
+		WHERE status = 'queued' AND deleted_at IS NULL AND queue = q.name` + versionGuard5 + typeFilter6 + `
+		ORDER BY effective_priority, run_at, created_at, id
+		LIMIT $2
+		FOR UPDATE SKIP LOCKED
+	) c
+	ORDER BY c.effective_priority, c.run_at, c.created_at, c.id
+	LIMIT $2
+)` + claimUpdate
+
+// ClaimJobs leases up to p.Limit queued jobs for p.WorkerID and returns them
+// in claim order (effective_priority, run_at, created_at, id).
+//
+// When none of the queues it serves is paused or limited (the queue
+// settings this process loaded say so), the claim is the plain statement.
+// Otherwise it goes through claimFlow, which enforces the limits in the
+// database (see claimFlowSQL) and returns its jobs with the flow-controlled
+// ones in rotation order.
+func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+	if p.Held != nil {
+		*p.Held = jobs.FlowHold{}
+	}
+	if p.Limit <= 0 {
+		return nil, nil
+	}
+	ttl := float64(p.LeaseTTL) / float64(time.Millisecond)
+	st, err := s.flowFor(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	var claimed []*jobs.Job
+	if p.Push && len(p.Queues) == 0 {
+		return nil, nil // the pusher names the queues it pushes
+	}
+	switch constrained := st.constrainedFor(p.Queues, p.Push); {
+	case len(constrained) > 0:
+		claimed, err = s.claimFlow(ctx, p, st, constrained, ttl)
+	case len(p.Queues) == 0:
+		claimed, err = collectClaimed(s.pool.Query(ctx, claimStatement(claimSQL, p), p.WorkerID, p.Limit, ttl, st.version, p.Types))
+	default:
+		claimed, err = collectClaimed(s.pool.Query(ctx, claimStatement(claimQueuesSQL, p), p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim jobs: %w", err)
+	}
+	s.emitJobs(claimed...)
+	sortClaimed(claimed)
+	return claimed, nil
+}
+
+// sortClaimed puts claimed jobs in claim order (RETURNING has none).
+func sortClaimed(claimed []*jobs.Job) {
+	slices.SortFunc(claimed, func(a, b *jobs.Job) int {
+		return cmp.Or(
+			cmp.Compare(a.EffectivePriority, b.EffectivePriority),
+			a.RunAt.Compare(b.RunAt),
+			a.CreatedAt.Compare(b.CreatedAt),
+			slices.Compare(a.ID[:], b.ID[:]),
+		)
+	})
+}
+
+// extendLeasesSQL extends the leases a worker still holds. A lease whose
+// token no longer matches (reaped, re-claimed, finished) is not extended
+// and not returned, which tells the worker to stop that job. Only a
+// running job holds a token, so the token match is the running guard; see
+// finishSQL for why nothing else may be.
+//
+// Progress reported since the last heartbeat rides along (has_progress
+// says which rows carry it), so it costs no statement of its own.
+const extendLeasesSQL = `
+UPDATE jobs j SET
+	lease_expires_at = now() + $3 * interval '1 millisecond',
+	progress = CASE WHEN l.has_progress THEN l.progress ELSE j.progress END,
+	progress_message = CASE WHEN l.has_progress THEN nullif(l.message, '') ELSE j.progress_message END
+FROM unnest($1::uuid[], $2::uuid[], $4::boolean[], $5::smallint[], $6::text[]) AS l(id, token, has_progress, progress, message)
+WHERE j.id = l.id AND j.lease_token = l.token
+  AND ($7::float8 IS NULL OR j.timeout_seconds IS NULL
+       OR coalesce(j.started_at, now()) + (j.timeout_seconds * 1000 + $7) * interval '1 millisecond' > now())
+  AND ($8::text IS NULL OR j.worker_id = $8)
+RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, j.progress, j.progress_message`
+
+// ExtendLeases extends the lease of every heartbeat in beats by ttl from
+// now on the database clock, and stores the progress they carry. Leases
+// missing from the result were lost: the worker must stop the job. Progress
+// written is announced as an event, so the job page and the jobs list show
+// it live.
+func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+	return s.extendLeases(ctx, beats, ttl, nil, nil)
+}
+
+// extendLeases extends leases; with grace set, not those of jobs that ran
+// past their timeout by more than grace; with holder set, only those that
+// worker holds.
+func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
+	var out []jobs.LeaseStatus
+	err := retryDeadlocks(func() (err error) {
+		out, err = s.extendLeasesOnce(ctx, beats, ttl, grace, holder)
+		return err
+	})
+	return out, err
+}
+
+// extendLeasesOnce is one attempt of extendLeases.
+func (s *Store) extendLeasesOnce(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
+	if len(beats) == 0 {
+		return nil, nil
+	}
+	beats = inLockOrder(beats, func(b jobs.Heartbeat) uuid.UUID { return b.JobID })
+	n := len(beats)
+	ids, tokens := make([]uuid.UUID, n), make([]uuid.UUID, n)
+	has, pcts, msgs := make([]bool, n), make([]int16, n), make([]string, n)
+	for i, b := range beats {
+		ids[i], tokens[i] = b.JobID, b.Token
+		if b.Progress != nil {
+			// Scrubbed as errors are (whoever reported it: a handler, a
+			// remote worker, a push endpoint), then cut.
+			has[i], pcts[i], msgs[i] = true, int16(b.Progress.Percent), truncate(logs.Scrub(b.Progress.Message), jobs.MaxProgressMessage)
+		}
+	}
+	var graceMS *float64
+	if grace != nil {
+		g := float64(*grace) / float64(time.Millisecond)
+		graceMS = &g
+	}
+	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond),
+		has, pcts, msgs, graceMS, holder)
+	if err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	defer rows.Close()
+	out := make([]jobs.LeaseStatus, 0, n)
+	var progressed []jobs.Event
+	now := time.Now()
+	for rows.Next() {
+		var st jobs.LeaseStatus
+		var wrote bool
+		var ev jobs.Event
+		var pct *int16
+		if err := rows.Scan(&st.JobID, &st.CancelRequested, &wrote, &ev.Type, &ev.Queue, &ev.Attempt, &pct, &ev.ProgressMessage); err != nil {
+			return nil, fmt.Errorf("extend leases: %w", err)
+		}
+		out = append(out, st)
+		if wrote {
+			ev.JobID, ev.Status, ev.At = st.JobID, jobs.StateRunning, now
+			if pct != nil {
+				p := int(*pct)
+				ev.Progress = &p
+			}
+			progressed = append(progressed, ev)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("extend leases: %w", err)
+	}
+	if len(progressed) > 0 && s.events != nil {
+		s.events.Publish(progressed)
+	}
+	return out, nil
+}

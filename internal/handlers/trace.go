@@ -1,0 +1,83 @@
+package handlers
+
+import (
+	"context"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/flinthq/flint/internal/tracing"
+	"github.com/flinthq/flint/jobs"
+)
+
+// traceContext continues the caller's trace: with tracing on, a request's
+// W3C traceparent header becomes the remote parent of what the request
+// does (the enqueue span, and through it every attempt of the jobs it
+// enqueues). A malformed traceparent is ignored, never refused: tracing
+// must not fail a request. With tracing off it does nothing.
+func traceContext(c *fiber.Ctx) error {
+	if !tracing.Enabled() {
+		return c.Next()
+	}
+	if tp := c.Get("traceparent"); tp != "" {
+		c.SetUserContext(tracing.WithRemote(c.UserContext(), tp))
+	}
+	return c.Next()
+}
+
+// traceFinished records the span of each attempt a pull worker finished
+// (with tracing on): under the job's enqueue span, with the id the
+// worker ran it as (the claim's traceparent, reported back with the
+// outcome), from when its run started to now. An attempt whose lease was
+// lost is left out: it was not this worker's to report.
+func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, batch []jobs.Finish,
+	finished []jobs.Moved, claimed map[uuid.UUID]jobs.Claimed, now time.Time) {
+	if !tracing.Enabled() {
+		return
+	}
+	for i := range batch {
+		if i >= len(finished) || finished[i].LeaseLost() {
+			continue
+		}
+		cl, ok := claimed[batch[i].JobID]
+		if !ok {
+			continue
+		}
+		f := &batch[i]
+		start := now
+		if cl.StartedAt != nil && cl.StartedAt.Before(now) {
+			start = *cl.StartedAt
+		}
+		a := tracing.Attempt{Name: tracing.RunSpanName(cl.Type), Parent: cl.Traceparent, Reported: reqs[i].Traceparent,
+			Start: start, End: now, OK: f.Outcome == jobs.OutcomeSucceeded,
+			Attributes: []attribute.KeyValue{
+				attribute.String("messaging.system", "flint"),
+				attribute.String("flint.job.id", f.JobID.String()),
+				attribute.String("flint.job.type", cl.Type),
+				attribute.String("flint.job.queue", cl.Queue),
+				attribute.Int("flint.job.attempt", cl.Attempt),
+				attribute.String("flint.job.outcome", string(f.Outcome)),
+				attribute.String("flint.worker.id", workerID),
+				attribute.Bool("flint.worker.remote", true),
+			}}
+		if f.Outcome == jobs.OutcomeFailed {
+			a.Error = f.Error
+		}
+		tracing.RecordAttempt(ctx, a)
+	}
+}
+
+// traceSpawned puts the jobs a pull worker's outcome spawns under the
+// attempt's trace context (the outcome's traceparent), with tracing on,
+// so a workflow that grows as it runs stays one trace.
+func traceSpawned(spawned []jobs.Spawned, traceparent string) {
+	if !tracing.Enabled() || len(spawned) == 0 {
+		return
+	}
+	tp := tracing.Clean(traceparent)
+	for k := range spawned {
+		spawned[k].Params.Traceparent = tp
+	}
+}

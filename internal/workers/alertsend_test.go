@@ -1,0 +1,31 @@
+package workers_test
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/internal/workers"
+	"github.com/flinthq/flint/jobs"
+)
+
+// TestWebhookErrorsDoNotQuoteTheURL: a webhook's URL is often its
+// credential, and a failed delivery's error is stored and shown to every
+// reader of the Alerts page, so it says what went wrong without it.
+func TestWebhookErrorsDoNotQuoteTheURL(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close()) // nothing listens there now
+	sender, err := workers.NewAlertSender(nil, []string{"127.0.0.1"}, 2*time.Second)
+	require.NoError(t, err)
+	const secret = "services/T0SECRET/B0SECRET/XXsecretXX"
+	err = sender.Send(context.Background(), jobs.Notification{Channel: jobs.ChannelWebhook, WebhookURL: "http://" + addr + "/" + secret})
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "SECRET")
+	require.Contains(t, err.Error(), "webhook: post: dial tcp")
+}
