@@ -16,7 +16,7 @@ var docPath = regexp.MustCompile("`((?:[a-z0-9_.-]+/)+[A-Za-z0-9_.-]+\\.(?:go|te
 // its path exists, so that a file split or renamed takes its mentions
 // with it.
 func TestDocumentedPathsExist(t *testing.T) {
-	for _, doc := range []string{"README.md", "ARCHITECTURE.md"} {
+	for _, doc := range docPages(t) {
 		for _, l := range readDoc(t, doc) {
 			for _, m := range docPath.FindAllStringSubmatch(l.text, -1) {
 				if strings.Contains(m[1], "YYYY") {

@@ -160,8 +160,8 @@ func servedRoute(routes map[string]bool, method, path string) bool {
 	return false
 }
 
-// TestDocumentedRoutesExist checks every route README.md and
-// ARCHITECTURE.md name ("`POST /api/v1/jobs`", or "`POST /jobs`" in the
+// TestDocumentedRoutesExist checks every route README.md, ARCHITECTURE.md,
+// CHANGELOG.md and the pages under docs/ name ("`POST /api/v1/jobs`", or "`POST /jobs`" in the
 // API's tables, whose paths are under /api/v1) against the routes the
 // handlers serve: accessTable, which every guarded route must be in, and
 // publicRoutes.
@@ -169,7 +169,7 @@ func TestDocumentedRoutesExist(t *testing.T) {
 	t.Parallel()
 	routes := handlerRoutes(t)
 	var checked int
-	for _, doc := range []string{"README.md", "ARCHITECTURE.md"} {
+	for _, doc := range docPages(t) {
 		for _, r := range documentedRoutes(t, doc) {
 			checked++
 			if servedRoute(routes, r.method, r.path) || servedRoute(routes, r.method, "/api/v1"+r.path) {

@@ -123,6 +123,6 @@ func TestPatroniFailover(t *testing.T) {
 // High availability section shows to the one the tests run.
 func TestReadmePatroniConfig(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, dbtest.PatroniDCS, readmeBlock(t, "patroni-dcs.yml"),
+	require.Equal(t, dbtest.PatroniDCS, guideBlock(t, "patroni-dcs.yml"),
 		"the README's Patroni configuration and dbtest.PatroniDCS have drifted apart")
 }

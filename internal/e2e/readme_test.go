@@ -19,23 +19,26 @@ import (
 	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
-// The README's "Your own code" examples must work as written. A code block
-// the tests run is marked by a "<!-- readme-test: NAME -->" line just
-// before its fence.
+// The guides' examples must work as written. A code block the tests run
+// is marked by a "<!-- doc-test: NAME -->" line just before its fence
+// (docBlock reads one page's; guideBlock finds it in any page).
 
-// readmeBlock returns the code block of the README marked with name.
-func readmeBlock(t *testing.T, name string) string {
+// guideBlock returns the code block marked with name in README.md or any
+// page under docs/; the name must mark one block only.
+func guideBlock(t *testing.T, name string) string {
 	t.Helper()
-	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	pages, err := filepath.Glob(filepath.Join("..", "..", "docs", "*.md"))
 	require.NoError(t, err)
-	marker := "<!-- readme-test: " + name + " -->\n"
-	_, rest, ok := strings.Cut(string(readme), marker)
-	require.True(t, ok, "README has no block marked %q", name)
-	_, rest, ok = strings.Cut(rest, "\n") // the opening fence
-	require.True(t, ok)
-	body, _, ok := strings.Cut(rest, "```\n")
-	require.True(t, ok, "README block %q is not closed", name)
-	return body
+	var found []string
+	for _, p := range append([]string{filepath.Join("..", "..", "README.md")}, pages...) {
+		text, err := os.ReadFile(p)
+		require.NoError(t, err)
+		if strings.Contains(string(text), "<!-- doc-test: "+name+" -->\n") {
+			found = append(found, strings.TrimPrefix(p, filepath.Join("..", "..")+string(filepath.Separator)))
+		}
+	}
+	require.Len(t, found, 1, "exactly one page marks a block %q", name)
+	return docBlock(t, found[0], name)
 }
 
 // TestReadmeGoProgramIsTheExample: the Go program the README shows is the
@@ -44,7 +47,7 @@ func TestReadmeGoProgramIsTheExample(t *testing.T) {
 	t.Parallel()
 	want, err := os.ReadFile(filepath.Join("..", "..", "examples", "invoices", "main.go"))
 	require.NoError(t, err)
-	require.Equal(t, string(want), readmeBlock(t, "examples/invoices/main.go"),
+	require.Equal(t, string(want), guideBlock(t, "examples/invoices/main.go"),
 		"the README's Go program and examples/invoices/main.go have drifted apart")
 }
 
@@ -116,9 +119,9 @@ func runReadmeScript(t *testing.T, base string, files map[string]string, script 
 	t.Helper()
 	dir := t.TempDir()
 	for block, name := range files {
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(readmeBlock(t, block)), 0o600))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(guideBlock(t, block)), 0o600))
 	}
-	text := repl.Replace(strings.ReplaceAll(readmeBlock(t, script), "http://localhost:8080", base))
+	text := repl.Replace(strings.ReplaceAll(guideBlock(t, script), "http://localhost:8080", base))
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-euo", "pipefail", "-c", text)
