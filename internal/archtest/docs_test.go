@@ -278,3 +278,65 @@ func TestAPIPageEndpoints(t *testing.T) {
 	}
 	t.Errorf("docs/api.md's endpoints differ from internal/handlers/openapi.json; run go test ./internal/archtest -run TestAPIPageEndpoints -update-docs")
 }
+
+// runnableFence matches the opening fence of a block in a language a
+// reader would run or compile.
+var runnableFence = regexp.MustCompile("^```(sh|bash|shell|console|go|python|py|js|javascript|ts|typescript)\\s*$")
+
+// blockMark matches the marks a runnable block carries on the line before
+// its fence: run by a named test, run by the guides' runner, or not run
+// with the reason.
+var blockMark = regexp.MustCompile(`^<!-- (doc-test: (\S+)|doc-run|not run: (\S.*\S)) -->$`)
+
+// TestDocBlocksRunOrSayWhyNot holds every shell, Go, Python and
+// JavaScript block of README.md and docs/*.md to one of three marks on the
+// line before its fence: <!-- doc-test: NAME --> (a test in internal/e2e
+// reads the block by that name), <!-- doc-run --> (TestGuidesRunAsWritten
+// runs the page's marked blocks in order against a real Flint), or
+// <!-- not run: REASON -->.
+func TestDocBlocksRunOrSayWhyNot(t *testing.T) {
+	t.Parallel()
+	tests := e2eSources(t)
+	for _, page := range docPages(t) {
+		if page == "ARCHITECTURE.md" || page == "CHANGELOG.md" {
+			continue
+		}
+		lines := readDoc(t, page)
+		fence := false
+		for i, l := range lines {
+			if !strings.HasPrefix(l.text, "```") {
+				continue
+			}
+			opening := !fence
+			fence = !fence
+			if !opening || !runnableFence.MatchString(l.text) {
+				continue
+			}
+			prev := ""
+			if i > 0 {
+				prev = strings.TrimSpace(lines[i-1].text)
+			}
+			m := blockMark.FindStringSubmatch(prev)
+			switch {
+			case m == nil:
+				t.Errorf("%s:%d: a %s block with no mark: put <!-- doc-run -->, <!-- doc-test: NAME --> or <!-- not run: REASON --> on the line before its fence", page, l.n, strings.TrimPrefix(l.text, "```"))
+			case m[2] != "" && !strings.Contains(tests, `"`+m[2]+`"`):
+				t.Errorf("%s:%d: the block is marked doc-test: %s, but no test in internal/e2e names it", page, l.n, m[2])
+			}
+		}
+	}
+}
+
+// e2eSources is the text of every test file of internal/e2e.
+func e2eSources(t *testing.T) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(moduleRoot, "internal", "e2e", "*_test.go"))
+	require.NoError(t, err)
+	var b strings.Builder
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		b.Write(raw)
+	}
+	return b.String()
+}
