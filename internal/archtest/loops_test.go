@@ -8,8 +8,10 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -140,6 +142,85 @@ func TestSchedulerLoopTable(t *testing.T) {
 	for _, l := range started {
 		if !slices.Contains(inDoc, l) {
 			t.Errorf("app starts scheduler.%s, which the loop list in scheduler/doc.go leaves out: add it", l)
+		}
+	}
+}
+
+// timeUnits are the time package's durations a default may be written in.
+var timeUnits = map[string]time.Duration{"Millisecond": time.Millisecond, "Second": time.Second, "Minute": time.Minute, "Hour": time.Hour}
+
+// durationOf evaluates a default written as time.Unit or N*time.Unit.
+func durationOf(e ast.Expr) (time.Duration, bool) {
+	switch x := e.(type) {
+	case *ast.SelectorExpr:
+		d, ok := timeUnits[x.Sel.Name]
+		return d, ok
+	case *ast.BinaryExpr:
+		lit, ok := x.X.(*ast.BasicLit)
+		if !ok || x.Op != token.MUL {
+			return 0, false
+		}
+		n, err := strconv.Atoi(strings.ReplaceAll(lit.Value, "_", ""))
+		d, ok := durationOf(x.Y)
+		return time.Duration(n) * d, ok && err == nil
+	}
+	return 0, false
+}
+
+// loopIntervals returns, for each scheduler loop, the default intervals its
+// constructor sets (cfg.XInterval = cmp.Or(cfg.XInterval, d)), in source
+// order.
+func loopIntervals(t *testing.T) map[string][]time.Duration {
+	t.Helper()
+	out := map[string][]time.Duration{}
+	for _, f := range parseDir(t, filepath.Join(moduleRoot, "internal", "scheduler")) {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv != nil || !strings.HasPrefix(fn.Name.Name, "New") || fn.Body == nil {
+				continue
+			}
+			loop := strings.TrimPrefix(fn.Name.Name, "New")
+			ast.Inspect(fn.Body, func(n ast.Node) bool {
+				as, ok := n.(*ast.AssignStmt)
+				if !ok || len(as.Lhs) != 1 || len(as.Rhs) != 1 {
+					return true
+				}
+				lhs, ok := as.Lhs[0].(*ast.SelectorExpr)
+				call, isCall := as.Rhs[0].(*ast.CallExpr)
+				if !ok || !isCall || !strings.HasSuffix(lhs.Sel.Name, "Interval") || len(call.Args) != 2 {
+					return true
+				}
+				if dur, ok := durationOf(call.Args[1]); ok {
+					out[loop] = append(out[loop], dur)
+				}
+				return true
+			})
+		}
+	}
+	return out
+}
+
+// tableDuration matches a duration as the loop table writes it: "5 s",
+// "1 min", "10 min", "500 ms", "1 h".
+var tableDuration = regexp.MustCompile(`(\d+)\s*(ms|s|min|h)\b`)
+
+// TestSchedulerLoopIntervals holds the default column of ARCHITECTURE.md's
+// loop table to the code: the durations a row names are, in order, the
+// default intervals its loop's constructor sets.
+func TestSchedulerLoopIntervals(t *testing.T) {
+	t.Parallel()
+	code := loopIntervals(t)
+	rows, at := firstTable(section(t, readDoc(t, "ARCHITECTURE.md"), "## Time-based work: the scheduler"))
+	units := map[string]time.Duration{"ms": time.Millisecond, "s": time.Second, "min": time.Minute, "h": time.Hour}
+	for i, r := range rows {
+		name := firstCodeSpan(r[0])
+		var doc []time.Duration
+		for _, m := range tableDuration.FindAllStringSubmatch(r[1], -1) {
+			n, _ := strconv.Atoi(m[1])
+			doc = append(doc, time.Duration(n)*units[m[2]])
+		}
+		if !slices.Equal(doc, code[name]) {
+			t.Errorf("ARCHITECTURE.md:%d: the loop table gives %s the intervals %v; its constructor's defaults are %v (cfg.…Interval = cmp.Or(…)): fix the row or the code", at[i], name, doc, code[name])
 		}
 	}
 }
