@@ -81,7 +81,6 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
 			return err
 		}
-		traceSpawned(f.Spawn, o.Traceparent)
 		if slices.Contains(ids[:i], f.JobID) {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
 		}
@@ -106,6 +105,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		if batch[i].Outcome == jobs.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
 			batch[i].RetryDelay = jobs.Backoff(cl.Attempt, nil)
 		}
+		traceSpawned(batch[i].Spawn, req.Outcomes[i].Traceparent, cl.Traceparent, batch[i].Lease)
 	}
 	finished, cascaded, err := wa.cfg.Store.FinishJobs(ctx, batch)
 	if err != nil {

@@ -63,12 +63,16 @@ func endLostSpan(span trace.Span) {
 }
 
 // tracedDeliver is deliver within the attempt's span, with tracing on:
-// the request carries the span's traceparent header. An endpoint that
+// the request carries the span's traceparent header, and the jobs the
+// answer spawns continue it. An endpoint that
 // answers 202 finishes the job later; its span ends with the request.
 func (p *Pusher) tracedDeliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
 	if !tracing.Enabled() {
 		return p.deliver(ctx, q, d)
 	}
+	// The span takes the ids an endpoint's steps, recorded through the
+	// API by any Flint process, are put under (tracing.AttemptSpan).
+	ctx = tracing.WithAttemptSpan(ctx, d.job.Traceparent, d.lease.Token)
 	ctx, span := startRunSpan(ctx, d.job, p.cfg.WorkerID,
 		trace.WithAttributes(attribute.String("flint.push.url", jobs.RedactURL(q.URL))))
 	out := p.deliver(ctx, q, d)
@@ -79,6 +83,11 @@ func (p *Pusher) tracedDeliver(ctx context.Context, q jobs.PushQueue, d *deliver
 		span.SetAttributes(attribute.String("flint.job.outcome", "accepted"))
 		span.End()
 		return out
+	}
+	if tp := tracing.Format(span.SpanContext()); tp != "" {
+		for k := range out.finish.Spawn { // spawned by the answer: under the attempt, as jobs.Spawn does
+			out.finish.Spawn[k].Params.Traceparent = tp
+		}
 	}
 	endRunSpan(span, out.finish)
 	return out
