@@ -30,6 +30,10 @@ type outcomeRequest struct {
 	// Traceparent is the trace context the attempt ran as (the claim's
 	// traceparent); malformed, it is ignored.
 	Traceparent string `json:"traceparent"`
+	// ReplayedSteps names the steps the run returned from the claim's
+	// steps without running them: events on the attempt's span. Like the
+	// traceparent, what is malformed in it is ignored.
+	ReplayedSteps []string `json:"replayed_steps"`
 	// wake_at, signal, event and timeout_seconds end the attempt
 	// sleeping or waiting (jobs.SuspendFields).
 	jobs.SuspendFields

@@ -65,8 +65,24 @@ func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, 
 		if f.Outcome == jobs.OutcomeFailed {
 			a.Error = f.Error
 		}
+		a.Replayed = replayedSteps(reqs[i].ReplayedSteps)
 		tracing.RecordAttempt(ctx, a)
 	}
+}
+
+// maxReplayedEvents bounds the replayed steps an attempt's span records.
+const maxReplayedEvents = 1000
+
+// replayedSteps is names without what is not a step's name, at most
+// maxReplayedEvents of them: trace data is never refused.
+func replayedSteps(names []string) []string {
+	out := make([]string, 0, min(len(names), maxReplayedEvents))
+	for _, n := range names {
+		if len(out) < maxReplayedEvents && jobs.CheckStepName("", n) == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // traceSpawned puts the jobs an attempt's outcome spawns (a pull
