@@ -87,47 +87,62 @@ func TestTracingLinksBatchesWorkflowsAndSteps(t *testing.T) {
 	t.Run("batch", func(t *testing.T) { traceBatch(t, r, query) })
 	t.Run("workflow", func(t *testing.T) { traceWorkflow(t, r, query) })
 	t.Run("push", func(t *testing.T) {
-		const trace, caller = "7bf92f3577b34da6a3ce929d0e0e4701", "30f067aa0ba902b1"
-		id := enqueueTraced(t, r, `{"type": "ok", "queue": "hooks"}`, "00-"+trace+"-"+caller+"-01")
-		r.waitStatus(t, id, "completed")
-		spans := waitSpans(t, query, trace, map[string]int{"flint run ok": 1, "flint step fetch": 1, "flint run noop": 1})
-		run := spanNamed(t, spans, "flint run ok")
-		mu.Lock()
-		require.Contains(t, pushed, "00-"+trace+"-"+run.SpanID+"-01", "the push carried the attempt's span")
-		mu.Unlock()
-		step := spanNamed(t, spans, "flint step fetch")
-		require.Equal(t, run.SpanID, step.parent(), "the step the endpoint recorded is a child of the push's attempt")
-		require.Equal(t, id, step.tag("flint.job.id"))
-		require.Equal(t, "true", step.tag("flint.step.recorded"))
-		require.Equal(t, "false", step.tag("flint.step.replayed"))
-		child := spanNamed(t, spans, "flint run noop")
-		require.Equal(t, run.SpanID, child.parent(), "the job the answer spawned continues the push's attempt")
+		tracePush(t, r, query, func(tp string) bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Contains(pushed, tp)
+		})
 	})
-	t.Run("pull-worker-steps", func(t *testing.T) {
-		const trace, caller = "7bf92f3577b34da6a3ce929d0e0e4702", "30f067aa0ba902b2"
-		id := enqueueTraced(t, r, `{"type": "py.durable"}`, "00-"+trace+"-"+caller+"-01")
-		job := r.waitStatus(t, id, "completed")
-		spans := waitSpans(t, query, trace, map[string]int{"flint run py.durable": 2, "flint step charge": 1, "flint step invoice": 1})
-		enq := spanNamed(t, spans, "flint enqueue")
-		runs := map[string]jaegerSpan{} // by attempt
-		for _, s := range spans {
-			if s.OperationName == "flint run py.durable" {
-				require.Equal(t, enq.SpanID, s.parent(), "every attempt, the retry too, is a child of the enqueue span")
-				runs[s.tag("flint.job.attempt")] = s
-			}
+	t.Run("pull-worker-steps", func(t *testing.T) { tracePullSteps(t, r, query) })
+}
+
+// tracePush enqueues a job for the push endpoint, which records a step
+// through the API and answers spawning a job: the step and the spawned
+// job's attempt are children of the push's attempt span (the one the
+// endpoint was handed, which pushed reports).
+func tracePush(t *testing.T, r *workRig, query string, pushed func(traceparent string) bool) {
+	const trace, caller = "7bf92f3577b34da6a3ce929d0e0e4701", "30f067aa0ba902b1"
+	id := enqueueTraced(t, r, `{"type": "ok", "queue": "hooks"}`, "00-"+trace+"-"+caller+"-01")
+	r.waitStatus(t, id, "completed")
+	spans := waitSpans(t, query, trace, map[string]int{"flint run ok": 1, "flint step fetch": 1, "flint run noop": 1})
+	run := spanNamed(t, spans, "flint run ok")
+	require.True(t, pushed("00-"+trace+"-"+run.SpanID+"-01"), "the push carried the attempt's span")
+	step := spanNamed(t, spans, "flint step fetch")
+	require.Equal(t, run.SpanID, step.parent(), "the step the endpoint recorded is a child of the push's attempt")
+	require.Equal(t, id, step.tag("flint.job.id"))
+	require.Equal(t, "true", step.tag("flint.step.recorded"))
+	require.Equal(t, "false", step.tag("flint.step.replayed"))
+	child := spanNamed(t, spans, "flint run noop")
+	require.Equal(t, run.SpanID, child.parent(), "the job the answer spawned continues the push's attempt")
+}
+
+// tracePullSteps enqueues py.durable: both attempts are children of the
+// enqueue span, the step each ran a child of its span, and the step the
+// retry replayed an event on the retry's span.
+func tracePullSteps(t *testing.T, r *workRig, query string) {
+	const trace, caller = "7bf92f3577b34da6a3ce929d0e0e4702", "30f067aa0ba902b2"
+	id := enqueueTraced(t, r, `{"type": "py.durable"}`, "00-"+trace+"-"+caller+"-01")
+	job := r.waitStatus(t, id, "completed")
+	spans := waitSpans(t, query, trace, map[string]int{"flint run py.durable": 2, "flint step charge": 1, "flint step invoice": 1})
+	enq := spanNamed(t, spans, "flint enqueue")
+	runs := map[string]jaegerSpan{} // by attempt
+	for _, s := range spans {
+		if s.OperationName == "flint run py.durable" {
+			require.Equal(t, enq.SpanID, s.parent(), "every attempt, the retry too, is a child of the enqueue span")
+			runs[s.tag("flint.job.attempt")] = s
 		}
-		require.Equal(t, "failed", runs["1"].tag("flint.job.outcome"))
-		require.Equal(t, "succeeded", runs["2"].tag("flint.job.outcome"))
-		require.Equal(t, "00-"+trace+"-"+runs["2"].SpanID+"-01", job["result"].(map[string]any)["traceparent"],
-			"the retry ran as its attempt's span")
-		charge, invoice := spanNamed(t, spans, "flint step charge"), spanNamed(t, spans, "flint step invoice")
-		require.Equal(t, runs["1"].SpanID, charge.parent(), "the first attempt ran charge")
-		require.Equal(t, runs["2"].SpanID, invoice.parent(), "the retry ran invoice")
-		require.Equal(t, "2", invoice.tag("flint.step.seq"))
-		require.Equal(t, "2", invoice.tag("flint.job.attempt"))
-		require.Equal(t, []string{"charge"}, runs["2"].events("flint.step.name")["flint step replayed"], "the retry replayed charge")
-		require.Empty(t, runs["1"].events("flint.step.name")["flint step replayed"])
-	})
+	}
+	require.Equal(t, "failed", runs["1"].tag("flint.job.outcome"))
+	require.Equal(t, "succeeded", runs["2"].tag("flint.job.outcome"))
+	require.Equal(t, "00-"+trace+"-"+runs["2"].SpanID+"-01", job["result"].(map[string]any)["traceparent"],
+		"the retry ran as its attempt's span")
+	charge, invoice := spanNamed(t, spans, "flint step charge"), spanNamed(t, spans, "flint step invoice")
+	require.Equal(t, runs["1"].SpanID, charge.parent(), "the first attempt ran charge")
+	require.Equal(t, runs["2"].SpanID, invoice.parent(), "the retry ran invoice")
+	require.Equal(t, "2", invoice.tag("flint.step.seq"))
+	require.Equal(t, "2", invoice.tag("flint.job.attempt"))
+	require.Equal(t, []string{"charge"}, runs["2"].events("flint.step.name")["flint step replayed"], "the retry replayed charge")
+	require.Empty(t, runs["1"].events("flint.step.name")["flint step replayed"])
 }
 
 // traceBatch creates a batch with an on_success callback under a trace of
