@@ -30,8 +30,10 @@ func traceContext(c *fiber.Ctx) error {
 // traceFinished records the span of each attempt a pull worker finished
 // (with tracing on): under the job's enqueue span, with the id the
 // worker ran it as (the claim's traceparent, reported back with the
-// outcome), from when its run started to now. An attempt whose lease was
-// lost is left out: it was not this worker's to report.
+// outcome, or derived again from the lease when it reports none), from
+// when its run started to now, with the steps it replayed as events. An
+// attempt whose lease was lost is left out: it was not this worker's to
+// report.
 func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, batch []jobs.Finish,
 	finished []jobs.Moved, claimed map[uuid.UUID]jobs.Claimed, now time.Time) {
 	if !tracing.Enabled() {
