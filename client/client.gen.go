@@ -2273,6 +2273,9 @@ type RecordStepJSONBody struct {
 
 	// Result the step's result, any JSON up to 1 MiB (absent: null)
 	Result interface{} `json:"result,omitempty"`
+
+	// StartedAt when the step's function started (the worker's clock; kept within the attempt's run): the step's start as the job's page shows it and, with tracing on, the start of the step's span (`flint step <name>`, a child of the attempt's span). Absent: when the request arrived.
+	StartedAt *time.Time `json:"started_at,omitempty"`
 }
 
 // CreateKeyJSONBody defines parameters for CreateKey.
@@ -2393,6 +2396,9 @@ type FinishWorkJSONBody struct {
 		JobId      openapi_types.UUID `json:"job_id"`
 		LeaseToken openapi_types.UUID `json:"lease_token"`
 
+		// ReplayedSteps The steps this run returned from the claim's steps without running them, in the order reached. With tracing on, each is a `flint step replayed` event on the attempt's span (steps that ran are spans of their own, from POST /api/v1/jobs/{id}/steps). Optional.
+		ReplayedSteps *[]string `json:"replayed_steps,omitempty"`
+
 		// Result completed only: the job's JSON result (up to 1 MiB, nested at most 64 levels; one PostgreSQL cannot store fails the job instead)
 		Result interface{} `json:"result,omitempty"`
 
@@ -2414,7 +2420,7 @@ type FinishWorkJSONBody struct {
 		// TimeoutSeconds waiting only: when the wait ends without its signal or event (0 or absent: 366 days); the job then runs with signals.<name> = {"timed_out": true}
 		TimeoutSeconds *int `json:"timeout_seconds,omitempty"`
 
-		// Traceparent The claim's traceparent for this job, returned as given: Flint records the attempt's span (type, queue, attempt, outcome; the error as its status) with that span id. Malformed, it is ignored.
+		// Traceparent The claim's traceparent for this job, returned as given: Flint records the attempt's span (type, queue, attempt, outcome; the error as its status) with that span id, which is also the one Flint gives it when the outcome carries none. Jobs the outcome spawns continue it. Malformed, it is ignored.
 		Traceparent *string `json:"traceparent,omitempty"`
 
 		// WakeAt sleeping only: when to run the job again (at most 366 days ahead; a time past runs it at once). Record the sleep as a step first, so that the run after it knows it slept.

@@ -175,6 +175,11 @@ type LeaseHolder struct {
 	WorkerID string
 	Attempt  int
 	Queue    string
+	// Traceparent is the trace context the job was enqueued under ("" for
+	// none) and StartedAt when the attempt's run started (nil if unknown):
+	// what the spans of the attempt's steps need.
+	Traceparent string
+	StartedAt   *time.Time
 }
 
 // pushWorkerSuffix ends the worker id of a process's pusher: the holder

@@ -24,6 +24,7 @@ func traceStep(ctx context.Context, j *Job, name string, seq int, replayed bool)
 	}
 	attrs := []attribute.KeyValue{attribute.String("flint.step.name", name), attribute.Int("flint.step.seq", seq),
 		attribute.String("flint.job.id", j.ID.String()), attribute.Int("flint.job.attempt", j.Attempt)}
+	attrs = append(attrs, attribute.Bool("flint.step.replayed", replayed))
 	if replayed {
 		run.AddEvent("flint step replayed", trace.WithAttributes(attrs...))
 		return ctx, nil

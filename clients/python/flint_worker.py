@@ -316,6 +316,7 @@ class Job:
         self.signals = data.get("signals") or {}
         self._recorded = list(self.steps)  # names in the order recorded
         self._reached = []                 # names this attempt reached
+        self._replayed = []                # steps it returned as recorded
         self._spawned = []          # jobs to add to the workflow with the completion
         self.started = time.monotonic()
         self._renewed = self.started  # when Flint last extended the lease
@@ -392,13 +393,15 @@ class Job:
         job for good otherwise); names are unique within the job."""
         recorded = self._reach(name)
         if recorded:
+            self._replayed.append(name)
             return self.steps[name]
+        started = _utcnow()
         result = fn()
         try:
             json.dumps(result)
         except (TypeError, ValueError) as e:
             raise Fail("step %r: its result is not JSON: %s" % (name, e))
-        return self._record(name, result)
+        return self._record(name, result, started)
 
     def sleep(self, name, seconds):
         """Sleeps durably: the first time the job reaches the sleep called
@@ -457,10 +460,12 @@ class Job:
             raise StepOrderChanged("step order changed: step %r (number %d) was recorded earlier as a later step" % (name, n))
         return False
 
-    def _record(self, name, result):
+    def _record(self, name, result, started=None):
+        body = {"lease_token": self.lease_token, "name": name, "result": result}
+        if started is not None:
+            body["started_at"] = _rfc3339(started)  # the step's span and page start there
         try:
-            rec = self._worker._call("POST", "/api/v1/jobs/%s/steps" % self.id,
-                                     {"lease_token": self.lease_token, "name": name, "result": result},
+            rec = self._worker._call("POST", "/api/v1/jobs/%s/steps" % self.id, body,
                                      retry_until=lambda: not self.stopped)
         except FlintError as e:
             if e.code == "lease_lost":
@@ -609,6 +614,8 @@ def _traced(job, outcome):
     """outcome with the attempt's traceparent, when the claim gave one."""
     if job.traceparent and "traceparent" not in outcome:
         outcome = dict(outcome, traceparent=job.traceparent)
+        if job._replayed:  # events on the attempt's span
+            outcome["replayed_steps"] = list(job._replayed)
     return outcome
 
 

@@ -124,7 +124,10 @@ class DurableTest(unittest.TestCase):
         self.assertEqual(j.step("charge", lambda: ran.append(1)), {"id": "ch_1"})
         self.assertEqual(ran, [], "a recorded step does not run")
         self.assertEqual(j.step("invoice", lambda: "INV-1"), "INV-1")
+        self.assertRegex(j._worker.calls[0][2].pop("started_at"), r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", "the step's start")
         self.assertEqual(j._worker.calls, [("POST", "/api/v1/jobs/j1/steps", {"lease_token": "tok", "name": "invoice", "result": "INV-1"})])
+        j.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+        self.assertEqual(fw._traced(j, {})["replayed_steps"], ["charge"], "the replayed step goes with the outcome")
 
     def test_changed_order_fails_for_good(self):
         j = job(steps={"charge": 1, "invoice": 2})

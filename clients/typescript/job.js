@@ -122,6 +122,7 @@ export class Job {
     // object; with one of them, only what the order cannot hide is checked.
     this._ordered = !this._recorded.some((k) => INDEX_KEY.test(k));
     this._reached = []; // names this attempt reached
+    this._replayed = []; // steps it returned as recorded (events on the attempt's span)
     this.started = performance.now();
     this._renewed = this.started; // when Flint last extended the lease
     this._spawned = []; // jobs to add to the workflow with the completion
@@ -207,7 +208,11 @@ export class Job {
    * unique within the job.
    */
   async step(name, fn) {
-    if (this._reach(name)) return this.steps[name];
+    if (this._reach(name)) {
+      this._replayed.push(name);
+      return this.steps[name];
+    }
+    const started = new Date();
     const result = await fn();
     let text;
     try {
@@ -215,7 +220,7 @@ export class Job {
     } catch (e) {
       throw new Fail(`step ${JSON.stringify(name)}: its result is not JSON: ${e.message}`);
     }
-    return this._record(name, text === undefined ? null : result);
+    return this._record(name, text === undefined ? null : result, started);
   }
 
   /**
@@ -298,8 +303,8 @@ export class Job {
     return false;
   }
 
-  async _record(name, result) {
-    const rec = await this.#hooks.recordStep(this, name, result);
+  async _record(name, result, started) {
+    const rec = await this.#hooks.recordStep(this, name, result, started);
     this.steps[name] = rec?.result ?? null;
     this._recorded.push(name);
     return this.steps[name];
@@ -374,7 +379,10 @@ export function cut(text, limit = MAX_ERROR_CHARS) {
 /** The finish outcome for a job whose handler resolved to result or threw err (threw: true). */
 export function outcomeOf(job, result, err, threw) {
   const o = { job_id: job.id, lease_token: job.lease_token };
-  if (job.traceparent) o.traceparent = job.traceparent; // Flint records the attempt's span under it
+  if (job.traceparent) {
+    o.traceparent = job.traceparent; // Flint records the attempt's span under it
+    if (job._replayed?.length) o.replayed_steps = [...job._replayed]; // events on that span
+  }
   if (threw && err instanceof Suspend) return { ...o, ...err.fields };
   if (threw && err instanceof StepOrderChanged) return { ...o, status: "failed", retryable: false, error: cut(err.message) };
   if (!threw) {

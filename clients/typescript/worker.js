@@ -347,14 +347,16 @@ export class Worker {
 
   #hooks = {
     beatSoon: () => this.#beatSoon(),
-    recordStep: (job, name, result) => this.#recordStep(job, name, result),
+    recordStep: (job, name, result, started) => this.#recordStep(job, name, result, started),
     logged: (job, level, message) => this.log[level === "warn" ? "warn" : level](`job ${job.id}: ${message}`),
   };
 
   /** Records a durable step under the job's lease; a lease lost meanwhile stops the job (JobStopped). */
-  async #recordStep(job, name, result) {
+  async #recordStep(job, name, result, started) {
+    const body = { lease_token: job.lease_token, name, result };
+    if (started) body.started_at = started.toISOString(); // the step's span and page start there
     try {
-      return await this.#call("POST", `/api/v1/jobs/${job.id}/steps`, { lease_token: job.lease_token, name, result }, {
+      return await this.#call("POST", `/api/v1/jobs/${job.id}/steps`, body, {
         retryWhile: () => !job.stopped,
       });
     } catch (e) {

@@ -8,7 +8,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -23,9 +26,10 @@ import (
 const insertBatchSQL = `INSERT INTO batches (id) VALUES ($1)`
 
 const insertCallbacksSQL = `
-INSERT INTO batch_callbacks (batch_id, kind, job_id, type, queue, payload, priority, max_retries, timeout_seconds, concurrency_key)
+INSERT INTO batch_callbacks (batch_id, kind, job_id, type, queue, payload, priority, max_retries, timeout_seconds, concurrency_key,
+                             traceparent)
 SELECT $1, * FROM unnest($2::text[], $3::uuid[], $4::text[], $5::text[], $6::jsonb[], $7::smallint[], $8::integer[],
-                         $9::integer[], $10::text[])`
+                         $9::integer[], $10::text[], $11::text[])`
 
 // countMembersSQL counts $2 new members into open batch $1, within the
 // bound $3; no row means the batch is closed, over the bound or missing.
@@ -47,7 +51,19 @@ SELECT flint_settle_batch(id) FROM closed`
 // CreateBatch creates a batch with its first members and its callbacks,
 // in one transaction, and closes it unless p.Open. Every params entry
 // must have passed jobs.EnqueueParams.Validate.
-func (s *Store) CreateBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batch, []jobs.Enqueued, error) {
+func (s *Store) CreateBatch(ctx context.Context, p jobs.BatchParams) (b *jobs.Batch, out []jobs.Enqueued, err error) {
+	if p.ID == uuid.Nil {
+		p.ID = uuid.Must(uuid.NewV7())
+	}
+	if tracing.Enabled() {
+		var end func([]jobs.Enqueued, error)
+		ctx, p, end = traceBatch(ctx, p)
+		defer func() { end(out, err) }()
+	}
+	return s.createBatch(ctx, p)
+}
+
+func (s *Store) createBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batch, []jobs.Enqueued, error) {
 	id := p.ID
 	if id == uuid.Nil {
 		id = uuid.Must(uuid.NewV7())
@@ -81,9 +97,14 @@ func (s *Store) CreateBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batc
 
 // AddToBatch adds members to open batch id: jobs.ErrNotFound for no such
 // batch, jobs.ErrBatchClosed once it is closed.
-func (s *Store) AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (*jobs.Batch, []jobs.Enqueued, error) {
-	var out []jobs.Enqueued
-	err := s.withTx(ctx, func(tx pgx.Tx) error {
+func (s *Store) AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (b *jobs.Batch, out []jobs.Enqueued, err error) {
+	if tracing.Enabled() && len(params) > 0 {
+		var end func([]jobs.Enqueued, error)
+		ctx, params, end = traceEnqueue(ctx, "batch", params)
+		trace.SpanFromContext(ctx).SetAttributes(attribute.String("flint.batch.id", id.String()))
+		defer func() { end(out, err) }()
+	}
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = addMembers(ctx, tx, id, params)
 		return err
@@ -92,7 +113,7 @@ func (s *Store) AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.Enqu
 		return nil, nil, err
 	}
 	s.Announce(out)
-	b, err := s.GetBatch(ctx, id)
+	b, err = s.GetBatch(ctx, id)
 	return b, out, err
 }
 
@@ -154,7 +175,7 @@ func insertCallbacks(ctx context.Context, tx pgx.Tx, batch uuid.UUID, cbs map[st
 	var prios []int16
 	var retries []int32
 	var timeouts []*int32
-	var ckeys []*string
+	var ckeys, traces []*string
 	for _, kind := range jobs.CallbackKinds {
 		p, ok := cbs[kind]
 		if !ok {
@@ -184,8 +205,14 @@ func insertCallbacks(ctx context.Context, tx pgx.Tx, batch uuid.UUID, cbs map[st
 			ck = &p.ConcurrencyKey
 		}
 		ckeys = append(ckeys, ck)
+		var tp *string
+		if p.Traceparent != "" {
+			tp = &p.Traceparent
+		}
+		traces = append(traces, tp)
 	}
-	if _, err := tx.Exec(ctx, insertCallbacksSQL, batch, kinds, ids, types, queues, payloads, prios, retries, timeouts, ckeys); err != nil {
+	if _, err := tx.Exec(ctx, insertCallbacksSQL, batch, kinds, ids, types, queues, payloads, prios, retries, timeouts, ckeys,
+		traces); err != nil {
 		return fmt.Errorf("create batch callbacks: %w", err)
 	}
 	return nil

@@ -173,14 +173,15 @@ func (s *Store) ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID)
 	return out, rows.Err()
 }
 
-const leaseHolderSQL = `SELECT attempt, coalesce(worker_id, ''), queue FROM jobs WHERE id = $1 AND lease_token = $2`
+const leaseHolderSQL = `SELECT attempt, coalesce(worker_id, ''), queue, coalesce(traceparent, ''), started_at
+FROM jobs WHERE id = $1 AND lease_token = $2`
 
 // LeaseHolder says who holds the lease l names (the worker, the job's
 // attempt and queue), or jobs.ErrLeaseLost when it holds none (the job
 // finished, was reaped or re-claimed, or the token is wrong).
 func (s *Store) LeaseHolder(ctx context.Context, l jobs.Lease) (jobs.LeaseHolder, error) {
 	h := jobs.LeaseHolder{Lease: l}
-	err := s.pool.QueryRow(ctx, leaseHolderSQL, l.JobID, l.Token).Scan(&h.Attempt, &h.WorkerID, &h.Queue)
+	err := s.pool.QueryRow(ctx, leaseHolderSQL, l.JobID, l.Token).Scan(&h.Attempt, &h.WorkerID, &h.Queue, &h.Traceparent, &h.StartedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return h, jobs.ErrLeaseLost
 	}

@@ -47,6 +47,28 @@ func traceEnqueue(ctx context.Context, via string, params []jobs.EnqueueParams) 
 	}
 }
 
+// traceBatch is traceEnqueue for a new batch: its callbacks, which are
+// enqueued when the batch settles, are stamped with the enqueue span's
+// context as its members are, so that they continue the trace that
+// started the batch. The caller's p is not changed. Call it only while
+// tracing is on.
+func traceBatch(ctx context.Context, p jobs.BatchParams) (context.Context, jobs.BatchParams, func([]jobs.Enqueued, error)) {
+	ctx, members, end := traceEnqueue(ctx, "batch", p.Jobs)
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("flint.batch.id", p.ID.String()))
+	tp := tracing.FromContext(ctx)
+	cbs := make(map[string]jobs.EnqueueParams, len(p.Callbacks))
+	for kind, cb := range p.Callbacks {
+		if cb.Traceparent == "" {
+			cb.Traceparent = tp
+		} else {
+			cb.Traceparent = tracing.Clean(cb.Traceparent)
+		}
+		cbs[kind] = cb
+	}
+	p.Jobs, p.Callbacks = members, cbs
+	return ctx, p, end
+}
+
 func queueName(q string) string {
 	if q == "" {
 		return jobs.DefaultQueue

@@ -145,7 +145,34 @@ type jaegerSpan struct {
 		Type  string `json:"type"`
 		Value any    `json:"value"`
 	} `json:"tags"`
+	// Logs are the span's events, each with its name under the key
+	// "event" among its fields.
+	Logs []struct {
+		Fields []struct {
+			Key   string `json:"key"`
+			Value any    `json:"value"`
+		} `json:"fields"`
+	} `json:"logs"`
 	ProcessID string `json:"processID"`
+}
+
+// events lists the span's events as name → the value of their field key
+// (name → "" when key is "").
+func (s jaegerSpan) events(key string) map[string][]string {
+	out := map[string][]string{}
+	for _, l := range s.Logs {
+		name, value := "", ""
+		for _, f := range l.Fields {
+			switch f.Key {
+			case "event":
+				name = fmt.Sprint(f.Value)
+			case key:
+				value = fmt.Sprint(f.Value)
+			}
+		}
+		out[name] = append(out[name], value)
+	}
+	return out
 }
 
 // parent is the span's CHILD_OF parent, or "".

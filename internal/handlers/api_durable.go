@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
@@ -26,6 +27,10 @@ type stepRequest struct {
 	LeaseToken *string         `json:"lease_token"`
 	Name       *string         `json:"name"`
 	Result     json.RawMessage `json:"result"`
+	// StartedAt is when the worker started the step's function (RFC 3339;
+	// optional, the request's arrival when absent): the step's start, as
+	// the job's page and the step's span show it.
+	StartedAt *string `json:"started_at"`
 }
 
 // stepResponse is a recorded step as the API shows it.
@@ -66,16 +71,28 @@ func (s *server) recordStep(c *fiber.Ctx) error {
 	if err := jobs.CheckJSON("result", result); err != nil {
 		return err
 	}
-	if _, err := s.leaseHolder(c, lease); err != nil {
+	now := s.clock.Now()
+	started := now
+	if req.StartedAt != nil {
+		t, err := time.Parse(time.RFC3339Nano, *req.StartedAt)
+		if err != nil {
+			return invalid("started_at", "must be an RFC 3339 timestamp such as 2026-01-02T15:04:05.123Z")
+		}
+		started = t
+	}
+	h, err := s.leaseHolder(c, lease)
+	if err != nil {
 		return err
 	}
-	rec, fresh, err := s.durable.RecordStep(c.UserContext(), lease, jobs.StepRecord{Name: *req.Name, Result: result, StartedAt: s.clock.Now()})
+	started = stepStart(started, h.StartedAt, now)
+	rec, fresh, err := s.durable.RecordStep(c.UserContext(), lease, jobs.StepRecord{Name: *req.Name, Result: result, StartedAt: started})
 	if errors.Is(err, jobs.ErrLeaseLost) {
 		return errLeaseLost
 	}
 	if err != nil {
 		return err
 	}
+	traceStep(c.UserContext(), h, rec, fresh, started, s.clock.Now())
 	status := http.StatusOK
 	if fresh {
 		status = http.StatusCreated

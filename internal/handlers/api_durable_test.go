@@ -142,6 +142,9 @@ func TestStepAPI(t *testing.T) {
 	require.Equal(t, 1.0, rec["seq"])
 	require.Equal(t, http.StatusOK, r.call(t, apiKey, http.MethodPost, path, `{"lease_token": "`+token+`", "name": "charge", "result": {"id": "ch_2"}}`, &rec))
 	require.Equal(t, map[string]any{"id": "ch_1"}, rec["result"], "the recorded result, not the new one")
+	started := time.Now().UTC().Truncate(time.Microsecond) // after the claim: within the run, kept as given
+	require.Equal(t, http.StatusCreated, r.call(t, apiKey, http.MethodPost, path, `{"lease_token": "`+token+`", "name": "invoice", "started_at": "`+
+		started.Format(time.RFC3339Nano)+`"}`, &rec))
 
 	var e errBody
 	for _, tc := range []struct{ body, field string }{
@@ -150,6 +153,7 @@ func TestStepAPI(t *testing.T) {
 		{`{"lease_token": "` + token + `", "name": "` + strings.Repeat("n", 201) + `"}`, "name"},
 		{`{"lease_token": "` + token + `", "name": "big", "result": "` + strings.Repeat("x", jobs.MaxStepResultBytes) + `"}`, "result"},
 		{`{"name": "x"}`, "lease_token"},
+		{`{"lease_token": "` + token + `", "name": "x", "started_at": "yesterday"}`, "started_at"},
 	} {
 		status := r.call(t, apiKey, http.MethodPost, path, tc.body, &e)
 		require.True(t, status == http.StatusBadRequest || status == http.StatusUnprocessableEntity, "%s: %d", tc.field, status)
@@ -159,9 +163,10 @@ func TestStepAPI(t *testing.T) {
 	require.Equal(t, "lease_lost", e.Error.Code)
 	steps, err := r.store.JobSteps(r.ctx, j.ID)
 	require.NoError(t, err)
-	require.Len(t, steps, 1, "nothing half-applied")
+	require.Len(t, steps, 2, "nothing half-applied")
 	raw, _ := json.Marshal(steps[0].Result)
 	require.JSONEq(t, `{"id":"ch_1"}`, string(steps[0].Result), "%s", raw)
+	require.True(t, started.Equal(steps[1].StartedAt), "the step started when the worker said: %v, not %v", started, steps[1].StartedAt)
 }
 
 // TestReplayKeepsOrDropsSteps: a replay from the dead-letter queue keeps

@@ -53,10 +53,11 @@ type claimedJob struct {
 func claimedJobOf(j *jobs.Job) claimedJob {
 	out := claimedJob{ID: j.ID, Type: j.Type, Queue: j.Queue, Payload: j.Payload, Attempt: j.Attempt, MaxRetries: j.MaxRetries,
 		TimeoutSeconds: j.TimeoutSeconds, LeaseExpiresAt: j.LeaseExpiresAt, ConcurrencyKey: j.ConcurrencyKey, Parents: j.Parents,
-		Steps: j.Steps, Signals: j.Signals, Traceparent: tracing.AttemptTraceparent(j.Traceparent)}
+		Steps: j.Steps, Signals: j.Signals}
 	if j.LeaseToken != nil {
 		out.LeaseToken = *j.LeaseToken
 	}
+	out.Traceparent = tracing.AttemptTraceparent(j.Traceparent, out.LeaseToken)
 	return out
 }
 

@@ -30,6 +30,10 @@ type outcomeRequest struct {
 	// Traceparent is the trace context the attempt ran as (the claim's
 	// traceparent); malformed, it is ignored.
 	Traceparent string `json:"traceparent"`
+	// ReplayedSteps names the steps the run returned from the claim's
+	// steps without running them: events on the attempt's span. Like the
+	// traceparent, what is malformed in it is ignored.
+	ReplayedSteps []string `json:"replayed_steps"`
 	// wake_at, signal, event and timeout_seconds end the attempt
 	// sleeping or waiting (jobs.SuspendFields).
 	jobs.SuspendFields
@@ -81,7 +85,6 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		if f.Spawn, err = s.parseSpawn(c, o.Spawn, at, now); err != nil {
 			return err
 		}
-		traceSpawned(f.Spawn, o.Traceparent)
 		if slices.Contains(ids[:i], f.JobID) {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), "lists a job twice")
 		}
@@ -106,6 +109,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 		if batch[i].Outcome == jobs.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
 			batch[i].RetryDelay = jobs.Backoff(cl.Attempt, nil)
 		}
+		traceSpawned(batch[i].Spawn, req.Outcomes[i].Traceparent, cl.Traceparent, batch[i].Lease)
 	}
 	finished, cascaded, err := wa.cfg.Store.FinishJobs(ctx, batch)
 	if err != nil {

@@ -135,6 +135,7 @@ func (s *server) jobFinish(c *fiber.Ctx) error {
 	if f.Outcome == jobs.OutcomeFailed && f.RetryDelay == 0 && !f.Final {
 		f.RetryDelay = jobs.Backoff(h.Attempt, nil)
 	}
+	traceSpawned(f.Spawn, req.Traceparent, h.Traceparent, f.Lease)
 	wa := s.work
 	finished, cascaded, err := wa.cfg.Store.FinishJobs(c.UserContext(), []jobs.Finish{f})
 	if err != nil {

@@ -3,10 +3,7 @@ package tracing
 import (
 	"context"
 	"math/rand/v2"
-	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -57,60 +54,4 @@ func newSpanID() trace.SpanID {
 		}
 	}
 	return s
-}
-
-// Attempt is a run of a job that another process did (a pull worker)
-// and reported when it finished, to be recorded as a span.
-type Attempt struct {
-	// Name is the span's name.
-	Name string
-	// Parent is the traceparent the job was enqueued under ("" for none:
-	// the span starts a trace of its own).
-	Parent string
-	// Reported is the traceparent the worker ran the attempt as (handed
-	// to it with the claim); its span id becomes the span's. "" or a
-	// malformed one, or one of another trace, gets a new span id.
-	Reported string
-	// Start and End bound the run.
-	Start, End time.Time
-	// Attributes describe it; Error, when set, is its failure.
-	Attributes []attribute.KeyValue
-	Error      string
-	OK         bool
-}
-
-// RecordAttempt records a as a span, when tracing is on.
-func RecordAttempt(ctx context.Context, a Attempt) {
-	if !Enabled() {
-		return
-	}
-	ctx = WithRemote(context.WithoutCancel(ctx), a.Parent)
-	parent := trace.SpanContextFromContext(ctx)
-	if sc, ok := Parse(a.Reported); ok && (!parent.IsValid() || sc.TraceID() == parent.TraceID()) {
-		ctx = withSpanID(ctx, sc)
-	}
-	_, span := Tracer().Start(ctx, a.Name, trace.WithSpanKind(trace.SpanKindConsumer),
-		trace.WithTimestamp(a.Start), trace.WithAttributes(a.Attributes...))
-	switch {
-	case a.Error != "":
-		span.SetStatus(codes.Error, a.Error)
-	case a.OK:
-		span.SetStatus(codes.Ok, "")
-	}
-	span.End(trace.WithTimestamp(a.End))
-}
-
-// AttemptTraceparent is the traceparent a pull worker is handed for one
-// attempt of a job enqueued under parent: a new span of parent's trace,
-// or, for a job enqueued without one, of a new trace. "" while tracing is
-// off.
-func AttemptTraceparent(parent string) string {
-	if !Enabled() {
-		return ""
-	}
-	if tp := Child(parent); tp != "" {
-		return tp
-	}
-	t, s := idGenerator{}.NewIDs(context.Background())
-	return Format(trace.NewSpanContext(trace.SpanContextConfig{TraceID: t, SpanID: s, TraceFlags: trace.FlagsSampled}))
 }

@@ -85,7 +85,8 @@ func TestRecordAttemptTakesTheReportedSpanID(t *testing.T) {
 	tracing.Use(tp)
 	t.Cleanup(func() { tracing.Use(nil) })
 	require.True(t, tracing.Enabled())
-	handed := tracing.AttemptTraceparent(valid)
+	lease := [16]byte{1, 2, 3}
+	handed := tracing.AttemptTraceparent(valid, lease)
 	start := time.Now().Add(-time.Second)
 	tracing.RecordAttempt(context.Background(), tracing.Attempt{Name: "flint run x", Parent: valid, Reported: handed,
 		Start: start, End: start.Add(500 * time.Millisecond), Attributes: []attribute.KeyValue{attribute.String("flint.job.id", "j1")},
@@ -105,5 +106,47 @@ func TestRecordAttemptTakesTheReportedSpanID(t *testing.T) {
 	require.NotEqual(t, "1111111111111111", spans[1].SpanContext().SpanID().String())
 	tracing.Use(nil)
 	require.False(t, tracing.Enabled())
-	require.Empty(t, tracing.AttemptTraceparent(valid), "nothing is handed out while tracing is off")
+	require.Empty(t, tracing.AttemptTraceparent(valid, lease), "nothing is handed out while tracing is off")
+}
+
+// TestAttemptSpanComesFromTheLease: every process names an attempt's span
+// the same from its lease token, so a pull worker's attempt recorded
+// without a reported traceparent still takes the id the worker was
+// handed, and a step recorded by another process is its child; a job
+// enqueued without trace context gets a trace of its own.
+func TestAttemptSpanComesFromTheLease(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(tracing.IDGenerator()))
+	tracing.Use(tp)
+	t.Cleanup(func() { tracing.Use(nil) })
+	lease, other := [16]byte{9, 9, 9}, [16]byte{9, 9, 8}
+	sc := tracing.AttemptSpan(valid, lease)
+	require.Equal(t, sc, tracing.AttemptSpan(valid, lease), "the same every time")
+	require.NotEqual(t, sc.SpanID(), tracing.AttemptSpan(valid, other).SpanID(), "another attempt, another span")
+	require.Equal(t, valid[3:35], sc.TraceID().String(), "in the enqueue's trace")
+	require.NotContains(t, sc.SpanID().String(), "090909", "the token is hashed, not shown")
+	own := tracing.AttemptSpan("", lease)
+	require.True(t, own.IsValid())
+	require.NotEqual(t, valid[3:35], own.TraceID().String())
+	require.True(t, own.IsSampled())
+
+	start := time.Now().Add(-time.Second)
+	tracing.RecordAttempt(context.Background(), tracing.Attempt{Name: "flint run x", Parent: valid, Lease: lease,
+		Start: start, End: start.Add(time.Second), OK: true, Replayed: []string{"charge"}})
+	tracing.RecordStep(context.Background(), tracing.Step{Name: "invoice", Seq: 2, Recorded: true, JobID: "j1", Attempt: 1,
+		Parent: valid, Lease: lease, Start: start.Add(100 * time.Millisecond), End: start.Add(200 * time.Millisecond)})
+	tracing.RecordAttempt(context.Background(), tracing.Attempt{Name: "flint run y", Lease: other, Start: start, End: start})
+	spans := rec.Ended()
+	require.Len(t, spans, 3)
+	run, step, root := spans[0], spans[1], spans[2]
+	require.Equal(t, sc.SpanID(), run.SpanContext().SpanID(), "no traceparent reported: the handed id")
+	require.Len(t, run.Events(), 1)
+	require.Equal(t, tracing.StepReplayedEvent, run.Events()[0].Name)
+	require.Equal(t, "flint step invoice", step.Name())
+	require.Equal(t, sc.SpanID(), step.Parent().SpanID(), "the step is the attempt's child")
+	require.Equal(t, sc.TraceID(), step.SpanContext().TraceID())
+	require.Equal(t, start.Add(100*time.Millisecond).UnixNano(), step.StartTime().UnixNano())
+	require.Contains(t, step.Attributes(), attribute.Bool("flint.step.recorded", true))
+	require.Equal(t, tracing.AttemptSpan("", other).TraceID(), root.SpanContext().TraceID(), "a trace of its own, named by the lease")
+	require.Equal(t, tracing.AttemptSpan("", other).SpanID(), root.SpanContext().SpanID())
 }

@@ -63,14 +63,20 @@ func endLostSpan(span trace.Span) {
 }
 
 // tracedDeliver is deliver within the attempt's span, with tracing on:
-// the request carries the span's traceparent header. An endpoint that
-// answers 202 finishes the job later; its span ends with the request.
+// the request carries the span's traceparent header, and the jobs the
+// answer spawns continue it. An endpoint that answers 202 finishes the
+// job later; its span ends with the request.
 func (p *Pusher) tracedDeliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
 	if !tracing.Enabled() {
 		return p.deliver(ctx, q, d)
 	}
-	ctx, span := startRunSpan(ctx, d.job, p.cfg.WorkerID,
+	// The span takes the ids an endpoint's steps, recorded through the
+	// API by any Flint process, are put under (tracing.AttemptSpan); the
+	// delivery goes on in a context without that request, so that no
+	// other span takes them.
+	_, span := startRunSpan(tracing.WithAttemptSpan(ctx, d.job.Traceparent, d.lease.Token), d.job, p.cfg.WorkerID,
 		trace.WithAttributes(attribute.String("flint.push.url", jobs.RedactURL(q.URL))))
+	ctx = trace.ContextWithSpan(ctx, span)
 	out := p.deliver(ctx, q, d)
 	if out.record.StatusCode != 0 {
 		span.SetAttributes(attribute.Int("http.response.status_code", out.record.StatusCode))
@@ -79,6 +85,11 @@ func (p *Pusher) tracedDeliver(ctx context.Context, q jobs.PushQueue, d *deliver
 		span.SetAttributes(attribute.String("flint.job.outcome", "accepted"))
 		span.End()
 		return out
+	}
+	if tp := tracing.Format(span.SpanContext()); tp != "" {
+		for k := range out.finish.Spawn { // spawned by the answer: under the attempt, as jobs.Spawn does
+			out.finish.Spawn[k].Params.Traceparent = tp
+		}
 	}
 	endRunSpan(span, out.finish)
 	return out

@@ -69,7 +69,8 @@ test("parents, a parent too large, and a batch", () => {
 
 test("steps run once, in their recorded order, and waits suspend", async () => {
   const recorded = [];
-  const rec = { ...hooks, recordStep: async (j, name, result) => (recorded.push([name, result]), { result }) };
+  const starts = [];
+  const rec = { ...hooks, recordStep: async (j, name, result, started) => (recorded.push([name, result]), starts.push(started), { result }) };
   const first = new Job({ id: "j1", type: "t", lease_token: "tok", attempt: 1 }, rec);
   let runs = 0;
   assert.equal(await first.step("charge", () => (runs++, "ch_1")), "ch_1");
@@ -80,6 +81,9 @@ test("steps run once, in their recorded order, and waits suspend", async () => {
   assert.equal(await again.step("charge", () => (runs++, "other")), "ch_1", "a recorded step returns its result");
   assert.equal(await again.step("invoice", () => (runs++, "other")), "INV");
   assert.equal(runs, 1, "recorded steps do not run again");
+  assert.ok(starts[0] instanceof Date, "a step that ran goes with its start");
+  again.traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+  assert.deepEqual(outcomeOf(again, "ok", undefined, false).replayed_steps, ["charge", "invoice"], "replayed steps go with the outcome");
   const swapped = new Job({ id: "j1", type: "t", lease_token: "t3", steps: { charge: 1, invoice: 2 } }, rec);
   await assert.rejects(swapped.step("invoice", () => 0), flint.StepOrderChanged);
   const inserted = new Job({ id: "j1", type: "t", lease_token: "t4", steps: { charge: 1 } }, rec);
