@@ -107,7 +107,9 @@
     var t = d.target;
     var cfg = d.requestConfig;
     if (!d.shouldSwap || !t || !t.hasAttribute || !t.hasAttribute("data-live-form") || t.hasAttribute("data-live-fresh")) return;
-    if (cfg && cfg.verb && cfg.verb !== "get") return;
+    // An answer for a part already replaced (a save answered meanwhile)
+    // keeps nothing: its editors' namesakes on the page are not its own.
+    if ((cfg && cfg.verb && cfg.verb !== "get") || !document.body.contains(t)) return;
     var units = keptUnits(t);
     if (!units.length) return;
     var tpl = document.createElement("template");
