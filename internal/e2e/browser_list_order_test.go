@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -68,9 +69,13 @@ func TestListsOrderByTimeAndJumpToAPage(t *testing.T) {
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="page-jump"]`)))
 	require.Equal(t, "2", eval[string](t, ctx, `document.querySelector('[data-testid="page-count"]').textContent`))
 	require.Len(t, eval[[]string](t, ctx, rowIDs), 50)
-	require.True(t, eval[bool](t, ctx, `(() => { const f = document.querySelector('[data-testid="page-jump"]');
-		f.querySelector('[data-testid="page-no"]').value = '2'; f.requestSubmit(); return true; })()`))
-	waitJS(t, ctx, `location.search.includes('page=2') && document.querySelectorAll('tr[data-job-id]').length === 13`, 20*time.Second)
+	// The jump is a page load: wait for it as one (polling the page
+	// while it navigates finds no page to ask). The field is set and the
+	// form sent in one step, so no live refill of page 1 comes between.
+	loadBy(t, ctx, `(() => { const f = document.querySelector('[data-testid="page-jump"]');
+		f.querySelector('[data-testid="page-no"]').value = '2'; f.requestSubmit(); return true; })()`)
+	require.Contains(t, eval[string](t, ctx, `location.search`), "page=2")
+	waitJS(t, ctx, `document.querySelectorAll('tr[data-job-id]').length === 13`, 20*time.Second)
 	got := eval[[]string](t, ctx, rowIDs)
 	require.Equal(t, res[47].Job.ID.String(), got[0], "the 51st latest failure opens page 2")
 	require.Equal(t, res[59].Job.ID.String(), got[12])
@@ -90,4 +95,22 @@ func TestListsOrderByTimeAndJumpToAPage(t *testing.T) {
 	shoot(t, ctx, "jobs-ordered")
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?sort=size"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"] [role="alert"]`)))
 	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="jobs-table"] [role="alert"]').textContent`), strconv.Quote("size"))
+}
+
+// loadBy runs js, which must return true having started a page load (a
+// form sent natively, a link followed), and waits until the new page has
+// loaded.
+func loadBy(t *testing.T, ctx context.Context, js string) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resp, err := chromedp.RunResponse(c, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		ok, err := chromedp.Evaluate[bool](js)(ctx, tg)
+		if err == nil && !ok {
+			err = errors.New("the script started no page load")
+		}
+		return chromedp.Void{}, err
+	})
+	require.NoError(t, err, js)
+	require.Equal(t, int64(200), resp.Status, "the page loaded by %s", js)
 }
