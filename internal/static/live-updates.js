@@ -384,11 +384,15 @@
     var rows = Array.prototype.slice.call(body.querySelectorAll("tr[data-job-id]"));
     var id = row.getAttribute("data-job-id");
     var before = null;
-    // A list by failure time, latest first, takes a job that just failed
-    // at its top; the others sort by id (creation), newest first.
+    // A list by failure time, latest first, takes a job where its failure
+    // sorts (a job that just failed at the top; one whose news came late,
+    // in a burst, below those that failed after it, or on a later page);
+    // the others sort by id (creation), newest first. A job without the
+    // time sorts as the latest.
     var top = table.getAttribute("data-order") === "top";
+    var at = finishedAt(row);
     for (var i = 0; i < rows.length; i++) {
-      if (top || rows[i].getAttribute("data-job-id") < id) {
+      if (top ? finishedAt(rows[i]) < at : rows[i].getAttribute("data-job-id") < id) {
         before = rows[i];
         break;
       }
@@ -407,6 +411,11 @@
       rows[k].remove();
       extra--;
     }
+  }
+
+  function finishedAt(row) {
+    var ms = parseInt(row.getAttribute("data-finished"), 10);
+    return isNaN(ms) ? Infinity : ms;
   }
 
   // rowKey is what a row shows, less the relative times that change by
