@@ -795,6 +795,36 @@ func (e RunBenchmarkJSONBodyAlgorithm) Valid() bool {
 	}
 }
 
+// Defines values for ListJobsParamsSort.
+const (
+	SortCreated        ListJobsParamsSort = "created"
+	SortCreatedOldest  ListJobsParamsSort = "oldest"
+	SortFinished       ListJobsParamsSort = "finished"
+	SortFinishedOldest ListJobsParamsSort = "finished_oldest"
+	SortStarted        ListJobsParamsSort = "started"
+	SortStartedOldest  ListJobsParamsSort = "started_oldest"
+)
+
+// Valid indicates whether the value is a known member of the ListJobsParamsSort enum.
+func (e ListJobsParamsSort) Valid() bool {
+	switch e {
+	case SortCreated:
+		return true
+	case SortCreatedOldest:
+		return true
+	case SortFinished:
+		return true
+	case SortFinishedOldest:
+		return true
+	case SortStarted:
+		return true
+	case SortStartedOldest:
+		return true
+	default:
+		return false
+	}
+}
+
 // Defines values for FinishJobJSONBodyStatus.
 const (
 	FinishJobJSONBodyStatusCancelled FinishJobJSONBodyStatus = "cancelled"
@@ -2141,7 +2171,13 @@ type ListJobsParams struct {
 
 	// BatchId only the members of this batch
 	BatchId *openapi_types.UUID `form:"batch_id,omitempty" json:"batch_id,omitempty"`
+
+	// Sort the order, as the dashboard's Jobs list offers it: created (the default, newest first), oldest (created, oldest first), started or finished (latest first), started_oldest or finished_oldest (earliest first). Jobs without that time (not started, not finished yet) come first latest first and last earliest first. A next_cursor continues its own order only. Ordering by start or finish time with q set is refused unless status is dead_letter.
+	Sort *ListJobsParamsSort `form:"sort,omitempty" json:"sort,omitempty"`
 }
+
+// ListJobsParamsSort defines parameters for ListJobs.
+type ListJobsParamsSort string
 
 // EnqueueJobsJSONBody defines parameters for EnqueueJobs.
 type EnqueueJobsJSONBody struct {
@@ -3031,7 +3067,7 @@ type ClientInterface interface {
 	// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
 	SendEvent(ctx context.Context, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// ListJobs List jobs, newest first
+	// ListJobs List jobs, newest first unless sort asks otherwise
 	//
 	// Needs the `read` scope.
 	//
@@ -4060,7 +4096,7 @@ func (c *Client) SendEvent(ctx context.Context, body SendEventJSONRequestBody, r
 	return c.Client.Do(req)
 }
 
-// ListJobs List jobs, newest first
+// ListJobs List jobs, newest first unless sort asks otherwise
 //
 // Needs the `read` scope.
 //
@@ -6444,6 +6480,18 @@ func NewListJobsRequest(server string, params *ListJobsParams) (*http.Request, e
 		if params.BatchId != nil {
 
 			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "batch_id", *params.BatchId, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: "uuid"}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if params.Sort != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "sort", *params.Sort, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "string", Format: ""}); err != nil {
 				return nil, err
 			} else {
 				for _, qp := range strings.Split(queryFrag, "&") {
@@ -8943,7 +8991,7 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with POST /api/v1/events (the `SendEvent` operationId).
 	SendEventWithResponse(ctx context.Context, body SendEventJSONRequestBody, reqEditors ...RequestEditorFn) (*SendEventResponse, error)
 
-	// ListJobsWithResponse List jobs, newest first
+	// ListJobsWithResponse List jobs, newest first unless sort asks otherwise
 	//
 	// Needs the `read` scope.
 	//
@@ -15427,7 +15475,7 @@ func (c *ClientWithResponses) SendEventWithResponse(ctx context.Context, body Se
 	return ParseSendEventResponse(rsp)
 }
 
-// ListJobsWithResponse List jobs, newest first
+// ListJobsWithResponse List jobs, newest first unless sort asks otherwise
 //
 // Needs the `read` scope.
 //

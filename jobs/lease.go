@@ -114,6 +114,11 @@ type Finish struct {
 	// claim's time plus the time the job waited in the pool), for a
 	// buffered claim whose start was not written yet; nil for none.
 	StartedAt *time.Time
+	// EndedAt is when the handler returned, on the database's clock as
+	// StartedAt is: the job's finish time and its run's length count to
+	// it, not to when the outcome was written (outcomes are written in
+	// batches); nil means when it is written.
+	EndedAt *time.Time
 	// Spawn lists jobs to add to the job's workflow with its completion
 	// (succeeded only; see Spawn), each checked with CheckSpawned and the
 	// list with CheckSpawnGraph. They are created in the transaction that

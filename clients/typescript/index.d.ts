@@ -9,6 +9,11 @@ export type Priority = 1 | 2 | 3 | "high" | "medium" | "low";
 export type JobStatus =
   | "queued" | "scheduled" | "blocked" | "claimed" | "running" | "waiting"
   | "completed" | "failed" | "dead_letter" | "cancelled";
+/**
+ * The order of listJobs: by creation (the default, newest first; "oldest"
+ * earliest first), start or finish time (latest first, or the _oldest forms).
+ */
+export type JobSort = "created" | "oldest" | "started" | "started_oldest" | "finished" | "finished_oldest";
 
 /** A job to enqueue (POST /api/v1/jobs). Only `type` is required. */
 export interface NewJob {
@@ -92,7 +97,7 @@ export declare class Client {
   getBatch(id: string, options?: RequestOptions): Promise<JSONObject>;
   getJob(id: string, options?: RequestOptions): Promise<JobInfo>;
   listJobs(
-    filters?: { status?: JobStatus; type?: string; queue?: string; q?: string; limit?: number; cursor?: string },
+    filters?: { status?: JobStatus; type?: string; queue?: string; q?: string; limit?: number; cursor?: string; sort?: JobSort },
     options?: RequestOptions,
   ): Promise<{ jobs: JobInfo[]; next_cursor?: string | null }>;
   cancelJob(id: string, options?: RequestOptions): Promise<JobInfo>;

@@ -40,8 +40,8 @@ import (
 //	failed for good (Final)        → dead_letter (sent as a negative delay)
 const finishSQL = `
 WITH input AS (
-	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[], $14::timestamptz[])
-	     AS i(id, token, outcome, result, error, delay_ms, started_at)
+	SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::float8[], $14::timestamptz[], $15::timestamptz[])
+	     AS i(id, token, outcome, result, error, delay_ms, started_at, ended_at)
 ),
 moved AS (
 	UPDATE jobs j SET
@@ -60,7 +60,8 @@ moved AS (
 			ELSE j.run_at END,
 		finished_at = CASE
 			WHEN i.outcome IN ('succeeded', 'cancelled') OR j.cancel_requested
-			  OR (i.outcome = 'failed' AND (j.attempt > j.max_retries OR i.delay_ms < 0)) THEN now()
+			  OR (i.outcome = 'failed' AND (j.attempt > j.max_retries OR i.delay_ms < 0))
+			THEN greatest(least(coalesce(i.ended_at, now()), now()), j.started_at, least(i.started_at, now()))
 			ELSE NULL END,
 		started_at = coalesce(j.started_at, least(i.started_at, now())),
 		lease_token = NULL,
@@ -69,7 +70,8 @@ moved AS (
 	FROM input i
 	WHERE j.id = i.id AND j.lease_token = i.token
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, i.outcome, i.error, i.token,
-	          j.run_at, j.effective_priority, j.created_at, j.batch_id
+	          j.run_at, j.effective_priority, j.created_at, j.batch_id,
+	          greatest(least(coalesce(i.ended_at, now()), now()), j.started_at) AS ended_at
 ),
 logged AS (
 	INSERT INTO job_logs (job_id, attempt, at, level, message, attrs)
@@ -82,8 +84,8 @@ logged AS (
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
 	SELECT id, executions, CASE WHEN outcome = 'interrupted' THEN attempt + 1 ELSE attempt END,
-	       worker_id, coalesce(started_at, now()), now(), outcome, error,
-	       greatest(0, (extract(epoch FROM now() - started_at) * 1000)::bigint)
+	       worker_id, coalesce(started_at, ended_at), ended_at, outcome, error,
+	       greatest(0, (extract(epoch FROM ended_at - started_at) * 1000)::bigint)
 	FROM moved
 ),
 counted AS (
@@ -200,6 +202,7 @@ type finishInput struct {
 	errs        []*string    // the scrubbed, truncated error, other entries only
 	delays      []float64    // retry delay in milliseconds; -1 for no retry
 	started     []*time.Time // the handler's start not written yet (jobs.Finish.StartedAt)
+	ended       []*time.Time // when the handler returned (jobs.Finish.EndedAt)
 	lines       finishLines
 	succeeded   []uuid.UUID
 	others      []uuid.UUID
@@ -216,10 +219,11 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 		errs:     make([]*string, n),
 		delays:   make([]float64, n),
 		started:  make([]*time.Time, n),
+		ended:    make([]*time.Time, n),
 	}
 	for i, f := range batch {
 		in.ids[i], in.tokens[i] = f.JobID, f.Token
-		in.outcomes[i], in.started[i] = string(f.Outcome), f.StartedAt
+		in.outcomes[i], in.started[i], in.ended[i] = string(f.Outcome), f.StartedAt, f.EndedAt
 		if f.Outcome == jobs.OutcomeSucceeded {
 			in.succeeded = append(in.succeeded, f.JobID)
 			if len(f.Result) > 0 {
@@ -247,7 +251,7 @@ func (in finishInput) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	l := &in.lines
 	b.Queue(finishSQL, uuidArray(in.ids), uuidArray(in.tokens), in.outcomes, in.results, in.errs, in.delays,
-		uuidArray(l.jobs), uuidArray(l.tokens), l.attempts, l.ats, l.levels, l.messages, l.attrs, in.started)
+		uuidArray(l.jobs), uuidArray(l.tokens), l.attempts, l.ats, l.levels, l.messages, l.attrs, in.started, in.ended)
 	if len(in.succeeded) > 0 {
 		ok := uuidArray(in.succeeded)
 		b.Queue(lockChildrenSQL, ok)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"testing"
 	"time"
@@ -68,9 +69,13 @@ func TestListsOrderByTimeAndJumpToAPage(t *testing.T) {
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="page-jump"]`)))
 	require.Equal(t, "2", eval[string](t, ctx, `document.querySelector('[data-testid="page-count"]').textContent`))
 	require.Len(t, eval[[]string](t, ctx, rowIDs), 50)
-	require.True(t, eval[bool](t, ctx, `(() => { const f = document.querySelector('[data-testid="page-jump"]');
-		f.querySelector('[data-testid="page-no"]').value = '2'; f.requestSubmit(); return true; })()`))
-	waitJS(t, ctx, `location.search.includes('page=2') && document.querySelectorAll('tr[data-job-id]').length === 13`, 20*time.Second)
+	// The jump is a page load: wait for it as one (polling the page
+	// while it navigates finds no page to ask). The field is set and the
+	// form sent in one step, so no live refill of page 1 comes between.
+	loadBy(t, ctx, `(() => { const f = document.querySelector('[data-testid="page-jump"]');
+		f.querySelector('[data-testid="page-no"]').value = '2'; f.requestSubmit(); return true; })()`)
+	require.Contains(t, eval[string](t, ctx, `location.search`), "page=2")
+	waitJS(t, ctx, `document.querySelectorAll('tr[data-job-id]').length === 13`, 20*time.Second)
 	got := eval[[]string](t, ctx, rowIDs)
 	require.Equal(t, res[47].Job.ID.String(), got[0], "the 51st latest failure opens page 2")
 	require.Equal(t, res[59].Job.ID.String(), got[12])
@@ -90,4 +95,81 @@ func TestListsOrderByTimeAndJumpToAPage(t *testing.T) {
 	shoot(t, ctx, "jobs-ordered")
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?sort=size"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="jobs-table"] [role="alert"]`)))
 	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="jobs-table"] [role="alert"]').textContent`), strconv.Quote("size"))
+}
+
+// loadBy runs js, which must return true having started a page load (a
+// form sent natively, a link followed), and waits until the new page has
+// loaded.
+func loadBy(t *testing.T, ctx context.Context, js string) {
+	t.Helper()
+	c, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	resp, err := chromedp.RunResponse(c, func(ctx context.Context, tg *chromedp.Target) (chromedp.Void, error) {
+		ok, err := chromedp.Evaluate[bool](js)(ctx, tg)
+		if err == nil && !ok {
+			err = errors.New("the script started no page load")
+		}
+		return chromedp.Void{}, err
+	})
+	require.NoError(t, err, js)
+	require.Equal(t, int64(200), resp.Status, "the page loaded by %s", js)
+}
+
+// TestDLQPlacesLateNewsByFailureTime: on the dead-letter queue's first
+// page (latest failure first), a job whose news arrives after the page
+// was read goes where its failure time sorts: between the jobs that
+// failed before and after it, or not onto a full page it sorts past; not
+// at the top, as if it had just failed.
+func TestDLQPlacesLateNewsByFailureTime(t *testing.T) {
+	t.Parallel()
+	rig := startDashboard(t)
+	ctx := browser(t)
+	signIn(t, ctx, rig.base)
+	bg := context.Background()
+	zero := 0
+	params := make([]jobs.EnqueueParams, 53)
+	for i := range params {
+		params[i] = jobs.EnqueueParams{Type: "fail", Queue: "pay", MaxRetries: &zero, Payload: []byte(`{"message": "no"}`)}
+	}
+	res, err := rig.store.Enqueue(bg, params...)
+	require.NoError(t, err)
+	now := time.Now()
+	// res[i] failed i minutes ago; the last one, hours ago (page 2).
+	for i, r := range res {
+		waitStatus(t, rig.store, r.Job.ID, jobs.StateDeadLetter)
+		ago := time.Duration(i) * time.Minute
+		if i == len(res)-1 {
+			ago = 3 * time.Hour
+		}
+		_, err := rig.store.Pool().Exec(bg, `UPDATE jobs SET finished_at = $2 WHERE id = $1`, r.Job.ID, now.Add(-ago))
+		require.NoError(t, err)
+	}
+	rowIDs := `[...document.querySelectorAll('tr[data-job-id]')].map(r => r.dataset.jobId)`
+	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/dlq"), chromedp.WaitVisible(chromedp.CSS(`tr[data-job-id]`)))
+	waitLive(t, ctx, 10*time.Second)
+	want := make([]string, 50)
+	for i := range want {
+		want[i] = res[i].Job.ID.String()
+	}
+	require.Equal(t, want, eval[[]string](t, ctx, rowIDs))
+	late := func(j *jobs.Job) {
+		rig.broker.Deliver([]jobs.Event{{JobID: j.ID, Status: jobs.StateDeadLetter, Type: j.Type, Queue: j.Queue, Attempt: 1, At: time.Now()}})
+	}
+
+	// The page read before res[3] failed, say: its news puts it between
+	// res[2] and res[4].
+	require.True(t, eval[bool](t, ctx, `(document.querySelector('tr[data-job-id="`+res[3].Job.ID.String()+`"]').remove(), true)`))
+	late(res[3].Job)
+	waitJS(t, ctx, `document.querySelectorAll('tr[data-job-id]').length === 50`, 10*time.Second)
+	require.Equal(t, want, eval[[]string](t, ctx, rowIDs), "the late job where its failure sorts")
+
+	// News of the job that failed hours ago leaves the full page as it
+	// is. The news of res[5] (on the page) after it shows the page has
+	// taken both in.
+	late(res[len(res)-1].Job)
+	_, err = rig.store.Pool().Exec(bg, `UPDATE jobs SET max_retries = 5 WHERE id = $1`, res[5].Job.ID)
+	require.NoError(t, err)
+	late(res[5].Job)
+	waitJS(t, ctx, `document.querySelector('tr[data-job-id="`+res[5].Job.ID.String()+`"] td[data-label="Attempt"]').textContent.trim() === '1/6'`, 10*time.Second)
+	require.Equal(t, want, eval[[]string](t, ctx, rowIDs), "a job that sorts onto page 2 stays off page 1")
 }

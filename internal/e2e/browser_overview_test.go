@@ -88,6 +88,12 @@ func TestOverviewInABrowser(t *testing.T) {
 		const card = w.closest('.card').getBoundingClientRect();
 		return w.scrollWidth <= w.clientWidth && when.getBoundingClientRect().right <= card.right; })()`
 	require.True(t, eval[bool](t, ctx, fits), "the recent-failures card scrolls sideways or clips the time")
+	// Each row's cells end with the row: their borders make one line.
+	ragged := eval[[]string](t, ctx, `[...document.querySelectorAll('[data-testid="failure-row"]')].flatMap(r => {
+		const bottom = r.getBoundingClientRect().bottom;
+		return [...r.cells].filter(td => Math.abs(td.getBoundingClientRect().bottom - bottom) > 1).map(td => r.dataset.jobId + ' ' + td.dataset.label);
+	})`)
+	require.Empty(t, ragged, "cells that end above their row")
 	shoot(t, ctx, "overview")
 
 	// The chart's range: 24 hours, kept by the live updates that follow.

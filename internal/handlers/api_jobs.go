@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -71,10 +73,39 @@ func stateList() string {
 	return strings.Join(parts, ", ")
 }
 
+// apiJobOrders are the values of GET /api/v1/jobs?sort=: the orders the
+// Jobs page offers (views.ListOrders), its default named "created".
+func apiJobOrders() []string {
+	var out []string
+	for _, o := range views.ListOrders("jobs") {
+		out = append(out, cmp.Or(o.Value, "created"))
+	}
+	return out
+}
+
+// listOrder reads GET /api/v1/jobs?sort= into p: by creation (default),
+// start or finish time, latest first or, with the _oldest forms (and
+// "oldest" for creation), earliest first.
+func listOrder(c *fiber.Ctx, p *jobs.ListParams) error {
+	v := c.Query("sort")
+	if v == "created" {
+		v = ""
+	}
+	o, ok := views.OrderOf("jobs", v)
+	if !ok {
+		return invalid("sort", fmt.Sprintf("unknown order %q; use one of %s", v, strings.Join(apiJobOrders(), ", ")))
+	}
+	p.By, p.Oldest = o.By, o.Oldest
+	return nil
+}
+
 // listJobs handles GET /api/v1/jobs.
 func (s *server) listJobs(c *fiber.Ctx) error {
 	p, err := listParams(c)
 	if err != nil {
+		return err
+	}
+	if err := listOrder(c, &p); err != nil {
 		return err
 	}
 	page, err := s.jobStore.ListJobs(c.UserContext(), p)

@@ -93,10 +93,19 @@
   // from its datetime, against the server's clock as the page last gave
   // it (data-now).
   var skew = 0; // server time minus browser time, in ms
+  // Each data-now is read once, when it arrives: a part that stays on the
+  // page (a jobs table whose rows are swapped one by one) keeps the time
+  // it was rendered at, which read again later would set the clock back
+  // by the page's age ("7s ago" for ever, starts "in 12s").
+  var read = typeof WeakSet === "function" ? new WeakSet() : null;
   function noteServerNow(root) {
-    var el = root.querySelector ? root.querySelector("[data-now]") : null;
-    if (!el && root.hasAttribute && root.hasAttribute("data-now")) el = root;
-    if (el) skew = Date.parse(el.getAttribute("data-now")) - Date.now();
+    var els = root.querySelectorAll ? Array.prototype.slice.call(root.querySelectorAll("[data-now]")) : [];
+    if (root.hasAttribute && root.hasAttribute("data-now")) els.unshift(root);
+    els.forEach(function (el) {
+      if (read && read.has(el)) return;
+      if (read) read.add(el);
+      skew = Date.parse(el.getAttribute("data-now")) - Date.now();
+    });
   }
   function short(ms) {
     var s = Math.floor(ms / 1000);

@@ -40,9 +40,11 @@
       var el = document.getElementById(id);
       if (!el) return;
       // A form being edited, or answered with what to fix (a 422 puts
-      // aria-invalid on its fields), stays until the person is done.
-      if (el.hasAttribute("data-live-form") && (el.querySelector("form[data-dirty]") || el.querySelector('form [aria-invalid="true"]'))) {
-        staleNotice(el);
+      // aria-invalid on its fields), stays until the person is done: the
+      // part is swapped around it where it is kept apart (keptUnits),
+      // else not at all.
+      if (el.hasAttribute("data-live-form") && !el.hasAttribute("data-live-fresh") && editedForms(el).some(function (f) { return !unitOf(f, el); })) {
+        if (!el.querySelector("[data-stale]")) el.insertBefore(staleNotice(), el.firstChild);
         return;
       }
       var done = htmx.ajax("GET", el.getAttribute("data-live-url"), {
@@ -68,8 +70,68 @@
   }
 
   // A form being edited is not replaced under the user's hands.
-  function staleNotice(el) {
-    if (el.querySelector("[data-stale]")) return;
+  function editedForms(el) {
+    return Array.prototype.filter.call(el.querySelectorAll("form"), function (f) {
+      return f.hasAttribute("data-dirty") || !!f.querySelector('[aria-invalid="true"]');
+    });
+  }
+  // unitOf is the part of el that keeps form f through a live swap: the
+  // nearest element with an id that says what f's values were when saved
+  // (data-saved), or null.
+  function unitOf(f, el) {
+    var u = f.closest("[data-saved][id]");
+    return u && el.contains(u) ? u : null;
+  }
+  // keptUnits are the parts of el a live swap leaves as they are: those
+  // holding a form being edited, and open editors (details) the operator
+  // is reading.
+  function keptUnits(el) {
+    var units = editedForms(el).map(function (f) {
+      return unitOf(f, el);
+    });
+    el.querySelectorAll("details[open][data-saved][id]").forEach(function (d) {
+      units.push(d);
+    });
+    return units.filter(function (u, i) {
+      return u && units.indexOf(u) === i;
+    });
+  }
+
+  // A live answer for a part with kept units is swapped in around them
+  // (hx-preserve on their fresh copies); a kept form says "Changed
+  // elsewhere" only when what it was opened on was saved anew since (not
+  // when only the counts beside it changed, nor for an answer older than
+  // the form).
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var d = e.detail || {};
+    var t = d.target;
+    var cfg = d.requestConfig;
+    if (!d.shouldSwap || !t || !t.hasAttribute || !t.hasAttribute("data-live-form") || t.hasAttribute("data-live-fresh")) return;
+    // An answer for a part already replaced (a save answered meanwhile)
+    // keeps nothing: its editors' namesakes on the page are not its own.
+    if ((cfg && cfg.verb && cfg.verb !== "get") || !document.body.contains(t)) return;
+    var units = keptUnits(t);
+    if (!units.length) return;
+    var tpl = document.createElement("template");
+    tpl.innerHTML = d.serverResponse;
+    var root = tpl.content.firstElementChild;
+    if (!root || root.id !== t.id) return;
+    units.forEach(function (u) {
+      var fresh = tpl.content.getElementById(u.id);
+      if (!fresh) return;
+      fresh.setAttribute("hx-preserve", "");
+      var said = u.querySelector("[data-stale]");
+      if (fresh.getAttribute("data-saved") === u.getAttribute("data-saved")) {
+        if (said) said.remove(); // changed back
+      } else if (!said && Number(fresh.getAttribute("data-saved-at")) >= Number(u.getAttribute("data-saved-at"))) {
+        var form = u.querySelector("form");
+        u.insertBefore(staleNotice(), form && form.parentNode === u ? form : null);
+      }
+    });
+    d.serverResponse = tpl.innerHTML;
+  });
+
+  function staleNotice() {
     var box = document.createElement("div");
     box.className = "notice notice-info";
     box.setAttribute("role", "status");
@@ -79,18 +141,28 @@
     btn.type = "button";
     btn.className = "btn btn-sm";
     btn.textContent = "Load the current values";
-    btn.addEventListener("click", function () {
-      el.querySelectorAll("form[data-dirty]").forEach(function (f) {
-        f.removeAttribute("data-dirty");
-      });
-      el.querySelectorAll('form [aria-invalid="true"]').forEach(function (f) {
-        f.removeAttribute("aria-invalid");
-      });
-      swapLive(el.id);
-    });
     box.appendChild(btn);
-    el.insertBefore(box, el.firstChild);
+    return box;
   }
+  // "Load the current values" drops what was typed and swaps the part
+  // whole, its editors open as they were.
+  document.addEventListener("click", function (e) {
+    var btn = e.target && e.target.closest && e.target.closest("[data-stale] button");
+    var el = btn && btn.closest("[data-live-form][id]");
+    if (!el) return;
+    el.querySelectorAll("form").forEach(function (f) {
+      f.removeAttribute("data-dirty");
+      f.reset();
+    });
+    el.querySelectorAll('form [aria-invalid="true"]').forEach(function (f) {
+      f.removeAttribute("aria-invalid");
+    });
+    el.querySelectorAll("[data-stale]").forEach(function (n) {
+      n.remove();
+    });
+    el.setAttribute("data-live-fresh", "");
+    swapLive(el.id, true);
+  });
   document.addEventListener("input", function (e) {
     var form = e.target && e.target.form;
     if (form && form.closest("[data-live-form]")) form.setAttribute("data-dirty", "");
@@ -312,11 +384,15 @@
     var rows = Array.prototype.slice.call(body.querySelectorAll("tr[data-job-id]"));
     var id = row.getAttribute("data-job-id");
     var before = null;
-    // A list by failure time, latest first, takes a job that just failed
-    // at its top; the others sort by id (creation), newest first.
+    // A list by failure time, latest first, takes a job where its failure
+    // sorts (a job that just failed at the top; one whose news came late,
+    // in a burst, below those that failed after it, or on a later page);
+    // the others sort by id (creation), newest first. A job without the
+    // time sorts as the latest.
     var top = table.getAttribute("data-order") === "top";
+    var at = finishedAt(row);
     for (var i = 0; i < rows.length; i++) {
-      if (top || rows[i].getAttribute("data-job-id") < id) {
+      if (top ? finishedAt(rows[i]) < at : rows[i].getAttribute("data-job-id") < id) {
         before = rows[i];
         break;
       }
@@ -335,6 +411,11 @@
       rows[k].remove();
       extra--;
     }
+  }
+
+  function finishedAt(row) {
+    var ms = parseInt(row.getAttribute("data-finished"), 10);
+    return isNaN(ms) ? Infinity : ms;
   }
 
   // rowKey is what a row shows, less the relative times that change by

@@ -55,12 +55,17 @@ type execution struct {
 	// lines its handler logged (capped at jobs.MaxJobLogLines).
 	progress atomic.Pointer[jobs.Progress]
 	logLines atomic.Int64
-	// logMu guards held, passed and holdStop: the lines of a short first
-	// attempt are held to be written with its outcome (see holdsLog).
+	// logMu guards held, passed, holdStop and lastLog: the lines of a
+	// short first attempt are held to be written with its outcome (see
+	// holdsLog); lastLog is the time of the latest line, which the run's
+	// end is never before.
 	logMu    sync.Mutex
 	held     []jobs.LogEntry
 	passed   bool
 	holdStop func() bool
+	lastLog  time.Time
+	// ended is when the handler returned, as markStarted's start.
+	ended time.Time
 	// logger is made when the handler first asks for it.
 	loggerOnce sync.Once
 	logger     *slog.Logger
@@ -86,6 +91,19 @@ func (p *Pool) markStarted(ex *execution) time.Time {
 	ex.started.Store(true)
 	signal(p.startNow)
 	return at
+}
+
+// endedAt is when the handler returned, for its outcome
+// (jobs.Finish.EndedAt): after the last line it logged, whose time is this
+// process's, so that the run's end follows its lines in the job's log.
+func (ex *execution) endedAt() *time.Time {
+	ex.logMu.Lock()
+	defer ex.logMu.Unlock()
+	end := ex.ended
+	if !ex.lastLog.Before(end) {
+		end = ex.lastLog.Add(time.Microsecond) // after it as stored (µs)
+	}
+	return &end
 }
 
 // handlerContext is what an execution's handler reaches through its
@@ -237,6 +255,7 @@ func (p *Pool) execute(ex *execution) {
 	p.logger.Debug("job attempt started", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt)
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
+	ex.ended = ex.claimedAt.Add(time.Since(ex.claimedLocal)) // on the database's clock, as the start
 
 	if ex.lost.Load() {
 		if span != nil {
@@ -251,6 +270,7 @@ func (p *Pool) execute(ex *execution) {
 	f.StartedAt = &at
 	ex.takeSpawned(&f)
 	f.Log = ex.takeLog()
+	f.EndedAt = ex.endedAt()
 	if f.Outcome == jobs.OutcomeSuspended { // stored by the log writer: a suspension writes none
 		p.passLog(f)
 		f.Log = nil

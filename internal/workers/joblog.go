@@ -115,6 +115,9 @@ func (ex *execution) holdsLog() bool {
 func (ex *execution) log(w *jobLogWriter, e jobs.LogEntry) {
 	ex.logMu.Lock()
 	defer ex.logMu.Unlock()
+	if e.At.After(ex.lastLog) {
+		ex.lastLog = e.At
+	}
 	if ex.passed || !ex.holdsLog() {
 		w.add(e)
 		return

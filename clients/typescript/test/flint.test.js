@@ -53,6 +53,10 @@ test("enqueue a batch and a workflow", { skip }, async () => {
   assert.deepEqual(wf.map((j) => [j.key, j.status]), [["fetch", "scheduled"], ["resize", "blocked"]]);
   const { jobs: page } = await c.listJobs({ status: "blocked", type: "ts.echo", limit: 10 });
   assert.ok(page.some((j) => j.id === wf[1].id));
+  const { jobs: newest } = await c.listJobs({ type: "ts.echo", status: "scheduled", limit: 500 });
+  const { jobs: oldest } = await c.listJobs({ type: "ts.echo", status: "scheduled", limit: 500, sort: "oldest" });
+  assert.ok(newest.length >= 4);
+  assert.deepEqual(oldest.map((j) => j.id), newest.map((j) => j.id).reverse(), "oldest first is newest first reversed");
 });
 
 test("refusals are typed errors that name the field", { skip }, async () => {
@@ -76,6 +80,8 @@ test("refusals are typed errors that name the field", { skip }, async () => {
     { key: "b", type: "ts.echo", depends_on: ["a"] },
   ]), ValidationError);
   await refused(c.getJob("00000000-0000-0000-0000-000000000000"), NotFoundError, undefined, "not_found");
+  e = await refused(c.listJobs({ sort: "size" }), ValidationError, "sort", "validation_failed");
+  assert.match(e.detail, /created, oldest, started, started_oldest, finished, finished_oldest/);
   const done = await c.enqueue({ type: "ts.echo", delay_seconds: 3600 });
   await c.cancelJob(done.id);
   await refused(c.cancelJob(done.id), ConflictError);
