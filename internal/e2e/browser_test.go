@@ -226,7 +226,19 @@ func waitStatus(t *testing.T, s *db.Store, id uuid.UUID, want jobs.State) *jobs.
 // and see a state-changing request without the CSRF token refused.
 func TestDashboardInABrowser(t *testing.T) {
 	t.Parallel()
-	rig := startDashboard(t)
+	// A job of type gate runs until the test lets it finish, so that its
+	// row is seen running however slowly the page loads.
+	release := make(chan struct{})
+	rig := startDashboard(t, func(r *jobs.Registry) {
+		r.Register("gate", jobs.HandlerFunc(func(ctx context.Context, _ *jobs.Job) (any, error) {
+			select {
+			case <-release:
+				return nil, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}))
+	})
 	ctx := browser(t)
 	base := rig.base
 
@@ -240,7 +252,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	eval[bool](t, ctx, `document.querySelector('#f-type').value = 'sleep'; document.querySelector('#f-payload').value = '{"ms": "soon"}'; true`)
 	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="create-submit"]`)))
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="error-payload"]')`, 10*time.Second)
-	eval[bool](t, ctx, `document.querySelector('#f-type').value = 'sleep'; document.querySelector('#f-payload').value = '{"ms": 2500}'; true`)
+	eval[bool](t, ctx, `document.querySelector('#f-type').value = 'gate'; document.querySelector('#f-payload').value = '{}'; true`)
 	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="create-submit"]`)))
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="job-id"]')`, 10*time.Second)
 	id := uuid.MustParse(eval[string](t, ctx, `document.querySelector('[data-testid="job-id"]').textContent.trim()`))
@@ -250,6 +262,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	eval[bool](t, ctx, `window.__noReload = true; true`)
 	first := eval[string](t, ctx, fmt.Sprintf(`document.querySelector('tr[data-job-id="%s"]').dataset.status`, id))
 	require.NotEqual(t, "completed", first, "the row starts before completion")
+	close(release)
 	waitJS(t, ctx, fmt.Sprintf(`(document.querySelector('tr[data-job-id="%s"]')||{dataset:{}}).dataset.status === 'completed'`, id), 30*time.Second)
 	require.True(t, eval[bool](t, ctx, `window.__noReload === true`), "the page was not reloaded")
 
