@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -77,7 +78,7 @@ func (a *App) Handle(jobType string, h jobs.Handler) {
 	if h == nil {
 		panic(fmt.Sprintf("app: nil handler for job type %q", jobType))
 	}
-	if jobs.IsBuiltin(jobType) {
+	if domain.IsBuiltin(jobType) {
 		panic(fmt.Sprintf("app: job type %q is built in; choose another name", jobType))
 	}
 	if _, dup := a.handlers[jobType]; dup {
@@ -93,9 +94,9 @@ func (a *App) Types() []string { return append([]string(nil), a.order...) }
 
 // registry returns a registry with the built-in types (given their
 // dependencies) and every handler registered with Handle.
-func (a *App) registry(deps jobs.BuiltinDeps) *jobs.Registry {
+func (a *App) registry(deps domain.BuiltinDeps) *jobs.Registry {
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, deps)
+	domain.RegisterBuiltins(reg, deps)
 	for _, t := range a.order {
 		reg.Register(t, a.handlers[t])
 	}

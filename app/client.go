@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -42,7 +43,7 @@ type ClientConfig struct {
 // A Client is safe for concurrent use. Close it when done.
 type Client struct {
 	store *db.Store
-	types *jobs.Catalog
+	types *domain.Catalog
 	clock jobs.Clock
 }
 
@@ -70,8 +71,8 @@ func (a *App) NewClient(ctx context.Context, cfg ClientConfig) (*Client, error) 
 	store.SetEventSink(store.NotifyEventSink())
 	// Built-in handlers are registered without their senders: the client
 	// only asks them to check payloads.
-	reg := a.registry(jobs.BuiltinDeps{Mailer: noMailer{}})
-	types := jobs.NewCatalog(reg, cfg.JobTypes, store.ServedTypes)
+	reg := a.registry(domain.BuiltinDeps{Mailer: noMailer{}})
+	types := domain.NewCatalog(reg, cfg.JobTypes, store.ServedTypes)
 	types.UseSchemas(store)
 	return &Client{store: store, types: types, clock: jobs.SystemClock{}}, nil
 }
@@ -153,6 +154,6 @@ func (c *Client) EnqueueTx(ctx context.Context, tx pgx.Tx, params ...jobs.Enqueu
 // client uses only to check payloads.
 type noMailer struct{}
 
-func (noMailer) Send(context.Context, jobs.Email) error {
+func (noMailer) Send(context.Context, domain.Email) error {
 	return errors.New("a client does not send email")
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -134,7 +135,7 @@ func TestClientAcceptsTypesServedElsewhere(t *testing.T) {
 	require.NoError(t, err)
 	_, err = c.Enqueue(ctx, jobs.EnqueueParams{Type: "py.thumbnail"})
 	require.ErrorAs(t, err, &ve)
-	require.NoError(t, store.RegisterWorker(ctx, jobs.WorkerInfo{ID: "py-1", Kind: jobs.WorkerRemote, Types: []string{"py.thumbnail"},
+	require.NoError(t, store.RegisterWorker(ctx, domain.WorkerInfo{ID: "py-1", Kind: domain.WorkerRemote, Types: []string{"py.thumbnail"},
 		Concurrency: 1, StartedAt: time.Now()}, time.Minute))
 	// Accepted once the catalog reloads (at most a second after the last
 	// refusal reloaded it).

@@ -16,8 +16,8 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/scheduler"
-	"github.com/flinthq/flint/jobs"
 )
 
 // healthcheck probes the flint on this machine: exit 0 when /healthz
@@ -51,7 +51,7 @@ func healthcheck(addr string) int {
 
 // runBenchmark runs the scheduler benchmark for the HTTP layer, which names
 // both strategies "both".
-func runBenchmark(ctx context.Context, n int, algorithm string) ([]jobs.BenchResult, error) {
+func runBenchmark(ctx context.Context, n int, algorithm string) ([]domain.BenchResult, error) {
 	var algs []string // none: both
 	if algorithm != "both" {
 		algs = []string{algorithm}

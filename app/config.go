@@ -65,7 +65,7 @@ type Config struct {
 	// HTTPAllow are the private destinations (CIDRs, addresses, host
 	// names, with or without a port) that outgoing requests may reach
 	// despite the SSRF guard: the http_request job, push queues and alert
-	// webhooks (FLINT_HTTP_ALLOW, as jobs.ParseHTTPAllow reads it).
+	// webhooks (FLINT_HTTP_ALLOW, as domain.ParseHTTPAllow reads it).
 	HTTPAllow []string
 	// TrustedProxies are the reverse proxies in front of the HTTP server
 	// whose X-Forwarded-For names the client (FLINT_TRUSTED_PROXIES,

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -107,7 +108,7 @@ func readEnv(r *configReader) *Config {
 		ReapInterval:      r.dur("FLINT_REAP_INTERVAL", 5*time.Second),
 		PromoteInterval:   r.dur("FLINT_PROMOTE_INTERVAL", 15*time.Second),
 		DrainTimeout:      r.dur("FLINT_DRAIN_TIMEOUT", 30*time.Second),
-		MaxInterruptions:  r.int("FLINT_MAX_INTERRUPTIONS", jobs.DefaultMaxInterruptions),
+		MaxInterruptions:  r.int("FLINT_MAX_INTERRUPTIONS", domain.DefaultMaxInterruptions),
 		EnqueueWindow:     r.dur("FLINT_ENQUEUE_WINDOW", db.DefaultEnqueueWindow),
 		EnqueueBatch:      r.int("FLINT_ENQUEUE_BATCH", db.DefaultEnqueueBatch),
 	}
@@ -145,7 +146,7 @@ func (c *Config) parseLists(queues, allow string, r *configReader) {
 			c.Queues = append(c.Queues, q)
 		}
 	}
-	if hosts, err := jobs.ParseHTTPAllow(allow); err != nil {
+	if hosts, err := domain.ParseHTTPAllow(allow); err != nil {
 		r.bad("FLINT_HTTP_ALLOW: %v", err)
 	} else {
 		c.HTTPAllow = hosts

@@ -8,6 +8,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/internal/metrics"
@@ -44,17 +45,17 @@ func rolesOf(cmd string) roles {
 	return r
 }
 
-// names is the roles as the registry records them (jobs.RoleAPI...).
+// names is the roles as the registry records them (domain.RoleAPI...).
 func (r roles) names() []string {
 	var out []string
 	if r.http {
-		out = append(out, jobs.RoleAPI)
+		out = append(out, domain.RoleAPI)
 	}
 	if r.scheduler {
-		out = append(out, jobs.RoleScheduler)
+		out = append(out, domain.RoleScheduler)
 	}
 	if r.workers {
-		out = append(out, jobs.RoleWorkers)
+		out = append(out, domain.RoleWorkers)
 	}
 	return out
 }
@@ -72,15 +73,15 @@ type process struct {
 	store    *db.Store
 	rds      *db.Redis // nil in PostgreSQL-only mode
 	registry *jobs.Registry
-	mailer   jobs.Mailer
+	mailer   domain.Mailer
 	notifier *scheduler.Notifier // renders and sends alert notifications
-	settings *jobs.SettingsHolder
+	settings *domain.SettingsHolder
 	mx       *metrics.Metrics
 	bus      *db.EventBus
 	broker   *handlers.Broker  // nil without HTTP
 	hub      *handlers.WorkHub // remote workers' waiting claims; nil without HTTP
 	listener *db.Listener
-	types    *jobs.Catalog      // the job types and payload schemas enqueues are checked against
+	types    *domain.Catalog    // the job types and payload schemas enqueues are checked against
 	alerter  *scheduler.Alerter // nil without the scheduler
 	pool     *workers.Pool      // nil without workers
 	clock    jobs.Clock         // the one clock handlers, workers and scheduler are given
@@ -166,7 +167,7 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 }
 
 // kickOnDLQ wakes the alerter (in this process) when jobs reached the DLQ.
-func (p *process) kickOnDLQ(moved []jobs.Moved) {
+func (p *process) kickOnDLQ(moved []domain.Moved) {
 	if p.alerter == nil {
 		return
 	}
@@ -183,7 +184,7 @@ func (p *process) kickOnDLQ(moved []jobs.Moved) {
 // page shows them; flint migrate finds older processes by them). Only a
 // process that runs workers has slots, queues and job types.
 func (p *process) startPresence(r roles) {
-	info := jobs.WorkerInfo{ID: p.cfg.WorkerID, Version: p.app.version(), Roles: r.names()}
+	info := domain.WorkerInfo{ID: p.cfg.WorkerID, Version: p.app.version(), Roles: r.names()}
 	var types workers.TypeLister
 	if r.workers {
 		info.Queues, info.Concurrency, types = p.cfg.Queues, p.cfg.Workers, p.registry
@@ -208,9 +209,9 @@ func (p *process) startWorkers() {
 		PollInterval:      cfg.PollInterval,
 		DrainTimeout:      cfg.DrainTimeout,
 		FastPath:          fast,
-		OnRun:             func(j *jobs.Job, o jobs.Outcome, d time.Duration) { p.mx.ObserveRun(j.Type, o, d) },
+		OnRun:             func(j *jobs.Job, o domain.Outcome, d time.Duration) { p.mx.ObserveRun(j.Type, o, d) },
 		OnMoved:           p.kickOnDLQ,
-		Types:             jobs.Prepared(p.gctx, p.types),
+		Types:             domain.Prepared(p.gctx, p.types),
 	}, p.store, p.registry, p.logger)
 	p.mx.SetPoolState(p.pool.Running, func() int { return p.pool.Config().Workers })
 	p.listener.Handle(db.ChannelJobs, p.pool.Wake)
@@ -236,9 +237,9 @@ func (p *process) startWorkers() {
 func (p *process) startPusher() error {
 	cfg := p.cfg
 	pusher, err := workers.NewPusher(workers.PusherConfig{
-		WorkerID: jobs.PushWorkerID(cfg.WorkerID), MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
+		WorkerID: domain.PushWorkerID(cfg.WorkerID), MaxInFlight: cfg.PushConcurrency, LeaseTTL: cfg.LeaseTTL,
 		HeartbeatInterval: cfg.HeartbeatInterval, PollInterval: cfg.PollInterval, DrainTimeout: cfg.DrainTimeout,
-		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: jobs.Prepared(p.gctx, p.types),
+		Allow: cfg.HTTPAllow, OnMoved: p.kickOnDLQ, Types: domain.Prepared(p.gctx, p.types),
 	}, p.store, p.logger)
 	if err != nil {
 		return err
@@ -256,12 +257,12 @@ func (p *process) startScheduler() {
 	promoter := scheduler.NewPromoter(scheduler.PromoterConfig{
 		Settings:      p.settings,
 		SweepInterval: p.cfg.PromoteInterval,
-		OnMoved:       func(m []jobs.Moved) { recurrer.Kick(); p.mx.ObservePromoted(len(m)) },
+		OnMoved:       func(m []domain.Moved) { recurrer.Kick(); p.mx.ObservePromoted(len(m)) },
 		Clock:         p.clock,
 	}, p.store, p.logger)
 	p.listener.Handle(db.ChannelScheduled, promoter.Notify)
 	p.listener.OnConnect(promoter.Resync)
-	reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: p.cfg.ReapInterval, OnMoved: func(m []jobs.Moved) {
+	reaper := scheduler.NewReaper(scheduler.ReaperConfig{Interval: p.cfg.ReapInterval, OnMoved: func(m []domain.Moved) {
 		p.mx.ObserveReaped(m)
 		p.kickOnDLQ(m)
 	}}, p.store, p.logger)

@@ -5,16 +5,16 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/metrics"
-	"github.com/flinthq/flint/jobs"
 )
 
 // startEvents runs the event bus: every process publishes its committed
 // changes through Redis or NOTIFY; API processes deliver them to their SSE
 // broker. Metrics see every event on the way.
 func (p *process) startEvents() {
-	var deliver func([]jobs.Event)
+	var deliver func([]domain.Event)
 	if p.roles.http {
 		p.broker = handlers.NewBroker(10000)
 		deliver = p.broker.Deliver

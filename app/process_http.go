@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -20,7 +21,7 @@ import (
 // PostgreSQL's notifications, and stores the schemas of this process's
 // typed handlers with their types.
 func (p *process) startTypes() error {
-	c := jobs.NewCatalog(p.registry, p.cfg.JobTypes, p.store.ServedTypes)
+	c := domain.NewCatalog(p.registry, p.cfg.JobTypes, p.store.ServedTypes)
 	c.PushQueues(p.store.PushedQueue)
 	c.UseSchemas(p.store)
 	p.listener.Handle(db.ChannelTypes, func(string) { c.Invalidate() })
@@ -43,13 +44,13 @@ func (p *process) startTypes() error {
 	if !p.roles.http && !p.roles.workers {
 		return nil
 	}
-	return recordHandlerSchemas(p.ctx, p.registry, p.store, jobs.SchemaAuthor{Source: jobs.SchemaFromProcess,
+	return recordHandlerSchemas(p.ctx, p.registry, p.store, domain.SchemaAuthor{Source: domain.SchemaFromProcess,
 		WorkerID: p.cfg.WorkerID, Language: "go", WorkerVersion: p.app.version()}, p.logger)
 }
 
 // recordHandlerSchemas stores the payload schemas of registry's handlers
 // (jobs.Typed's, derived from their structs) with their types.
-func recordHandlerSchemas(ctx context.Context, registry *jobs.Registry, store *db.Store, by jobs.SchemaAuthor, logger *slog.Logger) error {
+func recordHandlerSchemas(ctx context.Context, registry *jobs.Registry, store *db.Store, by domain.SchemaAuthor, logger *slog.Logger) error {
 	raw, err := registry.Schemas()
 	if err != nil {
 		return err
@@ -93,16 +94,18 @@ func (p *process) startHTTP() error {
 		Session:        handlers.SessionConfig{Key: []byte(cfg.SessionKey), Secure: cfg.Production()},
 		TrustedProxies: cfg.TrustedProxies,
 		Benchmark:      runBenchmark,
-		Workers:        func(ctx context.Context) ([]jobs.WorkerInfo, error) { return p.store.ListWorkers(ctx, 15*time.Second) },
-		RedisState:     p.redisState,
-		Metrics:        p.mx.Protected(cfg.MetricsToken),
-		Logs:           p.store,
-		Audit:          p.store,
-		Alerts:         p.store,
-		AlertTest:      p.notifier.SendTest,
-		Access:         p.store,
-		Types:          p.types,
-		HTTPAllow:      cfg.HTTPAllow,
+		Workers: func(ctx context.Context) ([]domain.WorkerInfo, error) {
+			return p.store.ListWorkers(ctx, 15*time.Second)
+		},
+		RedisState: p.redisState,
+		Metrics:    p.mx.Protected(cfg.MetricsToken),
+		Logs:       p.store,
+		Audit:      p.store,
+		Alerts:     p.store,
+		AlertTest:  p.notifier.SendTest,
+		Access:     p.store,
+		Types:      p.types,
+		HTTPAllow:  cfg.HTTPAllow,
 		Work: &handlers.WorkConfig{Store: p.store, Hub: p.hub, LeaseTTL: cfg.LeaseTTL, HeartbeatInterval: cfg.HeartbeatInterval,
 			PollInterval: cfg.PollInterval, OnMoved: p.kickOnDLQ},
 	}, p.store, p.registry, p.logger)

@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
-	"github.com/flinthq/flint/jobs"
 )
 
 // open connects to PostgreSQL (and Redis), registers the job types and
@@ -36,8 +36,8 @@ func (p *process) open() error {
 		return err
 	}
 	p.mailer = mailer
-	p.registry = p.app.registry(jobs.BuiltinDeps{Mailer: mailer, HTTP: jobs.HTTPConfig{Allow: p.cfg.HTTPAllow}})
-	p.settings = &jobs.SettingsHolder{}
+	p.registry = p.app.registry(domain.BuiltinDeps{Mailer: mailer, HTTP: domain.HTTPConfig{Allow: p.cfg.HTTPAllow}})
+	p.settings = &domain.SettingsHolder{}
 	sender, err := workers.NewAlertSender(mailer, p.cfg.HTTPAllow, 0)
 	if err != nil {
 		return err

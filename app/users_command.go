@@ -20,6 +20,7 @@ import (
 
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -87,8 +88,8 @@ func usersCommand(args []string, stdout, stderr io.Writer) int {
 	defer store.Close()
 	if err := runUsers(ctx, store, sub, *email, auth.Role(*role), *password, stdout); err != nil {
 		var ve *jobs.ValidationError
-		fmt.Fprintf(stderr, "flint users %s: %s\n", sub, strings.TrimSuffix(err.Error(), ": "+jobs.ErrNotFound.Error()))
-		if errors.As(err, &ve) || errors.Is(err, jobs.ErrNotFound) {
+		fmt.Fprintf(stderr, "flint users %s: %s\n", sub, strings.TrimSuffix(err.Error(), ": "+domain.ErrNotFound.Error()))
+		if errors.As(err, &ve) || errors.Is(err, domain.ErrNotFound) {
 			return 2
 		}
 		return 1
@@ -228,7 +229,7 @@ func runUsers(ctx context.Context, store *db.Store, sub, email string, role auth
 func recordCLI(ctx context.Context, store *db.Store, action string, details map[string]any) error {
 	b, _ := json.Marshal(details)
 	actor := "cli:" + shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname)
-	return store.RecordAudit(ctx, jobs.AuditEntry{Actor: actor, Source: "cli", Action: action, Details: b})
+	return store.RecordAudit(ctx, domain.AuditEntry{Actor: actor, Source: "cli", Action: action, Details: b})
 }
 
 // shellUser names who runs the command: $USER or $LOGNAME, else the

@@ -18,7 +18,7 @@ import (
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // TestUsersCommand: add prints a generated password that signs in; disable
@@ -54,7 +54,7 @@ func TestUsersCommand(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, out, "disabled")
 	_, err = store.GetSession(ctx, "bo-token")
-	require.ErrorIs(t, err, jobs.ErrNotFound, "disabling ends the session")
+	require.ErrorIs(t, err, domain.ErrNotFound, "disabling ends the session")
 	_, err = store.Authenticate(ctx, "bo@example.com", "bo-password-1")
 	require.ErrorIs(t, err, auth.ErrDisabled)
 
@@ -78,10 +78,10 @@ func TestUsersCommand(t *testing.T) {
 	_, err = store.Authenticate(ctx, "ana@example.com", generated)
 	require.ErrorIs(t, err, auth.ErrBadLogin)
 	_, err = store.GetSession(ctx, "ana-token")
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	_, err = run("disable", "nobody@example.com", "", "")
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	// Roles from the shell; the last admin stays an admin.
 	_, err = run("set-role", "ana@example.com", auth.RoleViewer, "")
@@ -94,7 +94,7 @@ func TestUsersCommand(t *testing.T) {
 	_, err = run("remove", "ana@example.com", "", "")
 	require.NoError(t, err)
 	_, err = store.UserByEmail(ctx, "ana@example.com")
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	requireCLIAudit(t, ctx, store, "user_add", "user_add", "user_disable", "password_reset", "user_enable", "user_role", "user_remove")
 }
@@ -111,7 +111,7 @@ func shownPassword(t *testing.T, out string) string {
 // want, each from the command line.
 func requireCLIAudit(t *testing.T, ctx context.Context, store *db.Store, want ...string) {
 	t.Helper()
-	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 50})
+	entries, err := store.ListAudit(ctx, domain.AuditQuery{Limit: 50})
 	require.NoError(t, err)
 	var actions []string
 	for _, e := range entries {
@@ -187,7 +187,7 @@ func TestUsersCommandAuditWithoutUserVariables(t *testing.T) {
 	defer cancel()
 	var out bytes.Buffer
 	require.NoError(t, runUsers(ctx, store, "add", "cy@example.com", auth.RoleViewer, "cy-password-1", &out))
-	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 1})
+	entries, err := store.ListAudit(ctx, domain.AuditQuery{Limit: 1})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 	require.Equal(t, "cli:"+shellUser(os.Getenv, user.Current, os.Getuid, os.Hostname), entries[0].Actor)

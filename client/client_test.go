@@ -17,6 +17,7 @@ import (
 
 	"github.com/flinthq/flint/client"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -30,7 +31,7 @@ func TestClientRoundTrip(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	app := handlers.New(handlers.Config{APIKey: apiKey}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

@@ -19,9 +19,6 @@ const MaxSignalNameBytes = 200
 // MaxStepResultBytes bounds a step's recorded result, in bytes of JSON.
 const MaxStepResultBytes = MaxResultBytes
 
-// MaxSignalBodyBytes bounds the body a signal or an event carries.
-const MaxSignalBodyBytes = 64 << 10
-
 // MaxWait is the longest a job may sleep or wait in one go; a wait
 // without a timeout ends (timed out) after it.
 const MaxWait = 366 * 24 * time.Hour
@@ -32,11 +29,6 @@ const (
 	WaitSignal = "signal"
 	WaitEvent  = "event"
 )
-
-// OutcomeSuspended means the handler slept or waited (Sleep,
-// WaitForSignal, WaitForEvent): the attempt ended without charging a
-// retry and the job waits, holding no worker, until it is woken.
-const OutcomeSuspended Outcome = "suspended"
 
 // StepRecord is a step a job recorded (Step, Sleep): a row of job_steps.
 type StepRecord struct {
@@ -100,13 +92,6 @@ func (e *SuspendError) Error() string {
 	return fmt.Sprintf("job waits (%s %q) until %s", e.Wait.Kind, e.Wait.Name, e.Wait.Until.UTC().Format(time.RFC3339))
 }
 
-// AsSuspend returns the *SuspendError err carries, if any.
-func AsSuspend(err error) (*SuspendError, bool) {
-	var s *SuspendError
-	ok := errors.As(err, &s)
-	return s, ok
-}
-
 // StepOrderError says that the handler's steps do not match what earlier
 // attempts recorded: the code changed the order or the names of its
 // steps between attempts. Flint does not guess which recorded result
@@ -163,15 +148,6 @@ func CheckSignalName(field, name string) error {
 		if !ok {
 			return Invalid(field, "may hold only letters, digits and . _ : - (got %q)", r)
 		}
-	}
-	return nil
-}
-
-// CheckWaitTimeout validates a wait's timeout in seconds for field (0: the
-// longest, MaxWait).
-func CheckWaitTimeout(field string, seconds int64) error {
-	if seconds < 0 || seconds > int64(MaxWait/time.Second) {
-		return Invalid(field, "must be between 1 and %d seconds (0 or absent: %d)", int64(MaxWait/time.Second), int64(MaxWait/time.Second))
 	}
 	return nil
 }

@@ -22,7 +22,6 @@ const (
 	MaxRetriesLimit      = 100
 	MaxTimeoutSeconds    = 7 * 24 * 3600
 	MaxDelay             = 10 * 365 * 24 * time.Hour
-	MaxErrorLen          = 16 << 10 // last_error and execution errors are cut to this
 	MaxResultBytes       = 1 << 20
 )
 
@@ -119,10 +118,6 @@ type EnqueueParams struct {
 // Recurring reports whether p creates a recurring series.
 func (p *EnqueueParams) Recurring() bool { return p.IntervalSeconds != 0 || p.Cron != "" }
 
-// MaxKnownTypes caps the job types Flint knows from workers seen in the
-// last 24 hours: registering a worker that would add more is refused.
-const MaxKnownTypes = 2000
-
 // unknownType is the error for a type nothing accepts: short whatever
 // the number of known types, naming the few most like the one given.
 func unknownType(typ string, known []string) error {
@@ -190,7 +185,6 @@ func editDistance(a, b string, limit int) int {
 // Limits on dependencies and recurrence.
 const (
 	MaxDependencies    = 100
-	MaxWorkflowJobs    = 1000
 	MaxStepKeyLen      = 100
 	MaxIntervalSeconds = 366 * 24 * 3600
 )

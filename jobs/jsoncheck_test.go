@@ -69,16 +69,6 @@ func TestCheckJSON(t *testing.T) {
 	}
 }
 
-func TestCheckTextAndStorableText(t *testing.T) {
-	t.Parallel()
-	require.NoError(t, jobs.CheckText("error", "fine \u00e9"))
-	require.Error(t, jobs.CheckText("error", "a\x00b"))
-	require.Error(t, jobs.CheckText("error", "a\xffb"))
-	require.Equal(t, "ab", jobs.StorableText("a\x00b"))
-	require.Equal(t, "a\uFFFDb", jobs.StorableText("a\xff\xfeb"))
-	require.Equal(t, "same", jobs.StorableText("same"))
-}
-
 // BenchmarkCheckJSON measures the check on a payload of the common shape;
 // compare with json.Valid, which every enqueue already pays.
 func BenchmarkCheckJSON(b *testing.B) {

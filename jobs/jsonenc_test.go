@@ -100,15 +100,6 @@ func TestJobAppendJSONMatchesEncodingJSON(t *testing.T) {
 	}
 }
 
-func TestEventAppendJSONMatchesEncodingJSON(t *testing.T) {
-	r := rand.New(rand.NewPCG(3, 4))
-	for i := range 2000 {
-		var e Event
-		fill(r, reflect.ValueOf(&e).Elem())
-		require.Equal(t, stdJSON(t, &e), string(e.AppendJSON(nil)), "event %d", i)
-	}
-}
-
 // A stored document that is not JSON cannot break the document around it.
 func TestJobAppendJSONInvalidPayload(t *testing.T) {
 	j := Job{ID: uuid.New(), Payload: json.RawMessage(`{"unterminated": `)}

@@ -8,13 +8,6 @@ import (
 	"github.com/flinthq/flint/jobs"
 )
 
-func TestTruncate(t *testing.T) {
-	t.Parallel()
-	require.Equal(t, "héllo", jobs.Truncate("héllo", 5))
-	require.Equal(t, "hé…", jobs.Truncate("héllo", 2), "counts characters, not bytes")
-	require.Equal(t, "…", jobs.Truncate("héllo", 0))
-}
-
 func TestTruncateBytes(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

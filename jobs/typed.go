@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/flinthq/flint/internal/jsonutil"
 )
 
 // ArgsValidator is implemented by the argument types of typed handlers
@@ -54,7 +56,7 @@ func (h typedHandler[T]) decode(payload json.RawMessage) (T, error) {
 	if len(payload) == 0 {
 		payload = json.RawMessage(`{}`)
 	}
-	if err := decodeStrict(payload, &args); err != nil {
+	if err := jsonutil.DecodeStrict(payload, &args); err != nil {
 		return args, err
 	}
 	var v any = args

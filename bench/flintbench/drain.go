@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -30,10 +31,10 @@ func modeDrain(ctx context.Context) {
 		// Limits far above what the drain reaches: every claim takes the
 		// flow-controlled path (lock, count, bucket, key rotation) and
 		// none of them holds a job back.
-		_, err := s.UpdateQueue(ctx, jobs.DefaultQueue, "flintbench", func(q jobs.QueueSettings) jobs.QueueSettings {
-			many := jobs.MaxQueueConcurrency
+		_, err := s.UpdateQueue(ctx, jobs.DefaultQueue, "flintbench", func(q domain.QueueSettings) domain.QueueSettings {
+			many := domain.MaxQueueConcurrency
 			q.Concurrency, q.PerKeyConcurrency = &many, &many
-			q.RateLimit = &jobs.RateLimit{Limit: jobs.MaxRateLimit, PeriodSeconds: 1}
+			q.RateLimit = &domain.RateLimit{Limit: domain.MaxRateLimit, PeriodSeconds: 1}
 			return q
 		})
 		must(err)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // envReaders are the functions and methods whose first argument, a string
@@ -89,7 +89,7 @@ func envRead(t *testing.T) []string {
 // TestConfigurationPage holds docs/configuration.md to the code: its table
 // of environment variables names exactly the variables the code reads (but
 // envNotConfiguration), and its table of runtime settings names exactly
-// jobs.Settings' fields, each with the default jobs.DefaultSettings gives.
+// domain.Settings' fields, each with the default domain.DefaultSettings gives.
 func TestConfigurationPage(t *testing.T) {
 	t.Parallel()
 	page := readDoc(t, filepath.Join("docs", "configuration.md"))
@@ -117,12 +117,12 @@ func TestConfigurationPage(t *testing.T) {
 }
 
 // checkSettingsTable compares the runtime settings table (setting names
-// and defaults, several to a row, in the same order) with jobs.Settings.
+// and defaults, several to a row, in the same order) with domain.Settings.
 func checkSettingsTable(t *testing.T, sec []docLine) {
 	t.Helper()
 	rows, at := firstTable(sec)
 	require.NotEmpty(t, rows, "docs/configuration.md's Runtime settings has no table")
-	defaults := jobs.DefaultSettings().Map()
+	defaults := domain.DefaultSettings().Map()
 	seen := map[string]bool{}
 	for i, r := range rows {
 		names := regexp.MustCompile("`([a-z_]+)`").FindAllStringSubmatch(r[0], -1)
@@ -146,7 +146,7 @@ func checkSettingsTable(t *testing.T, sec []docLine) {
 			}
 		}
 	}
-	for _, name := range jobs.SettingNames() {
+	for _, name := range domain.SettingNames() {
 		if !seen[name] {
 			t.Errorf("jobs.Settings has %s, which docs/configuration.md's Runtime settings table leaves out", name)
 		}

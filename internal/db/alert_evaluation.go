@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 const rulesTurnSQL = `
@@ -98,7 +98,7 @@ type openAlert struct {
 // It returns whether this call evaluated and how many notifications it
 // queued.
 func (s *Store) EvaluateAlertRules(ctx context.Context, interval time.Duration,
-	render func(jobs.AlertNotice) ([]jobs.Notification, error)) (evaluated bool, queued int, err error) {
+	render func(domain.AlertNotice) ([]domain.Notification, error)) (evaluated bool, queued int, err error) {
 	rules, err := s.selectAlertRules(ctx, listEnabledAlertRulesSQL)
 	if err != nil {
 		return false, 0, err
@@ -157,14 +157,14 @@ type alertEvaluation struct {
 	tx     pgx.Tx
 	now    time.Time
 	open   map[openKey]openAlert
-	render func(jobs.AlertNotice) ([]jobs.Notification, error)
+	render func(domain.AlertNotice) ([]domain.Notification, error)
 	queued int
 }
 
 // evaluate brings rule r's alerts in line with its findings: each finding
 // fires a new alert or refreshes the open one, and each open alert of r
 // without a finding resolves.
-func (e *alertEvaluation) evaluate(ctx context.Context, r jobs.AlertRule, findings []jobs.AlertFinding) error {
+func (e *alertEvaluation) evaluate(ctx context.Context, r domain.AlertRule, findings []domain.AlertFinding) error {
 	holds := map[string]bool{}
 	for _, f := range findings {
 		holds[f.Subject] = true
@@ -186,9 +186,9 @@ func (e *alertEvaluation) evaluate(ctx context.Context, r jobs.AlertRule, findin
 // hold records that finding f of rule r holds: it refreshes the open
 // alert, notifying again once the rule's cooldown has passed, or fires a
 // new one.
-func (e *alertEvaluation) hold(ctx context.Context, r jobs.AlertRule, f jobs.AlertFinding) error {
+func (e *alertEvaluation) hold(ctx context.Context, r domain.AlertRule, f domain.AlertFinding) error {
 	now := e.now
-	a := jobs.Alert{RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: f.Subject, Value: f.Value,
+	a := domain.Alert{RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: f.Subject, Value: f.Value,
 		Message: f.Message, FiredAt: now, LastNotifiedAt: now, Notifications: 1}
 	if o, ok := e.open[openKey{r.ID, f.Subject}]; ok {
 		repeat := now.Sub(o.lastNotified) >= time.Duration(r.CooldownSeconds)*time.Second
@@ -199,35 +199,35 @@ func (e *alertEvaluation) hold(ctx context.Context, r jobs.AlertRule, f jobs.Ale
 			return nil
 		}
 		a.ID, a.FiredAt, a.Notifications = o.id, o.firedAt, o.notifications+1
-		return e.notify(ctx, jobs.AlertNotice{Event: jobs.AlertRepeat, Rule: r, Alert: a})
+		return e.notify(ctx, domain.AlertNotice{Event: domain.AlertRepeat, Rule: r, Alert: a})
 	}
 	if err := e.tx.QueryRow(ctx, fireAlertSQL, r.ID, f.Subject, f.Value, f.Message, now).Scan(&a.ID); err != nil {
 		return err
 	}
-	return e.notify(ctx, jobs.AlertNotice{Event: jobs.AlertFiring, Rule: r, Alert: a})
+	return e.notify(ctx, domain.AlertNotice{Event: domain.AlertFiring, Rule: r, Alert: a})
 }
 
 // resolve closes rule r's open alert o, whose condition no longer holds,
 // and notifies that.
-func (e *alertEvaluation) resolve(ctx context.Context, r jobs.AlertRule, o openAlert) error {
+func (e *alertEvaluation) resolve(ctx context.Context, r domain.AlertRule, o openAlert) error {
 	if _, err := e.tx.Exec(ctx, resolveAlertSQL, o.id, e.now); err != nil {
 		return err
 	}
 	resolved := e.now
-	a := jobs.Alert{ID: o.id, RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: o.subject, FiredAt: o.firedAt,
+	a := domain.Alert{ID: o.id, RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: o.subject, FiredAt: o.firedAt,
 		LastNotifiedAt: o.lastNotified, Notifications: o.notifications, ResolvedAt: &resolved,
 		Message: fmt.Sprintf("resolved: %s no longer holds for %s", r.Describe(), o.subject)}
-	return e.notify(ctx, jobs.AlertNotice{Event: jobs.AlertResolved, Rule: r, Alert: a})
+	return e.notify(ctx, domain.AlertNotice{Event: domain.AlertResolved, Rule: r, Alert: a})
 }
 
 // notify renders n and queues its notifications in the outbox; a firing
 // or repeat that queued any counts as one more time the alert notified.
-func (e *alertEvaluation) notify(ctx context.Context, n jobs.AlertNotice) error {
+func (e *alertEvaluation) notify(ctx context.Context, n domain.AlertNotice) error {
 	msgs, err := e.render(n)
 	if err != nil {
 		return err
 	}
-	if len(msgs) > 0 && n.Event != jobs.AlertResolved {
+	if len(msgs) > 0 && n.Event != domain.AlertResolved {
 		if _, err := e.tx.Exec(ctx, countNotifiedSQL, n.Alert.ID); err != nil {
 			return err
 		}
@@ -265,25 +265,25 @@ func openAlerts(ctx context.Context, tx pgx.Tx) (map[openKey]openAlert, error) {
 }
 
 // alertFacts reads what the rules need, and only that.
-func alertFacts(ctx context.Context, tx pgx.Tx, rules []jobs.AlertRule, now time.Time) (jobs.AlertFacts, error) {
-	f := jobs.AlertFacts{Now: now, Failures: map[int64][]jobs.TypeRuns{}, ServedQueues: map[string]bool{}}
+func alertFacts(ctx context.Context, tx pgx.Tx, rules []domain.AlertRule, now time.Time) (domain.AlertFacts, error) {
+	f := domain.AlertFacts{Now: now, Failures: map[int64][]domain.TypeRuns{}, ServedQueues: map[string]bool{}}
 	var waiting, workers, suspended bool
 	minGrace := -1
 	for _, r := range rules {
 		switch r.Kind {
-		case jobs.AlertFailureRate:
+		case domain.AlertFailureRate:
 			runs, err := failureRuns(ctx, tx, r.WindowMinutes(), r.Type)
 			if err != nil {
 				return f, err
 			}
 			f.Failures[r.ID] = runs
-		case jobs.AlertQueueLatency:
+		case domain.AlertQueueLatency:
 			waiting = true
-		case jobs.AlertJobWaiting:
+		case domain.AlertJobWaiting:
 			suspended = true
-		case jobs.AlertNoWorker:
+		case domain.AlertNoWorker:
 			waiting, workers = true, true
-		case jobs.AlertCronOverdue:
+		case domain.AlertCronOverdue:
 			if minGrace < 0 || r.GraceSeconds < minGrace {
 				minGrace = r.GraceSeconds
 			}
@@ -291,12 +291,12 @@ func alertFacts(ctx context.Context, tx pgx.Tx, rules []jobs.AlertRule, now time
 	}
 	var err error
 	if waiting {
-		if f.Waiting, err = collectTx(ctx, tx, pgx.RowToStructByPos[jobs.QueueWaiting], waitingSQL); err != nil {
+		if f.Waiting, err = collectTx(ctx, tx, pgx.RowToStructByPos[domain.QueueWaiting], waitingSQL); err != nil {
 			return f, err
 		}
 	}
 	if suspended {
-		if f.Suspended, err = collectTx(ctx, tx, pgx.RowToStructByPos[jobs.QueueWaiting], suspendedSQL); err != nil {
+		if f.Suspended, err = collectTx(ctx, tx, pgx.RowToStructByPos[domain.QueueWaiting], suspendedSQL); err != nil {
 			return f, err
 		}
 	}
@@ -313,15 +313,15 @@ func alertFacts(ctx context.Context, tx pgx.Tx, rules []jobs.AlertRule, now time
 		}
 	}
 	if minGrace >= 0 {
-		if f.Overdue, err = collectTx(ctx, tx, pgx.RowToStructByPos[jobs.OverdueSeries], overdueSeriesSQL, minGrace); err != nil {
+		if f.Overdue, err = collectTx(ctx, tx, pgx.RowToStructByPos[domain.OverdueSeries], overdueSeriesSQL, minGrace); err != nil {
 			return f, err
 		}
 	}
 	return f, nil
 }
 
-func failureRuns(ctx context.Context, tx pgx.Tx, minutes int, typ string) ([]jobs.TypeRuns, error) {
-	return collectTx(ctx, tx, pgx.RowToStructByPos[jobs.TypeRuns], failureRunsSQL, minutes, typ)
+func failureRuns(ctx context.Context, tx pgx.Tx, minutes int, typ string) ([]domain.TypeRuns, error) {
+	return collectTx(ctx, tx, pgx.RowToStructByPos[domain.TypeRuns], failureRunsSQL, minutes, typ)
 }
 
 // collectTx runs a query in tx and collects its rows with fn.

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 const alertRuleColumns = `id, name, kind, type, queue, series, threshold, window_seconds, min_runs, grace_seconds,
@@ -61,23 +61,23 @@ type alertRuleRow struct {
 	UpdatedAt       time.Time  `db:"updated_at"`
 }
 
-func (r alertRuleRow) rule() jobs.AlertRule {
+func (r alertRuleRow) rule() domain.AlertRule {
 	emails := []string(r.Emails)
 	if emails == nil {
 		emails = []string{}
 	}
-	return jobs.AlertRule{ID: r.ID, Name: r.Name, Kind: jobs.AlertKind(r.Kind), Type: r.Type, Queue: r.Queue, Series: r.Series,
+	return domain.AlertRule{ID: r.ID, Name: r.Name, Kind: domain.AlertKind(r.Kind), Type: r.Type, Queue: r.Queue, Series: r.Series,
 		Threshold: r.Threshold, WindowSeconds: r.WindowSeconds, MinRuns: r.MinRuns, GraceSeconds: r.GraceSeconds,
 		CooldownSeconds: r.CooldownSeconds, Emails: emails, WebhookURL: r.WebhookURL, WebhookSecret: r.WebhookSecret,
 		Enabled: r.Enabled, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 }
 
-func (s *Store) selectAlertRules(ctx context.Context, query string, args ...any) ([]jobs.AlertRule, error) {
+func (s *Store) selectAlertRules(ctx context.Context, query string, args ...any) ([]domain.AlertRule, error) {
 	var rows []alertRuleRow
 	if err := s.sqlx.SelectContext(ctx, &rows, query, args...); err != nil {
 		return nil, fmt.Errorf("read alert rules: %w", err)
 	}
-	out := make([]jobs.AlertRule, len(rows))
+	out := make([]domain.AlertRule, len(rows))
 	for i, r := range rows {
 		out[i] = r.rule()
 	}
@@ -85,29 +85,29 @@ func (s *Store) selectAlertRules(ctx context.Context, query string, args ...any)
 }
 
 // ListAlertRules returns every alert rule, oldest first.
-func (s *Store) ListAlertRules(ctx context.Context) ([]jobs.AlertRule, error) {
+func (s *Store) ListAlertRules(ctx context.Context) ([]domain.AlertRule, error) {
 	return s.selectAlertRules(ctx, listAlertRulesSQL)
 }
 
-// GetAlertRule returns one rule, or an error wrapping jobs.ErrNotFound.
-func (s *Store) GetAlertRule(ctx context.Context, id int64) (jobs.AlertRule, error) {
+// GetAlertRule returns one rule, or an error wrapping domain.ErrNotFound.
+func (s *Store) GetAlertRule(ctx context.Context, id int64) (domain.AlertRule, error) {
 	rules, err := s.selectAlertRules(ctx, getAlertRuleSQL, id)
 	if err != nil {
-		return jobs.AlertRule{}, err
+		return domain.AlertRule{}, err
 	}
 	if len(rules) == 0 {
-		return jobs.AlertRule{}, fmt.Errorf("no such alert rule: %w", jobs.ErrNotFound)
+		return domain.AlertRule{}, fmt.Errorf("no such alert rule: %w", domain.ErrNotFound)
 	}
 	return rules[0], nil
 }
 
 // CreateAlertRule stores a validated rule and returns it as stored.
-func (s *Store) CreateAlertRule(ctx context.Context, r jobs.AlertRule) (jobs.AlertRule, error) {
+func (s *Store) CreateAlertRule(ctx context.Context, r domain.AlertRule) (domain.AlertRule, error) {
 	var id int64
 	err := s.pool.QueryRow(ctx, insertAlertRuleSQL, r.Name, string(r.Kind), r.Type, r.Queue, r.Series, r.Threshold,
 		r.WindowSeconds, r.MinRuns, r.GraceSeconds, r.CooldownSeconds, r.Emails, r.WebhookURL, r.WebhookSecret, r.Enabled).Scan(&id)
 	if err != nil {
-		return jobs.AlertRule{}, fmt.Errorf("create alert rule: %w", err)
+		return domain.AlertRule{}, fmt.Errorf("create alert rule: %w", err)
 	}
 	return s.GetAlertRule(ctx, id)
 }
@@ -115,7 +115,7 @@ func (s *Store) CreateAlertRule(ctx context.Context, r jobs.AlertRule) (jobs.Ale
 // UpdateAlertRule stores a validated rule over the one with its id. When
 // the change disables the rule or changes what it watches, its open alerts
 // are closed without a notification; the next evaluation starts afresh.
-func (s *Store) UpdateAlertRule(ctx context.Context, before, r jobs.AlertRule) (jobs.AlertRule, error) {
+func (s *Store) UpdateAlertRule(ctx context.Context, before, r domain.AlertRule) (domain.AlertRule, error) {
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, updateAlertRuleSQL, r.ID, r.Name, string(r.Kind), r.Type, r.Queue, r.Series, r.Threshold,
 			r.WindowSeconds, r.MinRuns, r.GraceSeconds, r.CooldownSeconds, r.Emails, r.WebhookURL, r.WebhookSecret, r.Enabled)
@@ -123,7 +123,7 @@ func (s *Store) UpdateAlertRule(ctx context.Context, before, r jobs.AlertRule) (
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return fmt.Errorf("no such alert rule: %w", jobs.ErrNotFound)
+			return fmt.Errorf("no such alert rule: %w", domain.ErrNotFound)
 		}
 		if !r.Enabled || conditionChanged(before, r) {
 			_, err = tx.Exec(ctx, closeRuleAlertsSQL, r.ID)
@@ -131,16 +131,16 @@ func (s *Store) UpdateAlertRule(ctx context.Context, before, r jobs.AlertRule) (
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, jobs.ErrNotFound) {
-			return jobs.AlertRule{}, err
+		if errors.Is(err, domain.ErrNotFound) {
+			return domain.AlertRule{}, err
 		}
-		return jobs.AlertRule{}, fmt.Errorf("update alert rule: %w", err)
+		return domain.AlertRule{}, fmt.Errorf("update alert rule: %w", err)
 	}
 	return s.GetAlertRule(ctx, r.ID)
 }
 
 // conditionChanged reports whether a rule now watches something else.
-func conditionChanged(a, b jobs.AlertRule) bool {
+func conditionChanged(a, b domain.AlertRule) bool {
 	return a.Kind != b.Kind || a.Type != b.Type || a.Queue != b.Queue || !sameSeries(a.Series, b.Series) ||
 		a.Threshold != b.Threshold || a.WindowSeconds != b.WindowSeconds || a.MinRuns != b.MinRuns || a.GraceSeconds != b.GraceSeconds
 }
@@ -156,7 +156,7 @@ func (s *Store) DeleteAlertRule(ctx context.Context, id int64) error {
 		return fmt.Errorf("delete alert rule: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("no such alert rule: %w", jobs.ErrNotFound)
+		return fmt.Errorf("no such alert rule: %w", domain.ErrNotFound)
 	}
 	return nil
 }
@@ -187,7 +187,7 @@ type alertListRow struct {
 
 // ListAlerts returns the alerts q selects, newest first, q.Limit of them
 // (100 when it is zero or above 500).
-func (s *Store) ListAlerts(ctx context.Context, q jobs.AlertQuery) ([]jobs.Alert, error) {
+func (s *Store) ListAlerts(ctx context.Context, q domain.AlertQuery) ([]domain.Alert, error) {
 	limit := q.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 100
@@ -196,9 +196,9 @@ func (s *Store) ListAlerts(ctx context.Context, q jobs.AlertQuery) ([]jobs.Alert
 	if err := s.sqlx.SelectContext(ctx, &rows, listAlertsSQL, q.Status, q.RuleID, q.Before, limit); err != nil {
 		return nil, fmt.Errorf("list alerts: %w", err)
 	}
-	out := make([]jobs.Alert, len(rows))
+	out := make([]domain.Alert, len(rows))
 	for i, r := range rows {
-		out[i] = jobs.Alert{ID: r.ID, RuleID: r.RuleID, RuleName: r.RuleName, Kind: jobs.AlertKind(r.Kind), Subject: r.Subject,
+		out[i] = domain.Alert{ID: r.ID, RuleID: r.RuleID, RuleName: r.RuleName, Kind: domain.AlertKind(r.Kind), Subject: r.Subject,
 			Value: r.Value, Message: r.Message, FiredAt: r.FiredAt, LastNotifiedAt: r.LastNotifiedAt,
 			Notifications: r.Notifications, ResolvedAt: r.ResolvedAt}
 	}

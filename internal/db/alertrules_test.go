@@ -11,24 +11,25 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // notices records what an evaluation asked to send, one email per notice.
 type notices struct {
 	mu  sync.Mutex
-	got []jobs.AlertNotice
+	got []domain.AlertNotice
 }
 
-func (n *notices) render(a jobs.AlertNotice) ([]jobs.Notification, error) {
+func (n *notices) render(a domain.AlertNotice) ([]domain.Notification, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.got = append(n.got, a)
-	return []jobs.Notification{{Channel: jobs.ChannelEmail, Email: jobs.Email{
+	return []domain.Notification{{Channel: domain.ChannelEmail, Email: domain.Email{
 		To: []string{"ops@example.test"}, Subject: string(a.Event) + " " + a.Alert.Subject, Text: a.Alert.Message}}}, nil
 }
 
-func (n *notices) take() []jobs.AlertNotice {
+func (n *notices) take() []domain.AlertNotice {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	out := n.got
@@ -37,7 +38,7 @@ func (n *notices) take() []jobs.AlertNotice {
 }
 
 // evaluate runs one evaluation that is due whatever the last one was.
-func evaluate(t *testing.T, store *db.Store, n *notices) []jobs.AlertNotice {
+func evaluate(t *testing.T, store *db.Store, n *notices) []domain.AlertNotice {
 	t.Helper()
 	_, err := store.Pool().Exec(context.Background(), `UPDATE loop_leases SET last_run_at = '-infinity' WHERE name = 'alert_rules'`)
 	require.NoError(t, err)
@@ -59,14 +60,14 @@ func runJobs(t *testing.T, store *db.Store, typ, queue string, n, failed int) {
 	}
 	_, err := store.Enqueue(ctx, params...)
 	require.NoError(t, err)
-	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: n, LeaseTTL: time.Minute})
+	claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: n, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
-	batch := make([]jobs.Finish, n)
+	batch := make([]domain.Finish, n)
 	for i, j := range claimed {
-		batch[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded}
+		batch[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded}
 		if i < failed {
-			batch[i].Outcome, batch[i].Error = jobs.OutcomeFailed, "boom"
+			batch[i].Outcome, batch[i].Error = domain.OutcomeFailed, "boom"
 		}
 	}
 	_, _, err = store.FinishJobs(ctx, batch)
@@ -77,7 +78,7 @@ func TestAlertRuleFailureRateFiresRepeatsAndResolves(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
-	rule := jobs.NewAlertRule(jobs.AlertFailureRate)
+	rule := domain.NewAlertRule(domain.AlertFailureRate)
 	rule.Name, rule.Threshold, rule.MinRuns, rule.CooldownSeconds = "reports failing", 0.25, 8, 60
 	require.NoError(t, rule.Validate())
 	rule, err := store.CreateAlertRule(ctx, rule)
@@ -93,14 +94,14 @@ func TestAlertRuleFailureRateFiresRepeatsAndResolves(t *testing.T) {
 	runJobs(t, store, "mail", "q2", 20, 1)
 	got := evaluate(t, store, &n)
 	require.Len(t, got, 1)
-	require.Equal(t, jobs.AlertFiring, got[0].Event)
+	require.Equal(t, domain.AlertFiring, got[0].Event)
 	require.Equal(t, "report", got[0].Alert.Subject)
 	require.InDelta(t, 0.4, got[0].Alert.Value, 1e-9)
 	require.Contains(t, got[0].Alert.Message, "4 of 10 runs failed (40%)")
 
 	// It holds still: no second notification inside the cooldown.
 	require.Empty(t, evaluate(t, store, &n))
-	firing, err := store.ListAlerts(ctx, jobs.AlertQuery{Status: "firing"})
+	firing, err := store.ListAlerts(ctx, domain.AlertQuery{Status: "firing"})
 	require.NoError(t, err)
 	require.Len(t, firing, 1)
 	require.Equal(t, "reports failing", firing[0].RuleName)
@@ -110,7 +111,7 @@ func TestAlertRuleFailureRateFiresRepeatsAndResolves(t *testing.T) {
 	require.NoError(t, err)
 	got = evaluate(t, store, &n)
 	require.Len(t, got, 1)
-	require.Equal(t, jobs.AlertRepeat, got[0].Event)
+	require.Equal(t, domain.AlertRepeat, got[0].Event)
 	require.Equal(t, 2, got[0].Alert.Notifications)
 	require.Empty(t, evaluate(t, store, &n))
 
@@ -118,13 +119,13 @@ func TestAlertRuleFailureRateFiresRepeatsAndResolves(t *testing.T) {
 	runJobs(t, store, "report", "q1", 10, 0)
 	got = evaluate(t, store, &n)
 	require.Len(t, got, 1)
-	require.Equal(t, jobs.AlertResolved, got[0].Event)
+	require.Equal(t, domain.AlertResolved, got[0].Event)
 	require.NotNil(t, got[0].Alert.ResolvedAt)
 	require.Empty(t, evaluate(t, store, &n))
-	firing, err = store.ListAlerts(ctx, jobs.AlertQuery{Status: "firing"})
+	firing, err = store.ListAlerts(ctx, domain.AlertQuery{Status: "firing"})
 	require.NoError(t, err)
 	require.Empty(t, firing)
-	resolved, err := store.ListAlerts(ctx, jobs.AlertQuery{Status: "resolved"})
+	resolved, err := store.ListAlerts(ctx, domain.AlertQuery{Status: "resolved"})
 	require.NoError(t, err)
 	require.Len(t, resolved, 1)
 
@@ -133,7 +134,7 @@ func TestAlertRuleFailureRateFiresRepeatsAndResolves(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, out, 3)
 	for _, o := range out {
-		require.Equal(t, jobs.ChannelEmail, o.Channel)
+		require.Equal(t, domain.ChannelEmail, o.Channel)
 		require.NotNil(t, o.AlertID)
 		require.Equal(t, resolved[0].ID, *o.AlertID)
 	}
@@ -143,12 +144,12 @@ func TestAlertRuleQueueLatencyAndNoWorker(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
-	latency := jobs.NewAlertRule(jobs.AlertQueueLatency)
+	latency := domain.NewAlertRule(domain.AlertQueueLatency)
 	latency.Name, latency.Queue, latency.Threshold = "slow imports", "imports", 120
 	require.NoError(t, latency.Validate())
 	_, err := store.CreateAlertRule(ctx, latency)
 	require.NoError(t, err)
-	orphan := jobs.NewAlertRule(jobs.AlertNoWorker)
+	orphan := domain.NewAlertRule(domain.AlertNoWorker)
 	orphan.Name, orphan.GraceSeconds = "nobody home", 60
 	require.NoError(t, orphan.Validate())
 	_, err = store.CreateAlertRule(ctx, orphan)
@@ -164,25 +165,25 @@ func TestAlertRuleQueueLatencyAndNoWorker(t *testing.T) {
 	// The jobs have waited five minutes; a live worker serves exports only.
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET run_at = now() - interval '5 minutes'`)
 	require.NoError(t, err)
-	require.NoError(t, store.RegisterWorker(ctx, jobs.WorkerInfo{ID: "w-exports", Host: "h", PID: 1, Queues: []string{"exports"},
+	require.NoError(t, store.RegisterWorker(ctx, domain.WorkerInfo{ID: "w-exports", Host: "h", PID: 1, Queues: []string{"exports"},
 		Concurrency: 1, Version: "test", StartedAt: time.Now()}, time.Minute))
 	got := evaluate(t, store, &n)
-	subjects := map[string]jobs.AlertEvent{}
+	subjects := map[string]domain.AlertEvent{}
 	for _, a := range got {
 		subjects[a.Rule.Name+"/"+a.Alert.Subject] = a.Event
 	}
-	require.Equal(t, map[string]jobs.AlertEvent{
-		"slow imports/imports": jobs.AlertFiring, // exports is late too, but the rule watches imports
-		"nobody home/imports":  jobs.AlertFiring, // exports has a worker
+	require.Equal(t, map[string]domain.AlertEvent{
+		"slow imports/imports": domain.AlertFiring, // exports is late too, but the rule watches imports
+		"nobody home/imports":  domain.AlertFiring, // exports has a worker
 	}, subjects)
 
 	// A worker for every queue resolves the orphan alert; the latency one holds.
-	require.NoError(t, store.RegisterWorker(ctx, jobs.WorkerInfo{ID: "w-all", Host: "h", PID: 2, Concurrency: 1, Version: "test",
+	require.NoError(t, store.RegisterWorker(ctx, domain.WorkerInfo{ID: "w-all", Host: "h", PID: 2, Concurrency: 1, Version: "test",
 		StartedAt: time.Now()}, time.Minute))
 	got = evaluate(t, store, &n)
 	require.Len(t, got, 1)
 	require.Equal(t, "nobody home", got[0].Rule.Name)
-	require.Equal(t, jobs.AlertResolved, got[0].Event)
+	require.Equal(t, domain.AlertResolved, got[0].Event)
 }
 
 func TestAlertRuleCronOverdue(t *testing.T) {
@@ -192,7 +193,7 @@ func TestAlertRuleCronOverdue(t *testing.T) {
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "nightly", IntervalSeconds: 3600})
 	require.NoError(t, err)
 	series := *res[0].Job.ScheduleID
-	rule := jobs.NewAlertRule(jobs.AlertCronOverdue)
+	rule := domain.NewAlertRule(domain.AlertCronOverdue)
 	rule.Name, rule.GraceSeconds = "missed cron", 300
 	require.NoError(t, rule.Validate())
 	_, err = store.CreateAlertRule(ctx, rule)
@@ -213,7 +214,7 @@ func TestAlertRuleCronOverdue(t *testing.T) {
 	require.NoError(t, err)
 	got = evaluate(t, store, &n)
 	require.Len(t, got, 1)
-	require.Equal(t, jobs.AlertResolved, got[0].Event)
+	require.Equal(t, domain.AlertResolved, got[0].Event)
 }
 
 // TestAlertRulesEvaluateOncePerInterval: many processes asking at once
@@ -222,7 +223,7 @@ func TestAlertRulesEvaluateOncePerInterval(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
-	rule := jobs.NewAlertRule(jobs.AlertQueueLatency)
+	rule := domain.NewAlertRule(domain.AlertQueueLatency)
 	rule.Name, rule.Threshold = "late", 1
 	require.NoError(t, rule.Validate())
 	_, err := store.CreateAlertRule(ctx, rule)
@@ -267,7 +268,7 @@ func TestAlertRuleDisableClosesAlerts(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	ctx := context.Background()
-	rule := jobs.NewAlertRule(jobs.AlertQueueLatency)
+	rule := domain.NewAlertRule(domain.AlertQueueLatency)
 	rule.Name, rule.Threshold = "late", 1
 	require.NoError(t, rule.Validate())
 	rule, err := store.CreateAlertRule(ctx, rule)
@@ -284,14 +285,14 @@ func TestAlertRuleDisableClosesAlerts(t *testing.T) {
 	_, err = store.UpdateAlertRule(ctx, rule, off)
 	require.NoError(t, err)
 	require.Empty(t, evaluate(t, store, &n))
-	firing, err := store.ListAlerts(ctx, jobs.AlertQuery{Status: "firing"})
+	firing, err := store.ListAlerts(ctx, domain.AlertQuery{Status: "firing"})
 	require.NoError(t, err)
 	require.Empty(t, firing)
 
 	require.NoError(t, store.DeleteAlertRule(ctx, rule.ID))
 	_, err = store.GetAlertRule(ctx, rule.ID)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
-	all, err := store.ListAlerts(ctx, jobs.AlertQuery{})
+	require.ErrorIs(t, err, domain.ErrNotFound)
+	all, err := store.ListAlerts(ctx, domain.AlertQuery{})
 	require.NoError(t, err)
 	require.Empty(t, all)
 }

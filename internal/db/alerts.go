@@ -8,8 +8,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
-	"github.com/flinthq/flint/jobs"
 )
 
 const dlqCountSQL = `SELECT count(*) FROM (
@@ -47,7 +47,7 @@ const markAlertTurnSQL = `UPDATE loop_leases SET last_run_at = $1 WHERE name = '
 // all in one transaction, and returns true. Of several processes asking at
 // once, exactly one gets true.
 func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.Duration,
-	build func(jobs.DLQSnapshot) (jobs.Email, error)) (bool, error) {
+	build func(domain.DLQSnapshot) (domain.Email, error)) (bool, error) {
 	queued := false
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, alertTurnSQL); err != nil {
@@ -64,7 +64,7 @@ func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.
 		if now.Sub(last) < cooldown {
 			return nil
 		}
-		var snap jobs.DLQSnapshot
+		var snap domain.DLQSnapshot
 		if err := tx.QueryRow(ctx, dlqCountSQL, 100_000).Scan(&snap.Count); err != nil {
 			return err
 		}
@@ -76,7 +76,7 @@ func (s *Store) ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.
 			return err
 		}
 		for rows.Next() {
-			var d jobs.DLQJob
+			var d domain.DLQJob
 			if err := rows.Scan(&d.ID, &d.Type, &d.Error, &d.Attempts, &d.FailedAt); err != nil {
 				rows.Close()
 				return err
@@ -131,11 +131,11 @@ const alertSentSQL = `UPDATE alert_outbox SET sent_at = now(), attempts = attemp
 // row locked (SKIP LOCKED, so several senders share the work), and records
 // the result: sent, retried later with backoff, or given up after
 // maxAttempts.
-func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Notification) error) (sent int, err error) {
+func (s *Store) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, domain.Notification) error) (sent int, err error) {
 	for {
 		var done bool
 		err := s.withTx(ctx, func(tx pgx.Tx) error {
-			var n jobs.Notification
+			var n domain.Notification
 			var attempts int
 			err := tx.QueryRow(ctx, nextAlertSQL).Scan(&n.ID, &n.Channel, &n.Email.To, &n.Email.Subject, &n.Email.Text,
 				&n.Email.HTML, &n.WebhookURL, &n.WebhookSecret, &attempts)
@@ -198,8 +198,8 @@ type alertRow struct {
 	Subject2   string     `db:"alert_subject"`
 }
 
-func (r alertRow) record() jobs.AlertRecord {
-	return jobs.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Channel: r.Channel, AlertID: r.AlertID,
+func (r alertRow) record() domain.AlertRecord {
+	return domain.AlertRecord{ID: r.ID, CreatedAt: r.CreatedAt, Channel: r.Channel, AlertID: r.AlertID,
 		Recipients: r.Recipients, WebhookURL: r.WebhookURL, Subject: r.Subject,
 		Attempts: r.Attempts, SentAt: r.SentAt, FailedAt: r.FailedAt, LastError: r.LastError,
 		RuleName: r.RuleName, AlertSubject: r.Subject2}
@@ -207,12 +207,12 @@ func (r alertRow) record() jobs.AlertRecord {
 
 // AlertOutbox lists the latest notifications, newest first: what went out,
 // what waits for a retry and what was given up.
-func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error) {
+func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]domain.AlertRecord, error) {
 	var rows []alertRow
 	if err := s.sqlx.SelectContext(ctx, &rows, alertOutboxSQL, limit); err != nil {
 		return nil, fmt.Errorf("list alerts: %w", err)
 	}
-	var out []jobs.AlertRecord
+	var out []domain.AlertRecord
 	for _, r := range rows {
 		out = append(out, r.record())
 	}
@@ -222,8 +222,8 @@ func (s *Store) AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord,
 // AlertDeliveries returns the notifications of the given alerts, newest
 // first, up to perAlert of each: where each firing, repeat and resolution
 // went and how its delivery went.
-func (s *Store) AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]jobs.AlertRecord, error) {
-	out := map[int64][]jobs.AlertRecord{}
+func (s *Store) AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]domain.AlertRecord, error) {
+	out := map[int64][]domain.AlertRecord{}
 	if len(alertIDs) == 0 {
 		return out, nil
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -27,7 +28,7 @@ func scanAPIKey(row pgx.Row) (auth.APIKey, error) {
 	var scopes []string
 	err := row.Scan(&k.ID, &k.Name, &scopes, &k.Prefix, &k.CreatedBy, &k.CreatedAt, &k.RotatedAt, &k.LastUsedAt, &k.RevokedAt, &k.PreviousExpiresAt, &k.Queues)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return auth.APIKey{}, fmt.Errorf("no such API key: %w", jobs.ErrNotFound)
+		return auth.APIKey{}, fmt.Errorf("no such API key: %w", domain.ErrNotFound)
 	}
 	if err != nil {
 		return auth.APIKey{}, err
@@ -109,10 +110,10 @@ WHERE revoked_at IS NULL AND (hash = $1 OR (prev_hash = $1 AND prev_expires_at >
 LIMIT 1`
 
 // LookupAPIKey returns the live key behind a secret's hash, or
-// jobs.ErrNotFound.
+// domain.ErrNotFound.
 func (s *Store) LookupAPIKey(ctx context.Context, hash string) (auth.APIKey, error) {
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, lookupAPIKeySQL, hash))
-	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return auth.APIKey{}, fmt.Errorf("look up API key: %w", err)
 	}
 	return k, err
@@ -127,7 +128,7 @@ WHERE id = $1 AND revoked_at IS NULL RETURNING ` + apiKeyColumns
 // concurrent revocations, one revokes and the other gets the error.
 func (s *Store) RevokeAPIKey(ctx context.Context, id uuid.UUID) (auth.APIKey, error) {
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, revokeAPIKeySQL, id))
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		// Either there is no such key or it is revoked; say which.
 		if _, gerr := scanAPIKey(s.pool.QueryRow(ctx, apiKeyByIDSQL, id)); gerr == nil {
 			err = auth.ErrKeyRevoked
@@ -158,7 +159,7 @@ func (s *Store) RotateAPIKey(ctx context.Context, id uuid.UUID, window time.Dura
 	}
 	secret, prefix := auth.NewKeySecret()
 	k, err := scanAPIKey(s.pool.QueryRow(ctx, rotateAPIKeySQL, id, auth.HashToken(secret), prefix, window.Seconds()))
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		// Either there is no such key or it is revoked; say which.
 		if _, gerr := scanAPIKey(s.pool.QueryRow(ctx, apiKeyByIDSQL, id)); gerr == nil {
 			return auth.APIKey{}, "", jobs.Invalid("id", "this key is revoked; create a new one")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -29,11 +30,11 @@ func TestArchivedJobsComeBackToChange(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, batch...)
 	require.NoError(t, err)
-	dead := finishAll(t, store, "d", jobs.OutcomeFailed)
+	dead := finishAll(t, store, "d", domain.OutcomeFailed)
 	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "ok", MaxRetries: &zero, IdempotencyKey: "done-1"},
 		jobs.EnqueueParams{Type: "t", Queue: "ok", MaxRetries: &zero})
 	require.NoError(t, err)
-	done := finishAll(t, store, "ok", jobs.OutcomeSucceeded)
+	done := finishAll(t, store, "ok", domain.OutcomeSucceeded)
 	require.Equal(t, 8, archiveAll(t, store))
 	keysHeld := func() (n int) {
 		require.NoError(t, store.Pool().QueryRow(ctx, `SELECT count(*) FROM job_history_keys`).Scan(&n))
@@ -50,7 +51,7 @@ func TestArchivedJobsComeBackToChange(t *testing.T) {
 	require.Equal(t, runsBefore, viewOf(t, store, dead[0]).Runs, "its runs came back with it")
 
 	// Edit and replay another.
-	old, j, err := store.EditAndReplay(ctx, dead[1], json.RawMessage(`{"fixed":true}`), jobs.AuditEntry{Actor: "t", Source: "api"})
+	old, j, err := store.EditAndReplay(ctx, dead[1], json.RawMessage(`{"fixed":true}`), domain.AuditEntry{Actor: "t", Source: "api"})
 	require.NoError(t, err)
 	require.JSONEq(t, `{}`, string(old))
 	require.Equal(t, jobs.StateQueued, j.Status)
@@ -86,7 +87,7 @@ func TestArchivedJobsComeBackToChange(t *testing.T) {
 	// Refusals name the state as before.
 	require.Equal(t, 1, archiveAll(t, store)) // done[0], restored from the bin, moves again
 	_, err = store.CancelJob(ctx, done[0])
-	var te *jobs.TransitionError
+	var te *domain.TransitionError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, jobs.StateCompleted, te.From)
 }
@@ -125,7 +126,7 @@ func TestChangesWaitOutAMoveUnderWay(t *testing.T) {
 	_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "m", MaxRetries: &zero},
 		jobs.EnqueueParams{Type: "t", Queue: "m", MaxRetries: &zero}, jobs.EnqueueParams{Type: "t", Queue: "m", MaxRetries: &zero})
 	require.NoError(t, err)
-	dead := finishAll(t, store, "m", jobs.OutcomeFailed)
+	dead := finishAll(t, store, "m", domain.OutcomeFailed)
 	require.Len(t, dead, 3)
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET status = 'completed', last_error = NULL WHERE id = $1`, dead[2])
 	require.NoError(t, err)
@@ -181,7 +182,7 @@ func TestKeyedStandInInTheHistoryTakesEdges(t *testing.T) {
 	zero := 0
 	_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "k", MaxRetries: &zero, IdempotencyKey: "nightly-1"})
 	require.NoError(t, err)
-	old := finishAll(t, store, "k", jobs.OutcomeSucceeded)
+	old := finishAll(t, store, "k", domain.OutcomeSucceeded)
 	require.Equal(t, 1, archiveAll(t, store))
 	a, err := uuid.NewV7()
 	require.NoError(t, err)

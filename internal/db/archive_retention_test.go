@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -28,7 +29,7 @@ func TestRetentionDropsDays(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, batch...)
 	require.NoError(t, err)
-	ids := finishAll(t, store, "r", jobs.OutcomeSucceeded)
+	ids := finishAll(t, store, "r", domain.OutcomeSucceeded)
 	// Spread them over four days back, two of them dead-lettered.
 	now := time.Now().UTC()
 	_, err = store.Pool().Exec(ctx, `
@@ -44,7 +45,7 @@ func TestRetentionDropsDays(t *testing.T) {
 	require.Len(t, parts, 4+2, "four days of completed jobs, two of dead-letter ones")
 	requireCounts(t, store, "archived")
 
-	st := jobs.DefaultSettings()
+	st := domain.DefaultSettings()
 	st.RetentionCompletedDays, st.RetentionDeadDays = 2, 30
 	dropped, err := store.DropExpiredHistory(ctx, st, &now)
 	require.NoError(t, err)
@@ -96,7 +97,7 @@ func TestArchivedJobFinishedDaysLaterIsFound(t *testing.T) {
 	zero := 0
 	old, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "late", MaxRetries: &zero})
 	require.NoError(t, err)
-	finishAll(t, store, "late", jobs.OutcomeSucceeded)
+	finishAll(t, store, "late", domain.OutcomeSucceeded)
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET finished_at = now() + interval '3 days' WHERE id = $1`, old[0].Job.ID)
 	require.NoError(t, err)
 	_, err = store.Archive(ctx, -4*24*time.Hour, 10)
@@ -118,7 +119,7 @@ func TestArchiveAfterAnotherProcessDroppedTheDay(t *testing.T) {
 	finishOne := func() uuid.UUID {
 		_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "t", Queue: "x", MaxRetries: &zero})
 		require.NoError(t, err)
-		return finishAll(t, store, "x", jobs.OutcomeSucceeded)[0]
+		return finishAll(t, store, "x", domain.OutcomeSucceeded)[0]
 	}
 	finishOne()
 	require.Equal(t, 1, archiveAll(t, store))

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -28,12 +29,12 @@ func TestSearchLiveAndHistory(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, params...)
 	require.NoError(t, err)
-	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"s"}, Limit: 24, LeaseTTL: time.Minute})
+	claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"s"}, Limit: 24, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	errs := []string{"dial tcp 10.0.0.1:443: connection refused", "context deadline exceeded (timeout)", "quota at 100% for today"}
-	fin := make([]jobs.Finish, len(claimed))
+	fin := make([]domain.Finish, len(claimed))
 	for i, j := range claimed {
-		fin[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Error: errs[i%3]}
+		fin[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeFailed, Error: errs[i%3]}
 	}
 	_, _, err = store.FinishJobs(ctx, fin)
 	require.NoError(t, err)
@@ -49,12 +50,12 @@ func TestSearchLiveAndHistory(t *testing.T) {
 	}
 	for _, q := range []string{"order-3", "order-20", "report", "report.s", "REFUSED", "timeout", "100%", "nothing like it", "order"} {
 		want := scan(q)
-		got := listIDs(t, store, jobs.ListParams{Q: q})
+		got := listIDs(t, store, domain.ListParams{Q: q})
 		require.Equal(t, want, got, "search %q", q)
 	}
-	require.Len(t, listIDs(t, store, jobs.ListParams{Q: "report"}), 16)
-	require.Len(t, listIDs(t, store, jobs.ListParams{Q: "100%"}), 8)
-	require.Empty(t, listIDs(t, store, jobs.ListParams{Q: "order"}), "a key matches whole")
+	require.Len(t, listIDs(t, store, domain.ListParams{Q: "report"}), 16)
+	require.Len(t, listIDs(t, store, domain.ListParams{Q: "100%"}), 8)
+	require.Empty(t, listIDs(t, store, domain.ListParams{Q: "order"}), "a key matches whole")
 }
 
 // TestSearchHistoryDayByDay: the history's text search goes a day at a
@@ -78,11 +79,11 @@ func TestSearchHistoryDayByDay(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, params...)
 	require.NoError(t, err)
-	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"d"}, Limit: 40, LeaseTTL: time.Minute})
+	claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"d"}, Limit: 40, LeaseTTL: time.Minute})
 	require.NoError(t, err)
-	fin := make([]jobs.Finish, len(claimed))
+	fin := make([]domain.Finish, len(claimed))
 	for i, j := range claimed {
-		fin[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Error: []string{"a needle here", "nothing", "NEEDLE again"}[i%3]}
+		fin[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeFailed, Error: []string{"a needle here", "nothing", "NEEDLE again"}[i%3]}
 	}
 	_, _, err = store.FinishJobs(ctx, fin)
 	require.NoError(t, err)
@@ -97,8 +98,8 @@ func TestSearchHistoryDayByDay(t *testing.T) {
 
 	for _, q := range []string{"needle", "report", "email.s", "nothing", "no such"} {
 		want := queryIDs(t, store, `SELECT id FROM job_history WHERE starts_with(type, $1) OR strpos(lower(last_error), lower($1)) > 0 ORDER BY id DESC`, q)
-		require.Equal(t, want, listIDs(t, store, jobs.ListParams{Q: q}), "search %q", q)
-		p := jobs.ListParams{Q: q, Statuses: []jobs.State{jobs.StateDeadLetter}, Type: "report.build"}
+		require.Equal(t, want, listIDs(t, store, domain.ListParams{Q: q}), "search %q", q)
+		p := domain.ListParams{Q: q, Statuses: []jobs.State{jobs.StateDeadLetter}, Type: "report.build"}
 		got := listIDs(t, store, p)
 		var wantTyped []uuid.UUID
 		for _, id := range want {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -54,8 +55,8 @@ func archiveAll(t *testing.T, store *db.Store) int {
 // jobView is what a reader sees of a job: the row, its runs and its log.
 type jobView struct {
 	Job  *jobs.Job
-	Runs []jobs.Execution
-	Log  []jobs.LogEntry
+	Runs []domain.Execution
+	Log  []domain.LogEntry
 }
 
 func viewOf(t *testing.T, store *db.Store, id uuid.UUID) jobView {
@@ -72,7 +73,7 @@ func viewOf(t *testing.T, store *db.Store, id uuid.UUID) jobView {
 
 // archiveLists are the lists TestArchiveMovesFinishedJobsWhole reads
 // before and after the move: by state, type, queue and search.
-var archiveLists = map[string]jobs.ListParams{
+var archiveLists = map[string]domain.ListParams{
 	"completed": {Statuses: []jobs.State{jobs.StateCompleted}},
 	"dead":      {Statuses: []jobs.State{jobs.StateDeadLetter}},
 	"all":       {},
@@ -99,17 +100,17 @@ func TestArchiveMovesFinishedJobsWhole(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, batch...)
 	require.NoError(t, err)
-	done := finishAll(t, store, "a", jobs.OutcomeSucceeded)
+	done := finishAll(t, store, "a", domain.OutcomeSucceeded)
 	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "b", MaxRetries: &one, IdempotencyKey: "key-b"})
 	require.NoError(t, err)
-	finishAll(t, store, "b", jobs.OutcomeFailed) // one retry left: scheduled again
+	finishAll(t, store, "b", domain.OutcomeFailed) // one retry left: scheduled again
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET run_at = now() WHERE status = 'scheduled'`)
 	require.NoError(t, err)
 	_, err = store.PromoteDue(ctx, nil, 10)
 	require.NoError(t, err)
-	dead := finishAll(t, store, "b", jobs.OutcomeFailed)
+	dead := finishAll(t, store, "b", domain.OutcomeFailed)
 	require.Len(t, dead, 1)
-	require.NoError(t, store.InsertJobLogs(ctx, []jobs.LogEntry{
+	require.NoError(t, store.InsertJobLogs(ctx, []domain.LogEntry{
 		{JobID: dead[0], Attempt: 2, At: time.Now(), Level: "error", Message: "it broke <b>", Attrs: map[string]any{"k": "v"}},
 		{JobID: done[0], Attempt: 1, At: time.Now(), Level: "info", Message: "all good"},
 	}))
@@ -123,9 +124,9 @@ func TestArchiveMovesFinishedJobsWhole(t *testing.T) {
 	require.NoError(t, err)
 	child, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "c", Queue: "w", DependsOn: []uuid.UUID{parent[0].Job.ID}})
 	require.NoError(t, err)
-	finishAll(t, store, "w", jobs.OutcomeSucceeded)
+	finishAll(t, store, "w", domain.OutcomeSucceeded)
 	spawner, kid := spawnOne(t, store)
-	finishAll(t, store, "kids", jobs.OutcomeSucceeded)
+	finishAll(t, store, "kids", domain.OutcomeSucceeded)
 
 	before := map[uuid.UUID]jobView{}
 	for _, id := range append(slices.Clone(done), dead[0]) {
@@ -181,7 +182,7 @@ func queryIDs(t *testing.T, store *db.Store, sql string, args ...any) []uuid.UUI
 
 // listIDs pages through a whole listing, 7 at a time (so pages cross the
 // border between jobs and the history), and returns the ids in order.
-func listIDs(t *testing.T, store *db.Store, p jobs.ListParams) []uuid.UUID {
+func listIDs(t *testing.T, store *db.Store, p domain.ListParams) []uuid.UUID {
 	t.Helper()
 	p.Limit = 7
 	var out []uuid.UUID
@@ -286,11 +287,11 @@ func spawnOne(t *testing.T, store *db.Store) (spawner, kid uuid.UUID) {
 	ctx := context.Background()
 	_, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "p", Queue: "spawns"})
 	require.NoError(t, err)
-	got, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"spawns"}, Limit: 1, LeaseTTL: time.Minute})
+	got, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"spawns"}, Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	spawn := []jobs.Spawned{{Key: "kid", DependsOn: []string{jobs.Self}, Params: jobs.EnqueueParams{Type: "c", Queue: "kids"}}}
-	moved, _, err := store.FinishJobs(ctx, []jobs.Finish{{Lease: jobs.LeaseOf(got[0]), Outcome: jobs.OutcomeSucceeded, Spawn: spawn}})
+	moved, _, err := store.FinishJobs(ctx, []domain.Finish{{Lease: domain.LeaseOf(got[0]), Outcome: domain.OutcomeSucceeded, Spawn: spawn}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)
 	require.NoError(t, store.Pool().QueryRow(ctx, `SELECT job_id FROM workflow_steps WHERE spawned_by = $1`, got[0].ID).Scan(&kid))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 const insertAuditSQL = `
@@ -20,7 +20,7 @@ INSERT INTO audit_log (actor, source, ip, action, details) VALUES ($1, $2, $3, $
 
 // RecordAudit stores an operator action, once per job it touched (or once
 // when it touched none).
-func (s *Store) RecordAudit(ctx context.Context, e jobs.AuditEntry, jobIDs ...uuid.UUID) error {
+func (s *Store) RecordAudit(ctx context.Context, e domain.AuditEntry, jobIDs ...uuid.UUID) error {
 	details := e.Details
 	if len(details) == 0 {
 		details = json.RawMessage(`{}`)
@@ -59,7 +59,7 @@ LIMIT $3`
 
 // ListAudit returns the audit entries q selects, newest first, q.Limit of
 // them (100 when it is zero or above 500).
-func (s *Store) ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditEntry, error) {
+func (s *Store) ListAudit(ctx context.Context, q domain.AuditQuery) ([]domain.AuditEntry, error) {
 	limit := q.Limit
 	if limit <= 0 || limit > 500 {
 		limit = 100
@@ -68,15 +68,15 @@ func (s *Store) ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditE
 	if err := s.sqlx.SelectContext(ctx, &rows, listAuditSQL, q.JobID, q.Before, limit); err != nil {
 		return nil, fmt.Errorf("list audit entries: %w", err)
 	}
-	out := make([]jobs.AuditEntry, len(rows))
+	out := make([]domain.AuditEntry, len(rows))
 	for i, r := range rows {
 		out[i] = r.entry()
 	}
 	return out, nil
 }
 
-func (r auditRow) entry() jobs.AuditEntry {
-	return jobs.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Source: r.Source, IP: r.IP,
+func (r auditRow) entry() domain.AuditEntry {
+	return domain.AuditEntry{ID: r.ID, At: r.At, Actor: r.Actor, Source: r.Source, IP: r.IP,
 		Action: r.Action, JobID: r.JobID, Details: r.Details}
 }
 

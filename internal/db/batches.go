@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
@@ -51,7 +52,7 @@ SELECT flint_settle_batch(id) FROM closed`
 // CreateBatch creates a batch with its first members and its callbacks,
 // in one transaction, and closes it unless p.Open. Every params entry
 // must have passed jobs.EnqueueParams.Validate.
-func (s *Store) CreateBatch(ctx context.Context, p jobs.BatchParams) (b *jobs.Batch, out []jobs.Enqueued, err error) {
+func (s *Store) CreateBatch(ctx context.Context, p domain.BatchParams) (b *domain.Batch, out []jobs.Enqueued, err error) {
 	if p.ID == uuid.Nil {
 		p.ID = uuid.Must(uuid.NewV7())
 	}
@@ -63,7 +64,7 @@ func (s *Store) CreateBatch(ctx context.Context, p jobs.BatchParams) (b *jobs.Ba
 	return s.createBatch(ctx, p)
 }
 
-func (s *Store) createBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batch, []jobs.Enqueued, error) {
+func (s *Store) createBatch(ctx context.Context, p domain.BatchParams) (*domain.Batch, []jobs.Enqueued, error) {
 	id := p.ID
 	if id == uuid.Nil {
 		id = uuid.Must(uuid.NewV7())
@@ -95,9 +96,9 @@ func (s *Store) createBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batc
 	return b, out, err
 }
 
-// AddToBatch adds members to open batch id: jobs.ErrNotFound for no such
-// batch, jobs.ErrBatchClosed once it is closed.
-func (s *Store) AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (b *jobs.Batch, out []jobs.Enqueued, err error) {
+// AddToBatch adds members to open batch id: domain.ErrNotFound for no such
+// batch, domain.ErrBatchClosed once it is closed.
+func (s *Store) AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (b *domain.Batch, out []jobs.Enqueued, err error) {
 	if tracing.Enabled() && len(params) > 0 {
 		var end func([]jobs.Enqueued, error)
 		ctx, params, end = traceEnqueue(ctx, "batch", params)
@@ -118,14 +119,14 @@ func (s *Store) AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.Enqu
 }
 
 // CloseBatch closes batch id (a closed batch stays as it is) and returns
-// it: jobs.ErrNotFound for no such batch, a validation error for an open
+// it: domain.ErrNotFound for no such batch, a validation error for an open
 // batch without members.
-func (s *Store) CloseBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error) {
+func (s *Store) CloseBatch(ctx context.Context, id uuid.UUID) (*domain.Batch, error) {
 	if _, err := s.pool.Exec(ctx, closeBatchSQL, id); err != nil {
 		return nil, fmt.Errorf("close batch: %w", err)
 	}
 	b, err := s.GetBatch(ctx, id)
-	if err == nil && b.State == jobs.BatchOpen {
+	if err == nil && b.State == domain.BatchOpen {
 		return nil, jobs.Invalid("jobs", "the batch has no members: add at least one (POST /api/v1/batches/%s/jobs) before closing it", id)
 	}
 	return b, err
@@ -145,7 +146,7 @@ func addMembers(ctx context.Context, tx pgx.Tx, id uuid.UUID, params []jobs.Enqu
 		return nil, err
 	}
 	var total int
-	err = tx.QueryRow(ctx, countMembersSQL, id, len(params), jobs.MaxBatchMembers).Scan(&total)
+	err = tx.QueryRow(ctx, countMembersSQL, id, len(params), domain.MaxBatchMembers).Scan(&total)
 	if !errors.Is(err, pgx.ErrNoRows) {
 		if err != nil {
 			return nil, fmt.Errorf("count batch members: %w", err)
@@ -155,13 +156,13 @@ func addMembers(ctx context.Context, tx pgx.Tx, id uuid.UUID, params []jobs.Enqu
 	var closed bool
 	switch err := tx.QueryRow(ctx, batchStandingSQL, id).Scan(&closed, &total); {
 	case errors.Is(err, pgx.ErrNoRows):
-		return nil, jobs.ErrNotFound
+		return nil, domain.ErrNotFound
 	case err != nil:
 		return nil, fmt.Errorf("read batch: %w", err)
 	case closed:
-		return nil, jobs.ErrBatchClosed
+		return nil, domain.ErrBatchClosed
 	}
-	return nil, jobs.Invalid("jobs", "the batch has %d members; %d more would pass the limit of %d", total, len(params), jobs.MaxBatchMembers)
+	return nil, jobs.Invalid("jobs", "the batch has %d members; %d more would pass the limit of %d", total, len(params), domain.MaxBatchMembers)
 }
 
 // insertCallbacks stores a new batch's callbacks, each with the id its job
@@ -176,7 +177,7 @@ func insertCallbacks(ctx context.Context, tx pgx.Tx, batch uuid.UUID, cbs map[st
 	var retries []int32
 	var timeouts []*int32
 	var ckeys, traces []*string
-	for _, kind := range jobs.CallbackKinds {
+	for _, kind := range domain.CallbackKinds {
 		p, ok := cbs[kind]
 		if !ok {
 			continue
@@ -189,7 +190,7 @@ func insertCallbacks(ctx context.Context, tx pgx.Tx, batch uuid.UUID, cbs map[st
 		payloads = append(payloads, payload)
 		ids = append(ids, uuid.Must(uuid.NewV7()))
 		prios = append(prios, int16(p.Priority))
-		r := int32(jobs.DefaultMaxRetries)
+		r := int32(domain.DefaultMaxRetries)
 		if p.MaxRetries != nil {
 			r = int32(*p.MaxRetries)
 		}
@@ -240,18 +241,18 @@ type batchRow struct {
 	Total, Pending        int
 	Completed, DeadLetter int
 	Counts                map[string]int
-	Callbacks             map[string]jobs.BatchCallback
+	Callbacks             map[string]domain.BatchCallback
 }
 
-// GetBatch returns batch id, or jobs.ErrNotFound.
-func (s *Store) GetBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error) {
+// GetBatch returns batch id, or domain.ErrNotFound.
+func (s *Store) GetBatch(ctx context.Context, id uuid.UUID) (*domain.Batch, error) {
 	rows, err := s.pool.Query(ctx, batchSQL, id)
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToStructByPos[batchRow])
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, jobs.ErrNotFound
+		return nil, domain.ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("read batch: %w", err)
@@ -260,29 +261,29 @@ func (s *Store) GetBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error)
 }
 
 // toBatch derives the batch's state and its callbacks' statuses.
-func (r *batchRow) toBatch() *jobs.Batch {
-	b := &jobs.Batch{ID: r.ID, Total: r.Total, Counts: r.Counts, Callbacks: r.Callbacks, CreatedAt: r.CreatedAt,
+func (r *batchRow) toBatch() *domain.Batch {
+	b := &domain.Batch{ID: r.ID, Total: r.Total, Counts: r.Counts, Callbacks: r.Callbacks, CreatedAt: r.CreatedAt,
 		ClosedAt: r.ClosedAt, SettledAt: r.SettledAt, DiedAt: r.DiedAt}
 	switch {
 	case r.ClosedAt == nil:
-		b.State = jobs.BatchOpen
+		b.State = domain.BatchOpen
 	case r.Pending > 0:
-		b.State = jobs.BatchRunning
+		b.State = domain.BatchRunning
 	case r.Completed == r.Total:
-		b.State = jobs.BatchSucceeded
+		b.State = domain.BatchSucceeded
 	case r.DeadLetter > 0:
-		b.State = jobs.BatchDead
+		b.State = domain.BatchDead
 	default:
-		b.State = jobs.BatchCompleted
+		b.State = domain.BatchCompleted
 	}
 	for kind, c := range b.Callbacks {
 		if c.FiredAt != nil {
 			continue
 		}
-		c.Status = jobs.CallbackPending
+		c.Status = domain.CallbackPending
 		settled := r.SettledAt != nil
-		if (kind == jobs.OnDeath && settled && r.DiedAt == nil) || (kind == jobs.OnSuccess && settled && r.Completed != r.Total) {
-			c.Status = jobs.CallbackSkipped
+		if (kind == domain.OnDeath && settled && r.DiedAt == nil) || (kind == domain.OnSuccess && settled && r.Completed != r.Total) {
+			c.Status = domain.CallbackSkipped
 		}
 		b.Callbacks[kind] = c
 	}
@@ -296,29 +297,29 @@ WHERE $1::uuid IS NULL OR b.id < $1 ORDER BY b.id DESC LIMIT $2`
 
 // ListBatches returns up to limit batches, newest first, after cursor
 // ("" for the first page; a page's NextCursor for the next).
-func (s *Store) ListBatches(ctx context.Context, cursor string, limit int) (jobs.BatchPage, error) {
+func (s *Store) ListBatches(ctx context.Context, cursor string, limit int) (domain.BatchPage, error) {
 	var after *uuid.UUID
 	if cursor != "" {
 		id, err := uuid.Parse(cursor)
 		if err != nil {
-			return jobs.BatchPage{}, jobs.Invalid("cursor", "must be the next_cursor of a previous page")
+			return domain.BatchPage{}, jobs.Invalid("cursor", "must be the next_cursor of a previous page")
 		}
 		after = &id
 	}
 	rows, err := s.pool.Query(ctx, listBatchesSQL, after, limit+1)
 	if err != nil {
-		return jobs.BatchPage{}, fmt.Errorf("list batches: %w", err)
+		return domain.BatchPage{}, fmt.Errorf("list batches: %w", err)
 	}
 	rs, err := pgx.CollectRows(rows, pgx.RowToStructByPos[batchRow])
 	if err != nil {
-		return jobs.BatchPage{}, fmt.Errorf("list batches: %w", err)
+		return domain.BatchPage{}, fmt.Errorf("list batches: %w", err)
 	}
-	var page jobs.BatchPage
+	var page domain.BatchPage
 	if len(rs) > limit {
 		rs = rs[:limit]
 		page.NextCursor = rs[limit-1].ID.String()
 	}
-	page.Batches = make([]jobs.Batch, len(rs))
+	page.Batches = make([]domain.Batch, len(rs))
 	for i := range rs {
 		page.Batches[i] = *rs[i].toBatch()
 	}

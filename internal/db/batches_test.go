@@ -10,14 +10,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // newBatch creates a batch of n noop members in queue q with the given
 // callbacks (each a noop in queue "cb-<kind>").
-func (b *testBundle) newBatch(t *testing.T, q string, n int, open bool, kinds ...string) *jobs.Batch {
+func (b *testBundle) newBatch(t *testing.T, q string, n int, open bool, kinds ...string) *domain.Batch {
 	t.Helper()
-	p := jobs.BatchParams{Open: open, Callbacks: map[string]jobs.EnqueueParams{}}
+	p := domain.BatchParams{Open: open, Callbacks: map[string]jobs.EnqueueParams{}}
 	for i := range n {
 		p.Jobs = append(p.Jobs, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: q, Payload: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)),
 			Priority: jobs.DefaultPriority})
@@ -36,7 +37,7 @@ func (b *testBundle) newBatch(t *testing.T, q string, n int, open bool, kinds ..
 
 // finishAll claims and finishes every claimable job of queue q with
 // outcome, from workers goroutines at once.
-func (b *testBundle) finishAll(t *testing.T, q string, workers int, outcome func(j *jobs.Job) jobs.Finish) {
+func (b *testBundle) finishAll(t *testing.T, q string, workers int, outcome func(j *jobs.Job) domain.Finish) {
 	t.Helper()
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
@@ -45,7 +46,7 @@ func (b *testBundle) finishAll(t *testing.T, q string, workers int, outcome func
 		go func() {
 			defer wg.Done()
 			for {
-				got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: fmt.Sprintf("w%d", w), Queues: []string{q}, Limit: 7, LeaseTTL: time.Minute})
+				got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: fmt.Sprintf("w%d", w), Queues: []string{q}, Limit: 7, LeaseTTL: time.Minute})
 				if err != nil {
 					errs <- err
 					return
@@ -53,7 +54,7 @@ func (b *testBundle) finishAll(t *testing.T, q string, workers int, outcome func
 				if len(got) == 0 {
 					return
 				}
-				fs := make([]jobs.Finish, len(got))
+				fs := make([]domain.Finish, len(got))
 				for i, j := range got {
 					fs[i] = outcome(j)
 				}
@@ -71,8 +72,8 @@ func (b *testBundle) finishAll(t *testing.T, q string, workers int, outcome func
 	}
 }
 
-func succeed(j *jobs.Job) jobs.Finish {
-	return jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded, Result: json.RawMessage(fmt.Sprintf(`{"of":%s}`, j.Payload))}
+func succeed(j *jobs.Job) domain.Finish {
+	return domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded, Result: json.RawMessage(fmt.Sprintf(`{"of":%s}`, j.Payload))}
 }
 
 // callbackJobs lists the jobs in queue q (where a callback kind's jobs go).
@@ -90,29 +91,29 @@ func (b *testBundle) countQueue(t *testing.T, q string) int {
 func TestBatchSettlesOnceUnderConcurrentFinishes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	batch := b.newBatch(t, "members", 400, false, jobs.OnSuccess, jobs.OnComplete, jobs.OnDeath)
-	require.Equal(t, jobs.BatchRunning, batch.State)
+	batch := b.newBatch(t, "members", 400, false, domain.OnSuccess, domain.OnComplete, domain.OnDeath)
+	require.Equal(t, domain.BatchRunning, batch.State)
 	require.Equal(t, 400, batch.Total)
 	require.Equal(t, map[string]int{"queued": 400}, batch.Counts)
-	require.Equal(t, jobs.CallbackPending, batch.Callbacks[jobs.OnSuccess].Status)
+	require.Equal(t, domain.CallbackPending, batch.Callbacks[domain.OnSuccess].Status)
 
 	b.finishAll(t, "members", 8, succeed)
 
 	got, err := b.store.GetBatch(b.ctx, batch.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.BatchSucceeded, got.State)
+	require.Equal(t, domain.BatchSucceeded, got.State)
 	require.Equal(t, map[string]int{"completed": 400}, got.Counts)
 	require.NotNil(t, got.SettledAt)
-	require.Equal(t, "queued", got.Callbacks[jobs.OnSuccess].Status)
-	require.Equal(t, "queued", got.Callbacks[jobs.OnComplete].Status)
-	require.Equal(t, jobs.CallbackSkipped, got.Callbacks[jobs.OnDeath].Status)
+	require.Equal(t, "queued", got.Callbacks[domain.OnSuccess].Status)
+	require.Equal(t, "queued", got.Callbacks[domain.OnComplete].Status)
+	require.Equal(t, domain.CallbackSkipped, got.Callbacks[domain.OnDeath].Status)
 	require.Equal(t, 1, b.countQueue(t, "cb-on_success"))
 	require.Equal(t, 1, b.countQueue(t, "cb-on_complete"))
 	require.Equal(t, 0, b.countQueue(t, "cb-on_death"))
 
 	cb := b.claimQueue(t, "cb-on_success")
 	require.Len(t, cb, 1)
-	require.Equal(t, got.Callbacks[jobs.OnSuccess].ID, cb[0].ID)
+	require.Equal(t, got.Callbacks[domain.OnSuccess].ID, cb[0].ID)
 	var summary jobs.BatchSummary
 	require.NoError(t, json.Unmarshal(cb[0].Parents[jobs.BatchParent], &summary))
 	require.Equal(t, jobs.BatchSummary{ID: batch.ID.String(), Total: 400, Counts: map[string]int{"completed": 400}}, summary)
@@ -131,23 +132,23 @@ func TestBatchSettlesOnceUnderConcurrentFinishes(t *testing.T) {
 func TestBatchDeathAndReplay(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	batch := b.newBatch(t, "m", 10, false, jobs.OnSuccess, jobs.OnComplete, jobs.OnDeath)
+	batch := b.newBatch(t, "m", 10, false, domain.OnSuccess, domain.OnComplete, domain.OnDeath)
 	var dead []uuid.UUID
-	b.finishAll(t, "m", 3, func(j *jobs.Job) jobs.Finish {
+	b.finishAll(t, "m", 3, func(j *jobs.Job) domain.Finish {
 		if string(j.Payload) == `{"i": 3}` || string(j.Payload) == `{"i": 7}` {
-			return jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Final: true, Error: "boom"}
+			return domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeFailed, Final: true, Error: "boom"}
 		}
 		return succeed(j)
 	})
 	got, err := b.store.GetBatch(b.ctx, batch.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.BatchDead, got.State)
+	require.Equal(t, domain.BatchDead, got.State)
 	require.Equal(t, map[string]int{"completed": 8, "dead_letter": 2}, got.Counts)
 	require.NotNil(t, got.DiedAt)
 	require.Equal(t, 1, b.countQueue(t, "cb-on_death"))
 	require.Equal(t, 1, b.countQueue(t, "cb-on_complete"))
 	require.Equal(t, 0, b.countQueue(t, "cb-on_success"))
-	require.Equal(t, jobs.CallbackSkipped, got.Callbacks[jobs.OnSuccess].Status)
+	require.Equal(t, domain.CallbackSkipped, got.Callbacks[domain.OnSuccess].Status)
 
 	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT array_agg(id) FROM jobs WHERE batch_id = $1 AND status = 'dead_letter'`, batch.ID).Scan(&dead))
 	require.Len(t, dead, 2)
@@ -157,11 +158,11 @@ func TestBatchDeathAndReplay(t *testing.T) {
 	}
 	got, err = b.store.GetBatch(b.ctx, batch.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.BatchRunning, got.State, "replayed members are unfinished again")
+	require.Equal(t, domain.BatchRunning, got.State, "replayed members are unfinished again")
 	b.finishAll(t, "m", 2, succeed)
 	got, err = b.store.GetBatch(b.ctx, batch.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.BatchSucceeded, got.State)
+	require.Equal(t, domain.BatchSucceeded, got.State)
 	require.Equal(t, 1, b.countQueue(t, "cb-on_success"), "every member completed in the end")
 	require.Equal(t, 1, b.countQueue(t, "cb-on_complete"), "settled once")
 	require.Equal(t, 1, b.countQueue(t, "cb-on_death"))
@@ -173,12 +174,12 @@ func TestBatchDeathAndReplay(t *testing.T) {
 func TestOpenBatch(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	batch := b.newBatch(t, "open", 2, true, jobs.OnComplete)
-	require.Equal(t, jobs.BatchOpen, batch.State)
+	batch := b.newBatch(t, "open", 2, true, domain.OnComplete)
+	require.Equal(t, domain.BatchOpen, batch.State)
 	b.finishAll(t, "open", 1, succeed)
 	got, err := b.store.GetBatch(b.ctx, batch.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.BatchOpen, got.State, "an open batch does not settle")
+	require.Equal(t, domain.BatchOpen, got.State, "an open batch does not settle")
 	require.Equal(t, 0, b.countQueue(t, "cb-on_complete"))
 
 	_, out, err := b.store.AddToBatch(b.ctx, batch.ID, []jobs.EnqueueParams{{Type: jobs.TypeNoop, Queue: "open", Priority: 2}})
@@ -187,18 +188,18 @@ func TestOpenBatch(t *testing.T) {
 	b.finishAll(t, "open", 1, succeed)
 	got, err = b.store.CloseBatch(b.ctx, batch.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.BatchSucceeded, got.State)
+	require.Equal(t, domain.BatchSucceeded, got.State)
 	require.Equal(t, 3, got.Total)
 	require.Equal(t, 1, b.countQueue(t, "cb-on_complete"), "the close settled it")
 
 	_, _, err = b.store.AddToBatch(b.ctx, batch.ID, []jobs.EnqueueParams{{Type: jobs.TypeNoop, Queue: "late", Priority: 2}})
-	require.ErrorIs(t, err, jobs.ErrBatchClosed)
+	require.ErrorIs(t, err, domain.ErrBatchClosed)
 	require.Equal(t, 0, b.countQueue(t, "late"), "nothing half-applied")
 	_, err = b.store.CloseBatch(b.ctx, batch.ID)
 	require.NoError(t, err, "closing twice is harmless")
 
 	_, _, err = b.store.AddToBatch(b.ctx, uuid.Must(uuid.NewV7()), []jobs.EnqueueParams{{Type: jobs.TypeNoop, Queue: "late", Priority: 2}})
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	empty := b.newBatch(t, "none", 0, true)
 	_, err = b.store.CloseBatch(b.ctx, empty.ID)
 	var ve *jobs.ValidationError

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -69,10 +70,10 @@ SELECT moved.* FROM moved`
 // at most 500 at a time).
 func (s *Store) CancelJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error) {
 	var js []*jobs.Job
-	var downstream []jobs.Moved
+	var downstream []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if js, err = collectJobs(tx.Query(ctx, cancelSQL, ids, stateStrings(jobs.CancelFrom))); err != nil {
+		if js, err = collectJobs(tx.Query(ctx, cancelSQL, ids, stateStrings(domain.CancelFrom))); err != nil {
 			return err
 		}
 		downstream, err = cascade(ctx, tx, jobIDs(js))
@@ -99,13 +100,13 @@ func (s *Store) CancelJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, e
 // It returns the jobs it moved; the others are left out.
 func (s *Store) RetryJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error) {
 	var js []*jobs.Job
-	var rearmed []jobs.Moved
+	var rearmed []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := unarchive(ctx, tx, ids); err != nil {
 			return err
 		}
 		var err error
-		if js, err = collectJobs(tx.Query(ctx, retrySQL, ids, stateStrings(jobs.RetryFrom))); err != nil {
+		if js, err = collectJobs(tx.Query(ctx, retrySQL, ids, stateStrings(domain.RetryFrom))); err != nil {
 			return err
 		}
 		rearmed, err = collectMoved(tx.Query(ctx, rearmSQL, jobIDs(js)))

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -32,7 +33,7 @@ func TestBulkOperations(t *testing.T) {
 	running := b.claimFirstOf(t, "run")
 	b.enqueue(t, jobs.EnqueueParams{Queue: "done"})
 	done := b.claimFirstOf(t, "done")
-	b.finish(t, done, jobs.Finish{Outcome: jobs.OutcomeSucceeded})
+	b.finish(t, done, domain.Finish{Outcome: domain.OutcomeSucceeded})
 	js, err := b.store.CancelJobs(b.ctx, []uuid.UUID{waiting.ID, running.ID, done.ID})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []uuid.UUID{waiting.ID, running.ID}, ids(js))
@@ -47,7 +48,7 @@ func TestBulkOperations(t *testing.T) {
 	// and the completed one, which is left out.
 	dead := b.enqueue(t, jobs.EnqueueParams{Queue: "fail", MaxRetries: &zero})
 	dependent := b.enqueue(t, jobs.EnqueueParams{Queue: "after", DependsOn: []uuid.UUID{dead.ID}})
-	b.finish(t, b.claimFirstOf(t, "fail"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "boom"})
+	b.finish(t, b.claimFirstOf(t, "fail"), domain.Finish{Outcome: domain.OutcomeFailed, Error: "boom"})
 	require.Equal(t, jobs.StateCancelled, b.status(t, dependent.ID))
 	later := b.enqueue(t, jobs.EnqueueParams{Queue: "later", RunAt: new(time.Now().Add(time.Hour))})
 	js, err = b.store.RetryJobs(b.ctx, []uuid.UUID{dead.ID, later.ID, done.ID})
@@ -67,7 +68,7 @@ func TestBulkOperations(t *testing.T) {
 	js, err = b.store.RestoreJobs(b.ctx, []uuid.UUID{done.ID, later.ID, dead.ID})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []uuid.UUID{done.ID, later.ID}, ids(js))
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{InBin: true})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{InBin: true})
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs)
 }

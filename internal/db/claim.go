@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -55,11 +56,11 @@ const (
 var bufferedClaims sync.Map // string → string
 
 // claimStatement is the claim statement sql as a claim of p runs it. A
-// buffered claim (jobs.ClaimParams.Buffered) leaves started_at NULL: its
+// buffered claim (domain.ClaimParams.Buffered) leaves started_at NULL: its
 // jobs are claimed, not running, until the pool reports that their
 // handlers started (StartJobs, or with their outcomes). The claim's time
 // is the updated_at it returns, which the pool counts the start from.
-func claimStatement(sql string, p jobs.ClaimParams) string {
+func claimStatement(sql string, p domain.ClaimParams) string {
 	if !p.Buffered {
 		return sql
 	}
@@ -134,9 +135,9 @@ WITH next AS MATERIALIZED (
 // Otherwise it goes through claimFlow, which enforces the limits in the
 // database (see claimFlowSQL) and returns its jobs with the flow-controlled
 // ones in rotation order.
-func (s *Store) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+func (s *Store) ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Job, error) {
 	if p.Held != nil {
-		*p.Held = jobs.FlowHold{}
+		*p.Held = domain.FlowHold{}
 	}
 	if p.Limit <= 0 {
 		return nil, nil
@@ -203,15 +204,15 @@ RETURNING j.id, j.cancel_requested, l.has_progress, j.type, j.queue, j.attempt, 
 // missing from the result were lost: the worker must stop the job. Progress
 // written is announced as an event, so the job page and the jobs list show
 // it live.
-func (s *Store) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+func (s *Store) ExtendLeases(ctx context.Context, beats []domain.Heartbeat, ttl time.Duration) ([]domain.LeaseStatus, error) {
 	return s.extendLeases(ctx, beats, ttl, nil, nil)
 }
 
 // extendLeases extends leases; with grace set, not those of jobs that ran
 // past their timeout by more than grace; with holder set, only those that
 // worker holds.
-func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
-	var out []jobs.LeaseStatus
+func (s *Store) extendLeases(ctx context.Context, beats []domain.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]domain.LeaseStatus, error) {
+	var out []domain.LeaseStatus
 	err := retryDeadlocks(func() (err error) {
 		out, err = s.extendLeasesOnce(ctx, beats, ttl, grace, holder)
 		return err
@@ -220,11 +221,11 @@ func (s *Store) extendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl ti
 }
 
 // extendLeasesOnce is one attempt of extendLeases.
-func (s *Store) extendLeasesOnce(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]jobs.LeaseStatus, error) {
+func (s *Store) extendLeasesOnce(ctx context.Context, beats []domain.Heartbeat, ttl time.Duration, grace *time.Duration, holder *string) ([]domain.LeaseStatus, error) {
 	if len(beats) == 0 {
 		return nil, nil
 	}
-	beats = inLockOrder(beats, func(b jobs.Heartbeat) uuid.UUID { return b.JobID })
+	beats = inLockOrder(beats, func(b domain.Heartbeat) uuid.UUID { return b.JobID })
 	n := len(beats)
 	ids, tokens := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	has, pcts, msgs := make([]bool, n), make([]int16, n), make([]string, n)
@@ -247,13 +248,13 @@ func (s *Store) extendLeasesOnce(ctx context.Context, beats []jobs.Heartbeat, tt
 		return nil, fmt.Errorf("extend leases: %w", err)
 	}
 	defer rows.Close()
-	out := make([]jobs.LeaseStatus, 0, n)
-	var progressed []jobs.Event
+	out := make([]domain.LeaseStatus, 0, n)
+	var progressed []domain.Event
 	now := time.Now()
 	for rows.Next() {
-		var st jobs.LeaseStatus
+		var st domain.LeaseStatus
 		var wrote bool
-		var ev jobs.Event
+		var ev domain.Event
 		var pct *int16
 		if err := rows.Scan(&st.JobID, &st.CancelRequested, &wrote, &ev.Type, &ev.Queue, &ev.Attempt, &pct, &ev.ProgressMessage); err != nil {
 			return nil, fmt.Errorf("extend leases: %w", err)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -16,21 +17,21 @@ import (
 //
 //	go test -run '^$' -bench BenchmarkClaim -benchtime 300x ./db/
 func BenchmarkClaim(b *testing.B) {
-	many := jobs.MaxQueueConcurrency
+	many := domain.MaxQueueConcurrency
 	variants := []struct {
 		name string
-		set  func(q jobs.QueueSettings) jobs.QueueSettings
+		set  func(q domain.QueueSettings) domain.QueueSettings
 	}{
 		{"none", nil},
-		{"concurrency", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = &many; return q }},
-		{"rate", func(q jobs.QueueSettings) jobs.QueueSettings {
-			q.RateLimit = &jobs.RateLimit{Limit: jobs.MaxRateLimit, PeriodSeconds: 1}
+		{"concurrency", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = &many; return q }},
+		{"rate", func(q domain.QueueSettings) domain.QueueSettings {
+			q.RateLimit = &domain.RateLimit{Limit: domain.MaxRateLimit, PeriodSeconds: 1}
 			return q
 		}},
-		{"per-key", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = &many; return q }},
-		{"all", func(q jobs.QueueSettings) jobs.QueueSettings {
+		{"per-key", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = &many; return q }},
+		{"all", func(q domain.QueueSettings) domain.QueueSettings {
 			q.Concurrency, q.PerKeyConcurrency = &many, &many
-			q.RateLimit = &jobs.RateLimit{Limit: jobs.MaxRateLimit, PeriodSeconds: 1}
+			q.RateLimit = &domain.RateLimit{Limit: domain.MaxRateLimit, PeriodSeconds: 1}
 			return q
 		}},
 	}
@@ -60,7 +61,7 @@ func BenchmarkClaim(b *testing.B) {
 			var prev []*jobs.Job
 			b.ResetTimer()
 			for range b.N {
-				got, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "bench", Limit: batch, LeaseTTL: time.Minute})
+				got, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "bench", Limit: batch, LeaseTTL: time.Minute})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -68,9 +69,9 @@ func BenchmarkClaim(b *testing.B) {
 					b.Fatalf("claimed %d, want %d", len(got), batch)
 				}
 				b.StopTimer()
-				fs := make([]jobs.Finish, len(prev))
+				fs := make([]domain.Finish, len(prev))
 				for i, j := range prev {
-					fs[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded}
+					fs[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded}
 				}
 				if _, _, err := store.FinishJobs(ctx, fs); err != nil {
 					b.Fatal(err)

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -321,7 +322,7 @@ const claimLimitedLockSQL = `SELECT set_config('jit', 'off', true),
 // with a key within the last keyedFor (s.keyed). When claimLimitedSQL took
 // nothing because such jobs appeared, the claim goes on at once through
 // claimFlowSQL.
-func (s *Store) claimFlow(ctx context.Context, p jobs.ClaimParams, st *flowState, constrained []string, ttl float64) ([]*jobs.Job, error) {
+func (s *Store) claimFlow(ctx context.Context, p domain.ClaimParams, st *flowState, constrained []string, ttl float64) ([]*jobs.Job, error) {
 	var limited []string
 	full := false
 	for _, q := range constrained {
@@ -364,7 +365,7 @@ func (s *Store) claimFlow(ctx context.Context, p jobs.ClaimParams, st *flowState
 // claimFlowOnce runs one flow-controlled claim, claimFlowSQL when full and
 // claimLimitedSQL otherwise, after taking the locks of the limited queues
 // in the same transaction.
-func (s *Store) claimFlowOnce(ctx context.Context, p jobs.ClaimParams, st *flowState, constrained, limited []string, ttl float64, full bool) (claimed []*jobs.Job, err error) {
+func (s *Store) claimFlowOnce(ctx context.Context, p domain.ClaimParams, st *flowState, constrained, limited []string, ttl float64, full bool) (claimed []*jobs.Job, err error) {
 	var queues []string
 	if len(p.Queues) > 0 {
 		queues = p.Queues

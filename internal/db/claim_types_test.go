@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -18,8 +19,8 @@ import (
 func TestClaimTakesOnlyServedTypes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setQueue(t, "limited", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = intp(100); return q })
-	b.setQueue(t, "fair", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(50); return q })
+	b.setQueue(t, "limited", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = intp(100); return q })
+	b.setQueue(t, "fair", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = intp(50); return q })
 	served := []string{"thumbnail"}
 	var ids []uuid.UUID
 	for _, q := range []string{"default", "other", "limited", "fair"} {
@@ -35,7 +36,7 @@ func TestClaimTakesOnlyServedTypes(t *testing.T) {
 		}
 	}
 	claim := func(queues []string, types []string) []*jobs.Job {
-		got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: queues, Types: types, Limit: 100, LeaseTTL: time.Minute})
+		got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: queues, Types: types, Limit: 100, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		return got
 	}
@@ -51,7 +52,7 @@ func TestClaimTakesOnlyServedTypes(t *testing.T) {
 	require.Equal(t, map[string]int{"thumbnail@fair": 3}, typesOf(claim([]string{"fair"}, served)), "fair queue with keys")
 	require.Equal(t, map[string]int{"thumbnail@default": 3}, typesOf(claim(nil, served)), "every queue")
 
-	byID, err := b.store.ClaimJobsByID(b.ctx, jobs.ClaimParams{WorkerID: "w", Types: []string{"nothing-here"}, LeaseTTL: time.Minute}, ids)
+	byID, err := b.store.ClaimJobsByID(b.ctx, domain.ClaimParams{WorkerID: "w", Types: []string{"nothing-here"}, LeaseTTL: time.Minute}, ids)
 	require.NoError(t, err)
 	require.Empty(t, byID, "candidates by id of types not served")
 
@@ -68,7 +69,7 @@ func TestPruneForgetsTypesNobodyServes(t *testing.T) {
 	_, err := b.store.Pool().Exec(b.ctx, `INSERT INTO job_types_served (type, last_seen_at, worker_id)
 		VALUES ('fresh', now(), 'w1'), ('stale', now() - interval '25 hours', 'w2')`)
 	require.NoError(t, err)
-	_, err = b.store.Prune(b.ctx, jobs.DefaultSettings(), nil, 100)
+	_, err = b.store.Prune(b.ctx, domain.DefaultSettings(), nil, 100)
 	require.NoError(t, err)
 	var left []string
 	rows, err := b.store.Pool().Query(b.ctx, `SELECT type FROM job_types_served ORDER BY type`)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -73,19 +74,19 @@ func requireCounts(t *testing.T, store *db.Store, step string) {
 }
 
 // finishAll claims every queued job of queue and ends each with outcome.
-func finishAll(t *testing.T, store *db.Store, queue string, outcome jobs.Outcome) []uuid.UUID {
+func finishAll(t *testing.T, store *db.Store, queue string, outcome domain.Outcome) []uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
 	var ids []uuid.UUID
 	for {
-		claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 100, LeaseTTL: time.Minute})
+		claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 100, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		if len(claimed) == 0 {
 			return ids
 		}
-		batch := make([]jobs.Finish, len(claimed))
+		batch := make([]domain.Finish, len(claimed))
 		for i, j := range claimed {
-			batch[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: outcome, Error: "x"}
+			batch[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: outcome, Error: "x"}
 			ids = append(ids, j.ID)
 		}
 		_, _, err = store.FinishJobs(ctx, batch)
@@ -121,17 +122,17 @@ func TestFinishedCountsFollowEveryPath(t *testing.T) {
 
 	// Finish: succeeded, failed to the DLQ, failed with a retry left,
 	// cancelled by the handler; a failed parent cancels its child.
-	finishAll(t, store, "a", jobs.OutcomeSucceeded)
+	finishAll(t, store, "a", domain.OutcomeSucceeded)
 	requireCounts(t, store, "succeeded")
-	dead := finishAll(t, store, "c", jobs.OutcomeFailed)
+	dead := finishAll(t, store, "c", domain.OutcomeFailed)
 	requireCounts(t, store, "dead letter and cascade")
-	finishAll(t, store, "b", jobs.OutcomeFailed)
+	finishAll(t, store, "b", domain.OutcomeFailed)
 	requireCounts(t, store, "retry scheduled")
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET run_at = now() WHERE status = 'scheduled'`)
 	require.NoError(t, err)
 	_, err = store.PromoteDue(ctx, nil, 100)
 	require.NoError(t, err)
-	finishAll(t, store, "b", jobs.OutcomeCancelled)
+	finishAll(t, store, "b", domain.OutcomeCancelled)
 	requireCounts(t, store, "cancelled by its handler")
 	_, err = store.GetJob(ctx, child[0].Job.ID)
 	require.NoError(t, err)
@@ -141,7 +142,7 @@ func TestFinishedCountsFollowEveryPath(t *testing.T) {
 	// A lease that expires for good ends in the DLQ through the reaper.
 	_, err = store.Enqueue(ctx, jobs.EnqueueParams{Type: "t0", Queue: "e"})
 	require.NoError(t, err)
-	_, err = store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"e"}, Limit: 1, LeaseTTL: time.Minute})
+	_, err = store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"e"}, Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET interruptions = 99 WHERE queue = 'e'`)
 	require.NoError(t, err)
@@ -153,7 +154,7 @@ func TestFinishedCountsFollowEveryPath(t *testing.T) {
 	// History written with COPY, then retention removes what is old.
 	require.NoError(t, store.SeedHistory(ctx, db.History{Jobs: 3000, Days: 30}, nil))
 	requireCounts(t, store, "seeded history")
-	st := jobs.DefaultSettings()
+	st := domain.DefaultSettings()
 	st.RetentionCompletedDays, st.RetentionCancelledDays, st.RetentionDeadDays = 10, 10, 10
 	for {
 		n, err := store.Prune(ctx, st, nil, 500)
@@ -190,12 +191,12 @@ func countsThroughOperatorActions(t *testing.T, store *db.Store, dead []uuid.UUI
 	_, err = store.RetryDLQ(ctx, dead[:1])
 	require.NoError(t, err)
 	requireCounts(t, store, "replayed from the DLQ")
-	_, _, err = store.EditAndReplay(ctx, dead[0], json.RawMessage(`{"fixed":true}`), jobs.AuditEntry{Actor: "t", Source: "api"})
+	_, _, err = store.EditAndReplay(ctx, dead[0], json.RawMessage(`{"fixed":true}`), domain.AuditEntry{Actor: "t", Source: "api"})
 	if err != nil {
 		// The job went back to queued above; put another one through.
-		more := finishAll(t, store, "c", jobs.OutcomeFailed)
+		more := finishAll(t, store, "c", domain.OutcomeFailed)
 		require.NotEmpty(t, more)
-		_, _, err = store.EditAndReplay(ctx, more[0], json.RawMessage(`{"fixed":true}`), jobs.AuditEntry{Actor: "t", Source: "api"})
+		_, _, err = store.EditAndReplay(ctx, more[0], json.RawMessage(`{"fixed":true}`), domain.AuditEntry{Actor: "t", Source: "api"})
 		require.NoError(t, err)
 	}
 	requireCounts(t, store, "edited and replayed")
@@ -233,9 +234,9 @@ func finishConcurrently(t *testing.T, store *db.Store, finishers, limit int) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outcome := []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled}[g%3]
+			outcome := []domain.Outcome{domain.OutcomeSucceeded, domain.OutcomeFailed, domain.OutcomeCancelled}[g%3]
 			for {
-				claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: fmt.Sprint("w", g), Limit: limit, LeaseTTL: time.Minute})
+				claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: fmt.Sprint("w", g), Limit: limit, LeaseTTL: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return
@@ -243,9 +244,9 @@ func finishConcurrently(t *testing.T, store *db.Store, finishers, limit int) {
 				if len(claimed) == 0 {
 					return
 				}
-				b := make([]jobs.Finish, len(claimed))
+				b := make([]domain.Finish, len(claimed))
 				for i, j := range claimed {
-					b[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: outcome, Error: "x"}
+					b[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: outcome, Error: "x"}
 				}
 				if _, _, err := store.FinishJobs(ctx, b); err != nil {
 					t.Error(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -44,7 +45,7 @@ FROM unnest($1::text[]) AS s`
 // counted up to limit with one short index range scan per state, never a
 // scan of the whole table, and a count that reaches limit comes with the
 // planner's estimate (Capped).
-func (s *Store) CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error) {
+func (s *Store) CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]domain.StateCount, error) {
 	var live, finished []jobs.State
 	for _, st := range states {
 		if st.Terminal() {
@@ -64,14 +65,14 @@ func (s *Store) CappedCounts(ctx context.Context, states []jobs.State, limit int
 	for _, r := range append(liveRows, finishedRows...) {
 		byState[r.State] = r
 	}
-	var out []jobs.StateCount
+	var out []domain.StateCount
 	for _, st := range states {
 		r := byState[string(st)]
 		if st.Terminal() {
-			out = append(out, jobs.StateCount{State: st, Count: r.N})
+			out = append(out, domain.StateCount{State: st, Count: r.N})
 			continue
 		}
-		sc := jobs.StateCount{State: st, Count: r.N, Capped: r.N >= limit}
+		sc := domain.StateCount{State: st, Count: r.N, Capped: r.N >= limit}
 		if sc.Capped {
 			est, err := s.estimateState(ctx, sc.State)
 			if err != nil {
@@ -148,16 +149,16 @@ type failureRow struct {
 // RecentFailures returns the latest failed or interrupted runs of queue
 // (every queue when empty), newest first, one per job: a job that failed
 // three times shows once, with Failures 3.
-func (s *Store) RecentFailures(ctx context.Context, queue string, limit int) ([]jobs.Failure, error) {
+func (s *Store) RecentFailures(ctx context.Context, queue string, limit int) ([]domain.Failure, error) {
 	var rows []failureRow
 	if err := s.sqlx.SelectContext(ctx, &rows, recentFailuresSQL, limit, queue); err != nil {
 		return nil, fmt.Errorf("recent failures: %w", err)
 	}
 	slices.SortFunc(rows, func(a, b failureRow) int { return b.FinishedAt.Compare(a.FinishedAt) })
-	out := make([]jobs.Failure, 0, min(len(rows), limit))
+	out := make([]domain.Failure, 0, min(len(rows), limit))
 	for _, r := range rows[:min(len(rows), limit)] {
-		out = append(out, jobs.Failure{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Attempt: r.Attempt, Error: logs.Scrub(r.Error),
-			At: r.FinishedAt, Outcome: jobs.Outcome(r.Outcome), JobState: jobs.State(r.Status), Failures: r.Failures})
+		out = append(out, domain.Failure{JobID: r.JobID, Type: r.Type, Queue: r.Queue, Attempt: r.Attempt, Error: logs.Scrub(r.Error),
+			At: r.FinishedAt, Outcome: domain.Outcome(r.Outcome), JobState: jobs.State(r.Status), Failures: r.Failures})
 	}
 	return out, nil
 }
@@ -198,7 +199,7 @@ type throughputRow struct {
 }
 
 // Throughput returns finished runs per minute over the last hour.
-func (s *Store) Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error) {
+func (s *Store) Throughput(ctx context.Context) ([]domain.ThroughputBucket, error) {
 	return s.ThroughputOver(ctx, "", time.Hour, time.Minute)
 }
 
@@ -214,7 +215,7 @@ GROUP BY 1, 2 ORDER BY 1`
 // ThroughputOver returns finished runs of queue (every queue when empty)
 // per step (a whole number of minutes) over the last span, oldest first.
 // The table keeps two days.
-func (s *Store) ThroughputOver(ctx context.Context, queue string, span, step time.Duration) ([]jobs.ThroughputBucket, error) {
+func (s *Store) ThroughputOver(ctx context.Context, queue string, span, step time.Duration) ([]domain.ThroughputBucket, error) {
 	if step < time.Minute || step%time.Minute != 0 || span < step || span > 48*time.Hour {
 		return nil, jobs.Invalid("range", "must be whole minutes per bar over at most two days")
 	}
@@ -222,10 +223,10 @@ func (s *Store) ThroughputOver(ctx context.Context, queue string, span, step tim
 	if err := s.sqlx.SelectContext(ctx, &rows, throughputOverSQL, span.Seconds(), step.Seconds(), queue); err != nil {
 		return nil, fmt.Errorf("throughput: %w", err)
 	}
-	var out []jobs.ThroughputBucket
+	var out []domain.ThroughputBucket
 	for _, r := range rows {
 		if len(out) == 0 || !out[len(out)-1].Minute.Equal(r.Bucket) {
-			out = append(out, jobs.ThroughputBucket{Minute: r.Bucket, Outcomes: map[string]int64{}})
+			out = append(out, domain.ThroughputBucket{Minute: r.Bucket, Outcomes: map[string]int64{}})
 		}
 		out[len(out)-1].Outcomes[r.Outcome] = r.N
 	}

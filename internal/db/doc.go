@@ -23,7 +23,7 @@
 //
 // All SQL lives here, as named constants next to the method that runs them.
 // Every statement that moves a job guards its from-state with the sets
-// declared by the jobs package (jobs.CancelFrom, jobs.RetryFrom, …), and
+// declared by the jobs package (domain.CancelFrom, domain.RetryFrom, …), and
 // every write a worker makes for a running job also guards its lease
 // token, so a worker whose lease expired and was taken over cannot
 // complete, fail or extend the job. Time decisions (due, expired) are made

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -37,7 +38,7 @@ func TestConcurrentClaims(t *testing.T) {
 			worker := fmt.Sprintf("w%d", w)
 			<-start
 			for {
-				got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: worker, Limit: 7, LeaseTTL: time.Minute})
+				got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: worker, Limit: 7, LeaseTTL: time.Minute})
 				if err != nil {
 					t.Error(err)
 					return
@@ -77,7 +78,7 @@ func TestFencing(t *testing.T) {
 	b := setup(t)
 	j := b.enqueue(t, jobs.EnqueueParams{})
 	stale := b.claim(t, "w-stale", 1, time.Minute)[0]
-	staleLease := jobs.LeaseOf(stale)
+	staleLease := domain.LeaseOf(stale)
 
 	// Its lease expires (the worker hung) and the reaper takes the job back.
 	past := time.Now().Add(2 * time.Minute)
@@ -91,11 +92,11 @@ func TestFencing(t *testing.T) {
 	require.NotEqual(t, *stale.LeaseToken, *fresh.LeaseToken)
 
 	// The stale worker tries everything.
-	st, err := b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: staleLease}}, time.Hour)
+	st, err := b.store.ExtendLeases(b.ctx, []domain.Heartbeat{{Lease: staleLease}}, time.Hour)
 	require.NoError(t, err)
 	require.Empty(t, st, "stale lease must not be extended")
-	for _, outcome := range []jobs.Outcome{jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled, jobs.OutcomeInterrupted} {
-		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: staleLease, Outcome: outcome, Error: "stale", RetryDelay: time.Second}})
+	for _, outcome := range []domain.Outcome{domain.OutcomeSucceeded, domain.OutcomeFailed, domain.OutcomeCancelled, domain.OutcomeInterrupted} {
+		moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: staleLease, Outcome: outcome, Error: "stale", RetryDelay: time.Second}})
 		require.NoError(t, err)
 		require.True(t, moved[0].LeaseLost(), "stale %s must be refused", outcome)
 	}
@@ -107,13 +108,13 @@ func TestFencing(t *testing.T) {
 	require.Equal(t, 1, got.Attempt, "the interrupted attempt was refunded")
 
 	// The fresh worker's lease still works, in a batch mixed with the stale one.
-	st, err = b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: staleLease}, {Lease: jobs.LeaseOf(fresh)}}, time.Hour)
+	st, err = b.store.ExtendLeases(b.ctx, []domain.Heartbeat{{Lease: staleLease}, {Lease: domain.LeaseOf(fresh)}}, time.Hour)
 	require.NoError(t, err)
 	require.Len(t, st, 1)
 	require.Equal(t, j.ID, st[0].JobID)
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{
-		{Lease: staleLease, Outcome: jobs.OutcomeFailed, Error: "stale"},
-		{Lease: jobs.LeaseOf(fresh), Outcome: jobs.OutcomeSucceeded},
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{
+		{Lease: staleLease, Outcome: domain.OutcomeFailed, Error: "stale"},
+		{Lease: domain.LeaseOf(fresh), Outcome: domain.OutcomeSucceeded},
 	})
 	require.NoError(t, err)
 	require.True(t, moved[0].LeaseLost())
@@ -124,9 +125,9 @@ func TestFencing(t *testing.T) {
 	ex, err := b.store.ListExecutions(b.ctx, got)
 	require.NoError(t, err)
 	require.Len(t, ex, 2)
-	require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 	require.Equal(t, "w-stale", ex[0].WorkerID)
-	require.Equal(t, jobs.OutcomeSucceeded, ex[1].Outcome)
+	require.Equal(t, domain.OutcomeSucceeded, ex[1].Outcome)
 	require.Equal(t, "w-fresh", ex[1].WorkerID)
 }
 
@@ -139,7 +140,7 @@ func TestRetriesThenDLQ(t *testing.T) {
 		c := b.claim(t, "w", 1, time.Minute)
 		require.Len(t, c, 1, "attempt %d", attempt)
 		require.Equal(t, attempt, c[0].Attempt)
-		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed,
+		moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeFailed,
 			Error: fmt.Sprintf("boom %d", attempt), RetryDelay: time.Hour}})
 		require.NoError(t, err)
 		if attempt < 3 {
@@ -160,7 +161,7 @@ func TestRetriesThenDLQ(t *testing.T) {
 	require.NotNil(t, got.FinishedAt)
 
 	// Replay from the DLQ: attempts reset, runs again.
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 1)
 	replayed, err := b.store.RetryDLQ(b.ctx, nil)
@@ -178,7 +179,7 @@ func TestReaperRefundsAndParksPoisonPills(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	j := b.enqueue(t, jobs.EnqueueParams{})
-	for i := 1; i <= jobs.DefaultMaxInterruptions; i++ {
+	for i := 1; i <= domain.DefaultMaxInterruptions; i++ {
 		c := b.claim(t, fmt.Sprintf("w%d", i), 1, time.Minute)
 		require.Len(t, c, 1, "run %d", i)
 		require.Equal(t, 1, c[0].Attempt, "interrupted attempts are refunded")
@@ -186,7 +187,7 @@ func TestReaperRefundsAndParksPoisonPills(t *testing.T) {
 		moved, err := b.store.ReapExpired(b.ctx, &later, 10)
 		require.NoError(t, err)
 		require.Len(t, moved, 1)
-		if i < jobs.DefaultMaxInterruptions {
+		if i < domain.DefaultMaxInterruptions {
 			require.Equal(t, jobs.StateQueued, moved[0].Status)
 		} else {
 			require.Equal(t, jobs.StateDeadLetter, moved[0].Status, "a job that kills its worker every time is parked")
@@ -194,13 +195,13 @@ func TestReaperRefundsAndParksPoisonPills(t *testing.T) {
 	}
 	got, err := b.store.GetJob(b.ctx, j.ID)
 	require.NoError(t, err)
-	require.Equal(t, jobs.DefaultMaxInterruptions, got.Interruptions)
+	require.Equal(t, domain.DefaultMaxInterruptions, got.Interruptions)
 	require.Contains(t, *got.LastError, "poison pill")
 	ex, err := b.store.ListExecutions(b.ctx, got)
 	require.NoError(t, err)
-	require.Len(t, ex, jobs.DefaultMaxInterruptions)
+	require.Len(t, ex, domain.DefaultMaxInterruptions)
 	for _, e := range ex {
-		require.Equal(t, jobs.OutcomeInterrupted, e.Outcome)
+		require.Equal(t, domain.OutcomeInterrupted, e.Outcome)
 	}
 }
 
@@ -229,20 +230,20 @@ func TestCancel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateRunning, got.Status)
 	require.True(t, got.CancelRequested)
-	st, err := b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: jobs.LeaseOf(c)}}, time.Minute)
+	st, err := b.store.ExtendLeases(b.ctx, []domain.Heartbeat{{Lease: domain.LeaseOf(c)}}, time.Minute)
 	require.NoError(t, err)
 	require.True(t, st[0].CancelRequested, "the heartbeat tells the worker")
 	// A failure after a cancel request ends cancelled, not retried.
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeFailed, Error: "context canceled"}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c), Outcome: domain.OutcomeFailed, Error: "context canceled"}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCancelled, moved[0].Status)
 
 	_, err = b.store.CancelJob(b.ctx, running.ID)
-	var te *jobs.TransitionError
+	var te *domain.TransitionError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, jobs.StateCancelled, te.From)
 	_, err = b.store.CancelJob(b.ctx, uuid.New())
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 func TestBinDeleteRestorePurge(t *testing.T) {
@@ -251,19 +252,19 @@ func TestBinDeleteRestorePurge(t *testing.T) {
 	j := b.enqueue(t, jobs.EnqueueParams{})
 	keep := b.enqueue(t, jobs.EnqueueParams{})
 
-	require.ErrorIs(t, b.store.PurgeJob(b.ctx, j.ID), jobs.ErrInvalidTransition, "purge only from the bin")
+	require.ErrorIs(t, b.store.PurgeJob(b.ctx, j.ID), domain.ErrInvalidTransition, "purge only from the bin")
 	del, err := b.store.DeleteJob(b.ctx, j.ID)
 	require.NoError(t, err)
 	require.NotNil(t, del.DeletedAt)
 	require.Equal(t, jobs.StateQueued, del.Status, "binning keeps the state")
 	_, err = b.store.DeleteJob(b.ctx, j.ID)
-	require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+	require.ErrorIs(t, err, domain.ErrInvalidTransition)
 
 	// Binned jobs are neither listed nor claimed.
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{keep.ID}, ids(page.Jobs))
-	bin, err := b.store.ListJobs(b.ctx, jobs.ListParams{InBin: true})
+	bin, err := b.store.ListJobs(b.ctx, domain.ListParams{InBin: true})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{j.ID}, ids(bin.Jobs))
 	c := b.claim(t, "w", 10, time.Minute)
@@ -276,12 +277,12 @@ func TestBinDeleteRestorePurge(t *testing.T) {
 
 	_, err = b.store.DeleteJob(b.ctx, keep.ID)
 	require.NoError(t, err)
-	require.ErrorIs(t, b.store.PurgeJob(b.ctx, keep.ID), jobs.ErrInvalidTransition, "running job stays until its worker lets go")
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	require.ErrorIs(t, b.store.PurgeJob(b.ctx, keep.ID), domain.ErrInvalidTransition, "running job stays until its worker lets go")
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 	require.NoError(t, b.store.PurgeJob(b.ctx, keep.ID))
 	_, err = b.store.GetJob(b.ctx, keep.ID)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // TestGetJobs reads a set of rows in one query: binned jobs included,
@@ -327,7 +328,7 @@ func TestListPagination(t *testing.T) {
 	cursor := ""
 	pages := 0
 	for {
-		page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Limit: 10, Cursor: cursor})
+		page, err := b.store.ListJobs(b.ctx, domain.ListParams{Limit: 10, Cursor: cursor})
 		require.NoError(t, err)
 		seen = append(seen, ids(page.Jobs)...)
 		pages++
@@ -341,18 +342,18 @@ func TestListPagination(t *testing.T) {
 	require.Equal(t, res[24].Job.ID, seen[0], "newest first")
 	require.Equal(t, res[0].Job.ID, seen[24])
 
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Queue: "a", Limit: 100})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Queue: "a", Limit: 100})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 13)
-	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Q: res[3].Job.ID.String()})
+	page, err = b.store.ListJobs(b.ctx, domain.ListParams{Q: res[3].Job.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{res[3].Job.ID}, ids(page.Jobs))
 
-	_, err = b.store.ListJobs(b.ctx, jobs.ListParams{Cursor: "garbage"})
+	_, err = b.store.ListJobs(b.ctx, domain.ListParams{Cursor: "garbage"})
 	var ve *jobs.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "cursor", ve.Field)
-	_, err = b.store.ListJobs(b.ctx, jobs.ListParams{Q: "a\x00b"})
+	_, err = b.store.ListJobs(b.ctx, domain.ListParams{Q: "a\x00b"})
 	require.ErrorAs(t, err, &ve)
 }
 
@@ -362,7 +363,7 @@ func TestStats(t *testing.T) {
 	b.enqueue(t, jobs.EnqueueParams{Queue: "q1"})
 	b.enqueue(t, jobs.EnqueueParams{Queue: "q2", Type: "sleep", Payload: []byte(`{"ms":1}`)})
 	c := b.claim(t, "w", 1, time.Minute)
-	_, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 	st, err := b.store.Stats(b.ctx)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
@@ -270,7 +271,7 @@ func newEnqueueInput(params []jobs.EnqueueParams) (enqueueInput, error) {
 		in.queues[i] = cmp.Or(p.Queue, jobs.DefaultQueue)
 		in.payloads[i] = cmp.Or(string(p.Payload), "{}")
 		in.prios[i] = int16(cmp.Or(p.Priority, jobs.DefaultPriority))
-		in.retries[i] = jobs.DefaultMaxRetries
+		in.retries[i] = domain.DefaultMaxRetries
 		if p.MaxRetries != nil {
 			in.retries[i] = int32(*p.MaxRetries)
 		}

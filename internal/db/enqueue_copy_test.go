@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -208,7 +209,7 @@ func TestEnqueueGraphByCopyReturnsWhatIsStored(t *testing.T) {
 	require.Equal(t, 100, edges)
 	require.Equal(t, 150, keys)
 
-	batch, out, err := b.store.CreateBatch(b.ctx, jobs.BatchParams{Jobs: plainParams(120, false)})
+	batch, out, err := b.store.CreateBatch(b.ctx, domain.BatchParams{Jobs: plainParams(120, false)})
 	require.NoError(t, err)
 	for i, r := range out {
 		got, err := b.store.GetJob(b.ctx, r.Job.ID)

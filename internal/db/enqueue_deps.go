@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -142,7 +143,7 @@ func createSchedules(ctx context.Context, q DBTX, params []jobs.EnqueueParams, k
 		if err != nil {
 			return fmt.Errorf("enqueue: new id: %w", err)
 		}
-		retries := jobs.DefaultMaxRetries
+		retries := domain.DefaultMaxRetries
 		if p.MaxRetries != nil {
 			retries = *p.MaxRetries
 		}

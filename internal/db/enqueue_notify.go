@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -42,7 +43,7 @@ func AnnounceTx(ctx context.Context, q DBTX, enqueued []jobs.Enqueued) error {
 	if len(inserted) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, notifyEventsSQL, ChannelEvents, notifyPayloads("tx", jobs.EventsFromJobs(inserted, time.Now()))); err != nil {
+	if _, err := q.Exec(ctx, notifyEventsSQL, ChannelEvents, notifyPayloads("tx", domain.EventsFromJobs(inserted, time.Now()))); err != nil {
 		return fmt.Errorf("announce enqueued jobs: %w", err)
 	}
 	return nil

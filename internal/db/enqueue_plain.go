@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -142,7 +143,7 @@ func newPlainJob(p *jobs.EnqueueParams, now time.Time) (*jobs.Job, error) {
 	if runAt.After(now) {
 		status = jobs.StateScheduled
 	}
-	retries := jobs.DefaultMaxRetries
+	retries := domain.DefaultMaxRetries
 	if p.MaxRetries != nil {
 		retries = *p.MaxRetries
 	}

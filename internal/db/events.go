@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -34,8 +35,8 @@ type EventBus struct {
 	redis      *Redis // nil in PostgreSQL-only mode
 	readyQueue bool
 	logger     *slog.Logger
-	in         chan []jobs.Event
-	deliver    func([]jobs.Event)
+	in         chan []domain.Event
+	deliver    func([]domain.Event)
 	dropped    atomic.Uint64
 	published  atomic.Uint64
 	// origin tags what this process sends, so that it skips its own
@@ -45,13 +46,13 @@ type EventBus struct {
 
 // NewEventBus returns a bus; deliver receives every event any process
 // publishes (it must not block).
-func NewEventBus(store *Store, r *Redis, readyQueue bool, logger *slog.Logger, deliver func([]jobs.Event)) *EventBus {
+func NewEventBus(store *Store, r *Redis, readyQueue bool, logger *slog.Logger, deliver func([]domain.Event)) *EventBus {
 	return &EventBus{
 		pool:       store.pool,
 		redis:      r,
 		readyQueue: readyQueue && r != nil,
 		logger:     logger.With("component", "events"),
-		in:         make(chan []jobs.Event, 4096),
+		in:         make(chan []domain.Event, 4096),
 		deliver:    deliver,
 		origin:     newOrigin(),
 	}
@@ -65,7 +66,7 @@ func newOrigin() string {
 }
 
 // Publish queues events for publication.
-func (b *EventBus) Publish(events []jobs.Event) {
+func (b *EventBus) Publish(events []domain.Event) {
 	select {
 	case b.in <- events:
 	default:
@@ -82,18 +83,18 @@ func (b *EventBus) Published() uint64 { return b.published.Load() }
 
 // Rescored updates the ready queue after aging changed priorities; there
 // is nothing to do without one.
-func (b *EventBus) Rescored(moved []jobs.Moved) {
+func (b *EventBus) Rescored(moved []domain.Moved) {
 	if len(moved) == 0 || !b.readyQueue {
 		return
 	}
-	b.Publish(jobs.EventsFromMoved(moved, time.Time{}))
+	b.Publish(domain.EventsFromMoved(moved, time.Time{}))
 }
 
 // Run publishes queued events until ctx is done, batching what has
 // accumulated while the previous batch was sent.
 func (b *EventBus) Run(ctx context.Context) error {
 	for {
-		var batch []jobs.Event
+		var batch []domain.Event
 		select {
 		case <-ctx.Done():
 			// Send what is still waiting, then stop.
@@ -134,7 +135,7 @@ func (b *EventBus) Run(ctx context.Context) error {
 
 // send publishes one batch; aging re-scores (zero At) only touch the ready
 // queue.
-func (b *EventBus) send(ctx context.Context, batch []jobs.Event) {
+func (b *EventBus) send(ctx context.Context, batch []domain.Event) {
 	announce := batch[:0:0]
 	for _, e := range batch {
 		if !e.At.IsZero() {
@@ -164,7 +165,7 @@ func (b *EventBus) send(ctx context.Context, batch []jobs.Event) {
 	}
 }
 
-func (b *EventBus) sendRedis(ctx context.Context, batch, announce []jobs.Event) error {
+func (b *EventBus) sendRedis(ctx context.Context, batch, announce []domain.Event) error {
 	pipe := b.redis.client.Pipeline()
 	if len(announce) > 0 {
 		payload := append([]byte(b.origin), " ["...)
@@ -213,7 +214,7 @@ const notifyEventsSQL = `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) 
 // sendPostgres sends events as NOTIFY payloads, all of a batch in one
 // statement (one transaction): a commit per payload would cost more than
 // the changes being announced.
-func (b *EventBus) sendPostgres(ctx context.Context, events []jobs.Event) error {
+func (b *EventBus) sendPostgres(ctx context.Context, events []domain.Event) error {
 	_, err := b.pool.Exec(ctx, notifyEventsSQL, ChannelEvents, notifyPayloads(b.origin, events))
 	return err
 }
@@ -223,7 +224,7 @@ const maxNotifyPayload = 7900
 
 // notifyPayloads packs events into JSON arrays of at most maxNotifyPayload
 // bytes, each event encoded once.
-func notifyPayloads(origin string, events []jobs.Event) []string {
+func notifyPayloads(origin string, events []domain.Event) []string {
 	var payloads []string
 	buf := make([]byte, 0, maxNotifyPayload)
 	head := origin + " ["
@@ -260,7 +261,7 @@ func (b *EventBus) receive(payload []byte) {
 		}
 		payload = payload[i+1:]
 	}
-	var evs []jobs.Event
+	var evs []domain.Event
 	if err := json.Unmarshal(payload, &evs); err != nil || len(evs) == 0 {
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -18,17 +19,17 @@ func TestNotifyPayloads(t *testing.T) {
 	const origin = "0123456789abcdef"
 	require.Empty(t, notifyPayloads(origin, nil))
 	for _, n := range []int{1, 49, 50, 51, 1000} {
-		events := make([]jobs.Event, n)
+		events := make([]domain.Event, n)
 		for i := range events {
-			events[i] = jobs.Event{JobID: uuid.New(), Status: jobs.StateCompleted, Type: strings.Repeat("t", i%64),
+			events[i] = domain.Event{JobID: uuid.New(), Status: jobs.StateCompleted, Type: strings.Repeat("t", i%64),
 				Queue: "default", Attempt: i % 5, At: time.Now().UTC()}
 		}
 		payloads := notifyPayloads(origin, events)
-		var got []jobs.Event
+		var got []domain.Event
 		for _, p := range payloads {
 			require.LessOrEqual(t, len(p), maxNotifyPayload)
 			require.Less(t, len(p), 8000)
-			var part []jobs.Event
+			var part []domain.Event
 			body, ok := strings.CutPrefix(p, origin+" ")
 			require.True(t, ok, "tagged with the origin: %.40s", p)
 			require.NoError(t, json.Unmarshal([]byte(body), &part), p)
@@ -58,22 +59,22 @@ func TestNotifyPayloads(t *testing.T) {
 // Redis (it delivered them when it sent them), and takes every other
 // process's, tagged or from a Flint before tags.
 func TestReceiveSkipsOwnEvents(t *testing.T) {
-	var got []jobs.Event
-	b := &EventBus{origin: newOrigin(), deliver: func(evs []jobs.Event) { got = append(got, evs...) }}
+	var got []domain.Event
+	b := &EventBus{origin: newOrigin(), deliver: func(evs []domain.Event) { got = append(got, evs...) }}
 	other := &EventBus{origin: newOrigin()}
 	require.NotEqual(t, b.origin, other.origin)
-	mine := jobs.Event{JobID: uuid.New(), Status: jobs.StateQueued, At: time.Now()}
-	theirs := jobs.Event{JobID: uuid.New(), Status: jobs.StateRunning, At: time.Now()}
-	legacy := jobs.Event{JobID: uuid.New(), Status: jobs.StateCompleted, At: time.Now()}
+	mine := domain.Event{JobID: uuid.New(), Status: jobs.StateQueued, At: time.Now()}
+	theirs := domain.Event{JobID: uuid.New(), Status: jobs.StateRunning, At: time.Now()}
+	legacy := domain.Event{JobID: uuid.New(), Status: jobs.StateCompleted, At: time.Now()}
 
-	for _, p := range notifyPayloads(b.origin, []jobs.Event{mine}) {
+	for _, p := range notifyPayloads(b.origin, []domain.Event{mine}) {
 		b.ReceivePostgres(p)
 	}
 	require.Empty(t, got, "own events are not delivered twice")
-	for _, p := range notifyPayloads(other.origin, []jobs.Event{theirs}) {
+	for _, p := range notifyPayloads(other.origin, []domain.Event{theirs}) {
 		b.ReceivePostgres(p)
 	}
-	enc, err := json.Marshal([]jobs.Event{legacy})
+	enc, err := json.Marshal([]domain.Event{legacy})
 	require.NoError(t, err)
 	b.receive(enc)
 	b.receive([]byte("not json"))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -33,12 +34,12 @@ SELECT id, at, actor, source, ip, action, job_id, details FROM audit_log
 WHERE job_id = $1 AND action = ANY($2::text[]) ORDER BY id DESC LIMIT 1`
 
 // cancelActions are the audit actions that cancel jobs.
-var cancelActions = []string{jobs.AuditCancel, jobs.AuditSeriesPause, jobs.AuditSeriesDelete}
+var cancelActions = []string{domain.AuditCancel, domain.AuditSeriesPause, domain.AuditSeriesDelete}
 
 // CancelAudit returns the operator action on the audit trail that
 // cancelled the job (a cancel, or the pause or deletion of its recurring
 // series), or nil when the trail has none.
-func (s *Store) CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error) {
+func (s *Store) CancelAudit(ctx context.Context, id uuid.UUID) (*domain.AuditEntry, error) {
 	var rows []auditRow
 	if err := s.sqlx.SelectContext(ctx, &rows, cancelAuditSQL, id, cancelActions); err != nil {
 		return nil, fmt.Errorf("read the audit trail: %w", err)
@@ -60,20 +61,20 @@ const liveWorkerTTL = 15 * time.Second
 // they serve and the types they run), the job whose failure cancelled it,
 // the operator's action that cancelled it on the audit trail and its last
 // run.
-func (s *Store) ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error) {
+func (s *Store) ExplainFacts(ctx context.Context, id uuid.UUID) (domain.ExplainFacts, error) {
 	j, err := s.GetJob(ctx, id)
 	if err != nil {
-		return jobs.ExplainFacts{}, err
+		return domain.ExplainFacts{}, err
 	}
 	return s.ExplainFactsFor(ctx, j)
 }
 
 // ExplainFactsFor is ExplainFacts for a job the caller has just read (the
 // job page has), so that it is not read twice.
-func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error) {
+func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (domain.ExplainFacts, error) {
 	id := j.ID
 	var err error
-	f := jobs.ExplainFacts{Job: j, MaxInterruptions: s.maxInterruptions}
+	f := domain.ExplainFacts{Job: j, MaxInterruptions: s.maxInterruptions}
 	if f.Now, err = s.DatabaseNow(ctx); err != nil {
 		return f, fmt.Errorf("explain: %w", err)
 	}
@@ -104,8 +105,8 @@ func (s *Store) ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainF
 			up, err := s.GetJob(ctx, *j.CancelledBy)
 			switch {
 			case err == nil:
-				f.CancelledBy = &jobs.DependencyRef{ID: up.ID, Type: up.Type, Status: up.Status}
-			case !errors.Is(err, jobs.ErrNotFound):
+				f.CancelledBy = &domain.DependencyRef{ID: up.ID, Type: up.Type, Status: up.Status}
+			case !errors.Is(err, domain.ErrNotFound):
 				return f, fmt.Errorf("explain: %w", err)
 			}
 		}
@@ -150,7 +151,7 @@ ORDER BY started_at, id`
 // workerScopes returns the live workers from the workers table (every
 // worker heartbeats there, with Redis or without) with only their id,
 // queues and job types.
-func (s *Store) workerScopes(ctx context.Context) ([]jobs.WorkerInfo, error) {
+func (s *Store) workerScopes(ctx context.Context) ([]domain.WorkerInfo, error) {
 	var rows []struct {
 		ID     string    `db:"id"`
 		Queues textArray `db:"queues"`
@@ -159,9 +160,9 @@ func (s *Store) workerScopes(ctx context.Context) ([]jobs.WorkerInfo, error) {
 	if err := s.sqlx.SelectContext(ctx, &rows, workerScopeSQL, float64(liveWorkerTTL)/float64(time.Millisecond)); err != nil {
 		return nil, fmt.Errorf("read live workers: %w", err)
 	}
-	out := make([]jobs.WorkerInfo, len(rows))
+	out := make([]domain.WorkerInfo, len(rows))
 	for i, r := range rows {
-		out[i] = jobs.WorkerInfo{ID: r.ID, Queues: r.Queues, Types: r.Types}
+		out[i] = domain.WorkerInfo{ID: r.ID, Queues: r.Queues, Types: r.Types}
 	}
 	return out, nil
 }

@@ -9,18 +9,19 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // explain is what GET /api/v1/jobs/{id}/explain answers, from real rows.
-func (b *testBundle) explain(t *testing.T, id uuid.UUID) jobs.Explanation {
+func (b *testBundle) explain(t *testing.T, id uuid.UUID) domain.Explanation {
 	t.Helper()
 	f, err := b.store.ExplainFacts(b.ctx, id)
 	require.NoError(t, err)
-	return jobs.Explain(f)
+	return domain.Explain(f)
 }
 
-func codes(e jobs.Explanation) []string {
+func codes(e domain.Explanation) []string {
 	var out []string
 	for _, r := range e.Reasons {
 		out = append(out, r.Code)
@@ -28,7 +29,7 @@ func codes(e jobs.Explanation) []string {
 	return out
 }
 
-func reason(t *testing.T, e jobs.Explanation, code string) jobs.Reason {
+func reason(t *testing.T, e domain.Explanation, code string) domain.Reason {
 	t.Helper()
 	for _, r := range e.Reasons {
 		if r.Code == code {
@@ -36,13 +37,13 @@ func reason(t *testing.T, e jobs.Explanation, code string) jobs.Reason {
 		}
 	}
 	t.Fatalf("no %s reason in %+v", code, e.Reasons)
-	return jobs.Reason{}
+	return domain.Reason{}
 }
 
-func (b *testBundle) finish(t *testing.T, j *jobs.Job, f jobs.Finish) {
+func (b *testBundle) finish(t *testing.T, j *jobs.Job, f domain.Finish) {
 	t.Helper()
-	f.Lease = jobs.LeaseOf(j)
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{f})
+	f.Lease = domain.LeaseOf(j)
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{f})
 	require.NoError(t, err)
 	require.NotEmpty(t, moved[0].Status, "lease held")
 }
@@ -65,7 +66,7 @@ func TestExplainWaitingJobs(t *testing.T) {
 	r := reason(t, e, "blocked")
 	require.Equal(t, []uuid.UUID{parent.ID}, r.Jobs)
 	require.Contains(t, r.Message, "Waiting for 1 of 1 dependencies")
-	require.Contains(t, r.Message, jobs.ShortID(parent.ID)+" (noop) is queued")
+	require.Contains(t, r.Message, domain.ShortID(parent.ID)+" (noop) is queued")
 
 	// Queued behind others in claim order, with no worker alive at all.
 	for range 5 {
@@ -81,13 +82,13 @@ func TestExplainWaitingJobs(t *testing.T) {
 	require.Contains(t, pos.Message, "behind about 5 jobs")
 
 	// A worker alive, but for other queues only; then one for every queue.
-	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w-mail", Queues: []string{"mail", "reports"},
+	require.NoError(t, b.store.RegisterWorker(b.ctx, domain.WorkerInfo{ID: "w-mail", Queues: []string{"mail", "reports"},
 		Concurrency: 4, StartedAt: time.Now()}, time.Minute))
 	e = b.explain(t, target.ID)
 	require.Equal(t, []string{"no_worker_for_queue", "queue_position"}, codes(e))
 	require.Contains(t, e.Summary, `queue "q"`)
 	require.Contains(t, e.Summary, "mail, reports")
-	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w-all", Concurrency: 4, StartedAt: time.Now()}, time.Minute))
+	require.NoError(t, b.store.RegisterWorker(b.ctx, domain.WorkerInfo{ID: "w-all", Concurrency: 4, StartedAt: time.Now()}, time.Minute))
 	e = b.explain(t, target.ID)
 	require.Equal(t, []string{"queue_position"}, codes(e))
 
@@ -115,7 +116,7 @@ func TestExplainDue(t *testing.T) {
 	require.True(t, reason(t, e, "due").At.Equal(got.RunAt))
 
 	// Promoted: queued, first in line, a worker alive for its queue.
-	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w-due", Queues: []string{"due"},
+	require.NoError(t, b.store.RegisterWorker(b.ctx, domain.WorkerInfo{ID: "w-due", Queues: []string{"due"},
 		Types: []string{jobs.TypeNoop}, Concurrency: 1, StartedAt: time.Now()}, time.Minute))
 	_, err = b.store.Pool().Exec(b.ctx, `UPDATE jobs SET status = 'queued' WHERE id = $1`, j.ID)
 	require.NoError(t, err)
@@ -135,7 +136,7 @@ func TestExplainNoWorkerForType(t *testing.T) {
 	j := b.enqueue(t, jobs.EnqueueParams{Type: "report.build", Queue: "reports", MaxRetries: &two})
 	later := b.enqueue(t, jobs.EnqueueParams{Type: "report.build", Queue: "reports", Delay: time.Hour})
 	register := func(id string, queues, types []string) {
-		require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: id, Queues: queues, Types: types,
+		require.NoError(t, b.store.RegisterWorker(b.ctx, domain.WorkerInfo{ID: id, Queues: queues, Types: types,
 			Concurrency: 2, StartedAt: time.Now()}, time.Minute))
 	}
 
@@ -177,7 +178,7 @@ func TestExplainNoWorkerForType(t *testing.T) {
 // claimFirstOf claims the next job of queue q.
 func (b *testBundle) claimFirstOf(t *testing.T, q string) *jobs.Job {
 	t.Helper()
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-all", Limit: 1, LeaseTTL: time.Minute, Queues: []string{q}})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w-all", Limit: 1, LeaseTTL: time.Minute, Queues: []string{q}})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	return got[0]
@@ -202,7 +203,7 @@ func TestExplainRunningAndRetrying(t *testing.T) {
 	// A failed attempt waits out its backoff.
 	k := b.enqueue(t, jobs.EnqueueParams{Queue: "s"})
 	kc := b.claimFirstOf(t, "s")
-	b.finish(t, kc, jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "upstream said <503>", RetryDelay: time.Hour})
+	b.finish(t, kc, domain.Finish{Outcome: domain.OutcomeFailed, Error: "upstream said <503>", RetryDelay: time.Hour})
 	e = b.explain(t, k.ID)
 	r := reason(t, e, "retry_backoff")
 	require.Contains(t, r.Message, "Attempt 1 of 4 failed; retry 2 runs at")
@@ -210,7 +211,7 @@ func TestExplainRunningAndRetrying(t *testing.T) {
 
 	// A lease that ran out: the worker is gone.
 	l := b.enqueue(t, jobs.EnqueueParams{Queue: "t"})
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-gone", Limit: 1, LeaseTTL: 10 * time.Millisecond, Queues: []string{"t"}})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w-gone", Limit: 1, LeaseTTL: 10 * time.Millisecond, Queues: []string{"t"}})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	require.Eventually(t, func() bool { // by the database's clock, which explain reads
@@ -237,25 +238,25 @@ func TestExplainFinishedJobs(t *testing.T) {
 	zero := 0
 
 	done := b.enqueue(t, jobs.EnqueueParams{Queue: "a"})
-	b.finish(t, b.claimFirstOf(t, "a"), jobs.Finish{Outcome: jobs.OutcomeSucceeded})
+	b.finish(t, b.claimFirstOf(t, "a"), domain.Finish{Outcome: domain.OutcomeSucceeded})
 	e := b.explain(t, done.ID)
 	require.Equal(t, []string{"completed"}, codes(e))
 	require.Contains(t, e.Summary, "on attempt 1 of 4")
 
 	dead := b.enqueue(t, jobs.EnqueueParams{Queue: "b", MaxRetries: &zero})
-	b.finish(t, b.claimFirstOf(t, "b"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "boom"})
+	b.finish(t, b.claimFirstOf(t, "b"), domain.Finish{Outcome: domain.OutcomeFailed, Error: "boom"})
 	e = b.explain(t, dead.ID)
 	require.Equal(t, []string{"dead_letter"}, codes(e))
 	require.Contains(t, e.Summary, "after 1 of 1 attempts. Last error: boom")
 
 	perm := b.enqueue(t, jobs.EnqueueParams{Queue: "c"})
-	b.finish(t, b.claimFirstOf(t, "c"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "bad payload", Final: true})
+	b.finish(t, b.claimFirstOf(t, "c"), domain.Finish{Outcome: domain.OutcomeFailed, Error: "bad payload", Final: true})
 	require.Contains(t, b.explain(t, perm.ID).Summary, "the handler said no retry could succeed")
 
 	// Cancelled because what it waited for failed for good.
 	root := b.enqueue(t, jobs.EnqueueParams{Queue: "d", MaxRetries: &zero})
 	leaf := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{root.ID}})
-	b.finish(t, b.claimFirstOf(t, "d"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "no"})
+	b.finish(t, b.claimFirstOf(t, "d"), domain.Finish{Outcome: domain.OutcomeFailed, Error: "no"})
 	e = b.explain(t, leaf.ID)
 	r := reason(t, e, "cancelled_by_dependency")
 	require.Equal(t, []uuid.UUID{root.ID}, r.Jobs)
@@ -265,7 +266,7 @@ func TestExplainFinishedJobs(t *testing.T) {
 	op := b.enqueue(t, jobs.EnqueueParams{Queue: "e"})
 	_, err := b.store.CancelJob(b.ctx, op.ID)
 	require.NoError(t, err)
-	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "ops@example.com@10.0.0.1", Source: "dashboard",
+	require.NoError(t, b.store.RecordAudit(b.ctx, domain.AuditEntry{Actor: "ops@example.com@10.0.0.1", Source: "dashboard",
 		Action: "cancel", Details: json.RawMessage(`{}`)}, op.ID))
 	e = b.explain(t, op.ID)
 	require.Equal(t, []string{"cancelled_by_operator"}, codes(e))
@@ -279,7 +280,7 @@ func TestExplainFinishedJobs(t *testing.T) {
 	require.Contains(t, e.Summary, "(it was completed)")
 
 	_, err = b.store.ExplainFacts(b.ctx, uuid.New())
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // A cancelled job says who or what cancelled it: its handler, an operator
@@ -290,7 +291,7 @@ func TestExplainCancelled(t *testing.T) {
 
 	// Its handler gave up on it.
 	h := b.enqueue(t, jobs.EnqueueParams{Queue: "h"})
-	b.finish(t, b.claimFirstOf(t, "h"), jobs.Finish{Outcome: jobs.OutcomeCancelled, Error: "the customer closed the account"})
+	b.finish(t, b.claimFirstOf(t, "h"), domain.Finish{Outcome: domain.OutcomeCancelled, Error: "the customer closed the account"})
 	e := b.explain(t, h.ID)
 	require.Equal(t, []string{"cancelled"}, codes(e))
 	require.Contains(t, e.Summary, "by its handler, in attempt 1: the customer closed the account.")
@@ -299,14 +300,14 @@ func TestExplainCancelled(t *testing.T) {
 	// entry was not written, and the failed attempt's error is not the
 	// handler cancelling it.
 	w := b.enqueue(t, jobs.EnqueueParams{Queue: "w"})
-	b.finish(t, b.claimFirstOf(t, "w"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "upstream said 503", RetryDelay: time.Hour})
+	b.finish(t, b.claimFirstOf(t, "w"), domain.Finish{Outcome: domain.OutcomeFailed, Error: "upstream said 503", RetryDelay: time.Hour})
 	_, err := b.store.CancelJob(b.ctx, w.ID)
 	require.NoError(t, err)
 	e = b.explain(t, w.ID)
 	require.Equal(t, []string{"cancelled"}, codes(e))
 	require.Contains(t, e.Summary, "while it waited for attempt 2 of 4 (the audit trail does not say by whom).")
 	require.NotContains(t, e.Summary, "handler")
-	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "key:billing", Source: "api", Action: jobs.AuditCancel}, w.ID))
+	require.NoError(t, b.store.RecordAudit(b.ctx, domain.AuditEntry{Actor: "key:billing", Source: "api", Action: domain.AuditCancel}, w.ID))
 	e = b.explain(t, w.ID)
 	require.Equal(t, []string{"cancelled_by_operator"}, codes(e))
 	require.True(t, strings.HasPrefix(e.Summary, "Cancelled by key:billing (api) at "), e.Summary)
@@ -322,7 +323,7 @@ func TestExplainCancelled(t *testing.T) {
 	rc := b.claimFirstOf(t, "r")
 	_, err = b.store.CancelJob(b.ctx, r.ID)
 	require.NoError(t, err)
-	b.finish(t, rc, jobs.Finish{Outcome: jobs.OutcomeCancelled, Error: "cancelled while running: context canceled"})
+	b.finish(t, rc, domain.Finish{Outcome: domain.OutcomeCancelled, Error: "cancelled while running: context canceled"})
 	e = b.explain(t, r.ID)
 	require.Equal(t, []string{"cancelled"}, codes(e))
 	require.Contains(t, e.Summary, "a cancel was requested while attempt 1 ran, and its worker stopped it")
@@ -337,8 +338,8 @@ func TestExplainCancelled(t *testing.T) {
 	require.Equal(t, []string{"cancelled_by_series"}, codes(e))
 	require.Contains(t, e.Summary, "when its recurring series was paused; this occurrence never ran.")
 	require.NotContains(t, e.Summary, "handler")
-	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "ops@example.com", Source: "dashboard",
-		Action: jobs.AuditSeriesPause, Details: json.RawMessage(`{"series":"` + first.ScheduleID.String() + `"}`)}, cancelled...))
+	require.NoError(t, b.store.RecordAudit(b.ctx, domain.AuditEntry{Actor: "ops@example.com", Source: "dashboard",
+		Action: domain.AuditSeriesPause, Details: json.RawMessage(`{"series":"` + first.ScheduleID.String() + `"}`)}, cancelled...))
 	require.Contains(t, b.explain(t, first.ID).Summary, "when its recurring series was paused by ops@example.com (dashboard);")
 
 	// Deleted: the occurrence is unlinked from the series, and still says so.
@@ -353,7 +354,7 @@ func TestExplainCancelled(t *testing.T) {
 	e = b.explain(t, next)
 	require.Equal(t, []string{"cancelled_by_series"}, codes(e))
 	require.Contains(t, e.Summary, "when its recurring series was deleted; this occurrence never ran.")
-	require.NoError(t, b.store.RecordAudit(b.ctx, jobs.AuditEntry{Actor: "key:deploy", Source: "api", Action: jobs.AuditSeriesDelete}, next))
+	require.NoError(t, b.store.RecordAudit(b.ctx, domain.AuditEntry{Actor: "key:deploy", Source: "api", Action: domain.AuditSeriesDelete}, next))
 	require.Contains(t, b.explain(t, next).Summary, "when its recurring series was deleted by key:deploy (api);")
 }
 
@@ -362,11 +363,11 @@ func TestExplainCancelled(t *testing.T) {
 func TestExplainPushQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	_, err := b.store.UpdateQueue(b.ctx, "hooks", "test", func(q jobs.QueueSettings) jobs.QueueSettings {
-		return jobs.QueuePatch{SetPush: true, Push: &jobs.PushConfig{URL: "https://hooks.example.com/jobs?token=x", TimeoutSeconds: 30}}.Apply(q)
+	_, err := b.store.UpdateQueue(b.ctx, "hooks", "test", func(q domain.QueueSettings) domain.QueueSettings {
+		return domain.QueuePatch{SetPush: true, Push: &domain.PushConfig{URL: "https://hooks.example.com/jobs?token=x", TimeoutSeconds: 30}}.Apply(q)
 	})
 	require.NoError(t, err)
-	require.NoError(t, b.store.RegisterWorker(b.ctx, jobs.WorkerInfo{ID: "w", Types: []string{"noop"}, Concurrency: 1, StartedAt: time.Now()}, time.Minute))
+	require.NoError(t, b.store.RegisterWorker(b.ctx, domain.WorkerInfo{ID: "w", Types: []string{"noop"}, Concurrency: 1, StartedAt: time.Now()}, time.Minute))
 	j := b.enqueue(t, jobs.EnqueueParams{Type: "py.anything", Queue: "hooks"})
 	e := b.explain(t, j.ID)
 	require.Equal(t, []string{"push_queue", "queue_position"}, codes(e))

@@ -17,7 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // Surviving the loss of the primary. Flint needs a writable server; when
@@ -191,8 +191,8 @@ const serverSQL = `SELECT coalesce(host(inet_server_addr()), ''), coalesce(inet_
 
 // Server says which database server the pool is on now, for /readyz: its
 // address and port as it reports them, and whether it takes writes.
-func (s *Store) Server(ctx context.Context) (jobs.DatabaseServer, error) {
-	var srv jobs.DatabaseServer
+func (s *Store) Server(ctx context.Context) (domain.DatabaseServer, error) {
+	var srv domain.DatabaseServer
 	var host string
 	var port int
 	err := s.pool.QueryRow(ctx, serverSQL).Scan(&host, &port, &srv.InRecovery, &srv.ReadOnly)

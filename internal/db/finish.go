@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -25,7 +26,7 @@ import (
 // with every input row (a second for 1,000 outcomes) instead of looking
 // each input up by id. For each row
 // it moves the job, records the execution, stores the log lines that came
-// with the outcome (see jobs.Finish.Log; a lost lease stores none here),
+// with the outcome (see domain.Finish.Log; a lost lease stores none here),
 // and counts throughput. An outcome of a buffered claim whose start was
 // not written yet carries the start (started_at); one handed back before
 // it started leaves started_at NULL and records a run of no length. The
@@ -109,7 +110,7 @@ SELECT ` + movedColumns + `, moved.token FROM moved`
 // is written again one outcome at a time, so the outcome at fault never
 // fails or re-runs its neighbours; that outcome is then written as a
 // failure that says why (finishRefused).
-func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
+func (s *Store) FinishJobs(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error) {
 	if len(batch) == 0 {
 		return nil, nil, nil
 	}
@@ -123,12 +124,12 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 	if err == nil || !isDataError(err) {
 		return finished, cascaded, err
 	}
-	finished = make([]jobs.Moved, len(batch))
+	finished = make([]domain.Moved, len(batch))
 	cascaded = nil
 	for i, f := range batch {
-		one, more, err := s.finishBatch(ctx, []jobs.Finish{f})
+		one, more, err := s.finishBatch(ctx, []domain.Finish{f})
 		if err != nil && isDataError(err) {
-			one, more, err = s.finishBatch(ctx, []jobs.Finish{finishRefused(f, err)})
+			one, more, err = s.finishBatch(ctx, []domain.Finish{finishRefused(f, err)})
 		}
 		if err != nil {
 			return nil, nil, err
@@ -142,18 +143,18 @@ func (s *Store) FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, 
 // finishRefused is the outcome written in place of f when the database
 // refused f's data: a failure (retried as any failure is) that names the
 // reason, without f's result and log lines.
-func finishRefused(f jobs.Finish, err error) jobs.Finish {
+func finishRefused(f domain.Finish, err error) domain.Finish {
 	msg := err.Error()
 	var pg *pgconn.PgError
 	if errors.As(err, &pg) {
 		msg = pg.Message
 	}
-	return jobs.Finish{Lease: f.Lease, Outcome: jobs.OutcomeFailed, RetryDelay: jobs.Backoff(1, nil),
+	return domain.Finish{Lease: f.Lease, Outcome: domain.OutcomeFailed, RetryDelay: domain.Backoff(1, nil),
 		Error: "the outcome (" + string(f.Outcome) + ") could not be stored: " + msg + "; its result and log lines were dropped"}
 }
 
 // finishBatch writes batch in one round trip (see FinishJobs).
-func (s *Store) finishBatch(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
+func (s *Store) finishBatch(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error) {
 	err = retryDeadlocks(func() (err error) {
 		finished, cascaded, err = s.finishBatchOnce(ctx, batch)
 		return err
@@ -162,7 +163,7 @@ func (s *Store) finishBatch(ctx context.Context, batch []jobs.Finish) (finished,
 }
 
 // finishBatchOnce is one attempt of finishBatch.
-func (s *Store) finishBatchOnce(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
+func (s *Store) finishBatchOnce(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error) {
 	in := newFinishInput(batch)
 	br := s.pool.SendBatch(ctx, in.batch())
 	defer br.Close()
@@ -177,12 +178,12 @@ func (s *Store) finishBatchOnce(ctx context.Context, batch []jobs.Finish) (finis
 	if err := br.Close(); err != nil {
 		return nil, nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	finished = make([]jobs.Moved, len(batch))
+	finished = make([]domain.Moved, len(batch))
 	for i, f := range batch {
 		if d, ok := done[f.Lease]; ok {
 			finished[i] = d
 		} else {
-			finished[i] = jobs.Moved{JobID: f.JobID}
+			finished[i] = domain.Moved{JobID: f.JobID}
 		}
 	}
 	s.wakeMoved(finished)
@@ -201,15 +202,15 @@ type finishInput struct {
 	results     []*string    // the handler's result, succeeded entries only
 	errs        []*string    // the scrubbed, truncated error, other entries only
 	delays      []float64    // retry delay in milliseconds; -1 for no retry
-	started     []*time.Time // the handler's start not written yet (jobs.Finish.StartedAt)
-	ended       []*time.Time // when the handler returned (jobs.Finish.EndedAt)
+	started     []*time.Time // the handler's start not written yet (domain.Finish.StartedAt)
+	ended       []*time.Time // when the handler returned (domain.Finish.EndedAt)
 	lines       finishLines
 	succeeded   []uuid.UUID
 	others      []uuid.UUID
 }
 
-func newFinishInput(batch []jobs.Finish) finishInput {
-	batch = inLockOrder(batch, func(f jobs.Finish) uuid.UUID { return f.JobID })
+func newFinishInput(batch []domain.Finish) finishInput {
+	batch = inLockOrder(batch, func(f domain.Finish) uuid.UUID { return f.JobID })
 	n := len(batch)
 	in := finishInput{
 		ids:      make([]uuid.UUID, n),
@@ -224,7 +225,7 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 	for i, f := range batch {
 		in.ids[i], in.tokens[i] = f.JobID, f.Token
 		in.outcomes[i], in.started[i], in.ended[i] = string(f.Outcome), f.StartedAt, f.EndedAt
-		if f.Outcome == jobs.OutcomeSucceeded {
+		if f.Outcome == domain.OutcomeSucceeded {
 			in.succeeded = append(in.succeeded, f.JobID)
 			if len(f.Result) > 0 {
 				r := string(f.Result)
@@ -232,7 +233,7 @@ func newFinishInput(batch []jobs.Finish) finishInput {
 			}
 		} else {
 			in.others = append(in.others, f.JobID)
-			e := truncate(logs.Scrub(f.Error), jobs.MaxErrorLen)
+			e := truncate(logs.Scrub(f.Error), domain.MaxErrorLen)
 			in.errs[i] = &e
 		}
 		in.delays[i] = float64(f.RetryDelay) / float64(time.Millisecond)
@@ -265,14 +266,14 @@ func (in finishInput) batch() *pgx.Batch {
 
 // readFinished reads finishSQL's rows, keyed by the lease they ended; a
 // lease missing from the map was lost before its outcome arrived.
-func readFinished(br pgx.BatchResults, n int) (map[jobs.Lease]jobs.Moved, error) {
+func readFinished(br pgx.BatchResults, n int) (map[domain.Lease]domain.Moved, error) {
 	rows, err := br.Query()
 	if err != nil {
 		return nil, fmt.Errorf("finish jobs: %w", err)
 	}
-	done := make(map[jobs.Lease]jobs.Moved, n)
+	done := make(map[domain.Lease]domain.Moved, n)
 	for rows.Next() {
-		var f jobs.Moved
+		var f domain.Moved
 		var status string
 		var token uuid.UUID
 		if err := rows.Scan(&f.JobID, &status, &f.Type, &f.Queue, &f.Attempt, &f.EffectivePriority, &f.RunAt, &f.CreatedAt, &f.BatchID, &token); err != nil {
@@ -280,7 +281,7 @@ func readFinished(br pgx.BatchResults, n int) (map[jobs.Lease]jobs.Moved, error)
 			return nil, fmt.Errorf("finish jobs: %w", err)
 		}
 		f.Status = jobs.State(status)
-		done[jobs.Lease{JobID: f.JobID, Token: token}] = f
+		done[domain.Lease{JobID: f.JobID, Token: token}] = f
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -291,7 +292,7 @@ func readFinished(br pgx.BatchResults, n int) (map[jobs.Lease]jobs.Moved, error)
 
 // readCascaded reads what the batch's follow-up statements moved: the
 // dependents released, then the downstream jobs cancelled.
-func (in finishInput) readCascaded(br pgx.BatchResults) (cascaded []jobs.Moved, err error) {
+func (in finishInput) readCascaded(br pgx.BatchResults) (cascaded []domain.Moved, err error) {
 	if len(in.succeeded) > 0 {
 		if _, err := br.Exec(); err != nil {
 			return nil, fmt.Errorf("finish jobs: lock dependents: %w", err)
@@ -321,9 +322,9 @@ func truncate(s string, n int) string {
 
 // splitSpawning tells apart the outcomes that spawn jobs (completions with
 // Spawn) from the others, by index.
-func splitSpawning(batch []jobs.Finish) (plain, spawning []int) {
+func splitSpawning(batch []domain.Finish) (plain, spawning []int) {
 	for i := range batch {
-		if batch[i].Outcome == jobs.OutcomeSucceeded && len(batch[i].Spawn) > 0 {
+		if batch[i].Outcome == domain.OutcomeSucceeded && len(batch[i].Spawn) > 0 {
 			spawning = append(spawning, i)
 		} else {
 			plain = append(plain, i)
@@ -337,10 +338,10 @@ func splitSpawning(batch []jobs.Finish) (plain, spawning []int) {
 // transaction of its own with the jobs it creates (finishSpawning). A
 // spawn the store refuses fails its job for good instead, with the
 // reason, and creates nothing.
-func (s *Store) finishWithSpawns(ctx context.Context, batch []jobs.Finish, plain, spawning []int) (finished, cascaded []jobs.Moved, err error) {
-	finished = make([]jobs.Moved, len(batch))
+func (s *Store) finishWithSpawns(ctx context.Context, batch []domain.Finish, plain, spawning []int) (finished, cascaded []domain.Moved, err error) {
+	finished = make([]domain.Moved, len(batch))
 	if len(plain) > 0 {
-		rest := make([]jobs.Finish, len(plain))
+		rest := make([]domain.Finish, len(plain))
 		for k, i := range plain {
 			rest[k] = batch[i]
 		}
@@ -365,7 +366,7 @@ func (s *Store) finishWithSpawns(ctx context.Context, batch []jobs.Finish, plain
 			if ve != nil {
 				refused.Error, refused.Log = "spawn refused: "+ve.Error(), f.Log
 			}
-			done, more, err := s.FinishJobs(ctx, []jobs.Finish{refused})
+			done, more, err := s.FinishJobs(ctx, []domain.Finish{refused})
 			if err != nil {
 				return nil, nil, err
 			}
@@ -378,9 +379,9 @@ func (s *Store) finishWithSpawns(ctx context.Context, batch []jobs.Finish, plain
 		}
 		finished[i] = m
 		cascaded = append(cascaded, more...)
-		s.wakeMoved([]jobs.Moved{m})
+		s.wakeMoved([]domain.Moved{m})
 		s.wakeMoved(more)
-		s.emitMoved([]jobs.Moved{m})
+		s.emitMoved([]domain.Moved{m})
 		s.emitMoved(more)
 		s.Announce(spawned)
 	}

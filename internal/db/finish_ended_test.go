@@ -6,11 +6,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // TestFinishCountsToTheHandlersEnd: an outcome that says when its handler
-// returned (jobs.Finish.EndedAt) finishes the job and ends its run then,
+// returned (domain.Finish.EndedAt) finishes the job and ends its run then,
 // not when the outcome was written: a job that ran 5 ms took 5 ms however
 // long its outcome waited for the batch that wrote it. An end said to be
 // later than the write is the write; one before the start is the start.
@@ -20,17 +21,17 @@ func TestFinishCountsToTheHandlersEnd(t *testing.T) {
 	for range 3 {
 		b.enqueue(t, jobs.EnqueueParams{Queue: "ended"})
 	}
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"ended"}, Limit: 3, LeaseTTL: time.Minute, Buffered: true})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"ended"}, Limit: 3, LeaseTTL: time.Minute, Buffered: true})
 	require.NoError(t, err)
 	require.Len(t, got, 3)
 	claimed := got[0].UpdatedAt // the claim's time, on the database's clock
 	start, end := claimed.Add(5*time.Millisecond), claimed.Add(10*time.Millisecond)
 	future, past := claimed.Add(time.Hour), claimed.Add(-time.Hour)
 	time.Sleep(300 * time.Millisecond) // the outcome waits, as in a busy finish batch
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{
-		{Lease: jobs.LeaseOf(got[0]), Outcome: jobs.OutcomeSucceeded, StartedAt: &start, EndedAt: &end},
-		{Lease: jobs.LeaseOf(got[1]), Outcome: jobs.OutcomeFailed, Error: "no", RetryDelay: -1, Final: true, StartedAt: &start, EndedAt: &future},
-		{Lease: jobs.LeaseOf(got[2]), Outcome: jobs.OutcomeSucceeded, StartedAt: &start, EndedAt: &past},
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{
+		{Lease: domain.LeaseOf(got[0]), Outcome: domain.OutcomeSucceeded, StartedAt: &start, EndedAt: &end},
+		{Lease: domain.LeaseOf(got[1]), Outcome: domain.OutcomeFailed, Error: "no", RetryDelay: -1, Final: true, StartedAt: &start, EndedAt: &future},
+		{Lease: domain.LeaseOf(got[2]), Outcome: domain.OutcomeSucceeded, StartedAt: &start, EndedAt: &past},
 	})
 	require.NoError(t, err)
 	written := time.Now()

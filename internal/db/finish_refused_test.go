@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -21,9 +22,9 @@ func TestFinishIsolatesARefusedOutcome(t *testing.T) {
 	}
 	claimed := b.claim(t, "w1", 5, time.Minute)
 	require.Len(t, claimed, 5)
-	batch := make([]jobs.Finish, len(claimed))
+	batch := make([]domain.Finish, len(claimed))
 	for i, j := range claimed {
-		batch[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded, Result: []byte(`{"ok": true}`)}
+		batch[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded, Result: []byte(`{"ok": true}`)}
 	}
 	batch[2].Result = []byte(`{"x": "\ud800"}`) // a lone surrogate: jsonb refuses it
 	finished, _, err := b.store.FinishJobs(b.ctx, batch)

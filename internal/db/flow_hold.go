@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // flowHoldSQL says, after a claim that came back short, for each limited
@@ -26,7 +26,7 @@ const keyedFor = time.Second
 
 // flowHold reads flowHoldSQL: what holds the limited queues back, and
 // whether a fair one has keyed jobs waiting.
-func (s *Store) flowHold(ctx context.Context, limited []string) (hold jobs.FlowHold, keyed bool, err error) {
+func (s *Store) flowHold(ctx context.Context, limited []string) (hold domain.FlowHold, keyed bool, err error) {
 	rows, err := s.pool.Query(ctx, flowHoldSQL, limited)
 	if err != nil {
 		return hold, false, err
@@ -51,7 +51,7 @@ func (s *Store) flowHold(ctx context.Context, limited []string) (hold jobs.FlowH
 		if rate == nil || period == nil {
 			continue
 		}
-		rl := jobs.RateLimit{Limit: int(*rate), PeriodSeconds: int(*period)}
+		rl := domain.RateLimit{Limit: int(*rate), PeriodSeconds: int(*period)}
 		now := min(rl.Burst(), tokens+max(0, elapsed)*float64(rl.Limit)/float64(rl.PeriodSeconds))
 		if now < 1 {
 			wait := time.Duration((1 - now) * float64(rl.Interval()))

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -127,18 +128,18 @@ func historyRows(r *rand.Rand, first, n int, from time.Time, slice time.Duration
 		took := time.Duration(5+r.IntN(3000)) * time.Millisecond
 		finished := started.Add(took)
 		prio := 1 + r.IntN(3)
-		status, outcome := jobs.StateCompleted, jobs.OutcomeSucceeded
+		status, outcome := jobs.StateCompleted, domain.OutcomeSucceeded
 		var lastErr *string
 		// One job in 20 is dead-lettered and one cancelled, at a place in
 		// each block of 20 that moves from block to block, so those land
 		// on every type and queue (k % 20 alone put them all on one type).
 		switch (k + k/20) % 20 {
 		case 0:
-			status, outcome = jobs.StateDeadLetter, jobs.OutcomeFailed
+			status, outcome = jobs.StateDeadLetter, domain.OutcomeFailed
 			e := "seeded: the handler failed for good (permanent error)"
 			lastErr = &e
 		case 1:
-			status, outcome = jobs.StateCancelled, jobs.OutcomeCancelled
+			status, outcome = jobs.StateCancelled, domain.OutcomeCancelled
 			e := "seeded: cancelled while running"
 			lastErr = &e
 		}
@@ -189,7 +190,7 @@ func (s *Store) RemoveOldestDay(ctx context.Context, live bool) (time.Time, int6
 	}
 	// Completed jobs kept one day, nothing else removed, judged at the
 	// moment that makes exactly that day expire.
-	st := jobs.DefaultSettings()
+	st := domain.DefaultSettings()
 	st.RetentionCompletedDays, st.RetentionCancelledDays, st.RetentionDeadDays, st.RetentionBinDays = 1, 0, 0, 0
 	at := day.AddDate(0, 0, 2)
 	if !live {

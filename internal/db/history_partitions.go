@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -137,7 +138,7 @@ var errDroppedAlready = errors.New("history partition dropped already")
 // end is older than the retention. It returns the partitions dropped. A
 // partition whose lock is not granted within two seconds (a long
 // transaction read it) is left for the next turn.
-func (s *Store) DropExpiredHistory(ctx context.Context, st jobs.Settings, now *time.Time) ([]string, error) {
+func (s *Store) DropExpiredHistory(ctx context.Context, st domain.Settings, now *time.Time) ([]string, error) {
 	var at time.Time
 	var err error
 	if now != nil {

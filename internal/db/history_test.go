@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -42,7 +43,7 @@ func TestSeedHistory(t *testing.T) {
 	require.Zero(t, count(`SELECT count(*) FROM jobs WHERE to_timestamp((('x' || substr(replace(id::text, '-', ''), 1, 12))::bit(48)::bigint) / 1000.0)
 		NOT BETWEEN created_at - interval '1 millisecond' AND created_at + interval '1 millisecond'`), "UUIDv7 of the creation time")
 
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}, Limit: 500})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}, Limit: 500})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 100)
 	for i := 1; i < len(page.Jobs); i++ {
@@ -55,7 +56,7 @@ func TestSeedHistory(t *testing.T) {
 	ex, err := b.store.ListExecutions(b.ctx, page.Jobs[0])
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
-	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeFailed, ex[0].Outcome)
 }
 
 // By default the seeded jobs move to the history as the archiver moves
@@ -80,13 +81,13 @@ func TestSeedHistoryMovesToTheHistory(t *testing.T) {
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, len(parts), 3*7, "a partition per state and day")
 
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}, Limit: 500})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Statuses: []jobs.State{jobs.StateDeadLetter}, Limit: 500})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 100)
 	ex, err := b.store.ListExecutions(b.ctx, page.Jobs[0])
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
-	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeFailed, ex[0].Outcome)
 	require.Equal(t, *page.Jobs[0].FinishedAt, *ex[0].FinishedAt)
 }
 
@@ -107,7 +108,7 @@ func TestCappedCountsEstimateAboveTheCap(t *testing.T) {
 	require.NoError(t, err)
 	counts, err := b.store.CappedCounts(b.ctx, []jobs.State{jobs.StateCompleted, jobs.StateDeadLetter, jobs.StateQueued}, 10_000)
 	require.NoError(t, err)
-	byState := map[jobs.State]jobs.StateCount{}
+	byState := map[jobs.State]domain.StateCount{}
 	for _, c := range counts {
 		byState[c.State] = c
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -37,8 +38,8 @@ SELECT (SELECT spawned_by FROM workflow_steps WHERE job_id = $1),
 
 // JobData returns what job j received (its parents' results) and added
 // (the jobs it spawned), and where it came from, for its page.
-func (s *Store) JobData(ctx context.Context, j *jobs.Job) (jobs.JobData, error) {
-	d := jobs.JobData{BatchID: j.BatchID}
+func (s *Store) JobData(ctx context.Context, j *jobs.Job) (domain.JobData, error) {
+	d := domain.JobData{BatchID: j.BatchID}
 	var kind *string
 	if err := s.pool.QueryRow(ctx, jobOriginSQL, j.ID).Scan(&d.SpawnedBy, &d.CallbackOf, &kind); err != nil {
 		return d, fmt.Errorf("read job data: %w", err)
@@ -47,12 +48,12 @@ func (s *Store) JobData(ctx context.Context, j *jobs.Job) (jobs.JobData, error) 
 		d.CallbackKind = *kind
 	}
 	if j.HasParents {
-		rows, err := s.pool.Query(ctx, jobParentsSQL, j.ID, jobs.MaxParentShown, jobs.MaxDependencies)
+		rows, err := s.pool.Query(ctx, jobParentsSQL, j.ID, domain.MaxParentShown, jobs.MaxDependencies)
 		if err != nil {
 			return d, fmt.Errorf("read job data: %w", err)
 		}
-		d.Parents, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobs.ParentRef, error) {
-			var r jobs.ParentRef
+		d.Parents, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.ParentRef, error) {
+			var r domain.ParentRef
 			var status string
 			err := row.Scan(&r.Key, &r.ID, &r.Type, &status, &r.Result, &r.Bytes)
 			r.Status = jobs.State(status)
@@ -62,13 +63,13 @@ func (s *Store) JobData(ctx context.Context, j *jobs.Job) (jobs.JobData, error) 
 			return d, fmt.Errorf("read job data: %w", err)
 		}
 	}
-	rows, err := s.pool.Query(ctx, jobSpawnedSQL, j.ID, jobs.MaxSpawnedShown)
+	rows, err := s.pool.Query(ctx, jobSpawnedSQL, j.ID, domain.MaxSpawnedShown)
 	if err != nil {
 		return d, fmt.Errorf("read job data: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var r jobs.SpawnedRef
+		var r domain.SpawnedRef
 		var status string
 		if err := rows.Scan(&r.Key, &r.ID, &r.Type, &status, &d.SpawnedTotal); err != nil {
 			return d, fmt.Errorf("read job data: %w", err)

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
-	"github.com/flinthq/flint/jobs"
 )
 
 // maxJobLogMessage caps one stored log message, in bytes.
@@ -72,7 +72,7 @@ ORDER BY x.marker, x.ord`
 const jobLogCapMessage = `this job logged more than %s lines in all; %s later lines were not kept`
 
 // InsertJobLogs stores job log lines in one statement.
-func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error {
+func (s *Store) InsertJobLogs(ctx context.Context, lines []domain.LogEntry) error {
 	if len(lines) == 0 {
 		return nil
 	}
@@ -85,7 +85,7 @@ func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error 
 		ids[i], attempts[i], ats[i], levels[i] = l.JobID, int32(l.Attempt), l.At, l.Level
 		msgs[i], attrs[i] = storedLogLine(l)
 	}
-	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, uuidArray(ids), attempts, ats, levels, msgs, attrs, jobs.MaxJobLogTotal); err != nil {
+	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, uuidArray(ids), attempts, ats, levels, msgs, attrs, domain.MaxJobLogTotal); err != nil {
 		return fmt.Errorf("store job log lines: %w", err)
 	}
 	return nil
@@ -95,7 +95,7 @@ func (s *Store) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error 
 // them: scrubbed like the process log, cut to maxJobLogMessage, without
 // NUL bytes (which PostgreSQL's text refuses), the attributes as a JSON
 // object.
-func storedLogLine(l jobs.LogEntry) (message, attrs string) {
+func storedLogLine(l domain.LogEntry) (message, attrs string) {
 	message = truncate(logs.Scrub(strings.ReplaceAll(l.Message, "\x00", "")), maxJobLogMessage)
 	attrs = "{}"
 	if len(l.Attrs) > 0 {
@@ -112,7 +112,7 @@ func storedLogLine(l jobs.LogEntry) (message, attrs string) {
 }
 
 // finishLines are the log lines that ride with a batch of outcomes (see
-// jobs.Finish.Log), laid out as finishSQL's parallel arrays: each line
+// domain.Finish.Log), laid out as finishSQL's parallel arrays: each line
 // names its job and the lease it was written under, and is stored only
 // if that outcome is.
 type finishLines struct {
@@ -124,7 +124,7 @@ type finishLines struct {
 
 // add appends the lines of one outcome, scrubbed and cut as job_logs
 // keeps them.
-func (l *finishLines) add(f jobs.Finish) {
+func (l *finishLines) add(f domain.Finish) {
 	for _, line := range f.Log {
 		msg, attrs := storedLogLine(line)
 		l.jobs, l.tokens = append(l.jobs, f.JobID), append(l.tokens, f.Token)
@@ -154,14 +154,14 @@ WHERE h.id = $1 AND h.finished_at >= $4 AND x.seq > $2
 ORDER BY seq LIMIT $3`
 
 // JobLogs returns a job's stored log lines after seq after, oldest first.
-func (s *Store) JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error) {
+func (s *Store) JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]domain.LogEntry, error) {
 	var rows []jobLogRow
 	if err := s.sqlx.SelectContext(ctx, &rows, jobLogsSQL, id, after, limit, historyFloor(id)); err != nil {
 		return nil, fmt.Errorf("read job log: %w", err)
 	}
-	out := make([]jobs.LogEntry, len(rows))
+	out := make([]domain.LogEntry, len(rows))
 	for i, r := range rows {
-		out[i] = jobs.LogEntry{JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, At: r.At, Level: r.Level, Message: logs.Scrub(r.Message)}
+		out[i] = domain.LogEntry{JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, At: r.At, Level: r.Level, Message: logs.Scrub(r.Message)}
 		if len(r.Attrs) > 2 {
 			_ = json.Unmarshal([]byte(logs.Scrub(string(r.Attrs))), &out[i].Attrs) // stored as valid JSON; scrubbing keeps it so
 		}

@@ -8,15 +8,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // logLines makes n info lines of a job's attempt, numbered from first.
-func logLines(id uuid.UUID, attempt, first, n int) []jobs.LogEntry {
-	out := make([]jobs.LogEntry, n)
+func logLines(id uuid.UUID, attempt, first, n int) []domain.LogEntry {
+	out := make([]domain.LogEntry, n)
 	at := time.Now()
 	for i := range out {
-		out[i] = jobs.LogEntry{JobID: id, Attempt: attempt, At: at.Add(time.Duration(first+i) * time.Microsecond),
+		out[i] = domain.LogEntry{JobID: id, Attempt: attempt, At: at.Add(time.Duration(first+i) * time.Microsecond),
 			Level: "info", Message: fmt.Sprintf("attempt %d line %d", attempt, first+i)}
 	}
 	return out
@@ -40,20 +41,20 @@ func TestJobLogCappedPerJob(t *testing.T) {
 	chatty := b.enqueue(t, jobs.EnqueueParams{})
 	quiet := b.enqueue(t, jobs.EnqueueParams{})
 	for attempt := 1; attempt <= 6; attempt++ {
-		for first := 0; first < jobs.MaxJobLogLines; first += 500 {
+		for first := 0; first < domain.MaxJobLogLines; first += 500 {
 			batch := logLines(chatty.ID, attempt, first, 500)
 			batch = append(batch, logLines(quiet.ID, attempt, first, 1)...)
 			require.NoError(t, b.store.InsertJobLogs(b.ctx, batch))
 		}
 	}
-	require.Equal(t, jobs.MaxJobLogTotal+1, b.storedLines(t, chatty.ID), "the cap and the line that says so")
+	require.Equal(t, domain.MaxJobLogTotal+1, b.storedLines(t, chatty.ID), "the cap and the line that says so")
 	require.Equal(t, 12, b.storedLines(t, quiet.ID))
 
-	all, err := b.store.JobLogs(b.ctx, chatty.ID, 0, jobs.MaxJobLogTotal+10)
+	all, err := b.store.JobLogs(b.ctx, chatty.ID, 0, domain.MaxJobLogTotal+10)
 	require.NoError(t, err)
-	require.Len(t, all, jobs.MaxJobLogTotal+1)
-	require.Equal(t, "attempt 5 line 999", all[jobs.MaxJobLogTotal-1].Message)
-	marker := all[jobs.MaxJobLogTotal]
+	require.Len(t, all, domain.MaxJobLogTotal+1)
+	require.Equal(t, "attempt 5 line 999", all[domain.MaxJobLogTotal-1].Message)
+	marker := all[domain.MaxJobLogTotal]
 	require.Equal(t, "warn", marker.Level)
 	require.Equal(t, 6, marker.Attempt)
 	require.Equal(t, "this job logged more than 5000 lines in all; 1000 later lines were not kept", marker.Message)
@@ -61,8 +62,8 @@ func TestJobLogCappedPerJob(t *testing.T) {
 
 	// Later lines raise the count on the same line.
 	require.NoError(t, b.store.InsertJobLogs(b.ctx, logLines(chatty.ID, 7, 0, 250)))
-	require.Equal(t, jobs.MaxJobLogTotal+1, b.storedLines(t, chatty.ID))
-	last, err := b.store.JobLogs(b.ctx, chatty.ID, all[jobs.MaxJobLogTotal-1].Seq, 10)
+	require.Equal(t, domain.MaxJobLogTotal+1, b.storedLines(t, chatty.ID))
+	last, err := b.store.JobLogs(b.ctx, chatty.ID, all[domain.MaxJobLogTotal-1].Seq, 10)
 	require.NoError(t, err)
 	require.Len(t, last, 1)
 	require.Equal(t, marker.Seq, last[0].Seq)
@@ -71,16 +72,16 @@ func TestJobLogCappedPerJob(t *testing.T) {
 
 	// A batch that crosses the cap keeps what fits, then the marker.
 	edge := b.enqueue(t, jobs.EnqueueParams{})
-	for first := 0; first < jobs.MaxJobLogTotal-100; first += 700 {
-		require.NoError(t, b.store.InsertJobLogs(b.ctx, logLines(edge.ID, 1, first, min(700, jobs.MaxJobLogTotal-100-first))))
+	for first := 0; first < domain.MaxJobLogTotal-100; first += 700 {
+		require.NoError(t, b.store.InsertJobLogs(b.ctx, logLines(edge.ID, 1, first, min(700, domain.MaxJobLogTotal-100-first))))
 	}
 	require.NoError(t, b.store.InsertJobLogs(b.ctx, logLines(edge.ID, 2, 0, 300)))
-	lines, err := b.store.JobLogs(b.ctx, edge.ID, 0, jobs.MaxJobLogTotal+10)
+	lines, err := b.store.JobLogs(b.ctx, edge.ID, 0, domain.MaxJobLogTotal+10)
 	require.NoError(t, err)
-	require.Len(t, lines, jobs.MaxJobLogTotal+1)
-	require.Equal(t, "attempt 2 line 99", lines[jobs.MaxJobLogTotal-1].Message)
-	require.Equal(t, "this job logged more than 5000 lines in all; 200 later lines were not kept", lines[jobs.MaxJobLogTotal].Message)
-	require.Equal(t, 2, lines[jobs.MaxJobLogTotal].Attempt)
+	require.Len(t, lines, domain.MaxJobLogTotal+1)
+	require.Equal(t, "attempt 2 line 99", lines[domain.MaxJobLogTotal-1].Message)
+	require.Equal(t, "this job logged more than 5000 lines in all; 200 later lines were not kept", lines[domain.MaxJobLogTotal].Message)
+	require.Equal(t, 2, lines[domain.MaxJobLogTotal].Attempt)
 }
 
 // A job's log lines go with the job: purged from the bin, or pruned by
@@ -108,7 +109,7 @@ func TestJobLogsGoWithTheJob(t *testing.T) {
 	_, err = b.store.CancelJob(b.ctx, kept.ID)
 	require.NoError(t, err)
 	later := time.Now().Add(8 * 24 * time.Hour)
-	n, err := b.store.Prune(b.ctx, jobs.DefaultSettings(), &later, 100)
+	n, err := b.store.Prune(b.ctx, domain.DefaultSettings(), &later, 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Zero(t, b.storedLines(t, kept.ID))
@@ -129,11 +130,11 @@ func TestFinishStoresTheLinesItCarries(t *testing.T) {
 	lines := logLines(held.ID, 1, 0, 3)
 	lines[1].Message = "connecting to postgres://app:hunter2@db/app\x00"
 	lines[2].Attrs = map[string]any{"rows": 42, "note": "a\x00b"}
-	stale := jobs.Lease{JobID: lost.ID, Token: uuid.New()}
+	stale := domain.Lease{JobID: lost.ID, Token: uuid.New()}
 
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{
-		{Lease: jobs.LeaseOf(held), Outcome: jobs.OutcomeSucceeded, Log: lines},
-		{Lease: stale, Outcome: jobs.OutcomeSucceeded, Log: logLines(lost.ID, 1, 0, 2)},
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{
+		{Lease: domain.LeaseOf(held), Outcome: domain.OutcomeSucceeded, Log: lines},
+		{Lease: stale, Outcome: domain.OutcomeSucceeded, Log: logLines(lost.ID, 1, 0, 2)},
 	})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)

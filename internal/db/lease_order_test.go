@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -28,9 +29,9 @@ func TestHeartbeatsAndFinishesNeverDeadlock(t *testing.T) {
 		require.Len(t, held, n, "round %d", round)
 		var g errgroup.Group
 		g.Go(func() error { // heartbeats, newest first, until every lease is gone
-			beats := make([]jobs.Heartbeat, len(held))
+			beats := make([]domain.Heartbeat, len(held))
 			for i, j := range held {
-				beats[len(held)-1-i] = jobs.Heartbeat{Lease: jobs.LeaseOf(j)}
+				beats[len(held)-1-i] = domain.Heartbeat{Lease: domain.LeaseOf(j)}
 			}
 			for {
 				alive, err := b.store.ExtendLeases(b.ctx, beats, time.Minute)
@@ -43,9 +44,9 @@ func TestHeartbeatsAndFinishesNeverDeadlock(t *testing.T) {
 			order := slices.Clone(held)
 			rand.Shuffle(len(order), func(i, k int) { order[i], order[k] = order[k], order[i] })
 			for chunk := range slices.Chunk(order, 50) {
-				fs := make([]jobs.Finish, len(chunk))
+				fs := make([]domain.Finish, len(chunk))
 				for i, j := range chunk {
-					fs[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded}
+					fs[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded}
 				}
 				if _, _, err := b.store.FinishJobs(b.ctx, fs); err != nil {
 					return err

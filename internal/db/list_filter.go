@@ -33,7 +33,7 @@ func (q *listQuery) statuses(states []jobs.State) {
 	}
 }
 
-// isShortID reports whether text is eight hex digits, as jobs.ShortID
+// isShortID reports whether text is eight hex digits, as domain.ShortID
 // prints.
 func isShortID(text string) bool {
 	if len(text) != 8 {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -20,7 +21,7 @@ func TestClaimedIsToldFromRunning(t *testing.T) {
 	for range 3 {
 		all = append(all, b.enqueue(t, jobs.EnqueueParams{}))
 	}
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 2, LeaseTTL: time.Minute, Buffered: true})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: 2, LeaseTTL: time.Minute, Buffered: true})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	for _, j := range got {
@@ -28,14 +29,14 @@ func TestClaimedIsToldFromRunning(t *testing.T) {
 		require.Nil(t, j.StartedAt)
 	}
 	at := got[0].UpdatedAt.Add(5 * time.Millisecond)
-	require.NoError(t, b.store.StartJobs(b.ctx, []jobs.Start{{Lease: jobs.LeaseOf(got[0]), At: at}}))
+	require.NoError(t, b.store.StartJobs(b.ctx, []domain.Start{{Lease: domain.LeaseOf(got[0]), At: at}}))
 	started, err := b.store.GetJob(b.ctx, got[0].ID)
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateRunning, started.Status)
 	require.WithinDuration(t, at, *started.StartedAt, time.Millisecond, "the start as the pool reported it")
 
 	ids := func(states ...jobs.State) []string {
-		page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: states})
+		page, err := b.store.ListJobs(b.ctx, domain.ListParams{Statuses: states})
 		require.NoError(t, err)
 		var out []string
 		for _, j := range page.Jobs {
@@ -56,11 +57,11 @@ func TestClaimedIsToldFromRunning(t *testing.T) {
 	require.Equal(t, int64(1), st.ByStatus["queued"])
 	counts, err := b.store.CappedCounts(b.ctx, []jobs.State{jobs.StateClaimed, jobs.StateRunning}, 100)
 	require.NoError(t, err)
-	require.Equal(t, []jobs.StateCount{{State: jobs.StateClaimed, Count: 1}, {State: jobs.StateRunning, Count: 1}}, counts)
+	require.Equal(t, []domain.StateCount{{State: jobs.StateClaimed, Count: 1}, {State: jobs.StateRunning, Count: 1}}, counts)
 
 	// The eight digits the dashboard prints find the job, in either case.
-	for _, q := range []string{jobs.ShortID(all[2].ID), strings.ToUpper(jobs.ShortID(all[2].ID))} {
-		page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Q: q})
+	for _, q := range []string{domain.ShortID(all[2].ID), strings.ToUpper(domain.ShortID(all[2].ID))} {
+		page, err := b.store.ListJobs(b.ctx, domain.ListParams{Q: q})
 		require.NoError(t, err)
 		require.Len(t, page.Jobs, 1, q)
 		require.Equal(t, all[2].ID, page.Jobs[0].ID)

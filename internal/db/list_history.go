@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // A listing's text search of the history, a day at a time.
@@ -41,7 +41,7 @@ const historyTypesSQL = `SELECT DISTINCT type FROM job_history_counts WHERE type
 // created, so one that finished on an older day has an older id. Asked of
 // the whole history at once, the newest-first merge read every day
 // without a match to its end: 2.3 s over ten million jobs.
-func (s *Store) searchHistory(ctx context.Context, p jobs.ListParams, text, cond string, args []any, limit int) ([]uuid.UUID, error) {
+func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, cond string, args []any, limit int) ([]uuid.UUID, error) {
 	var ids []uuid.UUID
 	n := len(args)
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(historyKeySQL, cond, n+1), append(slices.Clone(args), text)...)

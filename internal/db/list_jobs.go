@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -21,11 +22,11 @@ import (
 type cursor struct {
 	ID        uuid.UUID  `json:"id"`
 	DeletedAt *time.Time `json:"d,omitempty"`
-	// By, At and Null place a page ordered by a time (jobs.ListParams.By):
+	// By, At and Null place a page ordered by a time (domain.ListParams.By):
 	// the order, and the last row's time, or that it had none.
-	By   jobs.SortKey `json:"b,omitempty"`
-	At   *time.Time   `json:"t,omitempty"`
-	Null bool         `json:"n,omitempty"`
+	By   domain.SortKey `json:"b,omitempty"`
+	At   *time.Time     `json:"t,omitempty"`
+	Null bool           `json:"n,omitempty"`
 }
 
 func (c cursor) encode() string {
@@ -48,63 +49,63 @@ func decodeCursor(s string) (cursor, error) {
 // ListJobs returns one page of jobs, newest first. It never counts the whole
 // table: each page is one index range scan. Parameters out of range come
 // back as a jobs validation error naming the field.
-func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error) {
+func (s *Store) ListJobs(ctx context.Context, p domain.ListParams) (domain.Page, error) {
 	limit, err := listLimit(p)
 	if err != nil {
-		return jobs.Page{}, err
+		return domain.Page{}, err
 	}
 	if err := checkOrder(p); err != nil {
-		return jobs.Page{}, err
+		return domain.Page{}, err
 	}
 	q := &listQuery{}
 	q.filter(p)
-	if p.By != jobs.SortCreated {
+	if p.By != domain.SortCreated {
 		err = q.afterSorted(p)
 	} else {
 		err = q.after(p)
 	}
 	if err != nil {
-		return jobs.Page{}, err
+		return domain.Page{}, err
 	}
 	cond := strings.Join(q.where, " AND ")
 	histCond := cond
-	if q.text != "" && !p.InBin && listsHistory(p.Statuses) && p.By != jobs.SortCreated {
+	if q.text != "" && !p.InBin && listsHistory(p.Statuses) && p.By != domain.SortCreated {
 		// Only the dead-letter history is searched in place (it is small,
 		// and its errors have a trigram index).
 		if !slices.Equal(p.Statuses, []jobs.State{jobs.StateDeadLetter}) {
-			return jobs.Page{}, jobs.Invalid("sort", "ordering by start or finish time works without a text search of finished jobs; order by creation, or narrow by status")
+			return domain.Page{}, jobs.Invalid("sort", "ordering by start or finish time works without a text search of finished jobs; order by creation, or narrow by status")
 		}
 		histCond = strings.Replace(cond, searchMark, q.searchLive, 1)
 	} else if q.text != "" && !p.InBin && listsHistory(p.Statuses) {
 		if p.Oldest {
-			return jobs.Page{}, jobs.Invalid("sort", "oldest first works without a text search of finished jobs; search newest first, or narrow by type or queue instead")
+			return domain.Page{}, jobs.Invalid("sort", "oldest first works without a text search of finished jobs; search newest first, or narrow by type or queue instead")
 		}
 		ids, err := s.searchHistory(ctx, p, q.text, strings.Replace(cond, searchMark, q.searchNone, 1), q.args, limit+1)
 		if err != nil {
-			return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+			return domain.Page{}, fmt.Errorf("list jobs: %w", err)
 		}
 		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(uuidArray(ids))+"::uuid[])", 1)
 	}
 	live := strings.Replace(cond, searchMark, q.searchLive, 1)
 	// A jump by page number reads the pages before it and drops them
-	// (at most jobs.MaxListOffset rows): every order can jump, and the
+	// (at most domain.MaxListOffset rows): every order can jump, and the
 	// next page continues from the page's last row as after any other.
 	lim := q.arg(limit + 1 + p.Offset)
 	query := listJobsSQL(live, histCond, lim, p)
-	if p.By != jobs.SortCreated {
+	if p.By != domain.SortCreated {
 		query = listSortedSQL(live, histCond, lim, p)
 	}
 	js, err := collectJobs(s.pool.Query(ctx, query, q.args...))
 	if err != nil {
-		return jobs.Page{}, fmt.Errorf("list jobs: %w", err)
+		return domain.Page{}, fmt.Errorf("list jobs: %w", err)
 	}
 	js = js[min(p.Offset, len(js)):]
-	page := jobs.Page{Jobs: js}
+	page := domain.Page{Jobs: js}
 	if len(js) > limit {
 		last := js[limit-1]
 		page.Jobs = js[:limit:limit]
 		c := cursor{ID: last.ID, DeletedAt: last.DeletedAt, By: p.By}
-		if p.By != jobs.SortCreated {
+		if p.By != domain.SortCreated {
 			c.At = sortTime(last, p.By)
 			c.Null = c.At == nil
 		}
@@ -115,13 +116,13 @@ func (s *Store) ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, err
 
 // listLimit checks a listing's page size and free-text fields and returns
 // the page size, 50 when none was asked for.
-func listLimit(p jobs.ListParams) (int, error) {
+func listLimit(p domain.ListParams) (int, error) {
 	limit := p.Limit
 	if limit == 0 {
 		limit = 50
 	}
-	if limit < 1 || limit > jobs.MaxListLimit {
-		return 0, jobs.Invalid("limit", "must be between 1 and %d", jobs.MaxListLimit)
+	if limit < 1 || limit > domain.MaxListLimit {
+		return 0, jobs.Invalid("limit", "must be between 1 and %d", domain.MaxListLimit)
 	}
 	for _, f := range []struct{ name, v string }{{"type", p.Type}, {"queue", p.Queue}, {"q", p.Q}} {
 		if len(f.v) > 200 || !jobs.CleanText(f.v) {
@@ -150,7 +151,7 @@ func (q *listQuery) arg(v any) string {
 }
 
 // filter adds the conditions that pick which jobs are listed.
-func (q *listQuery) filter(p jobs.ListParams) {
+func (q *listQuery) filter(p domain.ListParams) {
 	if p.InBin {
 		q.where = append(q.where, "deleted_at IS NOT NULL")
 	} else {
@@ -204,7 +205,7 @@ func (q *listQuery) search(text string) {
 	q.searchLive = "(idempotency_key = " + key + " OR type LIKE " + prefix + " OR last_error ILIKE " + part
 	if isShortID(text) {
 		// The eight hex digits the dashboard prints for a job
-		// (jobs.ShortID). Checked on the rows the search reads anyway.
+		// (domain.ShortID). Checked on the rows the search reads anyway.
 		q.searchLive += " OR right(id::text, 8) = lower(" + key + ")"
 	}
 	q.searchLive += ")"
@@ -215,7 +216,7 @@ func (q *listQuery) search(text string) {
 
 // after adds the condition that starts the page: past the cursor, or
 // before a time for a first page newest first.
-func (q *listQuery) after(p jobs.ListParams) error {
+func (q *listQuery) after(p domain.ListParams) error {
 	if p.Cursor == "" {
 		if p.Before != nil && !p.Oldest && !p.InBin {
 			q.where = append(q.where, "id < "+q.arg(uuidV7Floor(*p.Before)))
@@ -254,7 +255,7 @@ const searchMark = "/*search*/"
 // and histCond (on job_history), returning up to lim rows (a parameter
 // placeholder): the live listing, merged with the history's when finished
 // jobs are asked for.
-func listJobsSQL(cond, histCond, lim string, p jobs.ListParams) string {
+func listJobsSQL(cond, histCond, lim string, p domain.ListParams) string {
 	live := listLiveSQL(cond, lim, p)
 	if p.InBin || !listsHistory(p.Statuses) {
 		return live
@@ -281,7 +282,7 @@ func listsHistory(states []jobs.State) bool {
 }
 
 // listLiveSQL is the listing statement over jobs alone.
-func listLiveSQL(cond, lim string, p jobs.ListParams) string {
+func listLiveSQL(cond, lim string, p domain.ListParams) string {
 	switch {
 	case p.InBin:
 		return listJobsFrom + cond + ` ORDER BY deleted_at DESC, id DESC LIMIT ` + lim
@@ -308,7 +309,7 @@ func listLiveSQL(cond, lim string, p jobs.ListParams) string {
 // jobs to be spread evenly over time; with ten million jobs, a queue whose
 // latest jobs lay behind a million of a busier queue's took 350 ms to
 // list, against 1 ms.
-func listNotRunning(cond, lim string, p jobs.ListParams) string {
+func listNotRunning(cond, lim string, p domain.ListParams) string {
 	dir := order(p)
 	if p.Type == "" && p.Queue == "" {
 		return listJobsFrom + cond + ` AND status <> 'running' ORDER BY id ` + dir + ` LIMIT ` + lim
@@ -318,7 +319,7 @@ func listNotRunning(cond, lim string, p jobs.ListParams) string {
 }
 
 // order is a listing's direction: newest first unless Oldest.
-func order(p jobs.ListParams) string {
+func order(p domain.ListParams) string {
 	if p.Oldest {
 		return "ASC"
 	}

@@ -3,10 +3,11 @@ package db
 import (
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
-// Listings ordered by when jobs started or finished (jobs.ListParams.By).
+// Listings ordered by when jobs started or finished (domain.ListParams.By).
 // A job without that time sorts as the latest: first newest first, last
 // oldest first, as PostgreSQL orders NULLs by default, so that the
 // history's indexes on those times (every history row has finished) serve
@@ -15,17 +16,17 @@ import (
 // every start its in-place (HOT) update.
 
 // checkOrder refuses an order or a jump a listing cannot give.
-func checkOrder(p jobs.ListParams) error {
+func checkOrder(p domain.ListParams) error {
 	switch p.By {
-	case jobs.SortCreated, jobs.SortStarted, jobs.SortFinished:
+	case domain.SortCreated, domain.SortStarted, domain.SortFinished:
 	default:
 		return jobs.Invalid("sort", "must be created, started or finished")
 	}
-	if p.InBin && (p.Oldest || p.By != jobs.SortCreated) {
+	if p.InBin && (p.Oldest || p.By != domain.SortCreated) {
 		return jobs.Invalid("sort", "the bin lists the latest deleted first only")
 	}
-	if p.Offset < 0 || p.Offset > jobs.MaxListOffset {
-		return jobs.Invalid("page", "jumps at most %d jobs into a list; narrow the filter or use the next-page links", jobs.MaxListOffset)
+	if p.Offset < 0 || p.Offset > domain.MaxListOffset {
+		return jobs.Invalid("page", "jumps at most %d jobs into a list; narrow the filter or use the next-page links", domain.MaxListOffset)
 	}
 	if p.Offset > 0 && p.Cursor != "" {
 		return jobs.Invalid("page", "cannot be given with a cursor")
@@ -34,16 +35,16 @@ func checkOrder(p jobs.ListParams) error {
 }
 
 // sortColumn is the column a listing is ordered by.
-func sortColumn(by jobs.SortKey) string {
-	if by == jobs.SortStarted {
+func sortColumn(by domain.SortKey) string {
+	if by == domain.SortStarted {
 		return "started_at"
 	}
 	return "finished_at"
 }
 
 // sortTime is j's time in the order by.
-func sortTime(j *jobs.Job, by jobs.SortKey) *time.Time {
-	if by == jobs.SortStarted {
+func sortTime(j *jobs.Job, by domain.SortKey) *time.Time {
+	if by == domain.SortStarted {
 		return j.StartedAt
 	}
 	return j.FinishedAt
@@ -51,7 +52,7 @@ func sortTime(j *jobs.Job, by jobs.SortKey) *time.Time {
 
 // afterSorted adds the condition that starts a page ordered by a time:
 // past the cursor, or, for a first page latest first, before p.Before.
-func (q *listQuery) afterSorted(p jobs.ListParams) error {
+func (q *listQuery) afterSorted(p domain.ListParams) error {
 	col := sortColumn(p.By)
 	if p.Cursor == "" {
 		if p.Before != nil && !p.Oldest {
@@ -82,7 +83,7 @@ func (q *listQuery) afterSorted(p jobs.ListParams) error {
 
 // listSortedSQL is the listing statement ordered by a time, over jobs and,
 // when finished jobs are asked for, the history.
-func listSortedSQL(cond, histCond, lim string, p jobs.ListParams) string {
+func listSortedSQL(cond, histCond, lim string, p domain.ListParams) string {
 	col, dir := sortColumn(p.By), order(p)
 	by := ` ORDER BY ` + col + ` ` + dir + `, id ` + dir + ` LIMIT ` + lim
 	live := listJobsFrom + cond + by

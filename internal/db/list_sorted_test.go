@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -21,7 +22,7 @@ func TestListOrderedByTime(t *testing.T) {
 	run := func(startedAgo, finishedAgo time.Duration) uuid.UUID {
 		t.Helper()
 		j := b.enqueue(t, jobs.EnqueueParams{Queue: "sorted"})
-		b.finish(t, b.claimFirstOf(t, "sorted"), jobs.Finish{Outcome: jobs.OutcomeSucceeded})
+		b.finish(t, b.claimFirstOf(t, "sorted"), domain.Finish{Outcome: domain.OutcomeSucceeded})
 		_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET started_at = $2, finished_at = $3 WHERE id = $1`,
 			j.ID, now.Add(-startedAgo), now.Add(-finishedAgo))
 		require.NoError(t, err)
@@ -34,7 +35,7 @@ func TestListOrderedByTime(t *testing.T) {
 	c, d := run(8*time.Minute, 7*time.Minute), run(6*time.Minute, 5*time.Minute)
 	e := b.enqueue(t, jobs.EnqueueParams{Queue: "sorted", RunAt: new(now.Add(time.Hour))}).ID
 
-	list := func(p jobs.ListParams) []uuid.UUID {
+	list := func(p domain.ListParams) []uuid.UUID {
 		t.Helper()
 		p.Queue = "sorted"
 		var got []uuid.UUID
@@ -53,39 +54,39 @@ func TestListOrderedByTime(t *testing.T) {
 			p.Cursor, p.Offset = page.NextCursor, 0
 		}
 	}
-	require.Equal(t, []uuid.UUID{e, bb, d, c, a}, list(jobs.ListParams{By: jobs.SortFinished, Limit: 2}), "latest finished first, the unfinished before them")
-	require.Equal(t, []uuid.UUID{a, c, d, bb, e}, list(jobs.ListParams{By: jobs.SortFinished, Oldest: true, Limit: 2}))
-	require.Equal(t, []uuid.UUID{e, bb, d, c, a}, list(jobs.ListParams{By: jobs.SortStarted, Limit: 1}))
-	require.Equal(t, []uuid.UUID{a, c, d, bb, e}, list(jobs.ListParams{By: jobs.SortStarted, Oldest: true, Limit: 3}))
-	require.Equal(t, []uuid.UUID{e, d, c, bb, a}, list(jobs.ListParams{Limit: 2}), "by creation, as before")
-	require.Equal(t, []uuid.UUID{bb, d, c, a}, list(jobs.ListParams{By: jobs.SortFinished, Statuses: []jobs.State{jobs.StateCompleted}, Limit: 3}))
+	require.Equal(t, []uuid.UUID{e, bb, d, c, a}, list(domain.ListParams{By: domain.SortFinished, Limit: 2}), "latest finished first, the unfinished before them")
+	require.Equal(t, []uuid.UUID{a, c, d, bb, e}, list(domain.ListParams{By: domain.SortFinished, Oldest: true, Limit: 2}))
+	require.Equal(t, []uuid.UUID{e, bb, d, c, a}, list(domain.ListParams{By: domain.SortStarted, Limit: 1}))
+	require.Equal(t, []uuid.UUID{a, c, d, bb, e}, list(domain.ListParams{By: domain.SortStarted, Oldest: true, Limit: 3}))
+	require.Equal(t, []uuid.UUID{e, d, c, bb, a}, list(domain.ListParams{Limit: 2}), "by creation, as before")
+	require.Equal(t, []uuid.UUID{bb, d, c, a}, list(domain.ListParams{By: domain.SortFinished, Statuses: []jobs.State{jobs.StateCompleted}, Limit: 3}))
 
 	// A jump to the second page of two, then on from there.
-	require.Equal(t, []uuid.UUID{d, c, a}, list(jobs.ListParams{By: jobs.SortFinished, Limit: 2, Offset: 2}))
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Queue: "sorted", Limit: 2, Offset: 4})
+	require.Equal(t, []uuid.UUID{d, c, a}, list(domain.ListParams{By: domain.SortFinished, Limit: 2, Offset: 2}))
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Queue: "sorted", Limit: 2, Offset: 4})
 	require.NoError(t, err)
 	require.Equal(t, a, page.Jobs[0].ID)
 	require.Empty(t, page.NextCursor)
 
 	// Finished before a time, latest first.
 	before := now.Add(-6 * time.Minute)
-	require.Equal(t, []uuid.UUID{c, a}, list(jobs.ListParams{By: jobs.SortFinished, Before: &before}))
+	require.Equal(t, []uuid.UUID{c, a}, list(domain.ListParams{By: domain.SortFinished, Before: &before}))
 
-	for _, bad := range []jobs.ListParams{
+	for _, bad := range []domain.ListParams{
 		{By: "size"},
-		{By: jobs.SortFinished, InBin: true},
-		{Offset: jobs.MaxListOffset + 1},
+		{By: domain.SortFinished, InBin: true},
+		{Offset: domain.MaxListOffset + 1},
 		{Offset: 2, Cursor: page.NextCursor + "x"},
-		{By: jobs.SortFinished, Q: "noop"},
+		{By: domain.SortFinished, Q: "noop"},
 	} {
 		_, err := b.store.ListJobs(b.ctx, bad)
 		var ve *jobs.ValidationError
 		require.ErrorAs(t, err, &ve, "%+v", bad)
 	}
 	// A cursor of one order does not continue another.
-	first, err := b.store.ListJobs(b.ctx, jobs.ListParams{Queue: "sorted", Limit: 1})
+	first, err := b.store.ListJobs(b.ctx, domain.ListParams{Queue: "sorted", Limit: 1})
 	require.NoError(t, err)
-	_, err = b.store.ListJobs(b.ctx, jobs.ListParams{Queue: "sorted", By: jobs.SortFinished, Cursor: first.NextCursor})
+	_, err = b.store.ListJobs(b.ctx, domain.ListParams{Queue: "sorted", By: domain.SortFinished, Cursor: first.NextCursor})
 	var ve *jobs.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "cursor", ve.Field)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -73,8 +74,8 @@ SELECT ` + movedColumns + ` FROM moved`
 // now (nil: the database clock).
 // Jobs that end dead_letter or cancelled take their downstream jobs with
 // them (cascade), in the same transaction; those are returned too.
-func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error) {
-	var out []jobs.Moved
+func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]domain.Moved, error) {
+	var out []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
 		out, err = collectMoved(tx.Query(ctx, reapSQL, now, limit, s.maxInterruptions))
@@ -145,7 +146,7 @@ WITH due AS MATERIALIZED (
 // clock) to queued.
 // Waiting jobs whose wait has ended (a sleep's wake time, a wait's
 // timeout) are queued too, within the same limit.
-func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error) {
+func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]domain.Moved, error) {
 	out, err := collectMoved(s.pool.Query(ctx, promoteSQL, now, limit))
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
@@ -172,14 +173,14 @@ func collectMoved(rows interface {
 	Scan(...any) error
 	Err() error
 	Close()
-}, err error) ([]jobs.Moved, error) {
+}, err error) ([]domain.Moved, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []jobs.Moved
+	var out []domain.Moved
 	for rows.Next() {
-		var m jobs.Moved
+		var m domain.Moved
 		var status string
 		if err := rows.Scan(&m.JobID, &status, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID); err != nil {
 			return nil, err
@@ -236,13 +237,13 @@ SELECT id, status, type, queue, attempt, effective_priority, run_at, created_at,
 // The jobs' new priorities go to the event sink as re-scores (not
 // announced as events: the state did not change), which keeps the Redis
 // ready queue's order in step.
-func (s *Store) AgeQueued(ctx context.Context, st jobs.Settings, limit int) (int, error) {
+func (s *Store) AgeQueued(ctx context.Context, st domain.Settings, limit int) (int, error) {
 	aged, err := collectMoved(s.pool.Query(ctx, ageSQL, st.AgingFloor, st.AgingStep, st.AgingMediumAfterSeconds,
 		st.AgingLowAfterSeconds, limit))
 	if err != nil {
 		return 0, fmt.Errorf("age queued jobs: %w", err)
 	}
-	if r, ok := s.events.(interface{ Rescored([]jobs.Moved) }); ok && len(aged) > 0 {
+	if r, ok := s.events.(interface{ Rescored([]domain.Moved) }); ok && len(aged) > 0 {
 		r.Rescored(aged)
 	}
 	return len(aged), nil
@@ -273,7 +274,7 @@ const pruneThroughputSQL = `DELETE FROM job_throughput WHERE bucket < now() - in
 // Prune deletes one batch (up to limit rows per kind) of finished jobs past
 // their retention and binned jobs past the bin's, judged at now (nil: the
 // database clock). It returns how many rows went.
-func (s *Store) Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error) {
+func (s *Store) Prune(ctx context.Context, st domain.Settings, now *time.Time, limit int) (int, error) {
 	var at time.Time
 	var err error
 	if now != nil {
@@ -327,7 +328,7 @@ WITH due AS MATERIALIZED (
 ` + promoteMovedSQL
 
 // PromoteIDs promotes the given jobs if they are still scheduled and due.
-func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error) {
+func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]domain.Moved, error) {
 	out, err := collectMoved(s.pool.Query(ctx, promoteIDsSQL, ids))
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)

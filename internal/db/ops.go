@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -17,17 +18,17 @@ import (
 // running job's are cancelled when its worker acknowledges.
 func (s *Store) CancelJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	var j *jobs.Job
-	var downstream []jobs.Moved
+	var downstream []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if j, err = collectOneJob(tx.Query(ctx, cancelSQL, []uuid.UUID{id}, stateStrings(jobs.CancelFrom))); err != nil {
+		if j, err = collectOneJob(tx.Query(ctx, cancelSQL, []uuid.UUID{id}, stateStrings(domain.CancelFrom))); err != nil {
 			return err
 		}
 		downstream, err = cascade(ctx, tx, []uuid.UUID{id})
 		return err
 	})
-	if errors.Is(err, jobs.ErrNotFound) {
-		return nil, s.explain(ctx, id, "cancel", jobs.CancelFrom)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, s.explain(ctx, id, "cancel", domain.CancelFrom)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("cancel job: %w", err)
@@ -63,13 +64,13 @@ SELECT moved.* FROM moved`
 // cancelled.
 func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	var j *jobs.Job
-	var rearmed []jobs.Moved
+	var rearmed []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := unarchive(ctx, tx, []uuid.UUID{id}); err != nil {
 			return err
 		}
 		var err error
-		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.RetryFrom))); err != nil {
+		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(domain.RetryFrom))); err != nil {
 			return err
 		}
 		rearmed, err = collectMoved(tx.Query(ctx, rearmSQL, []uuid.UUID{id}))
@@ -80,8 +81,8 @@ func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 		s.emitJobs(j)
 		s.emitMoved(rearmed)
 	}
-	if errors.Is(err, jobs.ErrNotFound) {
-		return nil, s.explain(ctx, id, "retry", jobs.RetryFrom)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, s.explain(ctx, id, "retry", domain.RetryFrom)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("retry job: %w", err)
@@ -106,7 +107,7 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 	for {
 		var page []uuid.UUID
 		var moved []*jobs.Job
-		var rearmed []jobs.Moved
+		var rearmed []domain.Moved
 		err := s.withTx(ctx, func(tx pgx.Tx) error {
 			// Dead-letter jobs in the history come back first, in the
 			// replay's own transaction.
@@ -151,7 +152,7 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 		j, err = collectOneJob(tx.Query(ctx, deleteSQL, []uuid.UUID{id}))
 		return err
 	})
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return nil, s.explainBin(ctx, id, "delete", true)
 	}
 	if err != nil {
@@ -164,11 +165,11 @@ func (s *Store) DeleteJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) 
 }
 
 // RestoreJob brings a job back from the bin, waking the workers if it
-// returns queued. A job not in the bin is a *jobs.TransitionError saying
-// so; an unknown one is jobs.ErrNotFound.
+// returns queued. A job not in the bin is a *domain.TransitionError saying
+// so; an unknown one is domain.ErrNotFound.
 func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	j, err := collectOneJob(s.pool.Query(ctx, restoreSQL, []uuid.UUID{id}))
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return nil, s.explainBin(ctx, id, "restore", false)
 	}
 	if err != nil {
@@ -183,8 +184,8 @@ func (s *Store) RestoreJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
 const purgeSQL = `DELETE FROM jobs WHERE id = $1 AND deleted_at IS NOT NULL AND status <> 'running'`
 
 // PurgeJob deletes a job from the bin for good, with its runs. A job not
-// in the bin, or still running there, is a *jobs.TransitionError saying
-// so; an unknown one is jobs.ErrNotFound.
+// in the bin, or still running there, is a *domain.TransitionError saying
+// so; an unknown one is domain.ErrNotFound.
 func (s *Store) PurgeJob(ctx context.Context, id uuid.UUID) error {
 	tag, err := s.pool.Exec(ctx, purgeSQL, id)
 	if err != nil {
@@ -207,7 +208,7 @@ func (s *Store) jobState(ctx context.Context, id uuid.UUID, op string) (jobs.Sta
 	err := s.pool.QueryRow(ctx, jobStateSQL, id, historyFloor(id)).Scan(&status, &binned)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return "", false, jobs.ErrNotFound
+		return "", false, domain.ErrNotFound
 	case err != nil:
 		return "", false, fmt.Errorf("%s job: %w", op, err)
 	}
@@ -221,9 +222,9 @@ func (s *Store) explain(ctx context.Context, id uuid.UUID, op string, allowed []
 	case err != nil:
 		return err
 	case binned:
-		return &jobs.TransitionError{Op: op, From: st, Reason: "it is in the bin; restore it first"}
+		return &domain.TransitionError{Op: op, From: st, Reason: "it is in the bin; restore it first"}
 	default:
-		return &jobs.TransitionError{Op: op, From: st, Allowed: allowed}
+		return &domain.TransitionError{Op: op, From: st, Allowed: allowed}
 	}
 }
 
@@ -234,11 +235,11 @@ func (s *Store) explainBin(ctx context.Context, id uuid.UUID, op string, wantOut
 	case err != nil:
 		return err
 	case wantOutside && binned:
-		return &jobs.TransitionError{Op: op, From: st, Reason: "it is already in the bin"}
+		return &domain.TransitionError{Op: op, From: st, Reason: "it is already in the bin"}
 	case !wantOutside && !binned:
-		return &jobs.TransitionError{Op: op, From: st, Reason: "it is not in the bin; delete it first"}
+		return &domain.TransitionError{Op: op, From: st, Reason: "it is not in the bin; delete it first"}
 	default:
-		return &jobs.TransitionError{Op: op, From: st, Reason: "it is still running; cancel it and wait for its worker to stop"}
+		return &domain.TransitionError{Op: op, From: st, Reason: "it is still running; cancel it and wait for its worker to stop"}
 	}
 }
 
@@ -301,13 +302,13 @@ LIMIT $1`
 
 // DLQGroups groups the dead-letter queue by type and error (the error's
 // first line), largest group first, up to limit groups.
-func (s *Store) DLQGroups(ctx context.Context, limit int) ([]jobs.ErrorGroup, error) {
+func (s *Store) DLQGroups(ctx context.Context, limit int) ([]domain.ErrorGroup, error) {
 	rows, err := s.pool.Query(ctx, dlqGroupsSQL, limit)
 	if err != nil {
 		return nil, fmt.Errorf("group dead-letter queue: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.ErrorGroup, error) {
-		var g jobs.ErrorGroup
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.ErrorGroup, error) {
+		var g domain.ErrorGroup
 		var latest *time.Time
 		err := r.Scan(&g.Type, &g.Error, &g.Count, &latest)
 		if latest != nil {

@@ -13,20 +13,21 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // complete claims the job of queue q (the only one claimable there) and
 // completes it with result.
-func (b *testBundle) complete(t *testing.T, q string, result string, spawn ...jobs.Spawned) (*jobs.Job, jobs.Moved) {
+func (b *testBundle) complete(t *testing.T, q string, result string, spawn ...jobs.Spawned) (*jobs.Job, domain.Moved) {
 	t.Helper()
 	got := b.claimQueue(t, q)
 	require.Len(t, got, 1, "one job to run in queue %s", q)
-	f := jobs.Finish{Lease: jobs.LeaseOf(got[0]), Outcome: jobs.OutcomeSucceeded, Spawn: spawn}
+	f := domain.Finish{Lease: domain.LeaseOf(got[0]), Outcome: domain.OutcomeSucceeded, Spawn: spawn}
 	if result != "" {
 		f.Result = json.RawMessage(result)
 	}
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{f})
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{f})
 	require.NoError(t, err)
 	return got[0], moved[0]
 }
@@ -55,7 +56,7 @@ func TestClaimCarriesParentsResults(t *testing.T) {
 		if j.ID == ids["quiet"] {
 			res = nil
 		}
-		_, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded, Result: res}})
+		_, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded, Result: res}})
 		require.NoError(t, err)
 	}
 	resize := b.claimQueue(t, "wf")
@@ -63,7 +64,7 @@ func TestClaimCarriesParentsResults(t *testing.T) {
 	require.Equal(t, ids["resize"], resize[0].ID)
 	require.JSONEq(t, `{"url":"s3://in.png","bytes":1234}`, string(resize[0].Parents["fetch"]))
 	require.Equal(t, []string{"fetch"}, resize[0].Parents.Keys())
-	_, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(resize[0]), Outcome: jobs.OutcomeSucceeded,
+	_, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(resize[0]), Outcome: domain.OutcomeSucceeded,
 		Result: json.RawMessage(`{"thumb":"s3://t.png"}`)}})
 	require.NoError(t, err)
 	b.complete(t, "outside", `[1,2,3]`)
@@ -93,14 +94,14 @@ func TestParentsBeyondTheBoundAreMarked(t *testing.T) {
 	}
 	ids := b.workflow(t, append(steps, join))
 	for range 6 {
-		got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"wf"}, Limit: 1, LeaseTTL: time.Minute})
+		got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"wf"}, Limit: 1, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, got, 1)
 		res := big
 		if got[0].ID == ids["p0"] {
 			res = `{"small":true}`
 		}
-		_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(got[0]), Outcome: jobs.OutcomeSucceeded, Result: json.RawMessage(res)}})
+		_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(got[0]), Outcome: domain.OutcomeSucceeded, Result: json.RawMessage(res)}})
 		require.NoError(t, err)
 	}
 	got := b.claimQueue(t, "wf")
@@ -150,15 +151,15 @@ func TestSpawnGrowsTheWorkflow(t *testing.T) {
 	_, m := b.complete(t, "wf", `{"rows":50}`, spawn...)
 	require.Equal(t, jobs.StateCompleted, m.Status)
 
-	rows, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"rows"}, Limit: 100, LeaseTTL: time.Minute})
+	rows, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"rows"}, Limit: 100, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, rows, 50, "the fan-out runs at once: its only dependency completed")
-	var fin []jobs.Finish
+	var fin []domain.Finish
 	for _, r := range rows {
 		require.JSONEq(t, `{"rows":50}`, string(r.Parents["extract"]), "the spawner by its step key")
 		var in struct{ N int }
 		require.NoError(t, json.Unmarshal(r.Payload, &in))
-		fin = append(fin, jobs.Finish{Lease: jobs.LeaseOf(r), Outcome: jobs.OutcomeSucceeded, Result: json.RawMessage(strconv.Itoa(in.N * 2))})
+		fin = append(fin, domain.Finish{Lease: domain.LeaseOf(r), Outcome: domain.OutcomeSucceeded, Result: json.RawMessage(strconv.Itoa(in.N * 2))})
 	}
 	require.Empty(t, b.claimQueue(t, "join"), "the join waits for every row")
 	_, _, err = b.store.FinishJobs(b.ctx, fin)
@@ -230,11 +231,11 @@ func TestSpawnWithALostLeaseAddsNothing(t *testing.T) {
 	second := b.claimQueue(t, "wf")
 	require.Len(t, second, 1)
 	child := jobs.Spawned{Key: "child", DependsOn: []string{jobs.Self}, Params: jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "kids"}}
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(first[0]), Outcome: jobs.OutcomeSucceeded, Spawn: []jobs.Spawned{child}}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(first[0]), Outcome: domain.OutcomeSucceeded, Spawn: []jobs.Spawned{child}}})
 	require.NoError(t, err)
 	require.True(t, moved[0].LeaseLost())
 	require.Empty(t, b.claimQueue(t, "kids"), "the zombie spawned nothing")
-	moved, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(second[0]), Outcome: jobs.OutcomeSucceeded, Spawn: []jobs.Spawned{child}}})
+	moved, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(second[0]), Outcome: domain.OutcomeSucceeded, Spawn: []jobs.Spawned{child}}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)
 	require.Len(t, b.claimQueue(t, "kids"), 1)
@@ -254,7 +255,7 @@ func TestSpawnedJobsCascadeAndReArm(t *testing.T) {
 	b.complete(t, "wf", "", spawn...)
 	rows := b.claimQueue(t, "rows")
 	require.Len(t, rows, 1)
-	_, cascaded, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(rows[0]), Outcome: jobs.OutcomeFailed, Final: true, Error: "boom"}})
+	_, cascaded, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(rows[0]), Outcome: domain.OutcomeFailed, Final: true, Error: "boom"}})
 	require.NoError(t, err)
 	require.Len(t, cascaded, 1)
 	require.Equal(t, jobs.StateCancelled, cascaded[0].Status, "the join is cancelled")

@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // Push queues: their settings live in the queues row (UpdateQueue sets
@@ -22,15 +22,15 @@ SELECT name, push_url, push_timeout_seconds, push_secret, push_prev_secret,
 FROM queues WHERE push_url IS NOT NULL ORDER BY name`
 
 // PushQueues returns every queue that pushes its jobs.
-func (s *Store) PushQueues(ctx context.Context) ([]jobs.PushQueue, error) {
+func (s *Store) PushQueues(ctx context.Context) ([]domain.PushQueue, error) {
 	rows, err := s.pool.Query(ctx, pushQueuesSQL)
 	if err != nil {
 		return nil, fmt.Errorf("read push queues: %w", err)
 	}
 	defer rows.Close()
-	var out []jobs.PushQueue
+	var out []domain.PushQueue
 	for rows.Next() {
-		var q jobs.PushQueue
+		var q domain.PushQueue
 		var timeout int32
 		var secret string
 		var prev *string
@@ -92,13 +92,13 @@ const pushSecretStateSQL = `SELECT push_url IS NOT NULL, push_prev_secret IS NOT
 // RotatePushSecret makes a new signing secret for queue's pushes and
 // returns it; the one it replaces goes on signing (both signatures are
 // sent) until RevokePushSecret. A queue whose replaced secret still signs
-// is jobs.ErrPreviousSecret: revoke it first.
+// is domain.ErrPreviousSecret: revoke it first.
 func (s *Store) RotatePushSecret(ctx context.Context, queue, by string) (string, error) {
-	secret := jobs.NewWebhookSecret()
+	secret := domain.NewWebhookSecret()
 	var name string
 	err := s.pool.QueryRow(ctx, rotatePushSecretSQL, queue, secret, by).Scan(&name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", s.pushSecretState(ctx, queue, jobs.ErrPreviousSecret)
+		return "", s.pushSecretState(ctx, queue, domain.ErrPreviousSecret)
 	}
 	if err != nil {
 		return "", fmt.Errorf("rotate the push secret of %s: %w", queue, err)
@@ -118,7 +118,7 @@ func (s *Store) RevokePushSecret(ctx context.Context, queue, by string) error {
 	var name string
 	err := s.pool.QueryRow(ctx, revokePushSecretSQL, queue, by).Scan(&name)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return s.pushSecretState(ctx, queue, jobs.ErrNoPreviousSecret)
+		return s.pushSecretState(ctx, queue, domain.ErrNoPreviousSecret)
 	}
 	if err != nil {
 		return fmt.Errorf("revoke the push secret of %s: %w", queue, err)
@@ -134,7 +134,7 @@ func (s *Store) pushSecretState(ctx context.Context, queue string, otherwise err
 	err := s.pool.QueryRow(ctx, pushSecretStateSQL, queue).Scan(&pushed, &prev)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || (err == nil && !pushed):
-		return jobs.ErrNoPush
+		return domain.ErrNoPush
 	case err != nil:
 		return err
 	}
@@ -158,7 +158,7 @@ INSERT INTO push_deliveries (queue, at, job_id, attempt, status_code, outcome, e
 SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::uuid[], $4::integer[], $5::integer[], $6::text[], $7::text[], $8::bigint[])`
 
 // RecordPushDeliveries stores what the pusher saw, in one statement.
-func (s *Store) RecordPushDeliveries(ctx context.Context, ds []jobs.PushDelivery) error {
+func (s *Store) RecordPushDeliveries(ctx context.Context, ds []domain.PushDelivery) error {
 	if len(ds) == 0 {
 		return nil
 	}
@@ -185,13 +185,13 @@ SELECT queue, job_id, attempt, at, status_code, outcome, coalesce(error, ''), du
 WHERE queue = $1 ORDER BY at DESC LIMIT $2`
 
 // PushDeliveries returns the latest deliveries of queue, newest first.
-func (s *Store) PushDeliveries(ctx context.Context, queue string, limit int) ([]jobs.PushDelivery, error) {
+func (s *Store) PushDeliveries(ctx context.Context, queue string, limit int) ([]domain.PushDelivery, error) {
 	rows, err := s.pool.Query(ctx, pushDeliveriesSQL, queue, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read push deliveries: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.PushDelivery, error) {
-		var d jobs.PushDelivery
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.PushDelivery, error) {
+		var d domain.PushDelivery
 		err := r.Scan(&d.Queue, &d.JobID, &d.Attempt, &d.At, &d.StatusCode, &d.Outcome, &d.Error, &d.DurationMS)
 		return d, err
 	})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -17,10 +18,10 @@ const getJobSQL = `(SELECT ` + jobColumns + ` FROM jobs WHERE id = $1)
 UNION ALL (SELECT ` + jobColumns + ` FROM job_history WHERE id = $1 AND finished_at >= $2) LIMIT 1`
 
 // GetJob returns one job, live, binned or in the history, or
-// jobs.ErrNotFound when no job has id.
+// domain.ErrNotFound when no job has id.
 func (s *Store) GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 	j, err := collectOneJob(s.pool.Query(ctx, getJobSQL, id, historyFloor(id)))
-	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return nil, fmt.Errorf("get job: %w", err)
 	}
 	return j, err
@@ -70,17 +71,17 @@ ORDER BY seq`
 
 // ListExecutions returns every recorded run of a job in order, followed by
 // the run in progress when the job is running.
-func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error) {
+func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]domain.Execution, error) {
 	var rows []executionRow
 	if err := s.sqlx.SelectContext(ctx, &rows, executionsSQL, j.ID, historyFloor(j.ID)); err != nil {
 		return nil, fmt.Errorf("list executions: %w", err)
 	}
-	out := make([]jobs.Execution, 0, len(rows)+1)
+	out := make([]domain.Execution, 0, len(rows)+1)
 	for _, r := range rows {
 		finished, dur := r.FinishedAt, r.DurationMS
-		out = append(out, jobs.Execution{
+		out = append(out, domain.Execution{
 			JobID: r.JobID, Seq: r.Seq, Attempt: r.Attempt, WorkerID: r.WorkerID,
-			StartedAt: r.StartedAt, FinishedAt: &finished, Outcome: jobs.Outcome(r.Outcome),
+			StartedAt: r.StartedAt, FinishedAt: &finished, Outcome: domain.Outcome(r.Outcome),
 			Error: scrubbed(r.Error), DurationMS: &dur,
 		})
 	}
@@ -89,9 +90,9 @@ func (s *Store) ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Executi
 		if j.WorkerID != nil {
 			worker = *j.WorkerID
 		}
-		out = append(out, jobs.Execution{
+		out = append(out, domain.Execution{
 			JobID: j.ID, Seq: j.Executions, Attempt: j.Attempt, WorkerID: worker,
-			StartedAt: *j.StartedAt, Outcome: jobs.OutcomeRunning,
+			StartedAt: *j.StartedAt, Outcome: domain.OutcomeRunning,
 		})
 	}
 	return out, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -49,29 +50,29 @@ GROUP BY queue, outcome`
 const allQueueRowsSQL = `SELECT ` + queueColumns + ` FROM queues WHERE ($1::text IS NULL OR name = $1)`
 
 // ListQueues returns every queue that has live jobs or settings, by name.
-func (s *Store) ListQueues(ctx context.Context) ([]jobs.QueueInfo, error) {
+func (s *Store) ListQueues(ctx context.Context) ([]domain.QueueInfo, error) {
 	return s.queueInfos(ctx, nil)
 }
 
 // GetQueue returns one queue; a queue with neither jobs nor settings is
-// jobs.ErrNotFound.
-func (s *Store) GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error) {
+// domain.ErrNotFound.
+func (s *Store) GetQueue(ctx context.Context, name string) (domain.QueueInfo, error) {
 	out, err := s.queueInfos(ctx, &name)
 	if err != nil {
-		return jobs.QueueInfo{}, err
+		return domain.QueueInfo{}, err
 	}
 	if len(out) == 0 {
-		return jobs.QueueInfo{}, jobs.ErrNotFound
+		return domain.QueueInfo{}, domain.ErrNotFound
 	}
 	return out[0], nil
 }
 
-func (s *Store) queueInfos(ctx context.Context, only *string) ([]jobs.QueueInfo, error) {
-	byName := map[string]*jobs.QueueInfo{}
-	get := func(name string) *jobs.QueueInfo {
+func (s *Store) queueInfos(ctx context.Context, only *string) ([]domain.QueueInfo, error) {
+	byName := map[string]*domain.QueueInfo{}
+	get := func(name string) *domain.QueueInfo {
 		qi, ok := byName[name]
 		if !ok {
-			qi = &jobs.QueueInfo{QueueSettings: jobs.QueueSettings{Name: name}, Counts: map[jobs.State]int64{},
+			qi = &domain.QueueInfo{QueueSettings: domain.QueueSettings{Name: name}, Counts: map[jobs.State]int64{},
 				Throughput: map[string]int64{}, ThroughputMinutes: queueThroughputMinutes}
 			byName[name] = qi
 		}
@@ -123,14 +124,14 @@ func (s *Store) queueInfos(ctx context.Context, only *string) ([]jobs.QueueInfo,
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("list queues: %w", err)
 	}
-	out := make([]jobs.QueueInfo, 0, len(byName))
+	out := make([]domain.QueueInfo, 0, len(byName))
 	for _, qi := range byName {
 		if qi.OldestQueuedAt != nil && now.After(*qi.OldestQueuedAt) {
 			qi.OldestWaitSeconds = math.Round(now.Sub(*qi.OldestQueuedAt).Seconds()*10) / 10
 		}
 		out = append(out, *qi)
 	}
-	slices.SortFunc(out, func(a, b jobs.QueueInfo) int {
+	slices.SortFunc(out, func(a, b domain.QueueInfo) int {
 		switch {
 		case a.Name < b.Name:
 			return -1
@@ -156,7 +157,7 @@ FROM queues s WHERE s.name = $1`
 
 // queueFacts reads the flow control of a queued job's queue, or nil when
 // the queue is neither paused nor limited.
-func (s *Store) queueFacts(ctx context.Context, j *jobs.Job) (*jobs.QueueFacts, error) {
+func (s *Store) queueFacts(ctx context.Context, j *jobs.Job) (*domain.QueueFacts, error) {
 	var r queueRow
 	var running, keyRunning int
 	var tokens *float64
@@ -172,7 +173,7 @@ func (s *Store) queueFacts(ctx context.Context, j *jobs.Job) (*jobs.QueueFacts, 
 	if !st.Constrained() {
 		return nil, nil
 	}
-	f := &jobs.QueueFacts{Settings: st, Running: running, KeyRunning: keyRunning}
+	f := &domain.QueueFacts{Settings: st, Running: running, KeyRunning: keyRunning}
 	if tokens != nil && st.RateLimit != nil {
 		f.Tokens = *tokens
 		if f.Tokens < 1 {

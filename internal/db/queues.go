@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // ChannelQueues carries a queue name whenever an operator changes a
@@ -29,7 +29,7 @@ const flowReload = 5 * time.Second
 type flowState struct {
 	version  int64
 	loadedAt time.Time
-	queues   map[string]jobs.QueueSettings
+	queues   map[string]domain.QueueSettings
 	// constrained lists the paused, limited or pushed queues, sorted (the
 	// order in which claims take their locks, so claimers never
 	// deadlock): workers never take the jobs of a pushed queue.
@@ -96,10 +96,10 @@ func (r *queueRow) fields() []any {
 		&r.PushURL, &r.PushTimeout, &r.PushSecrets, &r.PushPausedAt, &r.PushPausedReason, &r.PushHoldUntil}
 }
 
-func (r *queueRow) settings() jobs.QueueSettings {
-	q := jobs.QueueSettings{Name: r.Name, Paused: r.Paused, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
+func (r *queueRow) settings() domain.QueueSettings {
+	q := domain.QueueSettings{Name: r.Name, Paused: r.Paused, UpdatedAt: r.UpdatedAt, UpdatedBy: r.UpdatedBy}
 	if r.PushURL != nil {
-		t := &jobs.PushTarget{URL: *r.PushURL, Secrets: int(r.PushSecrets), PausedAt: r.PushPausedAt, HeldUntil: r.PushHoldUntil}
+		t := &domain.PushTarget{URL: *r.PushURL, Secrets: int(r.PushSecrets), PausedAt: r.PushPausedAt, HeldUntil: r.PushHoldUntil}
 		if r.PushTimeout != nil {
 			t.TimeoutSeconds = int(*r.PushTimeout)
 		}
@@ -113,7 +113,7 @@ func (r *queueRow) settings() jobs.QueueSettings {
 		q.Concurrency = &n
 	}
 	if r.RateLimit != nil && r.RatePeriod != nil {
-		q.RateLimit = &jobs.RateLimit{Limit: int(*r.RateLimit), PeriodSeconds: int(*r.RatePeriod)}
+		q.RateLimit = &domain.RateLimit{Limit: int(*r.RateLimit), PeriodSeconds: int(*r.RatePeriod)}
 	}
 	if r.PerKeyConcurrency != nil {
 		n := int(*r.PerKeyConcurrency)
@@ -134,7 +134,7 @@ func (s *Store) ReloadQueueSettings(ctx context.Context) error {
 		return fmt.Errorf("load queue settings: %w", err)
 	}
 	defer rows.Close()
-	st := &flowState{queues: map[string]jobs.QueueSettings{}, loadedAt: time.Now()}
+	st := &flowState{queues: map[string]domain.QueueSettings{}, loadedAt: time.Now()}
 	for rows.Next() {
 		var r queueRow
 		var name *string
@@ -260,14 +260,14 @@ const getQueueRowSQL = `SELECT ` + queueColumns + ` FROM queues WHERE name = $1`
 // returns the new settings. Every process learns of it at once
 // (ChannelQueues), and claims made with the old settings after it commits
 // take nothing (the version guard).
-func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(jobs.QueueSettings) jobs.QueueSettings) (jobs.QueueSettings, error) {
-	var out jobs.QueueSettings
+func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(domain.QueueSettings) domain.QueueSettings) (domain.QueueSettings, error) {
+	var out domain.QueueSettings
 	var version int64
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockQueueSQL, []string{queue}); err != nil {
 			return err
 		}
-		cur := jobs.QueueSettings{Name: queue}
+		cur := domain.QueueSettings{Name: queue}
 		var r queueRow
 		err := tx.QueryRow(ctx, getQueueRowSQL, queue).Scan(r.fields()...)
 		switch {
@@ -297,7 +297,7 @@ func (s *Store) UpdateQueue(ctx context.Context, queue, by string, change func(j
 				pausedReason = &next.Push.PausedReason
 			}
 			if cur.Push == nil {
-				secret = ptr(jobs.NewWebhookSecret()) // shown once, in the answer
+				secret = ptr(domain.NewWebhookSecret()) // shown once, in the answer
 			}
 		}
 		var w queueRow

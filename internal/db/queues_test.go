@@ -8,19 +8,20 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
-func (b *testBundle) setQueue(t *testing.T, queue string, change func(q jobs.QueueSettings) jobs.QueueSettings) jobs.QueueSettings {
+func (b *testBundle) setQueue(t *testing.T, queue string, change func(q domain.QueueSettings) domain.QueueSettings) domain.QueueSettings {
 	t.Helper()
 	q, err := b.store.UpdateQueue(b.ctx, queue, "test", change)
 	require.NoError(t, err)
 	return q
 }
 
-func (b *testBundle) claimQ(t *testing.T, limit int, held *jobs.FlowHold, queues ...string) []*jobs.Job {
+func (b *testBundle) claimQ(t *testing.T, limit int, held *domain.FlowHold, queues ...string) []*jobs.Job {
 	t.Helper()
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: limit, LeaseTTL: time.Minute, Queues: queues, Held: held})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: limit, LeaseTTL: time.Minute, Queues: queues, Held: held})
 	require.NoError(t, err)
 	return got
 }
@@ -63,10 +64,10 @@ func TestClaimHonoursPauseAndConcurrency(t *testing.T) {
 	b.enqueueN(t, 5, jobs.EnqueueParams{Queue: "p"})
 	b.enqueueN(t, 5, jobs.EnqueueParams{Queue: "c"})
 	b.enqueueN(t, 3, jobs.EnqueueParams{Queue: "free"})
-	b.setQueue(t, "p", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
-	b.setQueue(t, "c", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = intp(2); return q })
+	b.setQueue(t, "p", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
+	b.setQueue(t, "c", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = intp(2); return q })
 
-	var held jobs.FlowHold
+	var held domain.FlowHold
 	got := b.claimQ(t, 100, &held)
 	byQueue := map[string]int{}
 	for _, j := range got {
@@ -86,14 +87,14 @@ func TestClaimHonoursPauseAndConcurrency(t *testing.T) {
 			c = j
 		}
 	}
-	b.finish(t, c, jobs.Finish{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeSucceeded})
+	b.finish(t, c, domain.Finish{Lease: domain.LeaseOf(c), Outcome: domain.OutcomeSucceeded})
 	again := b.claimQ(t, 100, nil)
 	require.Len(t, again, 1)
 	require.Equal(t, "c", again[0].Queue)
 
 	// Resumed: the paused backlog flows again; lifting the limit frees c.
-	b.setQueue(t, "p", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = false; return q })
-	b.setQueue(t, "c", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = nil; return q })
+	b.setQueue(t, "p", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = false; return q })
+	b.setQueue(t, "c", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = nil; return q })
 	rest := b.claimQ(t, 100, nil)
 	require.Len(t, rest, 5+2)
 }
@@ -105,11 +106,11 @@ func TestClaimRateLimitChargesStartedJobs(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	// 5 per 100 s: a burst of 1 token, the next after 20 s.
-	b.setQueue(t, "r", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q.RateLimit = &jobs.RateLimit{Limit: 5, PeriodSeconds: 100}
+	b.setQueue(t, "r", func(q domain.QueueSettings) domain.QueueSettings {
+		q.RateLimit = &domain.RateLimit{Limit: 5, PeriodSeconds: 100}
 		return q
 	})
-	var held jobs.FlowHold
+	var held domain.FlowHold
 	for range 5 { // empty queue: nothing charged
 		require.Empty(t, b.claimQ(t, 10, &held, "r"))
 		require.False(t, held.Waiting)
@@ -122,8 +123,8 @@ func TestClaimRateLimitChargesStartedJobs(t *testing.T) {
 	require.Empty(t, b.claimQ(t, 10, nil, "r"))
 
 	// 1000 per second: a burst of 200; 30 jobs take 30 tokens.
-	b.setQueue(t, "r2", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q.RateLimit = &jobs.RateLimit{Limit: 1000, PeriodSeconds: 1}
+	b.setQueue(t, "r2", func(q domain.QueueSettings) domain.QueueSettings {
+		q.RateLimit = &domain.RateLimit{Limit: 1000, PeriodSeconds: 1}
 		return q
 	})
 	b.enqueueN(t, 30, jobs.EnqueueParams{Queue: "r2"})
@@ -142,7 +143,7 @@ func TestClaimRateLimitChargesStartedJobs(t *testing.T) {
 func TestClaimRotatesAcrossKeys(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setQueue(t, "f", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(2); return q })
+	b.setQueue(t, "f", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = intp(2); return q })
 	b.enqueueN(t, 50, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "big", Priority: jobs.PriorityLow})
 	b.enqueueN(t, 2, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "big", Priority: jobs.PriorityHigh})
 	b.enqueueN(t, 3, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "small"})
@@ -172,14 +173,14 @@ func TestClaimRotatesAcrossKeys(t *testing.T) {
 func TestClaimKeysAppearInAFairQueue(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setQueue(t, "f", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(1); return q })
+	b.setQueue(t, "f", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = intp(1); return q })
 	b.enqueueN(t, 30, jobs.EnqueueParams{Queue: "f"})
 	require.Len(t, b.claimQ(t, 10, nil), 10, "keyless jobs only: taken in claim order")
 	require.Len(t, b.claimQ(t, 10, nil, "f"), 10)
 
 	b.enqueueN(t, 5, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "a", Priority: jobs.PriorityHigh})
 	b.enqueueN(t, 5, jobs.EnqueueParams{Queue: "f", ConcurrencyKey: "b", Priority: jobs.PriorityHigh})
-	held := &jobs.FlowHold{}
+	held := &domain.FlowHold{}
 	got := b.claimQ(t, 20, held)
 	require.Equal(t, map[string]int{"a": 1, "b": 1, "-": 10}, keyCounts(got), "one running per key, the keyless ones as before")
 	require.True(t, held.Waiting, "keyed jobs wait for their keys")
@@ -192,7 +193,7 @@ func TestClaimKeysAppearInAFairQueue(t *testing.T) {
 func TestClaimFairnessManyKeys(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setQueue(t, "m", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(100); return q })
+	b.setQueue(t, "m", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = intp(100); return q })
 	var ps []jobs.EnqueueParams
 	for k := range 1000 {
 		for range 3 {
@@ -217,11 +218,11 @@ func TestClaimFairnessManyKeys(t *testing.T) {
 func TestExplainFlowControl(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setQueue(t, "xp", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	b.setQueue(t, "xp", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	j := b.enqueue(t, jobs.EnqueueParams{Queue: "xp"})
 	require.Contains(t, codes(b.explain(t, j.ID)), "queue_paused")
 
-	b.setQueue(t, "xc", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = intp(1); return q })
+	b.setQueue(t, "xc", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = intp(1); return q })
 	b.enqueueN(t, 2, jobs.EnqueueParams{Queue: "xc"})
 	running := b.claimQ(t, 10, nil, "xc")
 	require.Len(t, running, 1)
@@ -229,8 +230,8 @@ func TestExplainFlowControl(t *testing.T) {
 	r := reason(t, b.explain(t, waiting.ID), "concurrency_limit")
 	require.Contains(t, r.Message, "1 of 1 jobs running")
 
-	b.setQueue(t, "xr", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q.RateLimit = &jobs.RateLimit{Limit: 1, PeriodSeconds: 3600}
+	b.setQueue(t, "xr", func(q domain.QueueSettings) domain.QueueSettings {
+		q.RateLimit = &domain.RateLimit{Limit: 1, PeriodSeconds: 3600}
 		return q
 	})
 	b.enqueueN(t, 2, jobs.EnqueueParams{Queue: "xr"})
@@ -240,7 +241,7 @@ func TestExplainFlowControl(t *testing.T) {
 	require.NotNil(t, r.At)
 	require.Contains(t, r.Message, "1 per 3600 s")
 
-	b.setQueue(t, "xk", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(1); return q })
+	b.setQueue(t, "xk", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = intp(1); return q })
 	b.enqueueN(t, 1, jobs.EnqueueParams{Queue: "xk", ConcurrencyKey: "acme"})
 	require.Len(t, b.claimQ(t, 10, nil, "xk"), 1)
 	k := b.enqueue(t, jobs.EnqueueParams{Queue: "xk", ConcurrencyKey: "acme"})
@@ -256,12 +257,12 @@ func TestExplainFlowControl(t *testing.T) {
 func TestClaimByIDLeavesConstrainedQueues(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	b.setQueue(t, "p", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
-	b.setQueue(t, "c", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = intp(5); return q })
+	b.setQueue(t, "p", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
+	b.setQueue(t, "c", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = intp(5); return q })
 	p := b.enqueue(t, jobs.EnqueueParams{Queue: "p"})
 	c := b.enqueue(t, jobs.EnqueueParams{Queue: "c"})
 	f := b.enqueue(t, jobs.EnqueueParams{Queue: "f"})
-	got, err := b.store.ClaimJobsByID(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 3, LeaseTTL: time.Minute},
+	got, err := b.store.ClaimJobsByID(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: 3, LeaseTTL: time.Minute},
 		[]uuid.UUID{p.ID, c.ID, f.ID})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
@@ -283,10 +284,10 @@ func TestQueueCountsEveryState(t *testing.T) {
 	b.enqueueN(t, 6, jobs.EnqueueParams{Queue: "qb"})
 	running := b.claimQ(t, 5, nil, "qb")
 	require.Len(t, running, 5)
-	fs := []jobs.Finish{
-		{Lease: jobs.LeaseOf(running[0]), Outcome: jobs.OutcomeSucceeded},
-		{Lease: jobs.LeaseOf(running[1]), Outcome: jobs.OutcomeSucceeded},
-		{Lease: jobs.LeaseOf(running[2]), Outcome: jobs.OutcomeCancelled, Error: "stop"},
+	fs := []domain.Finish{
+		{Lease: domain.LeaseOf(running[0]), Outcome: domain.OutcomeSucceeded},
+		{Lease: domain.LeaseOf(running[1]), Outcome: domain.OutcomeSucceeded},
+		{Lease: domain.LeaseOf(running[2]), Outcome: domain.OutcomeCancelled, Error: "stop"},
 	}
 	_, _, err := b.store.FinishJobs(b.ctx, fs)
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -75,7 +76,7 @@ func (r *Redis) ReadyLen(ctx context.Context) (int64, error) {
 // ClaimJobsByID claims those of ids that are still queued, outside paused
 // and limited queues (claimIDsFlowSQL): the same guards as the ordinary
 // claim, the same lease.
-func (s *Store) ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error) {
+func (s *Store) ClaimJobsByID(ctx context.Context, p domain.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -102,7 +103,7 @@ WITH next AS MATERIALIZED (
 )` + claimUpdate
 
 // claimByIDFlow claims candidate ids outside the constrained queues.
-func (s *Store) claimByIDFlow(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID, ttl float64) ([]*jobs.Job, error) {
+func (s *Store) claimByIDFlow(ctx context.Context, p domain.ClaimParams, ids []uuid.UUID, ttl float64) ([]*jobs.Job, error) {
 	st, err := s.flowFor(ctx)
 	if err != nil {
 		return nil, err
@@ -141,6 +142,6 @@ func (q *ReadyQueue) ReadyCandidates(ctx context.Context, n int) ([]uuid.UUID, e
 // ClaimJobsByID claims those of the candidates ids that are still queued
 // (see Store.ClaimJobsByID); the others are dropped, as the ready queue
 // already lost them.
-func (q *ReadyQueue) ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error) {
+func (q *ReadyQueue) ClaimJobsByID(ctx context.Context, p domain.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error) {
 	return q.store.ClaimJobsByID(ctx, p, ids)
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -19,11 +20,11 @@ func TestReaperRequeuesBufferedClaimsUncounted(t *testing.T) {
 	b := setup(t)
 	b.enqueue(t, jobs.EnqueueParams{})
 	b.enqueue(t, jobs.EnqueueParams{})
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 2, LeaseTTL: time.Minute, Buffered: true})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: 2, LeaseTTL: time.Minute, Buffered: true})
 	require.NoError(t, err)
 	require.Len(t, got, 2)
 	started, waiting := got[0], got[1]
-	require.NoError(t, b.store.StartJobs(b.ctx, []jobs.Start{{Lease: jobs.LeaseOf(started), At: time.Now()}}))
+	require.NoError(t, b.store.StartJobs(b.ctx, []domain.Start{{Lease: domain.LeaseOf(started), At: time.Now()}}))
 	later := time.Now().Add(2 * time.Minute)
 	moved, err := b.store.ReapExpired(b.ctx, &later, 10)
 	require.NoError(t, err)
@@ -38,7 +39,7 @@ func TestReaperRequeuesBufferedClaimsUncounted(t *testing.T) {
 	ex, err := b.store.ListExecutions(b.ctx, s)
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
-	require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 
 	w, err := b.store.GetJob(b.ctx, waiting.ID)
 	require.NoError(t, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // The worker registry is for display: who is running, with which queues
@@ -47,14 +47,14 @@ SELECT requested_state FROM w`
 
 // RegisterWorker records (or refreshes) a worker's heartbeat, valid for
 // ttl.
-func (s *Store) RegisterWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) error {
+func (s *Store) RegisterWorker(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) error {
 	_, err := s.WorkerHeartbeat(ctx, w, ttl)
 	return err
 }
 
 // WorkerHeartbeat is RegisterWorker returning the state an operator asked
-// of the worker (jobs.WorkerRunning, WorkerQuiet or WorkerTerminate).
-func (s *Store) WorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) (string, error) {
+// of the worker (domain.WorkerRunning, WorkerQuiet or WorkerTerminate).
+func (s *Store) WorkerHeartbeat(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) (string, error) {
 	if w.Queues == nil {
 		w.Queues = []string{}
 	}
@@ -64,8 +64,8 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time
 	if w.Roles == nil {
 		w.Roles = []string{}
 	}
-	w.Kind = cmp.Or(w.Kind, jobs.WorkerProcess)
-	if w.Language == "" && w.Kind == jobs.WorkerProcess {
+	w.Kind = cmp.Or(w.Kind, domain.WorkerProcess)
+	if w.Language == "" && w.Kind == domain.WorkerProcess {
 		w.Language = "go"
 	}
 	var state string
@@ -80,7 +80,7 @@ func (s *Store) WorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time
 
 // publishWorker puts a worker's registry entry in Redis (valid for ttl),
 // when Redis is up, and forgets the entries that have expired.
-func (s *Store) publishWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) {
+func (s *Store) publishWorker(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) {
 	if !s.redis.Healthy() {
 		return
 	}
@@ -97,9 +97,9 @@ func (s *Store) publishWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.D
 const servedTypesSQL = `SELECT type FROM job_types_served WHERE last_seen_at > now() - $1 * interval '1 millisecond'`
 
 // ServedTypes returns the job types a worker has said it serves within
-// the last jobs.ServedTypesWindow.
+// the last domain.ServedTypesWindow.
 func (s *Store) ServedTypes(ctx context.Context) ([]string, error) {
-	rows, err := s.pool.Query(ctx, servedTypesSQL, float64(jobs.ServedTypesWindow)/float64(time.Millisecond))
+	rows, err := s.pool.Query(ctx, servedTypesSQL, float64(domain.ServedTypesWindow)/float64(time.Millisecond))
 	if err != nil {
 		return nil, fmt.Errorf("served types: %w", err)
 	}
@@ -155,8 +155,8 @@ type workerRow struct {
 	Roles       textArray  `db:"roles"`
 }
 
-func (r workerRow) info() jobs.WorkerInfo {
-	return jobs.WorkerInfo{ID: r.ID, Kind: r.Kind, Name: r.Name, Language: r.Language, Host: r.Host, PID: r.PID,
+func (r workerRow) info() domain.WorkerInfo {
+	return domain.WorkerInfo{ID: r.ID, Kind: r.Kind, Name: r.Name, Language: r.Language, Host: r.Host, PID: r.PID,
 		Queues: r.Queues, Types: r.Types, Concurrency: r.Concurrency, Version: r.Version, StartedAt: r.StartedAt,
 		HeartbeatAt: r.HeartbeatAt, State: r.State, KeyID: r.KeyID, Roles: r.Roles}
 }
@@ -178,8 +178,8 @@ type runningJobRow struct {
 
 // ListWorkers returns the live workers (heartbeat within ttl) with the jobs
 // each is running, from Redis when it is up and from PostgreSQL otherwise.
-func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.WorkerInfo, error) {
-	var out []jobs.WorkerInfo
+func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]domain.WorkerInfo, error) {
+	var out []domain.WorkerInfo
 	fromRedis := false
 	if s.redis.Healthy() {
 		if ws, err := s.workersFromRedis(ctx); err == nil {
@@ -198,14 +198,14 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 		}
 	}
 	if len(out) == 0 {
-		return []jobs.WorkerInfo{}, nil
+		return []domain.WorkerInfo{}, nil
 	}
 	ids := make([]string, len(out))
 	index := map[string]int{}
 	for i, w := range out {
 		ids[i] = w.ID
 		index[w.ID] = i
-		out[i].Running = []jobs.RunningJob{}
+		out[i].Running = []domain.RunningJob{}
 	}
 	var running []runningJobRow
 	if err := s.sqlx.SelectContext(ctx, &running, runningJobsSQL, ids); err != nil {
@@ -218,13 +218,13 @@ func (s *Store) ListWorkers(ctx context.Context, ttl time.Duration) ([]jobs.Work
 		case r.StartedAt == nil:
 			out[i].Claimed++
 		default:
-			out[i].Running = append(out[i].Running, jobs.RunningJob{ID: r.ID, Type: r.Type, StartedAt: *r.StartedAt})
+			out[i].Running = append(out[i].Running, domain.RunningJob{ID: r.ID, Type: r.Type, StartedAt: *r.StartedAt})
 		}
 	}
 	return out, nil
 }
 
-func (s *Store) workersFromRedis(ctx context.Context) ([]jobs.WorkerInfo, error) {
+func (s *Store) workersFromRedis(ctx context.Context) ([]domain.WorkerInfo, error) {
 	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
 	ids, err := s.redis.client.ZRangeArgs(ctx, redis.ZRangeArgs{Key: s.redis.workersKey(), Start: now, Stop: "+inf", ByScore: true}).Result()
 	if err != nil {
@@ -241,30 +241,30 @@ func (s *Store) workersFromRedis(ctx context.Context) ([]jobs.WorkerInfo, error)
 	if err != nil {
 		return nil, err
 	}
-	var out []jobs.WorkerInfo
+	var out []domain.WorkerInfo
 	for _, v := range vals {
 		str, ok := v.(string)
 		if !ok {
 			continue // expired between the two reads
 		}
-		var w jobs.WorkerInfo
+		var w domain.WorkerInfo
 		if json.Unmarshal([]byte(str), &w) == nil {
 			out = append(out, w)
 		}
 	}
-	slices.SortFunc(out, func(a, b jobs.WorkerInfo) int { return a.StartedAt.Compare(b.StartedAt) })
+	slices.SortFunc(out, func(a, b domain.WorkerInfo) int { return a.StartedAt.Compare(b.StartedAt) })
 	return out, nil
 }
 
 // pruneServedTypesSQL forgets the job types no worker has served within
-// $1 milliseconds (jobs.ServedTypesWindow): the API stopped accepting them
+// $1 milliseconds (domain.ServedTypesWindow): the API stopped accepting them
 // then, and their rows would otherwise pile up with every worker that
 // ever announced a type.
 const pruneServedTypesSQL = `DELETE FROM job_types_served WHERE last_seen_at < now() - $1 * interval '1 millisecond'`
 
 // pruneServedTypes deletes the served types past the window (Prune's).
 func (s *Store) pruneServedTypes(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, pruneServedTypesSQL, jobs.ServedTypesWindow.Milliseconds()); err != nil {
+	if _, err := s.pool.Exec(ctx, pruneServedTypesSQL, domain.ServedTypesWindow.Milliseconds()); err != nil {
 		return fmt.Errorf("prune served types: %w", err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -22,14 +23,14 @@ const getWorkerSQL = `
 SELECT id, host, pid, queues, types, concurrency, version, started_at, heartbeat_at, kind, name, language, key_id, requested_state
 FROM workers WHERE id = $1`
 
-// GetWorker returns a registered worker, or jobs.ErrNotFound.
-func (s *Store) GetWorker(ctx context.Context, id string) (jobs.WorkerInfo, error) {
+// GetWorker returns a registered worker, or domain.ErrNotFound.
+func (s *Store) GetWorker(ctx context.Context, id string) (domain.WorkerInfo, error) {
 	var rows []workerRow
 	if err := s.sqlx.SelectContext(ctx, &rows, getWorkerSQL, id); err != nil {
-		return jobs.WorkerInfo{}, fmt.Errorf("get worker: %w", err)
+		return domain.WorkerInfo{}, fmt.Errorf("get worker: %w", err)
 	}
 	if len(rows) == 0 {
-		return jobs.WorkerInfo{}, fmt.Errorf("no such worker: %w", jobs.ErrNotFound)
+		return domain.WorkerInfo{}, fmt.Errorf("no such worker: %w", domain.ErrNotFound)
 	}
 	return rows[0].info(), nil
 }
@@ -53,8 +54,8 @@ SELECT requested_state FROM w`
 // RemoteWorkerHeartbeat records a registered remote worker's heartbeat
 // (valid for ttl) and returns what an operator asked of it, as
 // WorkerHeartbeat does; a worker that is not registered (any more) is
-// jobs.ErrNotFound and is not added.
-func (s *Store) RemoteWorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) (string, error) {
+// domain.ErrNotFound and is not added.
+func (s *Store) RemoteWorkerHeartbeat(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) (string, error) {
 	types := w.Types
 	if types == nil {
 		types = []string{}
@@ -62,7 +63,7 @@ func (s *Store) RemoteWorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, tt
 	var state string
 	err := s.pool.QueryRow(ctx, remoteHeartbeatSQL, w.ID, types).Scan(&state)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", fmt.Errorf("no such worker: %w", jobs.ErrNotFound)
+		return "", fmt.Errorf("no such worker: %w", domain.ErrNotFound)
 	}
 	if err != nil {
 		return "", fmt.Errorf("worker heartbeat: %w", err)
@@ -80,10 +81,10 @@ RETURNING id`
 // SetWorkerState asks a remote worker to keep running, quiet down (stop
 // claiming, finish what it holds) or terminate; it learns on its next
 // heartbeat. Quieting a worker already asked to terminate changes
-// nothing. A worker that is not a remote one is jobs.ErrNotFound.
+// nothing. A worker that is not a remote one is domain.ErrNotFound.
 func (s *Store) SetWorkerState(ctx context.Context, id, state string) error {
 	switch state {
-	case jobs.WorkerRunning, jobs.WorkerQuiet, jobs.WorkerTerminate:
+	case domain.WorkerRunning, domain.WorkerQuiet, domain.WorkerTerminate:
 	default:
 		return jobs.Invalid("state", "must be running, quiet or terminate")
 	}
@@ -93,10 +94,10 @@ func (s *Store) SetWorkerState(ctx context.Context, id, state string) error {
 		if _, gerr := s.GetWorker(ctx, id); gerr != nil {
 			return gerr
 		}
-		if state == jobs.WorkerQuiet {
+		if state == domain.WorkerQuiet {
 			return nil // asked to terminate already
 		}
-		return fmt.Errorf("worker %s is a Flint process; stop it as you started it: %w", id, jobs.ErrNotFound)
+		return fmt.Errorf("worker %s is a Flint process; stop it as you started it: %w", id, domain.ErrNotFound)
 	}
 	if err != nil {
 		return fmt.Errorf("set worker state: %w", err)
@@ -109,25 +110,25 @@ const workerLeasesSQL = `SELECT id, lease_token FROM jobs WHERE status = 'runnin
 // ReleaseWorker hands every job a worker holds back to its queue without
 // charging the attempt (a clean stop is not a crash), then removes the
 // worker from the registry. It returns the jobs it moved.
-func (s *Store) ReleaseWorker(ctx context.Context, id, reason string) ([]jobs.Moved, error) {
+func (s *Store) ReleaseWorker(ctx context.Context, id, reason string) ([]domain.Moved, error) {
 	rows, err := s.pool.Query(ctx, workerLeasesSQL, id)
 	if err != nil {
 		return nil, fmt.Errorf("release worker: %w", err)
 	}
-	var batch []jobs.Finish
+	var batch []domain.Finish
 	for rows.Next() {
-		var l jobs.Lease
+		var l domain.Lease
 		if err := rows.Scan(&l.JobID, &l.Token); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("release worker: %w", err)
 		}
-		batch = append(batch, jobs.Finish{Lease: l, Outcome: jobs.OutcomeInterrupted, Error: reason})
+		batch = append(batch, domain.Finish{Lease: l, Outcome: domain.OutcomeInterrupted, Error: reason})
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("release worker: %w", err)
 	}
-	var moved []jobs.Moved
+	var moved []domain.Moved
 	if len(batch) > 0 {
 		finished, cascaded, err := s.FinishJobs(ctx, batch)
 		if err != nil {
@@ -155,16 +156,16 @@ FROM jobs j WHERE j.id = ANY($1::uuid[])`
 // ClaimedBy says, of the jobs ids that still exist in the live table,
 // which the worker has claimed and at which attempt they stand. A job
 // that is not in the result left the live table (archived, purged).
-func (s *Store) ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID) (map[uuid.UUID]jobs.Claimed, error) {
+func (s *Store) ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID) (map[uuid.UUID]domain.Claimed, error) {
 	rows, err := s.pool.Query(ctx, claimedBySQL, uuidArray(ids), workerID)
 	if err != nil {
 		return nil, fmt.Errorf("check claims: %w", err)
 	}
 	defer rows.Close()
-	out := make(map[uuid.UUID]jobs.Claimed, len(ids))
+	out := make(map[uuid.UUID]domain.Claimed, len(ids))
 	for rows.Next() {
 		var id uuid.UUID
-		var c jobs.Claimed
+		var c domain.Claimed
 		if err := rows.Scan(&id, &c.Attempt, &c.Mine, &c.Type, &c.Queue, &c.Traceparent, &c.StartedAt); err != nil {
 			return nil, fmt.Errorf("check claims: %w", err)
 		}
@@ -177,13 +178,13 @@ const leaseHolderSQL = `SELECT attempt, coalesce(worker_id, ''), queue, coalesce
 FROM jobs WHERE id = $1 AND lease_token = $2`
 
 // LeaseHolder says who holds the lease l names (the worker, the job's
-// attempt and queue), or jobs.ErrLeaseLost when it holds none (the job
+// attempt and queue), or domain.ErrLeaseLost when it holds none (the job
 // finished, was reaped or re-claimed, or the token is wrong).
-func (s *Store) LeaseHolder(ctx context.Context, l jobs.Lease) (jobs.LeaseHolder, error) {
-	h := jobs.LeaseHolder{Lease: l}
+func (s *Store) LeaseHolder(ctx context.Context, l domain.Lease) (domain.LeaseHolder, error) {
+	h := domain.LeaseHolder{Lease: l}
 	err := s.pool.QueryRow(ctx, leaseHolderSQL, l.JobID, l.Token).Scan(&h.Attempt, &h.WorkerID, &h.Queue, &h.Traceparent, &h.StartedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return h, jobs.ErrLeaseLost
+		return h, domain.ErrLeaseLost
 	}
 	if err != nil {
 		return h, fmt.Errorf("check lease: %w", err)
@@ -198,6 +199,6 @@ func (s *Store) LeaseHolder(ctx context.Context, l jobs.Lease) (jobs.LeaseHolder
 // holder holds are extended (the others are reported lost): a worker
 // cannot keep, or write progress to, a job another worker holds even
 // with its lease token.
-func (s *Store) ExtendLeasesWithin(ctx context.Context, beats []jobs.Heartbeat, ttl, grace time.Duration, holder string) ([]jobs.LeaseStatus, error) {
+func (s *Store) ExtendLeasesWithin(ctx context.Context, beats []domain.Heartbeat, ttl, grace time.Duration, holder string) ([]domain.LeaseStatus, error) {
 	return s.extendLeases(ctx, beats, ttl, &grace, &holder)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -26,15 +27,15 @@ const setPayloadSQL = `UPDATE jobs SET payload = $2::jsonb WHERE id = $1`
 // after, all in one transaction: the original payload cannot be lost. It
 // returns the payload it replaced and the replayed job. payload must have
 // passed Registry.CheckPayload.
-func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (old json.RawMessage, j *jobs.Job, err error) {
-	var rearmed []jobs.Moved
+func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by domain.AuditEntry) (old json.RawMessage, j *jobs.Job, err error) {
+	var rearmed []domain.Moved
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		if err := unarchive(ctx, tx, []uuid.UUID{id}); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, lockPayloadSQL, id, stateStrings(jobs.ReplayFrom)).Scan(&old); err != nil {
+		if err := tx.QueryRow(ctx, lockPayloadSQL, id, stateStrings(domain.ReplayFrom)).Scan(&old); err != nil {
 			if errors.Is(err, pgx.ErrNoRows) {
-				return jobs.ErrNotFound
+				return domain.ErrNotFound
 			}
 			return err
 		}
@@ -42,7 +43,7 @@ func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.Ra
 			return err
 		}
 		var err error
-		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(jobs.ReplayFrom))); err != nil {
+		if j, err = collectOneJob(tx.Query(ctx, retrySQL, []uuid.UUID{id}, stateStrings(domain.ReplayFrom))); err != nil {
 			return err
 		}
 		if rearmed, err = collectMoved(tx.Query(ctx, rearmSQL, []uuid.UUID{id})); err != nil {
@@ -52,12 +53,12 @@ func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.Ra
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, insertAuditSQL, truncate(by.Actor, 300), by.Source, truncate(by.IP, 64), jobs.AuditEditReplay,
+		_, err = tx.Exec(ctx, insertAuditSQL, truncate(by.Actor, 300), by.Source, truncate(by.IP, 64), domain.AuditEditReplay,
 			[]uuid.UUID{id}, string(details))
 		return err
 	})
-	if errors.Is(err, jobs.ErrNotFound) {
-		return nil, nil, s.explain(ctx, id, "edit and replay", jobs.ReplayFrom)
+	if errors.Is(err, domain.ErrNotFound) {
+		return nil, nil, s.explain(ctx, id, "edit and replay", domain.ReplayFrom)
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("edit and replay job: %w", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -18,10 +19,10 @@ func TestEditAndReplay(t *testing.T) {
 	zero := 0
 	j := b.enqueue(t, jobs.EnqueueParams{Queue: "r", MaxRetries: &zero, Payload: json.RawMessage(`{"to":"old@example.com"}`)})
 	child := b.enqueue(t, jobs.EnqueueParams{DependsOn: []uuid.UUID{j.ID}})
-	b.finish(t, b.claimFirstOf(t, "r"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: "bad address"})
+	b.finish(t, b.claimFirstOf(t, "r"), domain.Finish{Outcome: domain.OutcomeFailed, Error: "bad address"})
 	require.Equal(t, jobs.StateCancelled, b.status(t, child.ID), "its failure cancelled the dependent")
 
-	by := jobs.AuditEntry{Actor: "ops@example.com", Source: "dashboard", IP: "10.0.0.1"}
+	by := domain.AuditEntry{Actor: "ops@example.com", Source: "dashboard", IP: "10.0.0.1"}
 	old, got, err := b.store.EditAndReplay(b.ctx, j.ID, json.RawMessage(`{"to":"new@example.com"}`), by)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"to":"old@example.com"}`, string(old))
@@ -34,16 +35,16 @@ func TestEditAndReplay(t *testing.T) {
 	require.Equal(t, jobs.StateBlocked, b.status(t, child.ID), "the dependent is re-armed, as a plain replay does")
 
 	// The audit trail holds both payloads, written with the change.
-	entries, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{JobID: &j.ID})
+	entries, err := b.store.ListAudit(b.ctx, domain.AuditQuery{JobID: &j.ID})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
-	require.Equal(t, jobs.AuditEditReplay, entries[0].Action)
+	require.Equal(t, domain.AuditEditReplay, entries[0].Action)
 	require.Equal(t, "ops@example.com", entries[0].Actor)
 	require.JSONEq(t, `{"payload_before":{"to":"old@example.com"},"payload_after":{"to":"new@example.com"}}`, string(entries[0].Details))
 
 	// Not from the DLQ: refused, nothing changed, nothing recorded.
 	_, _, err = b.store.EditAndReplay(b.ctx, j.ID, json.RawMessage(`{"to":"third@example.com"}`), by)
-	var te *jobs.TransitionError
+	var te *domain.TransitionError
 	require.True(t, errors.As(err, &te), "%v", err)
 	require.Equal(t, jobs.StateQueued, te.From)
 	running := b.claimFirstOf(t, "r")
@@ -54,12 +55,12 @@ func TestEditAndReplay(t *testing.T) {
 	stored, err = b.store.GetJob(b.ctx, j.ID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{"to":"new@example.com"}`, string(stored.Payload))
-	entries, err = b.store.ListAudit(b.ctx, jobs.AuditQuery{JobID: &j.ID})
+	entries, err = b.store.ListAudit(b.ctx, domain.AuditQuery{JobID: &j.ID})
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
 
 	_, _, err = b.store.EditAndReplay(b.ctx, uuid.New(), json.RawMessage(`{}`), by)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // TestDLQTriage: the dead-letter queue grouped by type and error (the
@@ -72,7 +73,7 @@ func TestDLQTriage(t *testing.T) {
 	fail := func(typ, msg string) uuid.UUID {
 		t.Helper()
 		j := b.enqueue(t, jobs.EnqueueParams{Type: typ, Queue: "triage", MaxRetries: &zero})
-		b.finish(t, b.claimFirstOf(t, "triage"), jobs.Finish{Outcome: jobs.OutcomeFailed, Error: msg})
+		b.finish(t, b.claimFirstOf(t, "triage"), domain.Finish{Outcome: domain.OutcomeFailed, Error: msg})
 		return j.ID
 	}
 	// The oldest one moves to the history: still in the DLQ, and counted.
@@ -88,7 +89,7 @@ func TestDLQTriage(t *testing.T) {
 	groups, err := b.store.DLQGroups(b.ctx, 10)
 	require.NoError(t, err)
 	require.Len(t, groups, 3)
-	require.Equal(t, jobs.ErrorGroup{Type: "mail", Error: "smtp: 550 no such user", Count: 3, Latest: groups[0].Latest}, groups[0])
+	require.Equal(t, domain.ErrorGroup{Type: "mail", Error: "smtp: 550 no such user", Count: 3, Latest: groups[0].Latest}, groups[0])
 	got := map[string]int{}
 	for _, g := range groups[1:] {
 		got[g.Type+"/"+g.Error] = g.Count
@@ -96,13 +97,13 @@ func TestDLQTriage(t *testing.T) {
 	require.Equal(t, map[string]int{"mail/timeout": 1, "fetch/timeout": 1}, got)
 
 	dead := []jobs.State{jobs.StateDeadLetter}
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Oldest: true, Limit: 2})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Statuses: dead, Oldest: true, Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{ids[0], ids[1]}, []uuid.UUID{page.Jobs[0].ID, page.Jobs[1].ID}, "oldest first, the history's too")
-	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Oldest: true, Limit: 2, Cursor: page.NextCursor})
+	page, err = b.store.ListJobs(b.ctx, domain.ListParams{Statuses: dead, Oldest: true, Limit: 2, Cursor: page.NextCursor})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{ids[2], ids[3]}, []uuid.UUID{page.Jobs[0].ID, page.Jobs[1].ID})
-	_, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Oldest: true, Q: "timeout"})
+	_, err = b.store.ListJobs(b.ctx, domain.ListParams{Statuses: dead, Oldest: true, Q: "timeout"})
 	var ve *jobs.ValidationError
 	require.ErrorAs(t, err, &ve)
 	require.Equal(t, "sort", ve.Field)
@@ -113,7 +114,7 @@ func TestDLQTriage(t *testing.T) {
 		ms = ms<<8 | int64(c)
 	}
 	before := time.UnixMilli(ms)
-	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead, Before: &before})
+	page, err = b.store.ListJobs(b.ctx, domain.ListParams{Statuses: dead, Before: &before})
 	require.NoError(t, err)
 	for _, j := range page.Jobs {
 		require.True(t, j.ID.String() < ids[3].String(), "only jobs created before the time")
@@ -123,10 +124,10 @@ func TestDLQTriage(t *testing.T) {
 	deleted, err := b.store.DeleteDLQ(b.ctx, nil)
 	require.NoError(t, err)
 	require.ElementsMatch(t, ids, deleted)
-	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{Statuses: dead})
+	page, err = b.store.ListJobs(b.ctx, domain.ListParams{Statuses: dead})
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs)
-	page, err = b.store.ListJobs(b.ctx, jobs.ListParams{InBin: true})
+	page, err = b.store.ListJobs(b.ctx, domain.ListParams{InBin: true})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 5, "all in the bin, where they can be restored")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -151,14 +152,14 @@ func collectJobs(rows pgx.Rows, err error) ([]*jobs.Job, error) {
 }
 
 // collectOneJob scans the single row of a jobColumns query, mapping "no
-// rows" to jobs.ErrNotFound.
+// rows" to domain.ErrNotFound.
 func collectOneJob(rows pgx.Rows, err error) (*jobs.Job, error) {
 	if err != nil {
 		return nil, err
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, pgx.RowToAddrOfStructByPos[jobRow])
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, jobs.ErrNotFound
+		return nil, domain.ErrNotFound
 	}
 	if err != nil {
 		return nil, err

@@ -9,11 +9,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // ErrScheduleNotFound means no recurring series has the given id.
-var ErrScheduleNotFound = fmt.Errorf("no such recurring series: %w", jobs.ErrNotFound)
+var ErrScheduleNotFound = fmt.Errorf("no such recurring series: %w", domain.ErrNotFound)
 
 const scheduleColumns = `id, type, queue, payload, priority, max_retries, timeout_seconds, interval_seconds,
 	cron, timezone, paused, last_run_at, next_run_at, created_at, updated_at`
@@ -39,8 +40,8 @@ type scheduleRow struct {
 	UpdatedAt       time.Time
 }
 
-func (r *scheduleRow) toSchedule() *jobs.Schedule {
-	s := &jobs.Schedule{
+func (r *scheduleRow) toSchedule() *domain.Schedule {
+	s := &domain.Schedule{
 		ID: r.ID, Type: r.Type, Queue: r.Queue, Payload: r.Payload, Priority: int(r.Priority),
 		MaxRetries: int(r.MaxRetries), Timezone: r.Timezone, Paused: r.Paused,
 		LastRunAt: r.LastRunAt, NextRunAt: r.NextRunAt, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt,
@@ -57,7 +58,7 @@ func (r *scheduleRow) toSchedule() *jobs.Schedule {
 	return s
 }
 
-func collectSchedules(rows pgx.Rows, err error) ([]*jobs.Schedule, error) {
+func collectSchedules(rows pgx.Rows, err error) ([]*domain.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -65,7 +66,7 @@ func collectSchedules(rows pgx.Rows, err error) ([]*jobs.Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*jobs.Schedule, len(rs))
+	out := make([]*domain.Schedule, len(rs))
 	for i, r := range rs {
 		out[i] = r.toSchedule()
 	}
@@ -122,8 +123,8 @@ UPDATE job_schedules SET last_run_at = $2, next_run_at = $3, updated_at = now() 
 // EnsureNextOccurrences gives up to limit series that lack one their next
 // pending occurrence. It returns the occurrences created. Safe to run in
 // any number of processes at once.
-func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Moved, error) {
-	var out []jobs.Moved
+func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]domain.Moved, error) {
+	var out []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		out = out[:0]
 		series, err := collectSchedules(tx.Query(ctx, needingOccurrenceSQL, limit))
@@ -154,7 +155,7 @@ func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Mo
 }
 
 // ensureOccurrence creates the pending occurrence of one locked series.
-func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *jobs.Schedule, now time.Time) (*jobs.Moved, error) {
+func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *domain.Schedule, now time.Time) (*domain.Moved, error) {
 	var last *time.Time
 	if err := tx.QueryRow(ctx, lastTargetSQL, sc.ID).Scan(&last); err != nil {
 		return nil, err
@@ -193,7 +194,7 @@ func ensureOccurrence(ctx context.Context, tx pgx.Tx, sc *jobs.Schedule, now tim
 const listSchedulesSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules ORDER BY id DESC LIMIT 1000`
 
 // ListSchedules returns every recurring series, newest first.
-func (s *Store) ListSchedules(ctx context.Context) ([]*jobs.Schedule, error) {
+func (s *Store) ListSchedules(ctx context.Context) ([]*domain.Schedule, error) {
 	out, err := collectSchedules(s.pool.Query(ctx, listSchedulesSQL))
 	if err == nil {
 		err = s.seriesQueues(ctx, out)
@@ -218,11 +219,11 @@ FROM job_schedules s LEFT JOIN queues q ON q.name = s.queue
 WHERE s.id = ANY($1::uuid[])`
 
 // seriesQueues fills in each series' QueuePaused, Waiting and LastRunAt.
-func (s *Store) seriesQueues(ctx context.Context, series []*jobs.Schedule) error {
+func (s *Store) seriesQueues(ctx context.Context, series []*domain.Schedule) error {
 	if len(series) == 0 {
 		return nil
 	}
-	byID := make(map[uuid.UUID]*jobs.Schedule, len(series))
+	byID := make(map[uuid.UUID]*domain.Schedule, len(series))
 	ids := make([]uuid.UUID, len(series))
 	for i, sc := range series {
 		byID[sc.ID], ids[i] = sc, sc.ID
@@ -250,7 +251,7 @@ func (s *Store) seriesQueues(ctx context.Context, series []*jobs.Schedule) error
 const getScheduleSQL = `SELECT ` + scheduleColumns + ` FROM job_schedules WHERE id = $1`
 
 // GetSchedule returns one recurring series, or ErrScheduleNotFound.
-func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+func (s *Store) GetSchedule(ctx context.Context, id uuid.UUID) (*domain.Schedule, error) {
 	out, err := collectSchedules(s.pool.Query(ctx, getScheduleSQL, id))
 	if err == nil {
 		err = s.seriesQueues(ctx, out)
@@ -276,8 +277,8 @@ const pauseScheduleSQL = `UPDATE job_schedules SET paused = true, next_run_at = 
 // other is created until it is resumed. It returns the series and the id
 // of the occurrence it cancelled (none when there was none), for the
 // audit trail.
-func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error) {
-	var cancelled []jobs.Moved
+func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*domain.Schedule, []uuid.UUID, error) {
+	var cancelled []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, pauseScheduleSQL, id)
 		if err != nil {
@@ -286,7 +287,7 @@ func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule
 		if tag.RowsAffected() == 0 {
 			return ErrScheduleNotFound
 		}
-		cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, jobs.SeriesPausedError))
+		cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, domain.SeriesPausedError))
 		return err
 	})
 	if err != nil {
@@ -298,7 +299,7 @@ func (s *Store) PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule
 }
 
 // movedIDs lists the ids of the jobs that moved.
-func movedIDs(moved []jobs.Moved) []uuid.UUID {
+func movedIDs(moved []domain.Moved) []uuid.UUID {
 	var ids []uuid.UUID
 	for _, m := range moved {
 		ids = append(ids, m.JobID)
@@ -309,7 +310,7 @@ func movedIDs(moved []jobs.Moved) []uuid.UUID {
 const resumeScheduleSQL = `UPDATE job_schedules SET paused = false, updated_at = now() WHERE id = $1 RETURNING ` + scheduleColumns
 
 // ResumeSchedule restarts a paused series from now on.
-func (s *Store) ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error) {
+func (s *Store) ResumeSchedule(ctx context.Context, id uuid.UUID) (*domain.Schedule, error) {
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		series, err := collectSchedules(tx.Query(ctx, resumeScheduleSQL, id))
 		if err != nil {
@@ -356,10 +357,10 @@ const deleteScheduleSQL = `DELETE FROM job_schedules WHERE id = $1`
 // cancelled; past occurrences stay, unlinked. It returns the id of the
 // occurrence it cancelled, if any, for the audit trail.
 func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, error) {
-	var cancelled []jobs.Moved
+	var cancelled []domain.Moved
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, jobs.SeriesDeletedError)); err != nil {
+		if cancelled, err = collectMoved(tx.Query(ctx, cancelPendingSQL, id, domain.SeriesDeletedError)); err != nil {
 			return err
 		}
 		tag, err := tx.Exec(ctx, deleteScheduleSQL, id)
@@ -379,7 +380,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, id uuid.UUID) ([]uuid.UUID, 
 }
 
 func wrapSchedule(op string, err error) error {
-	if err == nil || errors.Is(err, jobs.ErrNotFound) {
+	if err == nil || errors.Is(err, domain.ErrNotFound) {
 		return err
 	}
 	return fmt.Errorf("%s: %w", op, err)

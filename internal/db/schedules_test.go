@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -45,7 +46,7 @@ func TestRecurringIntervalSeries(t *testing.T) {
 
 	// A failed occurrence does not end the series, and its retry (also
 	// scheduled) does not count as the pending occurrence.
-	b.runOne(t, "rec", jobs.OutcomeFailed)
+	b.runOne(t, "rec", domain.OutcomeFailed)
 	require.Equal(t, jobs.StateScheduled, b.status(t, first.ID))
 	sc, err := b.store.GetSchedule(b.ctx, *first.ScheduleID)
 	require.NoError(t, err)
@@ -60,10 +61,10 @@ func TestRecurringIntervalSeries(t *testing.T) {
 // eventLog records what a store announces.
 type eventLog struct {
 	mu  sync.Mutex
-	evs []jobs.Event
+	evs []domain.Event
 }
 
-func (l *eventLog) Publish(evs []jobs.Event) {
+func (l *eventLog) Publish(evs []domain.Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.evs = append(l.evs, evs...)
@@ -134,7 +135,7 @@ func TestRecurringPauseResumeRunNow(t *testing.T) {
 	require.Equal(t, jobs.StateCancelled, b.status(t, pendingID))
 	require.Contains(t, events.statusesOf(pendingID), jobs.StateCancelled, "deleting announces the cancelled occurrence")
 	_, err = b.store.GetSchedule(b.ctx, id)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	got, err := b.store.GetJob(b.ctx, now.ID)
 	require.NoError(t, err)
 	require.Nil(t, got.ScheduleID, "history stays, unlinked")
@@ -162,7 +163,7 @@ func TestAgingAndTurns(t *testing.T) {
 	low := b.enqueue(t, jobs.EnqueueParams{Priority: 3, RunAt: &old})
 	high := b.enqueue(t, jobs.EnqueueParams{Priority: 1, RunAt: &old})
 	fresh := b.enqueue(t, jobs.EnqueueParams{Priority: 3})
-	st := jobs.DefaultSettings()
+	st := domain.DefaultSettings()
 	n, err := b.store.AgeQueued(b.ctx, st, 100)
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
@@ -184,12 +185,12 @@ func TestRetentionPrunes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	done := b.enqueue(t, jobs.EnqueueParams{Queue: "p"})
-	b.runOne(t, "p", jobs.OutcomeSucceeded)
+	b.runOne(t, "p", domain.OutcomeSucceeded)
 	binned := b.enqueue(t, jobs.EnqueueParams{})
 	_, err := b.store.DeleteJob(b.ctx, binned.ID)
 	require.NoError(t, err)
 	keep := b.enqueue(t, jobs.EnqueueParams{})
-	st := jobs.DefaultSettings()
+	st := domain.DefaultSettings()
 
 	n, err := b.store.Prune(b.ctx, st, nil, 100)
 	require.NoError(t, err)
@@ -199,9 +200,9 @@ func TestRetentionPrunes(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, n)
 	_, err = b.store.GetJob(b.ctx, done.ID)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	_, err = b.store.GetJob(b.ctx, binned.ID)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	_, err = b.store.GetJob(b.ctx, keep.ID)
 	require.NoError(t, err, "waiting jobs are never pruned")
 }

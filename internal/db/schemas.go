@@ -8,12 +8,13 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // ChannelTypes carries a job type's name whenever its payload schema
 // changes, so that every API process checks payloads against the new one
-// at once (jobs.Catalog.Invalidate).
+// at once (domain.Catalog.Invalidate).
 const ChannelTypes = "flint_types"
 
 // maxSchemaVersions is how many versions of a type's schema are kept.
@@ -48,7 +49,7 @@ SELECT ins.type FROM ins, LATERAL (SELECT pg_notify('` + ChannelTypes + `', ins.
 
 // RecordSchemas stores schemas (compiled, by type) as the ones in force
 // for their types, by whom, and returns the types whose schema changed.
-func (s *Store) RecordSchemas(ctx context.Context, schemas map[string]*jobs.PayloadSchema, by jobs.SchemaAuthor) ([]string, error) {
+func (s *Store) RecordSchemas(ctx context.Context, schemas map[string]*jobs.PayloadSchema, by domain.SchemaAuthor) ([]string, error) {
 	if len(schemas) == 0 {
 		return nil, nil
 	}
@@ -119,15 +120,15 @@ FROM job_type_schemas WHERE type = $1 ORDER BY version DESC`
 
 // SchemaHistory returns every kept version of jobType's schema, the one
 // in force first.
-func (s *Store) SchemaHistory(ctx context.Context, jobType string) ([]jobs.SchemaVersion, error) {
+func (s *Store) SchemaHistory(ctx context.Context, jobType string) ([]domain.SchemaVersion, error) {
 	rows, err := s.pool.Query(ctx, schemaHistorySQL, jobType)
 	if err != nil {
 		return nil, fmt.Errorf("read schema history: %w", err)
 	}
 	defer rows.Close()
-	var out []jobs.SchemaVersion
+	var out []domain.SchemaVersion
 	for rows.Next() {
-		var v jobs.SchemaVersion
+		var v domain.SchemaVersion
 		var text string
 		if err := rows.Scan(&v.Version, &text, &v.Hash, &v.By.Source, &v.By.WorkerID, &v.By.WorkerName, &v.By.Language,
 			&v.By.WorkerVersion, &v.By.Queue, &v.CreatedAt); err != nil {
@@ -150,7 +151,7 @@ WHERE NOT EXISTS (SELECT 1 FROM job_types_served t WHERE t.type = s.type)
 
 // pruneSchemas deletes the schemas of forgotten types (Prune's).
 func (s *Store) pruneSchemas(ctx context.Context) error {
-	if _, err := s.pool.Exec(ctx, pruneSchemasSQL, jobs.ServedTypesWindow.Milliseconds()); err != nil {
+	if _, err := s.pool.Exec(ctx, pruneSchemasSQL, domain.ServedTypesWindow.Milliseconds()); err != nil {
 		return fmt.Errorf("prune payload schemas: %w", err)
 	}
 	return nil

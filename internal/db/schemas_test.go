@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -25,7 +26,7 @@ func TestRecordSchemasKeepsVersions(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	v1 := compiled(t, `{"type": "object", "properties": {"b": {"type": "integer"}, "a": {"type": "string"}}}`)
-	by := jobs.SchemaAuthor{Source: jobs.SchemaFromRemote, WorkerID: "w1", WorkerName: "reports", Language: "python", WorkerVersion: "1.0"}
+	by := domain.SchemaAuthor{Source: domain.SchemaFromRemote, WorkerID: "w1", WorkerName: "reports", Language: "python", WorkerVersion: "1.0"}
 	changed, err := b.store.RecordSchemas(b.ctx, map[string]*jobs.PayloadSchema{"report": v1, "other": v1}, by)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"report", "other"}, changed)
@@ -69,7 +70,7 @@ func TestRecordSchemasKeepsVersions(t *testing.T) {
 func TestCatalogChecksStoredSchemas(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	c := jobs.NewCatalog(jobs.NewRegistry(), []string{"report"}, b.store.ServedTypes)
+	c := domain.NewCatalog(jobs.NewRegistry(), []string{"report"}, b.store.ServedTypes)
 	c.UseSchemas(b.store)
 	check := func(payload string) error {
 		p := jobs.EnqueueParams{Type: "report", Payload: json.RawMessage(payload)}
@@ -78,7 +79,7 @@ func TestCatalogChecksStoredSchemas(t *testing.T) {
 	}
 	require.NoError(t, check(`{"a": 1}`), "no schema yet")
 	_, err := b.store.RecordSchemas(b.ctx, map[string]*jobs.PayloadSchema{"report": compiled(t, `{"properties": {"a": {"type": "string"}}}`)},
-		jobs.SchemaAuthor{Source: jobs.SchemaFromQueue, Queue: "hooks"})
+		domain.SchemaAuthor{Source: domain.SchemaFromQueue, Queue: "hooks"})
 	require.NoError(t, err)
 	c.Invalidate() // as the notification does
 	err = check(`{"a": 1}`)

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/internal/auth"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 const (
@@ -76,7 +76,7 @@ func (s *Store) GetSession(ctx context.Context, token string) (auth.Session, err
 	err := s.pool.QueryRow(ctx, getSessionSQL, auth.HashToken(token)).
 		Scan(&sess.User.ID, &sess.User.Email, &sess.User.Role, &sess.User.CreatedAt, &sess.User.LastLoginAt, &sess.CSRFToken, &sess.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return auth.Session{}, jobs.ErrNotFound
+		return auth.Session{}, domain.ErrNotFound
 	}
 	if err != nil {
 		return auth.Session{}, fmt.Errorf("get session: %w", err)
@@ -92,13 +92,13 @@ SELECT extract(epoch FROM now() - password_changed_at)::float8 FROM users
 WHERE lower(email) = lower($1) AND password_changed_at IS NOT NULL`
 
 // SincePasswordChange returns how long ago the password of the user with
-// this email was last set (a reset or a change), or jobs.ErrNotFound when
+// this email was last set (a reset or a change), or domain.ErrNotFound when
 // there is no such user or the password was never changed.
 func (s *Store) SincePasswordChange(ctx context.Context, email string) (time.Duration, error) {
 	var secs float64
 	err := s.pool.QueryRow(ctx, sincePasswordChangeSQL, strings.TrimSpace(email)).Scan(&secs)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, jobs.ErrNotFound
+		return 0, domain.ErrNotFound
 	}
 	if err != nil {
 		return 0, fmt.Errorf("read password change: %w", err)

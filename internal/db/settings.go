@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // ChannelSettings carries a notification whenever a setting changes, so
@@ -20,12 +20,12 @@ const settingsSQL = `SELECT key, value FROM settings`
 // GetSettings returns the stored settings over the defaults. Stored values
 // that no longer parse or validate are ignored (and the default used), so a
 // bad row can never stop a process.
-func (s *Store) GetSettings(ctx context.Context) (jobs.Settings, error) {
+func (s *Store) GetSettings(ctx context.Context) (domain.Settings, error) {
 	return getSettings(ctx, s.pool)
 }
 
-func getSettings(ctx context.Context, q DBTX) (jobs.Settings, error) {
-	out := jobs.DefaultSettings()
+func getSettings(ctx context.Context, q DBTX) (domain.Settings, error) {
+	out := domain.DefaultSettings()
 	rows, err := q.Query(ctx, settingsSQL)
 	if err != nil {
 		return out, fmt.Errorf("read settings: %w", err)
@@ -73,8 +73,8 @@ const notifySettingsSQL = `SELECT pg_notify($1, '')`
 // settings), records each change with who made it, and notifies every
 // process. Concurrent updates serialise on a lock so each validates against
 // the latest values.
-func (s *Store) UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error) {
-	var next jobs.Settings
+func (s *Store) UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (domain.Settings, []string, error) {
+	var next domain.Settings
 	var changed []string
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, lockSettingsSQL); err != nil {
@@ -111,7 +111,7 @@ const settingsChangesSQL = `
 SELECT key, old_value, new_value, changed_by, changed_at FROM settings_changes ORDER BY id DESC LIMIT $1`
 
 // ListSettingsChanges returns the most recent changes first.
-func (s *Store) ListSettingsChanges(ctx context.Context, limit int) ([]jobs.SettingChange, error) {
+func (s *Store) ListSettingsChanges(ctx context.Context, limit int) ([]domain.SettingChange, error) {
 	var rows []struct {
 		Key       string    `db:"key"`
 		OldValue  []byte    `db:"old_value"`
@@ -122,9 +122,9 @@ func (s *Store) ListSettingsChanges(ctx context.Context, limit int) ([]jobs.Sett
 	if err := s.sqlx.SelectContext(ctx, &rows, settingsChangesSQL, limit); err != nil {
 		return nil, fmt.Errorf("list settings changes: %w", err)
 	}
-	out := make([]jobs.SettingChange, len(rows))
+	out := make([]domain.SettingChange, len(rows))
 	for i, r := range rows {
-		out[i] = jobs.SettingChange{Key: r.Key, OldValue: r.OldValue, NewValue: r.NewValue, ChangedBy: r.ChangedBy, ChangedAt: r.ChangedAt}
+		out[i] = domain.SettingChange{Key: r.Key, OldValue: r.OldValue, NewValue: r.NewValue, ChangedBy: r.ChangedBy, ChangedAt: r.ChangedAt}
 	}
 	return out, nil
 }

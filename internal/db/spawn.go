@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -27,9 +28,9 @@ var errSpawnLeaseLost = errors.New("lease lost")
 // has, a dependency that cannot complete) is returned as a
 // *jobs.ValidationError with nothing written; lost reports a lease that
 // was no longer held (nothing written either).
-func (s *Store) finishSpawning(ctx context.Context, f jobs.Finish) (moved jobs.Moved, cascaded []jobs.Moved, spawned []jobs.Enqueued, err error) {
+func (s *Store) finishSpawning(ctx context.Context, f domain.Finish) (moved domain.Moved, cascaded []domain.Moved, spawned []jobs.Enqueued, err error) {
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		in := newFinishInput([]jobs.Finish{f})
+		in := newFinishInput([]domain.Finish{f})
 		br := tx.SendBatch(ctx, in.batch())
 		done, err := readFinished(br, 1)
 		if err == nil {
@@ -50,10 +51,10 @@ func (s *Store) finishSpawning(ctx context.Context, f jobs.Finish) (moved jobs.M
 		return err
 	})
 	if errors.Is(err, errSpawnLeaseLost) {
-		return jobs.Moved{JobID: f.JobID}, nil, nil, nil
+		return domain.Moved{JobID: f.JobID}, nil, nil, nil
 	}
 	if err != nil {
-		return jobs.Moved{}, nil, nil, err
+		return domain.Moved{}, nil, nil, err
 	}
 	return moved, cascaded, spawned, nil
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -21,10 +22,10 @@ FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS s(id, token, at)
 WHERE j.id = s.id AND j.lease_token = s.token
 RETURNING j.id, j.type, j.queue, j.attempt, j.batch_id`
 
-// StartJobs records the starts of buffered claims (jobs.ClaimParams.
+// StartJobs records the starts of buffered claims (domain.ClaimParams.
 // Buffered) and announces each job as running. A start whose lease was
 // lost writes nothing.
-func (s *Store) StartJobs(ctx context.Context, starts []jobs.Start) error {
+func (s *Store) StartJobs(ctx context.Context, starts []domain.Start) error {
 	if len(starts) == 0 {
 		return nil
 	}
@@ -38,9 +39,9 @@ func (s *Store) StartJobs(ctx context.Context, starts []jobs.Start) error {
 	}
 	defer rows.Close()
 	now := time.Now()
-	var events []jobs.Event
+	var events []domain.Event
 	for rows.Next() {
-		ev := jobs.Event{Status: jobs.StateRunning, At: now}
+		ev := domain.Event{Status: jobs.StateRunning, At: now}
 		if err := rows.Scan(&ev.JobID, &ev.Type, &ev.Queue, &ev.Attempt, &ev.BatchID); err != nil {
 			return fmt.Errorf("start jobs: %w", err)
 		}
@@ -76,7 +77,7 @@ RETURNING j.id, j.type, j.queue, j.attempt, j.effective_priority, j.run_at, j.cr
 // ReleaseJobs hands back to the queue the claimed jobs of leases whose
 // handlers never started (see releaseJobsSQL), announces them and wakes
 // the pools that may take them. It returns the leases it released.
-func (s *Store) ReleaseJobs(ctx context.Context, leases []jobs.Lease) ([]jobs.Lease, error) {
+func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error) {
 	if len(leases) == 0 {
 		return nil, nil
 	}
@@ -89,9 +90,9 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []jobs.Lease) ([]jobs.Le
 		return nil, fmt.Errorf("release jobs: %w", err)
 	}
 	defer rows.Close()
-	var moved []jobs.Moved
+	var moved []domain.Moved
 	for rows.Next() {
-		m := jobs.Moved{Status: jobs.StateQueued}
+		m := domain.Moved{Status: jobs.StateQueued}
 		if err := rows.Scan(&m.JobID, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID); err != nil {
 			return nil, fmt.Errorf("release jobs: %w", err)
 		}
@@ -100,8 +101,8 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []jobs.Lease) ([]jobs.Le
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("release jobs: %w", err)
 	}
-	released := make([]jobs.Lease, 0, len(moved))
-	byID := map[uuid.UUID]jobs.Lease{}
+	released := make([]domain.Lease, 0, len(moved))
+	byID := map[uuid.UUID]domain.Lease{}
 	for _, l := range leases {
 		byID[l.JobID] = l
 	}

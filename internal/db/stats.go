@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // liveCountsSQL counts the live jobs (queued, blocked, scheduled, waiting,
@@ -43,8 +43,8 @@ const binCountSQL = `SELECT coalesce(sum(n), 0)::bigint FROM job_counts WHERE in
 // throughput. The counts read the live jobs through their indexes and the
 // finished ones from job_counts; callers that poll it should still cache
 // the result for a second or two.
-func (s *Store) Stats(ctx context.Context) (*jobs.Stats, error) {
-	st := &jobs.Stats{
+func (s *Store) Stats(ctx context.Context) (*domain.Stats, error) {
+	st := &domain.Stats{
 		ByStatus: map[string]int64{},
 		ByQueue:  map[string]map[string]int64{},
 		ByType:   map[string]map[string]int64{},

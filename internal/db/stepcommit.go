@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -100,7 +101,7 @@ ORDER BY i.ord`
 // stepRequest is one handler's step, waiting for its batch.
 type stepRequest struct {
 	ctx   context.Context
-	lease jobs.Lease
+	lease domain.Lease
 	step  jobs.StepRecord
 	start *time.Time   // the attempt's start to write with the step, if not written
 	state atomic.Int32 // requestWaiting, requestTaken or requestAbandoned
@@ -164,7 +165,7 @@ func (c *stepCommitter) close() {
 }
 
 // submit records step with the next batch and waits for the answer.
-func (c *stepCommitter) submit(ctx context.Context, l jobs.Lease, step jobs.StepRecord, start *time.Time) stepAnswer {
+func (c *stepCommitter) submit(ctx context.Context, l domain.Lease, step jobs.StepRecord, start *time.Time) stepAnswer {
 	if c.closed.Load() {
 		return stepAnswer{err: errors.New("record step: the store is closed")}
 	}
@@ -264,7 +265,7 @@ func (c *stepCommitter) write(ctx context.Context, batch []*stepRequest) ([]step
 	out := make([]stepAnswer, n)
 	var reread []int
 	var fresh uint64
-	var events []jobs.Event
+	var events []domain.Event
 	err := retryDeadlocks(func() error {
 		reread, fresh, events = reread[:0], 0, events[:0]
 		rows, err := c.store.pool.Query(ctx, stepBatchSQL, ids, tokens, names, seqs, results, started, starts)
@@ -278,7 +279,7 @@ func (c *stepCommitter) write(ctx context.Context, batch []*stepRequest) ([]step
 			var attempt *int
 			var recorded *time.Time
 			var startWritten bool
-			ev := jobs.Event{Status: jobs.StateRunning, At: now}
+			ev := domain.Event{Status: jobs.StateRunning, At: now}
 			if err := rows.Scan(&ord, &attempt, &recorded, &startWritten, &ev.Type, &ev.Queue, &ev.BatchID); err != nil {
 				return err
 			}
@@ -289,7 +290,7 @@ func (c *stepCommitter) write(ctx context.Context, batch []*stepRequest) ([]step
 			}
 			switch {
 			case attempt == nil:
-				out[i] = stepAnswer{err: jobs.ErrLeaseLost}
+				out[i] = stepAnswer{err: domain.ErrLeaseLost}
 			case recorded == nil:
 				reread = append(reread, i)
 			default:
@@ -338,11 +339,11 @@ func (s *Store) StepCommits() (batches, steps uint64) {
 // moment (see above), and answers once that commit is done: the step as
 // stored, with fresh true when this call wrote it, false when the job had
 // a step of that name already (its record is returned, unchanged).
-// jobs.ErrLeaseLost when l no longer holds the job: nothing is written.
+// domain.ErrLeaseLost when l no longer holds the job: nothing is written.
 // start, when not nil, is the attempt's start not written yet (see
 // Store.StartJobs): it is written with the step, unless the lease is lost
 // or the call fails.
-func (s *Store) CommitStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord, start *time.Time) (rec jobs.StepRecord, fresh bool, err error) {
+func (s *Store) CommitStep(ctx context.Context, l domain.Lease, step jobs.StepRecord, start *time.Time) (rec jobs.StepRecord, fresh bool, err error) {
 	if step.Seq <= 0 {
 		return jobs.StepRecord{}, false, fmt.Errorf("record step %q: no step number", step.Name)
 	}

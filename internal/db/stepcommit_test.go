@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -23,7 +24,7 @@ func TestNumberedStepsShareCommits(t *testing.T) {
 	b := setup(t)
 	const n = 64
 	b.enqueueN(t, n, jobs.EnqueueParams{Queue: "shared"})
-	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"shared"}, Limit: n, LeaseTTL: time.Minute, Buffered: true})
+	claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"shared"}, Limit: n, LeaseTTL: time.Minute, Buffered: true})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
 	began := time.Now().Add(-time.Second).Truncate(time.Microsecond)
@@ -49,13 +50,13 @@ func TestNumberedStepsShareCommits(t *testing.T) {
 				if seq == 0 {
 					start = &began // the attempt's start goes with its first step
 				}
-				got, fresh, err := b.store.CommitStep(b.ctx, jobs.LeaseOf(j), st, start)
+				got, fresh, err := b.store.CommitStep(b.ctx, domain.LeaseOf(j), st, start)
 				out <- rec{j.ID, name, got, fresh, err, false}
 			})
 		}
 		wg.Go(func() {
 			<-start
-			stale := jobs.Lease{JobID: j.ID, Token: uuid.New()}
+			stale := domain.Lease{JobID: j.ID, Token: uuid.New()}
 			got, fresh, err := b.store.CommitStep(b.ctx, stale, jobs.StepRecord{Name: "zombie", Seq: 3}, nil)
 			out <- rec{j.ID, "zombie", got, fresh, err, true}
 		})
@@ -65,7 +66,7 @@ func TestNumberedStepsShareCommits(t *testing.T) {
 	close(out)
 	for r := range out {
 		if r.zombie {
-			require.ErrorIs(t, r.err, jobs.ErrLeaseLost)
+			require.ErrorIs(t, r.err, domain.ErrLeaseLost)
 			continue
 		}
 		require.NoError(t, r.err)
@@ -103,11 +104,11 @@ func TestNumberedStepFencedAndOnce(t *testing.T) {
 	b := setup(t)
 	j := b.enqueue(t, jobs.EnqueueParams{Queue: "fence"})
 	first := b.claimQueue(t, "fence")[0]
-	rec, fresh, err := b.store.CommitStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "charge", Seq: 1, Result: json.RawMessage(`{"id":1}`)}, nil)
+	rec, fresh, err := b.store.CommitStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "charge", Seq: 1, Result: json.RawMessage(`{"id":1}`)}, nil)
 	require.NoError(t, err)
 	require.True(t, fresh)
 	require.Equal(t, 1, rec.Seq)
-	again, fresh, err := b.store.CommitStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "charge", Seq: 2, Result: json.RawMessage(`{"id":2}`)}, nil)
+	again, fresh, err := b.store.CommitStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "charge", Seq: 2, Result: json.RawMessage(`{"id":2}`)}, nil)
 	require.NoError(t, err)
 	require.False(t, fresh, "a name already recorded is not recorded again")
 	require.JSONEq(t, `{"id":1}`, string(again.Result))
@@ -120,9 +121,9 @@ func TestNumberedStepFencedAndOnce(t *testing.T) {
 	second := b.claimQueue(t, "fence")[0]
 	require.Len(t, second.Steps, 1)
 
-	_, _, err = b.store.CommitStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "invoice", Seq: 2, Result: json.RawMessage(`"zombie"`)}, nil)
-	require.ErrorIs(t, err, jobs.ErrLeaseLost, "the zombie's write is refused")
-	rec, fresh, err = b.store.CommitStep(b.ctx, jobs.LeaseOf(second), jobs.StepRecord{Name: "invoice", Seq: 2, Result: json.RawMessage(`"live"`)}, nil)
+	_, _, err = b.store.CommitStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "invoice", Seq: 2, Result: json.RawMessage(`"zombie"`)}, nil)
+	require.ErrorIs(t, err, domain.ErrLeaseLost, "the zombie's write is refused")
+	rec, fresh, err = b.store.CommitStep(b.ctx, domain.LeaseOf(second), jobs.StepRecord{Name: "invoice", Seq: 2, Result: json.RawMessage(`"live"`)}, nil)
 	require.NoError(t, err)
 	require.True(t, fresh)
 	require.Equal(t, second.Attempt, rec.Attempt)
@@ -139,7 +140,7 @@ func TestNumberedStepRefusedAlone(t *testing.T) {
 	b := setup(t)
 	const n = 32
 	b.enqueueN(t, n, jobs.EnqueueParams{Queue: "bad"})
-	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"bad"}, Limit: n, LeaseTTL: time.Minute})
+	claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"bad"}, Limit: n, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
 	errs := make([]error, n)
@@ -152,7 +153,7 @@ func TestNumberedStepRefusedAlone(t *testing.T) {
 			if i == 0 {
 				result = json.RawMessage(`{not json`)
 			}
-			_, _, errs[i] = b.store.CommitStep(b.ctx, jobs.LeaseOf(j), jobs.StepRecord{Name: "s", Seq: 1, Result: result}, nil)
+			_, _, errs[i] = b.store.CommitStep(b.ctx, domain.LeaseOf(j), jobs.StepRecord{Name: "s", Seq: 1, Result: result}, nil)
 		})
 	}
 	close(start)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -42,13 +43,13 @@ const stepReadSQL = `SELECT name, seq, attempt, result, started_at, recorded_at 
 // RecordStep records a step of the job whose lease is l, once: the step
 // as stored is returned with recorded true when this call wrote it, false
 // when the job had a step of that name already (its record is returned,
-// unchanged). jobs.ErrLeaseLost when l no longer holds the job: nothing
+// unchanged). domain.ErrLeaseLost when l no longer holds the job: nothing
 // is written.
 // The step is numbered after the job's steps (step.Seq is not read), in
 // one round trip and one transaction of its own: this is a pull worker's
 // record, through the API. In-process workers number their steps and
 // record them with CommitStep, which shares commits.
-func (s *Store) RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error) {
+func (s *Store) RecordStep(ctx context.Context, l domain.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error) {
 	result := step.Result
 	if len(result) == 0 {
 		result = json.RawMessage("null")
@@ -65,7 +66,7 @@ func (s *Store) RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepReco
 	defer br.Close()
 	var attempt int
 	if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
-		return jobs.StepRecord{}, false, jobs.ErrLeaseLost
+		return jobs.StepRecord{}, false, domain.ErrLeaseLost
 	} else if err != nil {
 		return jobs.StepRecord{}, false, fmt.Errorf("record step: %w", err)
 	}

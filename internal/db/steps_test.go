@@ -9,13 +9,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // suspend ends j's attempt waiting as w says (with the sleep's step).
-func (b *testBundle) suspend(t *testing.T, j *jobs.Job, w jobs.WaitingFor, step *jobs.StepRecord) jobs.Moved {
+func (b *testBundle) suspend(t *testing.T, j *jobs.Job, w jobs.WaitingFor, step *jobs.StepRecord) domain.Moved {
 	t.Helper()
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSuspended, Wait: &w, Step: step}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSuspended, Wait: &w, Step: step}})
 	require.NoError(t, err)
 	return moved[0]
 }
@@ -32,16 +33,16 @@ func TestStepsRecordedOnceAndFenced(t *testing.T) {
 	require.False(t, first.Durable)
 	require.Nil(t, first.Steps, "a job that never recorded a step reads none")
 
-	rec, wrote, err := b.store.RecordStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "charge", Result: json.RawMessage(`{"charge_id":"ch_1"}`)})
+	rec, wrote, err := b.store.RecordStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "charge", Result: json.RawMessage(`{"charge_id":"ch_1"}`)})
 	require.NoError(t, err)
 	require.True(t, wrote)
 	require.Equal(t, 1, rec.Seq)
 	require.Equal(t, 1, rec.Attempt)
-	again, wrote, err := b.store.RecordStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "charge", Result: json.RawMessage(`{"charge_id":"ch_2"}`)})
+	again, wrote, err := b.store.RecordStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "charge", Result: json.RawMessage(`{"charge_id":"ch_2"}`)})
 	require.NoError(t, err)
 	require.False(t, wrote, "a name already recorded is not recorded again")
 	require.JSONEq(t, `{"charge_id":"ch_1"}`, string(again.Result))
-	_, _, err = b.store.RecordStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "invoice", Result: json.RawMessage(`7`)})
+	_, _, err = b.store.RecordStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "invoice", Result: json.RawMessage(`7`)})
 	require.NoError(t, err)
 
 	// The lease lapses and another worker claims the job: the first
@@ -56,13 +57,13 @@ func TestStepsRecordedOnceAndFenced(t *testing.T) {
 	require.Equal(t, []string{"charge", "invoice"}, []string{second.Steps[0].Name, second.Steps[1].Name})
 	require.JSONEq(t, `{"charge_id":"ch_1"}`, string(second.Steps[0].Result))
 
-	_, _, err = b.store.RecordStep(b.ctx, jobs.LeaseOf(first), jobs.StepRecord{Name: "email", Result: json.RawMessage(`"zombie"`)})
-	require.ErrorIs(t, err, jobs.ErrLeaseLost, "the zombie's write is refused")
+	_, _, err = b.store.RecordStep(b.ctx, domain.LeaseOf(first), jobs.StepRecord{Name: "email", Result: json.RawMessage(`"zombie"`)})
+	require.ErrorIs(t, err, domain.ErrLeaseLost, "the zombie's write is refused")
 	steps, err := b.store.JobSteps(b.ctx, j.ID)
 	require.NoError(t, err)
 	require.Len(t, steps, 2, "and changes nothing")
 
-	rec, wrote, err = b.store.RecordStep(b.ctx, jobs.LeaseOf(second), jobs.StepRecord{Name: "email", Result: json.RawMessage(`"sent"`)})
+	rec, wrote, err = b.store.RecordStep(b.ctx, domain.LeaseOf(second), jobs.StepRecord{Name: "email", Result: json.RawMessage(`"sent"`)})
 	require.NoError(t, err)
 	require.True(t, wrote)
 	require.Equal(t, 3, rec.Seq)
@@ -89,7 +90,7 @@ func TestSleepWaitsAndWakes(t *testing.T) {
 	require.Equal(t, &jobs.WaitingFor{Kind: "sleep", Name: "cool-off", Until: wake}, normalised(got.WaitingFor))
 	execs, err := b.store.ListExecutions(b.ctx, got)
 	require.NoError(t, err)
-	require.Equal(t, jobs.Outcome("suspended"), execs[len(execs)-1].Outcome)
+	require.Equal(t, domain.Outcome("suspended"), execs[len(execs)-1].Outcome)
 
 	early := time.Now()
 	moved, err := b.store.PromoteDue(b.ctx, &early, 100)
@@ -137,9 +138,9 @@ func TestSignals(t *testing.T) {
 	m := b.suspend(t, c, jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "approval", Until: time.Now().Add(time.Hour)}, nil)
 	require.Equal(t, jobs.StateQueued, m.Status, "a wait whose signal is there does not wait")
 	c = b.claimQueue(t, "sig")[0]
-	b.finish(t, c, jobs.Finish{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeSucceeded})
+	b.finish(t, c, domain.Finish{Lease: domain.LeaseOf(c), Outcome: domain.OutcomeSucceeded})
 	_, _, err = b.store.SendSignal(b.ctx, early.ID, "approval", "", nil)
-	var te *jobs.TransitionError
+	var te *domain.TransitionError
 	require.ErrorAs(t, err, &te, "a finished job refuses signals")
 	require.Equal(t, jobs.StateCompleted, te.From)
 
@@ -160,7 +161,7 @@ func TestSignals(t *testing.T) {
 	require.JSONEq(t, `1`, string(c.Signals["other"].Body))
 
 	_, _, err = b.store.SendSignal(b.ctx, uuid.New(), "approval", "", nil)
-	require.True(t, errors.Is(err, jobs.ErrNotFound))
+	require.True(t, errors.Is(err, domain.ErrNotFound))
 }
 
 // TestWaitTimesOutAndEvents: a wait past its timeout is queued with a
@@ -239,7 +240,7 @@ func TestConcurrentSteps(t *testing.T) {
 	for range n {
 		b.enqueue(t, jobs.EnqueueParams{Queue: "many"})
 	}
-	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"many"}, Limit: n, LeaseTTL: time.Minute})
+	claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"many"}, Limit: n, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
 	type rec struct {
@@ -251,12 +252,12 @@ func TestConcurrentSteps(t *testing.T) {
 	for _, j := range claimed {
 		for _, name := range []string{"a", "b"} {
 			go func() {
-				_, _, err := b.store.RecordStep(b.ctx, jobs.LeaseOf(j), jobs.StepRecord{Name: name, Result: json.RawMessage(`1`)})
+				_, _, err := b.store.RecordStep(b.ctx, domain.LeaseOf(j), jobs.StepRecord{Name: name, Result: json.RawMessage(`1`)})
 				out <- rec{j.ID, name, err}
 			}()
 		}
 		go func() {
-			stale := jobs.Lease{JobID: j.ID, Token: uuid.New()}
+			stale := domain.Lease{JobID: j.ID, Token: uuid.New()}
 			_, _, err := b.store.RecordStep(b.ctx, stale, jobs.StepRecord{Name: "zombie"})
 			out <- rec{j.ID, "zombie", err}
 		}()
@@ -264,7 +265,7 @@ func TestConcurrentSteps(t *testing.T) {
 	for range 3 * n {
 		r := <-out
 		if r.name == "zombie" {
-			require.ErrorIs(t, r.err, jobs.ErrLeaseLost)
+			require.ErrorIs(t, r.err, domain.ErrLeaseLost)
 		} else {
 			require.NoError(t, r.err)
 		}

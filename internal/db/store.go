@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/jmoiron/sqlx"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -41,7 +42,7 @@ type Config struct {
 	// to 16 if it is lower: pgxpool's default is too small under load.
 	MaxConns int32
 	// MaxInterruptions is how many lease expiries send a job to the DLQ;
-	// zero or less means jobs.DefaultMaxInterruptions.
+	// zero or less means domain.DefaultMaxInterruptions.
 	MaxInterruptions int
 	// Pooler names the connection pooler URL goes through: "" for none
 	// (a direct connection), or PoolerPgBouncer.
@@ -85,7 +86,7 @@ type Store struct {
 	pool             *pgxpool.Pool // jobs rows, the hot path, transactions
 	sqlx             *sqlx.DB      // read models, by column name
 	maxInterruptions int
-	events           jobs.EventSink
+	events           domain.EventSink
 	redis            *Redis
 	flow             atomic.Pointer[flowState] // queue settings as last loaded (db/queues.go)
 	keyed            sync.Map                  // fair queue name -> time.Time: claimed with key rotation until then (db/flow_hold.go)
@@ -98,12 +99,12 @@ type Store struct {
 
 // SetEventSink makes the store announce every state change it commits to
 // sink. Call it before the store is used concurrently.
-func (s *Store) SetEventSink(sink jobs.EventSink) { s.events = sink }
+func (s *Store) SetEventSink(sink domain.EventSink) { s.events = sink }
 
 // emitMoved announces committed moves.
-func (s *Store) emitMoved(moved []jobs.Moved) {
+func (s *Store) emitMoved(moved []domain.Moved) {
 	if s.events != nil && len(moved) > 0 {
-		if evs := jobs.EventsFromMoved(moved, time.Now()); len(evs) > 0 {
+		if evs := domain.EventsFromMoved(moved, time.Now()); len(evs) > 0 {
 			s.events.Publish(evs)
 		}
 	}
@@ -112,7 +113,7 @@ func (s *Store) emitMoved(moved []jobs.Moved) {
 // emitJobs announces the current state of committed jobs.
 func (s *Store) emitJobs(js ...*jobs.Job) {
 	if s.events != nil && len(js) > 0 {
-		s.events.Publish(jobs.EventsFromJobs(js, time.Now()))
+		s.events.Publish(domain.EventsFromJobs(js, time.Now()))
 	}
 }
 
@@ -175,7 +176,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	watch.mu.Unlock()
 	maxInt := cfg.MaxInterruptions
 	if maxInt <= 0 {
-		maxInt = jobs.DefaultMaxInterruptions
+		maxInt = domain.DefaultMaxInterruptions
 	}
 	s := &Store{
 		pool:             pool,

@@ -11,6 +11,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -41,7 +42,7 @@ func (b *testBundle) enqueue(t *testing.T, p jobs.EnqueueParams) *jobs.Job {
 
 func (b *testBundle) claim(t *testing.T, worker string, limit int, ttl time.Duration) []*jobs.Job {
 	t.Helper()
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: worker, Limit: limit, LeaseTTL: ttl})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: worker, Limit: limit, LeaseTTL: ttl})
 	require.NoError(t, err)
 	return got
 }
@@ -53,7 +54,7 @@ func TestEnqueueClaimComplete(t *testing.T) {
 	require.Equal(t, jobs.StateQueued, j.Status)
 	require.Equal(t, jobs.DefaultPriority, j.Priority)
 	require.Equal(t, 2.0, j.EffectivePriority)
-	require.Equal(t, jobs.DefaultMaxRetries, j.MaxRetries)
+	require.Equal(t, domain.DefaultMaxRetries, j.MaxRetries)
 
 	claimed := b.claim(t, "w1", 10, time.Minute)
 	require.Len(t, claimed, 1)
@@ -65,7 +66,7 @@ func TestEnqueueClaimComplete(t *testing.T) {
 	require.NotNil(t, c.LeaseToken)
 	require.Equal(t, "w1", *c.WorkerID)
 
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c), Outcome: jobs.OutcomeSucceeded, Result: []byte(`{"ok":true}`)}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c), Outcome: domain.OutcomeSucceeded, Result: []byte(`{"ok":true}`)}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)
 
@@ -78,7 +79,7 @@ func TestEnqueueClaimComplete(t *testing.T) {
 	ex, err := b.store.ListExecutions(b.ctx, got)
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
-	require.Equal(t, jobs.OutcomeSucceeded, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeSucceeded, ex[0].Outcome)
 	require.Equal(t, 1, ex[0].Attempt)
 	require.Equal(t, "w1", ex[0].WorkerID)
 }
@@ -105,7 +106,7 @@ func TestClaimQueues(t *testing.T) {
 	b := setup(t)
 	a := b.enqueue(t, jobs.EnqueueParams{Queue: "a"})
 	b.enqueue(t, jobs.EnqueueParams{Queue: "b"})
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 10, LeaseTTL: time.Minute})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 10, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{a.ID}, ids(got))
 
@@ -113,10 +114,10 @@ func TestClaimQueues(t *testing.T) {
 	lowA := b.enqueue(t, jobs.EnqueueParams{Queue: "a", Priority: jobs.PriorityLow})
 	highC := b.enqueue(t, jobs.EnqueueParams{Queue: "c", Priority: jobs.PriorityHigh})
 	medA := b.enqueue(t, jobs.EnqueueParams{Queue: "a", Priority: jobs.PriorityMedium})
-	got, err = b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 2, LeaseTTL: time.Minute})
+	got, err = b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 2, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{highC.ID, medA.ID}, ids(got))
-	got, err = b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 2, LeaseTTL: time.Minute})
+	got, err = b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"a", "c"}, Limit: 2, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, []uuid.UUID{lowA.ID}, ids(got), "rows locked but not kept by the first claim are free again")
 }
@@ -194,7 +195,7 @@ func TestEnqueueTxRollback(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, tx.Rollback(b.ctx))
 	_, err = b.store.GetJob(b.ctx, res[0].Job.ID)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 
 	tx, err = b.store.Pool().Begin(b.ctx)
 	require.NoError(t, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -22,7 +23,7 @@ import (
 // sleep without a name (a pull worker's: it
 // recorded its sleep as a step just before) is named after the job's
 // last step. A claimed job whose handler suspended before its start was
-// written carries the start in $7 (jobs.Finish.StartedAt), as finishSQL's
+// written carries the start in $7 (domain.Finish.StartedAt), as finishSQL's
 // outcomes do.
 const suspendSQL = `
 WITH s AS (
@@ -56,13 +57,13 @@ recorded AS (
 )
 SELECT ` + movedColumns + ` FROM moved`
 
-// finishSuspended writes suspended outcomes (jobs.OutcomeSuspended): for
+// finishSuspended writes suspended outcomes (domain.OutcomeSuspended): for
 // each, the sleep's step, if it has one, and the wait, fenced by the
 // lease; all of them in one round trip and one transaction (a pipeline),
 // in lock order. A lost lease gives a Moved without status. When the
 // database refuses the pipeline, each is written on its own, so that
 // only the one at fault fails.
-func (s *Store) finishSuspended(ctx context.Context, fs []jobs.Finish) ([]jobs.Moved, error) {
+func (s *Store) finishSuspended(ctx context.Context, fs []domain.Finish) ([]domain.Moved, error) {
 	for _, f := range fs {
 		if f.Wait == nil {
 			return nil, errors.New("finish: a suspended outcome without its wait")
@@ -72,9 +73,9 @@ func (s *Store) finishSuspended(ctx context.Context, fs []jobs.Finish) ([]jobs.M
 	if err == nil || len(fs) == 1 || !isDataError(err) {
 		return out, err
 	}
-	out = make([]jobs.Moved, len(fs))
+	out = make([]domain.Moved, len(fs))
 	for i, f := range fs {
-		m, err := s.finishSuspendedTx(ctx, []jobs.Finish{f})
+		m, err := s.finishSuspendedTx(ctx, []domain.Finish{f})
 		if err != nil {
 			return nil, err
 		}
@@ -84,7 +85,7 @@ func (s *Store) finishSuspended(ctx context.Context, fs []jobs.Finish) ([]jobs.M
 }
 
 // finishSuspendedTx is finishSuspended's pipeline.
-func (s *Store) finishSuspendedTx(ctx context.Context, fs []jobs.Finish) ([]jobs.Moved, error) {
+func (s *Store) finishSuspendedTx(ctx context.Context, fs []domain.Finish) ([]domain.Moved, error) {
 	order := make([]int, len(fs))
 	for i := range order {
 		order[i] = i
@@ -103,13 +104,13 @@ func (s *Store) finishSuspendedTx(ctx context.Context, fs []jobs.Finish) ([]jobs
 		}
 		b.Queue(suspendSQL, f.JobID, f.Token, w.Kind, w.Name, w.Until, reason, f.StartedAt)
 	}
-	out := make([]jobs.Moved, len(fs))
+	out := make([]domain.Moved, len(fs))
 	err := retryDeadlocks(func() error {
 		br := s.pool.SendBatch(ctx, b)
 		defer br.Close()
 		for _, i := range order {
 			f := fs[i]
-			out[i] = jobs.Moved{JobID: f.JobID}
+			out[i] = domain.Moved{JobID: f.JobID}
 			var attempt int
 			held := true
 			if err := br.QueryRow().Scan(&attempt); errors.Is(err, pgx.ErrNoRows) {
@@ -141,12 +142,12 @@ func (s *Store) finishSuspendedTx(ctx context.Context, fs []jobs.Finish) ([]jobs
 // finishWithSuspended is FinishJobs for a batch holding suspended
 // outcomes: each is written on its own (finishSuspended), the rest
 // together.
-func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error) {
-	finished = make([]jobs.Moved, len(batch))
-	var rest, suspended []jobs.Finish
+func (s *Store) finishWithSuspended(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error) {
+	finished = make([]domain.Moved, len(batch))
+	var rest, suspended []domain.Finish
 	var at, sat []int
 	for i, f := range batch {
-		if f.Outcome != jobs.OutcomeSuspended {
+		if f.Outcome != domain.OutcomeSuspended {
 			rest, at = append(rest, f), append(at, i)
 		} else {
 			suspended, sat = append(suspended, f), append(sat, i)
@@ -156,7 +157,7 @@ func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (f
 	if err != nil {
 		return nil, nil, err
 	}
-	var written, cancelled []jobs.Moved
+	var written, cancelled []domain.Moved
 	for k, m := range moved {
 		finished[sat[k]] = m
 		if !m.LeaseLost() {
@@ -190,9 +191,9 @@ func (s *Store) finishWithSuspended(ctx context.Context, batch []jobs.Finish) (f
 }
 
 // hasSuspended reports whether batch holds a suspended outcome.
-func hasSuspended(batch []jobs.Finish) bool {
+func hasSuspended(batch []domain.Finish) bool {
 	for i := range batch {
-		if batch[i].Outcome == jobs.OutcomeSuspended {
+		if batch[i].Outcome == domain.OutcomeSuspended {
 			return true
 		}
 	}
@@ -241,8 +242,8 @@ FROM j LEFT JOIN moved ON true`
 // sender's dedupeID (empty: a fresh one). It reports whether the signal
 // was new (false: that id was sent before, and nothing changed) and
 // whether it resumed the job (it waited for it). A finished job refuses
-// it with a *jobs.TransitionError; a job that does not exist or is in
-// the bin is jobs.ErrNotFound. One statement (signalSQL).
+// it with a *domain.TransitionError; a job that does not exist or is in
+// the bin is domain.ErrNotFound. One statement (signalSQL).
 func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID string, body []byte) (fresh, resumed bool, err error) {
 	if dedupeID == "" {
 		dedupeID = uuid.NewString()
@@ -251,22 +252,22 @@ func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID str
 		body = []byte("null")
 	}
 	var status, movedStatus string
-	var m jobs.Moved
+	var m domain.Moved
 	err = retryDeadlocks(func() error {
 		return s.pool.QueryRow(ctx, signalSQL, id, name, dedupeID, string(body)).Scan(&status, &fresh, &m.JobID, &movedStatus,
 			&m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority, &m.RunAt, &m.CreatedAt, &m.BatchID)
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return false, false, jobs.ErrNotFound
+		return false, false, domain.ErrNotFound
 	} else if err != nil {
 		return false, false, fmt.Errorf("send signal: %w", err)
 	}
 	if st := jobs.State(status); st.Terminal() {
-		return false, false, &jobs.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
+		return false, false, &domain.TransitionError{Op: "signal", From: st, Reason: "the job has finished; a signal reaches only jobs that have not"}
 	}
 	m.Status = jobs.State(movedStatus)
 	if resumed = status == string(jobs.StateWaiting) && m.Status == jobs.StateQueued; resumed {
-		moved := []jobs.Moved{m}
+		moved := []domain.Moved{m}
 		s.wakeMoved(moved)
 		s.emitMoved(moved)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -30,18 +31,18 @@ func TestSuspendedBatchAnnouncesTimers(t *testing.T) {
 
 	const n = 20
 	b.enqueueN(t, n, jobs.EnqueueParams{Queue: "naps"})
-	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"naps"}, Limit: n, LeaseTTL: time.Minute})
+	claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"naps"}, Limit: n, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
 	wake := time.Now().Add(time.Hour)
-	var batch []jobs.Finish
+	var batch []domain.Finish
 	for i, j := range claimed {
-		l := jobs.LeaseOf(j)
+		l := domain.LeaseOf(j)
 		if i == 0 {
 			l.Token = uuid.New() // a zombie's
 		}
 		step := &jobs.StepRecord{Name: "nap", Seq: 1, Result: []byte(`{}`), StartedAt: time.Now()}
-		batch = append(batch, jobs.Finish{Lease: l, Outcome: jobs.OutcomeSuspended, Step: step,
+		batch = append(batch, domain.Finish{Lease: l, Outcome: domain.OutcomeSuspended, Step: step,
 			Wait: &jobs.WaitingFor{Kind: jobs.WaitSleep, Name: "nap", Until: wake}})
 	}
 	moved, _, err := b.store.FinishJobs(b.ctx, batch)

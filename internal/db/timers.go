@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -35,7 +36,7 @@ ORDER BY id LIMIT $2`
 // ScheduledTimers returns, for the given ids (all scheduled jobs when ids
 // is nil, a page at a time after the id `after`), the jobs that are still
 // scheduled, with what the in-memory index needs.
-func (s *Store) ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]jobs.Timer, error) {
+func (s *Store) ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]domain.Timer, error) {
 	var rows pgx.Rows
 	var err error
 	if ids != nil {
@@ -50,12 +51,12 @@ func (s *Store) ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid
 	return out, nil
 }
 
-func collectTimers(rows pgx.Rows, err error) ([]jobs.Timer, error) {
+func collectTimers(rows pgx.Rows, err error) ([]domain.Timer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (jobs.Timer, error) {
-		var t jobs.Timer
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (domain.Timer, error) {
+		var t domain.Timer
 		err := r.Scan(&t.ID, &t.Priority, &t.RunAt, &t.CreatedAt)
 		return t, err
 	})

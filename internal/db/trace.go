@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
@@ -52,7 +53,7 @@ func traceEnqueue(ctx context.Context, via string, params []jobs.EnqueueParams) 
 // context as its members are, so that they continue the trace that
 // started the batch. The caller's p is not changed. Call it only while
 // tracing is on.
-func traceBatch(ctx context.Context, p jobs.BatchParams) (context.Context, jobs.BatchParams, func([]jobs.Enqueued, error)) {
+func traceBatch(ctx context.Context, p domain.BatchParams) (context.Context, domain.BatchParams, func([]jobs.Enqueued, error)) {
 	ctx, members, end := traceEnqueue(ctx, "batch", p.Jobs)
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("flint.batch.id", p.ID.String()))
 	tp := tracing.FromContext(ctx)

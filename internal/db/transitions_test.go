@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -81,10 +82,10 @@ func TestSQLGuardsFollowTheStateMachine(t *testing.T) {
 				if from == jobs.StateClaimed && o.starts {
 					// The outcome carries the handler's start: the job
 					// started and ended in one write.
-					require.True(t, jobs.CanTransition(from, jobs.StateRunning))
+					require.True(t, domain.CanTransition(from, jobs.StateRunning))
 					from = jobs.StateRunning
 				}
-				require.True(t, jobs.CanTransition(from, to), "%s moved %s → %s, which the state machine forbids", o.name, from, to)
+				require.True(t, domain.CanTransition(from, to), "%s moved %s → %s, which the state machine forbids", o.name, from, to)
 				mu.Lock()
 				exercised[[2]jobs.State{from, to}] = true
 				mu.Unlock()
@@ -113,7 +114,7 @@ type storeOp struct {
 
 // finishOp finishes the job with outcome, its max_retries set first; it
 // took effect unless the lease was lost.
-func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+func finishOp(outcome domain.Outcome, maxRetries int) func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 	return func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 		_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET max_retries = $2 WHERE id = $1`, id, maxRetries)
 		require.NoError(t, err)
@@ -123,12 +124,12 @@ func finishOp(outcome jobs.Outcome, maxRetries int) func(t *testing.T, b *testBu
 		if j.LeaseToken != nil {
 			token = *j.LeaseToken
 		}
-		f := jobs.Finish{Lease: jobs.Lease{JobID: id, Token: token}, Outcome: outcome, Error: "x", RetryDelay: time.Second}
-		if outcome == jobs.OutcomeSucceeded || outcome == jobs.OutcomeFailed {
+		f := domain.Finish{Lease: domain.Lease{JobID: id, Token: token}, Outcome: outcome, Error: "x", RetryDelay: time.Second}
+		if outcome == domain.OutcomeSucceeded || outcome == domain.OutcomeFailed {
 			at := time.Now()
 			f.StartedAt = &at // the handler ran
 		}
-		moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{f})
+		moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{f})
 		require.NoError(t, err)
 		return !moved[0].LeaseLost()
 	}
@@ -143,7 +144,7 @@ func storeOps() []storeOp {
 			return len(b.claim(t, "w", 10, time.Minute)) == 1
 		}},
 		{"claim_buffered", []jobs.State{jobs.StateQueued}, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
-			got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 10, LeaseTTL: time.Minute, Buffered: true})
+			got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: 10, LeaseTTL: time.Minute, Buffered: true})
 			require.NoError(t, err)
 			return len(got) == 1
 		}},
@@ -153,14 +154,14 @@ func storeOps() []storeOp {
 			if j.LeaseToken == nil {
 				return false
 			}
-			require.NoError(t, b.store.StartJobs(b.ctx, []jobs.Start{{Lease: jobs.LeaseOf(j), At: time.Now()}}))
+			require.NoError(t, b.store.StartJobs(b.ctx, []domain.Start{{Lease: domain.LeaseOf(j), At: time.Now()}}))
 			return b.status(t, id) != j.Status
 		}},
-		{"finish_succeeded", leased, true, finish(jobs.OutcomeSucceeded, 3)},
-		{"finish_failed_retry", leased, true, finish(jobs.OutcomeFailed, 3)},
-		{"finish_failed_dead", leased, true, finish(jobs.OutcomeFailed, 0)},
-		{"finish_cancelled", leased, false, finish(jobs.OutcomeCancelled, 3)},
-		{"finish_interrupted", leased, false, finish(jobs.OutcomeInterrupted, 3)},
+		{"finish_succeeded", leased, true, finish(domain.OutcomeSucceeded, 3)},
+		{"finish_failed_retry", leased, true, finish(domain.OutcomeFailed, 3)},
+		{"finish_failed_dead", leased, true, finish(domain.OutcomeFailed, 0)},
+		{"finish_cancelled", leased, false, finish(domain.OutcomeCancelled, 3)},
+		{"finish_interrupted", leased, false, finish(domain.OutcomeInterrupted, 3)},
 		{"reap", leased, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			moved, err := b.store.ReapExpired(b.ctx, nil, 10)
 			require.NoError(t, err)
@@ -171,10 +172,10 @@ func storeOps() []storeOp {
 			require.NoError(t, err)
 			return len(moved) == 1
 		}},
-		{"cancel", jobs.CancelFrom, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"cancel", domain.CancelFrom, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			_, err := b.store.CancelJob(b.ctx, id)
 			if err != nil {
-				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+				require.ErrorIs(t, err, domain.ErrInvalidTransition)
 				return false
 			}
 			return true
@@ -188,7 +189,7 @@ func storeOps() []storeOp {
 			p, err := b.store.GetJob(b.ctx, parent.ID)
 			require.NoError(t, err)
 			before := b.status(t, id)
-			_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(p), Outcome: jobs.OutcomeSucceeded}})
+			_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(p), Outcome: domain.OutcomeSucceeded}})
 			require.NoError(t, err)
 			return b.status(t, id) != before
 		}},
@@ -204,10 +205,10 @@ func storeOps() []storeOp {
 			require.NoError(t, err)
 			return b.status(t, id) != before
 		}},
-		{"retry", jobs.RetryFrom, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
+		{"retry", domain.RetryFrom, false, func(t *testing.T, b *testBundle, id uuid.UUID) bool {
 			_, err := b.store.RetryJob(b.ctx, id)
 			if err != nil {
-				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+				require.ErrorIs(t, err, domain.ErrInvalidTransition)
 				return false
 			}
 			return true
@@ -227,8 +228,8 @@ func durableOps(leased []jobs.State) []storeOp {
 			if j.LeaseToken != nil {
 				token = *j.LeaseToken
 			}
-			moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: id, Token: token},
-				Outcome: jobs.OutcomeSuspended, Wait: &jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "go", Until: time.Now().Add(time.Hour)}}})
+			moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.Lease{JobID: id, Token: token},
+				Outcome: domain.OutcomeSuspended, Wait: &jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "go", Until: time.Now().Add(time.Hour)}}})
 			require.NoError(t, err)
 			return !moved[0].LeaseLost()
 		}},
@@ -236,7 +237,7 @@ func durableOps(leased []jobs.State) []storeOp {
 			// force leaves a waiting job waiting for the signal "forced".
 			_, resumed, err := b.store.SendSignal(b.ctx, id, "forced", "", nil)
 			if err != nil {
-				require.ErrorIs(t, err, jobs.ErrInvalidTransition)
+				require.ErrorIs(t, err, domain.ErrInvalidTransition)
 			}
 			return resumed
 		}},
@@ -252,7 +253,7 @@ func requireEveryMoveExercised(t *testing.T, exercised map[[2]jobs.State]bool) {
 	// workflow tests cover.
 	for _, from := range jobs.States {
 		for _, to := range jobs.States {
-			if !jobs.CanTransition(from, to) || from == jobs.StateBlocked && to == jobs.StateScheduled {
+			if !domain.CanTransition(from, to) || from == jobs.StateBlocked && to == jobs.StateScheduled {
 				continue
 			}
 			if !exercised[[2]jobs.State{from, to}] {

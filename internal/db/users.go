@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -71,7 +72,7 @@ func scanUser(row pgx.Row) (auth.User, error) {
 	var u auth.User
 	err := row.Scan(&u.ID, &u.Email, &u.Role, &u.CreatedAt, &u.LastLoginAt, &u.DisabledAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return auth.User{}, fmt.Errorf("no such user: %w", jobs.ErrNotFound)
+		return auth.User{}, fmt.Errorf("no such user: %w", domain.ErrNotFound)
 	}
 	return u, err
 }
@@ -109,13 +110,13 @@ RETURNING ` + userColumns
 )
 
 // UserByID returns one user, disabled or not, or an error wrapping
-// jobs.ErrNotFound.
+// domain.ErrNotFound.
 func (s *Store) UserByID(ctx context.Context, id uuid.UUID) (auth.User, error) {
 	return scanUser(s.pool.QueryRow(ctx, userByIDSQL, id))
 }
 
 // UserByEmail returns one user by email, whatever its case and the
-// spaces around it, or an error wrapping jobs.ErrNotFound.
+// spaces around it, or an error wrapping domain.ErrNotFound.
 func (s *Store) UserByEmail(ctx context.Context, email string) (auth.User, error) {
 	return scanUser(s.pool.QueryRow(ctx, userByEmailOnly, strings.TrimSpace(email)))
 }
@@ -138,7 +139,7 @@ func (s *Store) AddUser(ctx context.Context, email, password string, role auth.R
 		return auth.User{}, err
 	}
 	u, err := scanUser(s.pool.QueryRow(ctx, insertUserRetSQL, id, email, hash, role))
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return auth.User{}, jobs.Invalid("email", "a user with this email exists")
 	}
 	if err != nil {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // TestSessionsReadWithoutWritingEachTime: a session is found while live,
@@ -43,11 +43,11 @@ func TestSessionsReadWithoutWritingEachTime(t *testing.T) {
 	require.Equal(t, fresh, lastSeen(), "a fresh one is left alone")
 
 	_, err = b.store.GetSession(b.ctx, "other")
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 	_, err = b.store.Pool().Exec(b.ctx, `UPDATE sessions SET expires_at = now() - interval '1 second'`)
 	require.NoError(t, err)
 	_, err = b.store.GetSession(b.ctx, "tok-1")
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 // TestKnownAddresses: a sign-in records its address; the throttle asks

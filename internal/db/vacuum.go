@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // tableHealthSQL reads PostgreSQL's statistics of the tables that take
@@ -22,13 +22,13 @@ ORDER BY relname`
 // TableHealth returns PostgreSQL's statistics of the jobs and
 // job_executions tables: live and dead row versions, and when they were
 // last vacuumed and analyzed.
-func (s *Store) TableHealth(ctx context.Context) ([]jobs.TableHealth, error) {
+func (s *Store) TableHealth(ctx context.Context) ([]domain.TableHealth, error) {
 	rows, err := s.pool.Query(ctx, tableHealthSQL)
 	if err != nil {
 		return nil, fmt.Errorf("read table statistics: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (jobs.TableHealth, error) {
-		var h jobs.TableHealth
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (domain.TableHealth, error) {
+		var h domain.TableHealth
 		err := row.Scan(&h.Table, &h.LiveTuples, &h.DeadTuples, &h.LastVacuum, &h.LastAutovacuum,
 			&h.LastAnalyze, &h.LastAutoanalyze, &h.Vacuums, &h.Autovacuums)
 		return h, err

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -213,7 +214,7 @@ func (s *Store) wakeJobs(js ...*jobs.Job) {
 }
 
 // wakeMoved is wakeJobs for moves.
-func (s *Store) wakeMoved(moved []jobs.Moved) {
+func (s *Store) wakeMoved(moved []domain.Moved) {
 	var queues, timers []string
 	for _, m := range moved {
 		switch m.Status {
@@ -256,7 +257,7 @@ func (s *Store) WakeupsSent() (sent, failed uint64) {
 // (a Go client), whose jobs the API processes must still hear of.
 type notifySink struct{ w *waker }
 
-func (n notifySink) Publish(events []jobs.Event) {
+func (n notifySink) Publish(events []domain.Event) {
 	for _, p := range notifyPayloads("tx", events) {
 		n.w.other(ChannelEvents, p)
 	}
@@ -264,4 +265,4 @@ func (n notifySink) Publish(events []jobs.Event) {
 
 // NotifyEventSink returns a sink that announces events over PostgreSQL
 // NOTIFY, sent by the store's waker after the changes commit.
-func (s *Store) NotifyEventSink() jobs.EventSink { return notifySink{s.waker} }
+func (s *Store) NotifyEventSink() domain.EventSink { return notifySink{s.waker} }

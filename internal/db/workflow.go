@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -107,7 +108,7 @@ SELECT ` + movedColumns + ` FROM moved`
 
 // Cascade cancels what depends on the given jobs, where they ended
 // dead_letter or cancelled.
-func cascade(ctx context.Context, q DBTX, ids []uuid.UUID) ([]jobs.Moved, error) {
+func cascade(ctx context.Context, q DBTX, ids []uuid.UUID) ([]domain.Moved, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
@@ -137,22 +138,22 @@ ORDER BY c.id LIMIT $2`
 
 // Dependencies returns the jobs a job waits for (upstream) and the jobs
 // waiting for it (downstream).
-func (s *Store) Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error) {
+func (s *Store) Dependencies(ctx context.Context, id uuid.UUID) (domain.Dependencies, error) {
 	var up, down []dependencyRow
 	if err := s.sqlx.SelectContext(ctx, &up, upstreamSQL, id); err != nil {
-		return jobs.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
+		return domain.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
 	}
 	if err := s.sqlx.SelectContext(ctx, &down, downstreamSQL, id, jobs.MaxDependencies); err != nil {
-		return jobs.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
+		return domain.Dependencies{}, fmt.Errorf("read dependencies: %w", err)
 	}
-	conv := func(rows []dependencyRow) []jobs.DependencyRef {
-		out := make([]jobs.DependencyRef, len(rows))
+	conv := func(rows []dependencyRow) []domain.DependencyRef {
+		out := make([]domain.DependencyRef, len(rows))
 		for i, r := range rows {
-			out[i] = jobs.DependencyRef{ID: r.ID, Type: r.Type, Status: jobs.State(r.Status)}
+			out[i] = domain.DependencyRef{ID: r.ID, Type: r.Type, Status: jobs.State(r.Status)}
 		}
 		return out
 	}
-	d := jobs.Dependencies{Upstream: conv(up), Downstream: conv(down)}
+	d := domain.Dependencies{Upstream: conv(up), Downstream: conv(down)}
 	if len(down) > 0 {
 		d.DownstreamTotal = down[0].Total
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -88,30 +89,30 @@ ORDER BY 1, 2`
 
 // WorkflowGraph returns the workflow job id belongs to: every job
 // connected to it through dependencies or spawns, nearest first, at most
-// jobs.MaxGraphSteps of them, with the edges between them. A job without
+// domain.MaxGraphSteps of them, with the edges between them. A job without
 // dependencies either way is a workflow of one.
-func (s *Store) WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowGraph, error) {
-	rows, err := s.pool.Query(ctx, workflowReachSQL, id, jobs.MaxGraphSteps+1)
+func (s *Store) WorkflowGraph(ctx context.Context, id uuid.UUID) (domain.WorkflowGraph, error) {
+	rows, err := s.pool.Query(ctx, workflowReachSQL, id, domain.MaxGraphSteps+1)
 	if err != nil {
-		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
+		return domain.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
 	}
-	var g jobs.WorkflowGraph
+	var g domain.WorkflowGraph
 	for rows.Next() {
-		var st jobs.WorkflowStep
+		var st domain.WorkflowStep
 		var status string
 		if err := rows.Scan(&st.ID, &st.Key, &st.Type, &status); err != nil {
 			rows.Close()
-			return jobs.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
+			return domain.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
 		}
 		st.Status = jobs.State(status)
 		g.Steps = append(g.Steps, st)
 	}
 	if err := rows.Err(); err != nil {
-		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
+		return domain.WorkflowGraph{}, fmt.Errorf("read workflow: %w", err)
 	}
-	g.Complete = len(g.Steps) <= jobs.MaxGraphSteps
+	g.Complete = len(g.Steps) <= domain.MaxGraphSteps
 	if !g.Complete {
-		g.Steps = g.Steps[:jobs.MaxGraphSteps]
+		g.Steps = g.Steps[:domain.MaxGraphSteps]
 	}
 	if len(g.Steps) < 2 {
 		return g, nil
@@ -122,18 +123,18 @@ func (s *Store) WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowG
 	}
 	rows, err = s.pool.Query(ctx, workflowEdgesSQL, ids)
 	if err != nil {
-		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
+		return domain.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
 	}
 	for rows.Next() {
-		var e jobs.WorkflowEdge
+		var e domain.WorkflowEdge
 		if err := rows.Scan(&e.Job, &e.DependsOn, &e.Spawned); err != nil {
 			rows.Close()
-			return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
+			return domain.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
 		}
 		g.Edges = append(g.Edges, e)
 	}
 	if err := rows.Err(); err != nil {
-		return jobs.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
+		return domain.WorkflowGraph{}, fmt.Errorf("read workflow edges: %w", err)
 	}
 	return g, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -57,7 +58,7 @@ func TestWorkflowGraphIsTheWholeWorkflow(t *testing.T) {
 		ids["merge"]: "merge", ids["notify"]: "notify", loose.ID: ""}, keys)
 	require.NotContains(t, keys, other["a"])
 	require.Equal(t, ids["resize"], g.Steps[0].ID, "nearest first: the job itself")
-	require.ElementsMatch(t, []jobs.WorkflowEdge{
+	require.ElementsMatch(t, []domain.WorkflowEdge{
 		{Job: ids["resize"], DependsOn: ids["extract"]}, {Job: ids["thumbnail"], DependsOn: ids["extract"]},
 		{Job: ids["merge"], DependsOn: ids["resize"]}, {Job: ids["merge"], DependsOn: ids["thumbnail"]},
 		{Job: ids["notify"], DependsOn: ids["merge"]}, {Job: loose.ID, DependsOn: ids["notify"]},
@@ -99,7 +100,7 @@ func TestWorkflowGraphIsBounded(t *testing.T) {
 	g, err := b.store.WorkflowGraph(b.ctx, ids["chain-00"])
 	require.NoError(t, err)
 	require.False(t, g.Complete)
-	require.Len(t, g.Steps, jobs.MaxGraphSteps)
+	require.Len(t, g.Steps, domain.MaxGraphSteps)
 	in := map[uuid.UUID]bool{}
 	for _, s := range g.Steps {
 		in[s.ID] = true
@@ -110,5 +111,5 @@ func TestWorkflowGraphIsBounded(t *testing.T) {
 	for _, e := range g.Edges {
 		require.True(t, in[e.Job] && in[e.DependsOn], "edges join only jobs drawn")
 	}
-	require.Len(t, g.Edges, jobs.MaxGraphSteps-1, "a chain and a fan: one edge into every job but the first")
+	require.Len(t, g.Edges, domain.MaxGraphSteps-1, "a chain and a fan: one edge into every job but the first")
 }

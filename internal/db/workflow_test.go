@@ -9,17 +9,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // runOne claims the given job (it must be the only one claimable in its
 // queue) and finishes it with outcome.
-func (b *testBundle) runOne(t *testing.T, queue string, outcome jobs.Outcome) *jobs.Job {
+func (b *testBundle) runOne(t *testing.T, queue string, outcome domain.Outcome) *jobs.Job {
 	t.Helper()
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, got, 1, "a job to run in queue %s", queue)
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(got[0]), Outcome: outcome, Error: "boom"}})
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(got[0]), Outcome: outcome, Error: "boom"}})
 	require.NoError(t, err)
 	return got[0]
 }
@@ -33,9 +34,9 @@ func TestDependenciesReleaseOnLastParent(t *testing.T) {
 	require.Equal(t, jobs.StateBlocked, child.Status)
 	require.Empty(t, b.claimQueue(t, "child"), "blocked jobs are not claimed")
 
-	b.runOne(t, "a", jobs.OutcomeSucceeded)
+	b.runOne(t, "a", domain.OutcomeSucceeded)
 	require.Equal(t, jobs.StateBlocked, b.status(t, child.ID), "one parent of two is not enough")
-	b.runOne(t, "c", jobs.OutcomeSucceeded)
+	b.runOne(t, "c", domain.OutcomeSucceeded)
 	require.Equal(t, jobs.StateQueued, b.status(t, child.ID), "released by the statement that completed the last parent")
 
 	deps, err := b.store.Dependencies(b.ctx, child.ID)
@@ -102,7 +103,7 @@ func TestCascadeAndRearm(t *testing.T) {
 	leaf := b.enqueue(t, jobs.EnqueueParams{Queue: "leaf", DependsOn: []uuid.UUID{mid.ID}})
 	other := b.enqueue(t, jobs.EnqueueParams{Queue: "other"})
 
-	b.runOne(t, "root", jobs.OutcomeFailed)
+	b.runOne(t, "root", domain.OutcomeFailed)
 	require.Equal(t, jobs.StateDeadLetter, b.status(t, root.ID))
 	for _, id := range []uuid.UUID{mid.ID, leaf.ID} {
 		j, err := b.store.GetJob(b.ctx, id)
@@ -119,9 +120,9 @@ func TestCascadeAndRearm(t *testing.T) {
 	require.Equal(t, jobs.StateBlocked, b.status(t, mid.ID))
 	require.Equal(t, jobs.StateBlocked, b.status(t, leaf.ID))
 
-	b.runOne(t, "root", jobs.OutcomeSucceeded)
-	b.runOne(t, "mid", jobs.OutcomeSucceeded)
-	b.runOne(t, "leaf", jobs.OutcomeSucceeded)
+	b.runOne(t, "root", domain.OutcomeSucceeded)
+	b.runOne(t, "mid", domain.OutcomeSucceeded)
+	b.runOne(t, "leaf", domain.OutcomeSucceeded)
 	require.Equal(t, jobs.StateCompleted, b.status(t, leaf.ID))
 }
 
@@ -164,9 +165,9 @@ func TestConcurrentParentsRelease(t *testing.T) {
 		require.NoError(t, err)
 		kids, err := b.store.Enqueue(b.ctx, children...)
 		require.NoError(t, err)
-		ca, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w1", Queues: []string{qa}, Limit: width, LeaseTTL: time.Minute})
+		ca, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w1", Queues: []string{qa}, Limit: width, LeaseTTL: time.Minute})
 		require.NoError(t, err)
-		cb, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w2", Queues: []string{qb}, Limit: width, LeaseTTL: time.Minute})
+		cb, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w2", Queues: []string{qb}, Limit: width, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		var wg sync.WaitGroup
 		start := make(chan struct{})
@@ -174,9 +175,9 @@ func TestConcurrentParentsRelease(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				fins := make([]jobs.Finish, len(claimed))
+				fins := make([]domain.Finish, len(claimed))
 				for i, j := range claimed {
-					fins[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded}
+					fins[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded}
 				}
 				<-start
 				if _, _, err := b.store.FinishJobs(b.ctx, fins); err != nil {
@@ -194,7 +195,7 @@ func TestConcurrentParentsRelease(t *testing.T) {
 
 func (b *testBundle) claimQueue(t *testing.T, q string) []*jobs.Job {
 	t.Helper()
-	got, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{q}, Limit: 10, LeaseTTL: time.Minute})
+	got, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{q}, Limit: 10, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	return got
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
@@ -112,9 +113,9 @@ func TestAlertRuleWebhookAndEmailEndToEnd(t *testing.T) {
 	srv := httptest.NewServer(hook)
 	defer srv.Close()
 
-	rule := jobs.NewAlertRule(jobs.AlertNoWorker)
+	rule := domain.NewAlertRule(domain.AlertNoWorker)
 	rule.Name, rule.Queue, rule.GraceSeconds = "imports <orphaned>", "imports", 60
-	rule.Emails, rule.WebhookURL, rule.WebhookSecret = []string{to}, srv.URL+"/slack", jobs.NewWebhookSecret()
+	rule.Emails, rule.WebhookURL, rule.WebhookSecret = []string{to}, srv.URL+"/slack", domain.NewWebhookSecret()
 	require.NoError(t, rule.Validate())
 	rule, err := store.CreateAlertRule(ctx, rule)
 	require.NoError(t, err)
@@ -124,7 +125,7 @@ func TestAlertRuleWebhookAndEmailEndToEnd(t *testing.T) {
 	_, err = store.Pool().Exec(ctx, `UPDATE jobs SET run_at = now() - interval '10 minutes'`)
 	require.NoError(t, err)
 
-	settings := &jobs.SettingsHolder{}
+	settings := &domain.SettingsHolder{}
 	a := scheduler.NewAlerter(scheduler.AlerterConfig{RuleInterval: time.Hour}, store, notifier(t, mailer, settings), settings, quietLogger())
 	runAlerterOnce(t, a)
 
@@ -137,7 +138,7 @@ func TestAlertRuleWebhookAndEmailEndToEnd(t *testing.T) {
 	require.Len(t, hook.requests(), 1)
 	out, err := store.AlertOutbox(ctx, 10)
 	require.NoError(t, err)
-	byChannel := map[string]jobs.AlertRecord{}
+	byChannel := map[string]domain.AlertRecord{}
 	for _, o := range out {
 		byChannel[o.Channel] = o
 	}
@@ -161,7 +162,7 @@ func TestAlertRuleWebhookAndEmailEndToEnd(t *testing.T) {
 	require.Len(t, mailbox(t, api, to), 1, "the condition holds, inside the cooldown: nothing more")
 
 	// A worker serves the queue again: resolved, on both channels.
-	require.NoError(t, store.RegisterWorker(ctx, jobs.WorkerInfo{ID: "w-back", Host: "h", PID: 1, Queues: []string{"imports"},
+	require.NoError(t, store.RegisterWorker(ctx, domain.WorkerInfo{ID: "w-back", Host: "h", PID: 1, Queues: []string{"imports"},
 		Concurrency: 1, Version: "test", StartedAt: time.Now()}, time.Minute))
 	expireAlertTurn(t, store)
 	runAlerterOnce(t, a)
@@ -169,7 +170,7 @@ func TestAlertRuleWebhookAndEmailEndToEnd(t *testing.T) {
 	got = hook.requests()
 	require.Len(t, got, 3)
 	require.Equal(t, "resolved", verify(t, rule.WebhookSecret, got[2]).Flint.Event)
-	alerts, err := store.ListAlerts(ctx, jobs.AlertQuery{RuleID: rule.ID})
+	alerts, err := store.ListAlerts(ctx, domain.AlertQuery{RuleID: rule.ID})
 	require.NoError(t, err)
 	require.Len(t, alerts, 1)
 	require.NotNil(t, alerts[0].ResolvedAt)
@@ -185,7 +186,7 @@ func TestAlertWebhookSSRFGuard(t *testing.T) {
 	sender, err := workers.NewAlertSender(nil, nil, 5*time.Second)
 	require.NoError(t, err)
 	n := scheduler.NewNotifier(scheduler.NotifierConfig{}, sender, nil)
-	rule := jobs.NewAlertRule(jobs.AlertNoWorker)
+	rule := domain.NewAlertRule(domain.AlertNoWorker)
 	rule.Name, rule.WebhookURL, rule.WebhookSecret = "guarded", srv.URL, "0123456789abcdef"
 	res := n.SendTest(context.Background(), rule)
 	require.Len(t, res, 1)

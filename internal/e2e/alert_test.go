@@ -18,6 +18,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
@@ -85,7 +86,7 @@ func deadLetters(t *testing.T, store *db.Store, n int, errText string) []uuid.UU
 	}
 	_, err := store.Enqueue(ctx, params...)
 	require.NoError(t, err)
-	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: n, LeaseTTL: time.Minute})
+	claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: n, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, claimed, n)
 	var wg sync.WaitGroup
@@ -95,7 +96,7 @@ func deadLetters(t *testing.T, store *db.Store, n int, errText string) []uuid.UU
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, _, err := store.FinishJobs(ctx, []jobs.Finish{{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Error: errText}})
+			_, _, err := store.FinishJobs(ctx, []domain.Finish{{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeFailed, Error: errText}})
 			if err != nil {
 				t.Error(err)
 			}
@@ -105,7 +106,7 @@ func deadLetters(t *testing.T, store *db.Store, n int, errText string) []uuid.UU
 	return ids
 }
 
-func alertSettings(t *testing.T, store *db.Store, to string, threshold, cooldown int) *jobs.SettingsHolder {
+func alertSettings(t *testing.T, store *db.Store, to string, threshold, cooldown int) *domain.SettingsHolder {
 	t.Helper()
 	st, _, err := store.UpdateSettings(context.Background(), map[string]json.RawMessage{
 		"alert_emails":           json.RawMessage(fmt.Sprintf(`[%q]`, to)),
@@ -113,7 +114,7 @@ func alertSettings(t *testing.T, store *db.Store, to string, threshold, cooldown
 		"alert_cooldown_seconds": json.RawMessage(fmt.Sprint(cooldown)),
 	}, "test")
 	require.NoError(t, err)
-	h := &jobs.SettingsHolder{}
+	h := &domain.SettingsHolder{}
 	h.Set(st)
 	return h
 }
@@ -217,7 +218,7 @@ func TestDLQAlertSurvivesSMTPOutage(t *testing.T) {
 	// Jobs keep flowing meanwhile.
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop})
 	require.NoError(t, err)
-	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Limit: 1, LeaseTTL: time.Minute})
+	claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, res[0].Job.ID, claimed[0].ID)
 
@@ -234,7 +235,7 @@ func TestDLQAlertSurvivesSMTPOutage(t *testing.T) {
 }
 
 // notifier delivers through mailer, and to webhooks on this machine.
-func notifier(t *testing.T, mailer jobs.Mailer, settings *jobs.SettingsHolder) *scheduler.Notifier {
+func notifier(t *testing.T, mailer domain.Mailer, settings *domain.SettingsHolder) *scheduler.Notifier {
 	t.Helper()
 	sender, err := workers.NewAlertSender(mailer, []string{"127.0.0.1"}, 5*time.Second)
 	require.NoError(t, err)
@@ -256,7 +257,7 @@ type countedPasses struct {
 	passes atomic.Int64
 }
 
-func (s *countedPasses) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Notification) error) (int, error) {
+func (s *countedPasses) SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, domain.Notification) error) (int, error) {
 	defer s.passes.Add(1)
 	return s.AlerterStore.SendDueAlerts(ctx, maxAttempts, send)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 	"github.com/stretchr/testify/require"
@@ -117,7 +118,7 @@ func benchDrain(b *testing.B, mode string) {
 		go func() { defer close(busDone); _ = bus.Run(busCtx) }()
 		enqueueNoops(b, store, total)
 		reg := jobs.NewRegistry()
-		jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+		domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 		var done atomic.Int64
 		all := make(chan struct{})
 		if rds != nil {
@@ -131,7 +132,7 @@ func benchDrain(b *testing.B, mode string) {
 			WorkerID: "bench",
 			Workers:  benchWorkers,
 			FastPath: fast,
-			OnMoved: func(m []jobs.Moved) {
+			OnMoved: func(m []domain.Moved) {
 				if done.Add(int64(len(m))) == total {
 					close(all)
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -72,7 +73,7 @@ func TestAlertReachInABrowser(t *testing.T) {
 	rules, err := rig.store.ListAlertRules(bg)
 	require.NoError(t, err)
 	require.Len(t, rules, 1)
-	require.Equal(t, jobs.AlertJobWaiting, rules[0].Kind)
+	require.Equal(t, domain.AlertJobWaiting, rules[0].Kind)
 	require.EqualValues(t, 300, rules[0].Threshold)
 
 	// The API says so too, and names where a rule with a webhook reaches.
@@ -110,7 +111,7 @@ func TestAlertReachInABrowser(t *testing.T) {
 	_, err = rig.store.SendDueAlerts(bg, 3, n.Send)
 	require.NoError(t, err)
 	require.Len(t, hook.requests(), 1, "the webhook was tried (and answered 500)")
-	alerts, err := rig.store.ListAlerts(bg, jobs.AlertQuery{Status: "firing"})
+	alerts, err := rig.store.ListAlerts(bg, domain.AlertQuery{Status: "firing"})
 	require.NoError(t, err)
 	notified, went := map[string]int{}, map[string][]string{}
 	type deliveries struct {

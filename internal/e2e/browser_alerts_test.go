@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -65,7 +66,7 @@ func TestAlertsInABrowser(t *testing.T) {
 	// a bad grace is refused beside its field.
 	within(t, ctx, 20*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="new-rule"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="rule-form"]`)),
-		chromedp.SetValue(chromedp.CSS(`#f-kind`), string(jobs.AlertNoWorker)))
+		chromedp.SetValue(chromedp.CSS(`#f-kind`), string(domain.AlertNoWorker)))
 	require.True(t, eval[bool](t, ctx, `document.querySelector('#f-kind').dispatchEvent(new Event('change', {bubbles: true}))`))
 	waitJS(t, ctx, `!!document.querySelector('#f-grace_minutes') && !document.querySelector('#f-threshold_percent')`, 10*time.Second)
 	typeInto(t, ctx, `#f-name`, "imports <orphaned>")
@@ -117,7 +118,7 @@ func TestAlertsInABrowser(t *testing.T) {
 	// page shows the alert and its delivery without a reload. (The queue is
 	// paused so that this rig's own pool, which serves every queue but is
 	// not in the worker registry, leaves the job waiting.)
-	_, err = rig.store.UpdateQueue(bg, "imports", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	_, err = rig.store.UpdateQueue(bg, "imports", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	require.NoError(t, err)
 	waiting, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "imports"})
 	require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -124,7 +125,7 @@ func TestWorkflowDataInABrowser(t *testing.T) {
 	d := eval[dataShape](t, ctx, dataReport)
 	require.Equal(t, []string{"extract"}, d.Parents)
 	require.Contains(t, d.Results[0], `"items"`)
-	require.Equal(t, jobs.MaxSpawnedShown, d.Spawned, "the first of the 24 squares and the join")
+	require.Equal(t, domain.MaxSpawnedShown, d.Spawned, "the first of the 24 squares and the join")
 	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="job-data"]').textContent`), "and 13 more")
 	require.Equal(t, []int{24}, d.Groups, "the squares are one box of the graph")
 	require.Equal(t, 1, d.Dashed, "the join waits for the squares, not for split: it hangs from split by a dashed spawn edge")

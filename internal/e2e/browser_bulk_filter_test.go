@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -30,9 +31,9 @@ func confirmAndClick(t *testing.T, ctx context.Context, sel string) string {
 }
 
 // auditOf is the audit trail of one job, newest first.
-func auditOf(t *testing.T, rig *dashboardRig, id uuid.UUID) []jobs.AuditEntry {
+func auditOf(t *testing.T, rig *dashboardRig, id uuid.UUID) []domain.AuditEntry {
 	t.Helper()
-	es, err := rig.store.ListAudit(context.Background(), jobs.AuditQuery{JobID: &id})
+	es, err := rig.store.ListAudit(context.Background(), domain.AuditQuery{JobID: &id})
 	require.NoError(t, err)
 	return es
 }
@@ -113,7 +114,7 @@ func TestBulkActionsFollowTheFilter(t *testing.T) {
 	require.Contains(t, asked, "Move all 2 jobs this filter shows to the bin?")
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="jobs-table"] [data-testid="empty"]')`, 20*time.Second)
 	require.Equal(t, jobs.StateDeadLetter, waitStatus(t, rig.store, third, jobs.StateDeadLetter).Status, "the other group's job stays")
-	page, err := rig.store.ListJobs(bg, jobs.ListParams{InBin: true})
+	page, err := rig.store.ListJobs(bg, domain.ListParams{InBin: true})
 	require.NoError(t, err)
 	require.ElementsMatch(t, others, []uuid.UUID{page.Jobs[0].ID, page.Jobs[1].ID})
 

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -60,7 +61,7 @@ func TestBusyNeverExceedsCapacity(t *testing.T) {
 		require.NoError(t, err, b)
 		maxPage = max(maxPage, n)
 		maxAPI = max(maxAPI, int(runningFromStats(t, rig.base)))
-		page, err := rig.store.ListJobs(bg, jobs.ListParams{Statuses: []jobs.State{jobs.StateRunning}, Limit: 100})
+		page, err := rig.store.ListJobs(bg, domain.ListParams{Statuses: []jobs.State{jobs.StateRunning}, Limit: 100})
 		require.NoError(t, err)
 		maxList = max(maxList, len(page.Jobs))
 		j, err := rig.store.GetJob(bg, res[len(res)-1].Job.ID)

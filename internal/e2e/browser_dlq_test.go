@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -83,7 +84,7 @@ func TestDLQTriageInABrowser(t *testing.T) {
 	require.Contains(t, eval[string](t, ctx, `document.querySelector('[data-testid="delete-all"]').closest('form').getAttribute('hx-confirm')`), "Move all 7 jobs")
 	require.True(t, eval[bool](t, ctx, `(document.querySelector('[data-testid="delete-all"]').click(), true)`))
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="jobs-table"] [data-testid="empty"]')`, 15*time.Second)
-	page, err := rig.store.ListJobs(context.Background(), jobs.ListParams{InBin: true})
+	page, err := rig.store.ListJobs(context.Background(), domain.ListParams{InBin: true})
 	require.NoError(t, err)
 	require.Len(t, page.Jobs, 7)
 }

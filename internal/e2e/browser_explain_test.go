@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -53,7 +54,7 @@ func TestJobPageExplainsLive(t *testing.T) {
 	pid, cid := parent[0].Job.ID, child[0].Job.ID
 	// The rig's workers, as a worker process's heartbeat registers them:
 	// they serve every queue, without a handler for report.build.
-	require.NoError(t, rig.store.RegisterWorker(bg, jobs.WorkerInfo{ID: "browser", Types: rig.registry.Types(), Concurrency: 4,
+	require.NoError(t, rig.store.RegisterWorker(bg, domain.WorkerInfo{ID: "browser", Types: rig.registry.Types(), Concurrency: 4,
 		StartedAt: time.Now()}, time.Minute))
 
 	within(t, ctx, 20*time.Second, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(rig.base+"/jobs/"+cid.String()),

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -49,7 +50,7 @@ func TestJobPageRunsAndHistoryInABrowser(t *testing.T) {
 	details, err := json.Marshal(map[string]any{"payload_before": map[string]string{"customer": "cus_0123456789abcdefghijklmnopqrstuvwxyz", "note": longError},
 		"payload_after": map[string]string{"customer": "cus_0123456789abcdefghijklmnopqrstuvwxyz", "note": "fixed: " + longError}})
 	require.NoError(t, err)
-	require.NoError(t, rig.store.RecordAudit(bg, jobs.AuditEntry{Actor: "a.very.long.operator.name@operations.example.com", Source: "dashboard",
+	require.NoError(t, rig.store.RecordAudit(bg, domain.AuditEntry{Actor: "a.very.long.operator.name@operations.example.com", Source: "dashboard",
 		IP: "2001:db8:85a3::8a2e:370:7334", Action: "edit_and_replay", Details: details}, id))
 
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs/"+id.String()), chromedp.WaitVisible(chromedp.CSS(`[data-testid="job-log"] li`)))

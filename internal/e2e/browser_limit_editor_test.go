@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -28,7 +29,7 @@ func TestLimitEditorChangedElsewhere(t *testing.T) {
 	signIn(t, root, rig.base)
 	bg := context.Background()
 	// A paused queue: what is enqueued into it waits, counted.
-	_, err := rig.store.UpdateQueue(bg, "mail", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	_, err := rig.store.UpdateQueue(bg, "mail", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	require.NoError(t, err)
 	_, err = rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "mail"})
 	require.NoError(t, err)

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -153,7 +154,7 @@ func TestDLQPlacesLateNewsByFailureTime(t *testing.T) {
 	}
 	require.Equal(t, want, eval[[]string](t, ctx, rowIDs))
 	late := func(j *jobs.Job) {
-		rig.broker.Deliver([]jobs.Event{{JobID: j.ID, Status: jobs.StateDeadLetter, Type: j.Type, Queue: j.Queue, Attempt: 1, At: time.Now()}})
+		rig.broker.Deliver([]domain.Event{{JobID: j.ID, Status: jobs.StateDeadLetter, Type: j.Type, Queue: j.Queue, Attempt: 1, At: time.Now()}})
 	}
 
 	// The page read before res[3] failed, say: its news puts it between

@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -153,7 +154,7 @@ func TestLivePagesWithoutJobRows(t *testing.T) {
 	}
 	audit, recurring, settings, editing := open("/audit"), open("/recurring"), open("/settings"), open("/settings")
 
-	require.NoError(t, rig.store.RecordAudit(bg, jobs.AuditEntry{Actor: "deploy-bot", Source: "api", Action: "purge"}))
+	require.NoError(t, rig.store.RecordAudit(bg, domain.AuditEntry{Actor: "deploy-bot", Source: "api", Action: "purge"}))
 	waitJS(t, audit, `[...document.querySelectorAll('[data-testid="audit-row"]')].some(r => r.textContent.includes('deploy-bot'))`, 10*time.Second)
 
 	_, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: "noop", Queue: "nightly", IntervalSeconds: 3600})

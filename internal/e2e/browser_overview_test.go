@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -37,19 +38,19 @@ func TestOverviewInABrowser(t *testing.T) {
 	waitStatus(t, rig.store, retry[0].Job.ID, jobs.StateScheduled)
 
 	// A queue whose oldest job has waited ten minutes, and a rule that fires on it.
-	_, err = rig.store.UpdateQueue(bg, "imports", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	_, err = rig.store.UpdateQueue(bg, "imports", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	require.NoError(t, err)
 	_, err = rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "imports"})
 	require.NoError(t, err)
 	_, err = rig.store.Pool().Exec(bg, `UPDATE jobs SET run_at = now() - interval '10 minutes', created_at = now() - interval '10 minutes' WHERE queue = 'imports'`)
 	require.NoError(t, err)
-	_, err = rig.store.CreateAlertRule(bg, jobs.AlertRule{Name: "imports waiting", Kind: jobs.AlertQueueLatency, Queue: "imports",
+	_, err = rig.store.CreateAlertRule(bg, domain.AlertRule{Name: "imports waiting", Kind: domain.AlertQueueLatency, Queue: "imports",
 		Threshold: 60, WindowSeconds: 300, MinRuns: 1, GraceSeconds: 60, CooldownSeconds: 3600, Emails: []string{"ops@example.com"}, Enabled: true})
 	require.NoError(t, err)
 	ok, _, err := rig.store.EvaluateAlertRules(bg, time.Minute, notifier(t, nil, nil).Render)
 	require.NoError(t, err)
 	require.True(t, ok)
-	firing, err := rig.store.ListAlerts(bg, jobs.AlertQuery{Status: "firing", Limit: 10})
+	firing, err := rig.store.ListAlerts(bg, domain.AlertQuery{Status: "firing", Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, firing, 1, "the rule fired")
 

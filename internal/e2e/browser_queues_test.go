@@ -10,6 +10,7 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -122,7 +123,7 @@ func TestQueuesPageInABrowser(t *testing.T) {
 	shoot(t, ctx, "queues-refused")
 	q, err := rig.store.GetQueue(bg, "reports.daily")
 	require.NoError(t, err)
-	require.Equal(t, jobs.RateLimit{Limit: 5, PeriodSeconds: 1}, *q.RateLimit)
+	require.Equal(t, domain.RateLimit{Limit: 5, PeriodSeconds: 1}, *q.RateLimit)
 
 	// The refused form is the operator's: news arriving live updates the
 	// counts around it and leaves it with its error, and says nothing was

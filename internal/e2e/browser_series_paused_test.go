@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -68,7 +69,7 @@ func TestPausedQueueSeriesInABrowser(t *testing.T) {
 	t.Parallel()
 	rig := startDashboard(t)
 	bg := context.Background()
-	_, err := rig.store.UpdateQueue(bg, "reports", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	_, err := rig.store.UpdateQueue(bg, "reports", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	require.NoError(t, err)
 	res, err := rig.store.Enqueue(bg, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "reports", IntervalSeconds: 1})
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func TestPausedQueueSeriesInABrowser(t *testing.T) {
 	require.Nil(t, s.LastRunAt, "nothing ran: no last run")
 	var first uuid.UUID
 	require.NoError(t, rig.store.Pool().QueryRow(bg, `SELECT id FROM jobs WHERE schedule_id = $1 AND status = 'queued' ORDER BY scheduled_for LIMIT 1`, series).Scan(&first))
-	ex := apiGet[jobs.Explanation](t, rig, "/api/v1/jobs/"+first.String()+"/explain")
+	ex := apiGet[domain.Explanation](t, rig, "/api/v1/jobs/"+first.String()+"/explain")
 	codes := []string{}
 	for _, r := range ex.Reasons {
 		codes = append(codes, r.Code)
@@ -114,7 +115,7 @@ func TestPausedQueueSeriesInABrowser(t *testing.T) {
 	require.NoError(t, err)
 	_, err = rig.store.ResumeSchedule(bg, series)
 	require.NoError(t, err)
-	_, err = rig.store.UpdateQueue(bg, "reports", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = false; return q })
+	_, err = rig.store.UpdateQueue(bg, "reports", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = false; return q })
 	require.NoError(t, err)
 	waitFor(t, 20*time.Second, "the waiting occurrences to run", func() bool {
 		s = apiGet[seriesShape](t, rig, "/api/v1/recurring/"+series.String())

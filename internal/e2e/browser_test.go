@@ -21,6 +21,7 @@ import (
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
@@ -72,7 +73,7 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 	store.SetEventSink(bus)
 	run(bus.Run)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	var flaky atomic.Int32
 	reg.Register("flaky", jobs.HandlerFunc(func(context.Context, *jobs.Job) (any, error) {
 		if flaky.Add(1) == 1 {
@@ -98,7 +99,7 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 		app := handlers.New(handlers.Config{APIKey: "browser-test-api-key", BaseContext: actx, Broker: broker, Dashboard: store,
 			Audit: store, Logs: store, Access: store, Alerts: store, AlertTest: notifier(t, nil, nil).SendTest,
 			Session: handlers.SessionConfig{Key: key}, Wake: pool.Wake,
-			Workers: func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 30*time.Second) }},
+			Workers: func(ctx context.Context) ([]domain.WorkerInfo, error) { return store.ListWorkers(ctx, 30*time.Second) }},
 			store, reg, logger)
 		ln, err := net.Listen("tcp", addr)
 		require.NoError(t, err)
@@ -109,7 +110,7 @@ func startDashboardOn(t *testing.T, store *db.Store, dbURL string, register ...f
 	t.Cleanup(func() { stop() })
 	rig := &dashboardRig{base: "http://" + addr, store: store, registry: reg, broker: broker}
 	rig.present = func() {
-		run(workers.NewPresence(jobs.WorkerInfo{ID: "browser", Concurrency: 4}, reg, 0, store, nil, logger).Run)
+		run(workers.NewPresence(domain.WorkerInfo{ID: "browser", Concurrency: 4}, reg, 0, store, nil, logger).Run)
 	}
 	rig.restart = func(t *testing.T, key []byte) {
 		stop()

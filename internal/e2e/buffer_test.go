@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -61,7 +62,7 @@ func TestBufferDoesNotHoldJobsFromIdleProcesses(t *testing.T) {
 		ex, err := s.ListExecutions(context.Background(), j)
 		require.NoError(t, err)
 		require.Len(t, ex, 1)
-		require.Equal(t, jobs.OutcomeSucceeded, ex[0].Outcome)
+		require.Equal(t, domain.OutcomeSucceeded, ex[0].Outcome)
 	}
 	slices.Sort(waits)
 	t.Logf("short jobs' waits: median %s, max %s", waits[len(waits)/2], waits[len(waits)-1])

@@ -16,6 +16,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -39,7 +40,7 @@ func BenchmarkDashboardPages(b *testing.B) {
 		b.Fatal(err)
 	}
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	app := handlers.New(handlers.Config{APIKey: "bench-api-key-0123456789", Dashboard: store,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

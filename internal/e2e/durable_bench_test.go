@@ -18,6 +18,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
@@ -44,7 +45,7 @@ type durableEnv struct {
 	stop  func()
 }
 
-func startDurable(b *testing.B, workersN int, reg func(*jobs.Registry), onMoved func([]jobs.Moved)) *durableEnv {
+func startDurable(b *testing.B, workersN int, reg func(*jobs.Registry), onMoved func([]domain.Moved)) *durableEnv {
 	b.Helper()
 	store, u := dbtest.NewStore(b)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -53,7 +54,7 @@ func startDurable(b *testing.B, workersN int, reg func(*jobs.Registry), onMoved 
 	store.SetEventSink(bus)
 	go func() { _ = bus.Run(ctx) }()
 	r := jobs.NewRegistry()
-	jobs.RegisterBuiltins(r, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(r, domain.BuiltinDeps{})
 	reg(r)
 	pool := workers.NewPool(workers.Config{WorkerID: "bench", Workers: workersN, OnMoved: onMoved}, store, r, logger)
 	promoter := scheduler.NewPromoter(scheduler.PromoterConfig{}, store, logger)
@@ -81,10 +82,10 @@ func startDurable(b *testing.B, workersN int, reg func(*jobs.Registry), onMoved 
 }
 
 // completions counts completed jobs and closes all when total are.
-func completions(total int64, at func(jobs.Moved)) (func([]jobs.Moved), <-chan struct{}) {
+func completions(total int64, at func(domain.Moved)) (func([]domain.Moved), <-chan struct{}) {
 	var done atomic.Int64
 	all := make(chan struct{})
-	return func(ms []jobs.Moved) {
+	return func(ms []domain.Moved) {
 		n := int64(0)
 		for _, m := range ms {
 			if m.Status == jobs.StateCompleted {
@@ -275,7 +276,7 @@ func durableSignal(b *testing.B, n, senders int) {
 	done := make([]time.Time, n)
 	index := map[uuid.UUID]int{}
 	var mu sync.Mutex
-	onMoved, all := completions(int64(n), func(m jobs.Moved) {
+	onMoved, all := completions(int64(n), func(m domain.Moved) {
 		mu.Lock()
 		defer mu.Unlock()
 		if i, ok := index[m.JobID]; ok {

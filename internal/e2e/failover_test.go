@@ -19,7 +19,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // These tests run Flint against a PostgreSQL primary with a synchronous
@@ -93,7 +93,7 @@ func (c *haCluster) readyOn(t *testing.T, addr string, limit time.Duration) time
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		var r struct {
-			Server jobs.DatabaseServer `json:"server"`
+			Server domain.DatabaseServer `json:"server"`
 		}
 		ok := resp.StatusCode == http.StatusOK && json.Unmarshal(body, &r) == nil && r.Server.Address == addr
 		return ok, fmt.Sprintf("%s%d %s", what, resp.StatusCode, body)
@@ -305,7 +305,7 @@ func (c *haCluster) requireRecovered(t *testing.T, events *sseWatch, promoted ti
 	}
 	require.Eventually(t, func() bool {
 		var out struct {
-			Workers []jobs.WorkerInfo `json:"workers"`
+			Workers []domain.WorkerInfo `json:"workers"`
 		}
 		if c.api.do(t, http.MethodGet, "/api/v1/workers", nil, &out) != http.StatusOK {
 			return false

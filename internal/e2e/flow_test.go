@@ -16,6 +16,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -23,7 +24,7 @@ import (
 // claim statement in PostgreSQL, so these tests run several `flint worker`
 // processes against one database and check what the database recorded.
 
-func setQueue(t *testing.T, s *db.Store, name string, change func(q jobs.QueueSettings) jobs.QueueSettings) {
+func setQueue(t *testing.T, s *db.Store, name string, change func(q domain.QueueSettings) domain.QueueSettings) {
 	t.Helper()
 	_, err := s.UpdateQueue(context.Background(), name, "test", change)
 	require.NoError(t, err)
@@ -81,7 +82,7 @@ func TestFlowPauseAcrossProcesses(t *testing.T) {
 		return countWhere(t, conn, `queue = 'p' AND started_at IS NOT NULL`) >= 4
 	})
 
-	setQueue(t, s, "p", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	setQueue(t, s, "p", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	paused := dbNow(t, conn) // after the pause committed
 	enqueueAll(t, s, queueJobs("p", 5, sleepJob(10))...)
 	enqueueAll(t, s, queueJobs("free", 5, sleepJob(10))...)
@@ -119,7 +120,7 @@ func TestFlowPauseAcrossProcesses(t *testing.T) {
 	})
 	require.Zero(t, countWhere(t, conn, `queue = 'p' AND started_at > $1`, paused), "a restarted worker started a paused job")
 
-	setQueue(t, s, "p", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = false; return q })
+	setQueue(t, s, "p", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = false; return q })
 	waitFor(t, 60*time.Second, "the resumed queue to drain", func() bool {
 		return countWhere(t, conn, `queue = 'p' AND status <> 'completed'`) == 0
 	})
@@ -137,7 +138,7 @@ func TestFlowConcurrencyExactAcrossProcesses(t *testing.T) {
 	s := openStore(t, u)
 	conn := connect(t, u)
 	sampler := connect(t, u)
-	setQueue(t, s, "c", func(q jobs.QueueSettings) jobs.QueueSettings { q.Concurrency = intp(limit); return q })
+	setQueue(t, s, "c", func(q domain.QueueSettings) domain.QueueSettings { q.Concurrency = intp(limit); return q })
 	enqueueAll(t, s, queueJobs("c", 45, sleepJob(150))...)
 
 	halt := sampleRunning(t, sampler, "c")
@@ -194,8 +195,8 @@ func TestFlowRateLimitAcrossProcesses(t *testing.T) {
 	u := dbtest.NewDatabase(t)
 	s := openStore(t, u)
 	conn := connect(t, u)
-	setQueue(t, s, "r", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q.RateLimit = &jobs.RateLimit{Limit: 20, PeriodSeconds: 1}
+	setQueue(t, s, "r", func(q domain.QueueSettings) domain.QueueSettings {
+		q.RateLimit = &domain.RateLimit{Limit: 20, PeriodSeconds: 1}
 		return q
 	})
 	// Every process is up before the jobs arrive: a process still starting
@@ -250,7 +251,7 @@ func TestFlowFairnessAcrossProcesses(t *testing.T) {
 	u := dbtest.NewDatabase(t)
 	s := openStore(t, u)
 	conn := connect(t, u)
-	setQueue(t, s, "f", func(q jobs.QueueSettings) jobs.QueueSettings { q.PerKeyConcurrency = intp(2); return q })
+	setQueue(t, s, "f", func(q domain.QueueSettings) domain.QueueSettings { q.PerKeyConcurrency = intp(2); return q })
 	big := queueJobs("f", 20_000, jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: json.RawMessage(`{"ms": 5}`), ConcurrencyKey: "big-tenant"})
 	for i := 0; i < len(big); i += 5000 {
 		enqueueAll(t, s, big[i:i+5000]...)

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -54,9 +55,9 @@ func TestCrashRecovery(t *testing.T) {
 		ex, err := s.ListExecutions(context.Background(), j)
 		require.NoError(t, err)
 		require.Len(t, ex, 2)
-		require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+		require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 		require.Equal(t, "victim", ex[0].WorkerID)
-		require.Equal(t, jobs.OutcomeSucceeded, ex[1].Outcome)
+		require.Equal(t, domain.OutcomeSucceeded, ex[1].Outcome)
 		require.Equal(t, "rescuer", ex[1].WorkerID)
 	}
 }
@@ -92,7 +93,7 @@ func TestGracefulDrain(t *testing.T) {
 		ex, err := s.ListExecutions(context.Background(), j)
 		require.NoError(t, err)
 		require.Len(t, ex, 1)
-		require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+		require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 	}
 }
 

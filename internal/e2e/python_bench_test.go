@@ -17,6 +17,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )
@@ -194,10 +195,10 @@ func pythonBenchRun(b *testing.B, bin string, total int) (inproc, remote, p50, p
 	}
 	waitUntil("two python workers to register", func() bool {
 		var ws struct {
-			Workers []jobs.WorkerInfo `json:"workers"`
+			Workers []domain.WorkerInfo `json:"workers"`
 		}
 		api.doB(b, http.MethodGet, "/api/v1/workers", "", &ws)
-		return len(slices.DeleteFunc(ws.Workers, func(w jobs.WorkerInfo) bool { return w.Language != "python" })) == 2
+		return len(slices.DeleteFunc(ws.Workers, func(w domain.WorkerInfo) bool { return w.Language != "python" })) == 2
 	})
 	remote = drain("py.noop", total)
 

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
@@ -110,7 +111,7 @@ func TestFanOutFanIn(t *testing.T) {
 	require.NoError(t, err)
 
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	pool := workers.NewPool(workers.Config{WorkerID: "dag", Workers: 8, PollInterval: 20 * time.Millisecond}, store, reg, quietLogger())
 	runCtx, cancel := context.WithCancel(ctx)
 	ran := make(chan struct{})
@@ -119,7 +120,7 @@ func TestFanOutFanIn(t *testing.T) {
 	js := []*jobs.Job{{ID: sink}}
 	waitJobs(t, store, js, 60*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
 
-	run := func(id uuid.UUID) jobs.Execution {
+	run := func(id uuid.UUID) domain.Execution {
 		j, err := store.GetJob(ctx, id)
 		require.NoError(t, err)
 		require.Equal(t, jobs.StateCompleted, j.Status)
@@ -154,7 +155,7 @@ func TestAgingBound(t *testing.T) {
 	require.NoError(t, err)
 	st, err := store.GetSettings(ctx)
 	require.NoError(t, err)
-	settings := &jobs.SettingsHolder{}
+	settings := &domain.SettingsHolder{}
 	settings.Set(st)
 	bound := st.AgingBound(jobs.PriorityLow)
 	require.Equal(t, 6*time.Second, bound, "1 s threshold + 4 steps of 0.5 + 1 cycle of slack")
@@ -190,7 +191,7 @@ func TestAgingBound(t *testing.T) {
 	enqueued := time.Now()
 
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	pool := workers.NewPool(workers.Config{WorkerID: "aging", Workers: 2}, store, reg, quietLogger())
 	go func() { _ = pool.Run(ctx) }()
 	ager := scheduler.NewAger(scheduler.AgerConfig{Holder: "t", Tick: 100 * time.Millisecond}, store, settings, quietLogger())

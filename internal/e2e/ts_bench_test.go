@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/jobs"
 )
@@ -152,10 +153,10 @@ func tsBenchRun(b *testing.B, bin string, total int, tsFirst bool) (py, ts float
 		}()
 		waitUntil("two "+language+" workers to register", func() bool {
 			var ws struct {
-				Workers []jobs.WorkerInfo `json:"workers"`
+				Workers []domain.WorkerInfo `json:"workers"`
 			}
 			api.doB(b, http.MethodGet, "/api/v1/workers", "", &ws)
-			return len(slices.DeleteFunc(ws.Workers, func(w jobs.WorkerInfo) bool { return w.Language != language })) == 2
+			return len(slices.DeleteFunc(ws.Workers, func(w domain.WorkerInfo) bool { return w.Language != language })) == 2
 		})
 		call(http.MethodPost, "/api/v1/queues/bench/pause", "", nil)
 		batch := make([]jobs.EnqueueParams, 5000)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -94,11 +95,11 @@ func wfDrain(b *testing.B, w wfWorkload) time.Duration {
 	store.SetEventSink(bus)
 	go func() { _ = bus.Run(ctx) }()
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	total, submit := w(b, store, reg)
 	var done atomic.Int64
 	all := make(chan struct{})
-	pool := workers.NewPool(workers.Config{WorkerID: "bench", OnMoved: func(ms []jobs.Moved) {
+	pool := workers.NewPool(workers.Config{WorkerID: "bench", OnMoved: func(ms []domain.Moved) {
 		n := int64(0)
 		for _, m := range ms {
 			if m.Status == jobs.StateCompleted {
@@ -156,7 +157,7 @@ func wfFanOut(b *testing.B, store *db.Store, reg *jobs.Registry) (int64, func())
 }
 
 func wfBatch(b *testing.B, store *db.Store, _ *jobs.Registry) (int64, func()) {
-	p := jobs.BatchParams{Callbacks: map[string]jobs.EnqueueParams{jobs.OnSuccess: {Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2}}}
+	p := domain.BatchParams{Callbacks: map[string]jobs.EnqueueParams{domain.OnSuccess: {Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2}}}
 	p.Jobs = make([]jobs.EnqueueParams, 10_000)
 	for i := range p.Jobs {
 		p.Jobs[i] = jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: jobs.DefaultQueue, Priority: 2}

@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
-	"github.com/flinthq/flint/jobs"
 )
 
 // TestAccessKeyRoutes states, without reading the table, what a handful of
@@ -359,7 +359,7 @@ func TestRevokingARevokedKey(t *testing.T) {
 	require.Contains(t, p.header.Get("HX-Trigger"), "revoked already")
 	require.Equal(t, http.StatusNotFound, apiCall(t, r.app, apiKey, "DELETE", "/api/v1/keys/"+uuid.NewString(), "").status)
 
-	entries, err := r.store.ListAudit(r.ctx, jobs.AuditQuery{Limit: 100})
+	entries, err := r.store.ListAudit(r.ctx, domain.AuditQuery{Limit: 100})
 	require.NoError(t, err)
 	revocations := 0
 	for _, en := range entries {

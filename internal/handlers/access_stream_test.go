@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -104,9 +105,9 @@ func endsWith(t *testing.T, ch <-chan sseMsg, within time.Duration) string {
 }
 
 func deliver(r *accessRig, n int) {
-	events := make([]jobs.Event, n)
+	events := make([]domain.Event, n)
 	for i := range events {
-		events[i] = jobs.Event{JobID: uuid.New(), Status: jobs.StateQueued, Type: "noop", Queue: "default", At: time.Now()}
+		events[i] = domain.Event{JobID: uuid.New(), Status: jobs.StateQueued, Type: "noop", Queue: "default", At: time.Now()}
 	}
 	r.broker.Deliver(events)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -46,13 +47,13 @@ func accessSetup(t *testing.T) *accessRig {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	broker := handlers.NewBroker(1000)
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: store, Audit: store, Access: store, Alerts: store, Logs: nopLogs{}, Broker: broker,
 		Metrics: http.NotFoundHandler(), MailURL: "http://localhost:8025", BaseContext: ctx,
 		Work:      &handlers.WorkConfig{Store: store},
-		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
+		Benchmark: func(context.Context, int, string) ([]domain.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	r := &accessRig{app: app, store: store, ctx: ctx, broker: broker, people: map[auth.Role]*dashBundle{}, emails: map[auth.Role]string{},

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/auth"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 var regexpSecret = regexp.MustCompile(`<code class="secret">([^<]+)</code>`)
@@ -119,7 +119,7 @@ func TestAuditNamesPersonOrKey(t *testing.T) {
 	res = apiCall(t, r.app, r.keys[auth.ScopeAdmin], "PATCH", "/api/v1/settings", `{"retention_completed_days": 3}`)
 	require.Equal(t, http.StatusOK, res.status, string(res.body))
 
-	entries, err := r.store.ListAudit(r.ctx, jobs.AuditQuery{Limit: 100})
+	entries, err := r.store.ListAudit(r.ctx, domain.AuditQuery{Limit: 100})
 	require.NoError(t, err)
 	who := map[string]string{}
 	for _, e := range entries {

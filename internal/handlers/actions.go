@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -40,7 +41,7 @@ type jobAction string
 
 const (
 	jobRetry   jobAction = "retry"
-	jobCancel  jobAction = jobs.AuditCancel
+	jobCancel  jobAction = domain.AuditCancel
 	jobDelete  jobAction = "delete" // to the bin
 	jobRestore jobAction = "restore"
 	jobPurge   jobAction = "purge" // out of the bin, for good
@@ -74,9 +75,9 @@ func (a seriesAction) auditName() string {
 	case seriesRunNow:
 		return "series_run_now"
 	case seriesPause:
-		return jobs.AuditSeriesPause
+		return domain.AuditSeriesPause
 	case seriesDelete:
-		return jobs.AuditSeriesDelete
+		return domain.AuditSeriesDelete
 	}
 	return "series_" + string(a)
 }
@@ -109,9 +110,9 @@ func (s *server) jobOp(ctx context.Context, action jobAction, id uuid.UUID) (*jo
 // seriesOp applies one action to a recurring series (run now returns the
 // extra occurrence). It records the action, with the occurrence it made or
 // cancelled, so that the occurrence's own history says who did it.
-func (s *server) seriesOp(c *fiber.Ctx, action seriesAction, id uuid.UUID) (*jobs.Schedule, *jobs.Job, error) {
+func (s *server) seriesOp(c *fiber.Ctx, action seriesAction, id uuid.UUID) (*domain.Schedule, *jobs.Job, error) {
 	ctx := c.UserContext()
-	var sc *jobs.Schedule
+	var sc *domain.Schedule
 	var j *jobs.Job
 	var occurrence []uuid.UUID
 	var err error

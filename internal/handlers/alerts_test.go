@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
@@ -44,7 +45,7 @@ func setupAlerts(t *testing.T) (*testBundle, *receiver, string) {
 	t.Helper()
 	store, _ := dbtest.NewStore(t)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	rc := &receiver{status: http.StatusOK}
 	srv := httptest.NewServer(rc)
@@ -135,7 +136,7 @@ func TestAlertRulesAPI(t *testing.T) {
 	// The test button reaches the receiver, signed with that secret.
 	r = b.post(t, "/api/v1/alerts/rules/"+id+"/test", "")
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
-	var res struct{ Deliveries []jobs.AlertDelivery }
+	var res struct{ Deliveries []domain.AlertDelivery }
 	require.NoError(t, json.Unmarshal(r.body, &res))
 	require.Len(t, res.Deliveries, 1)
 	require.True(t, res.Deliveries[0].OK, "%+v", res.Deliveries)
@@ -279,7 +280,7 @@ func requireSignedTest(t *testing.T, rc *receiver, secret string) {
 	wh, err := standardwebhooks.NewWebhook(secret)
 	require.NoError(t, err)
 	require.NoError(t, wh.Verify(body, hdr), "signed by the Standard Webhooks scheme with the rule's secret")
-	other, err := standardwebhooks.NewWebhook(jobs.NewWebhookSecret())
+	other, err := standardwebhooks.NewWebhook(domain.NewWebhookSecret())
 	require.NoError(t, err)
 	require.Error(t, other.Verify(body, hdr), "another secret does not verify")
 	var payload map[string]any

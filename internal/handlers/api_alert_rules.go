@@ -11,7 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // alertRuleInput is the body of POST and PATCH /api/v1/alerts/rules: every
@@ -37,20 +37,20 @@ type alertRuleInput struct {
 // apply sets the given fields on r, after checking each number given
 // against its range whatever r's kind: a value the kind does not use is
 // still stored, and must fit the rule's row.
-func (in *alertRuleInput) apply(r *jobs.AlertRule) error {
+func (in *alertRuleInput) apply(r *domain.AlertRule) error {
 	for _, f := range []struct {
 		name string
 		v    *int
 	}{{"window_seconds", in.WindowSeconds}, {"min_runs", in.MinRuns}, {"grace_seconds", in.GraceSeconds},
 		{"cooldown_seconds", in.CooldownSeconds}} {
 		if f.v != nil {
-			if err := jobs.CheckAlertField(f.name, *f.v); err != nil {
+			if err := domain.CheckAlertField(f.name, *f.v); err != nil {
 				return err
 			}
 		}
 	}
 	if in.Threshold != nil {
-		if err := jobs.CheckAlertThreshold(r.Kind, *in.Threshold); err != nil {
+		if err := domain.CheckAlertThreshold(r.Kind, *in.Threshold); err != nil {
 			return err
 		}
 	}
@@ -103,7 +103,7 @@ func (in *alertRuleInput) apply(r *jobs.AlertRule) error {
 // alertRuleResponse is a rule as the API shows it; webhook_secret appears
 // only in the response that set it.
 type alertRuleResponse struct {
-	jobs.AlertRule
+	domain.AlertRule
 	Condition     string `json:"condition"`
 	WebhookSigned bool   `json:"webhook_signed"`
 	WebhookSecret string `json:"webhook_secret,omitempty"`
@@ -113,14 +113,14 @@ type alertRuleResponse struct {
 	Warning string   `json:"warning,omitempty"`
 }
 
-func (s *server) ruleResponse(r jobs.AlertRule, showSecret bool) alertRuleResponse {
+func (s *server) ruleResponse(r domain.AlertRule, showSecret bool) alertRuleResponse {
 	out := alertRuleResponse{AlertRule: r, Condition: r.Describe(), WebhookSigned: r.WebhookSecret != "",
 		Reaches: r.Reach(s.alertEmails())}
 	if showSecret {
 		out.WebhookSecret = r.WebhookSecret
 	}
 	if len(out.Reaches) == 0 {
-		out.Reaches, out.Warning = []string{}, jobs.NobodyWarning
+		out.Reaches, out.Warning = []string{}, domain.NobodyWarning
 	}
 	return out
 }
@@ -137,13 +137,13 @@ func (s *server) alertEmails() []string {
 // prepareRule fills in a webhook secret where one is needed, checks that a
 // named series exists, and validates the rule. It reports whether the
 // secret is new (so the response shows it once).
-func (s *server) prepareRule(ctx context.Context, r *jobs.AlertRule, before *jobs.AlertRule) (bool, error) {
+func (s *server) prepareRule(ctx context.Context, r *domain.AlertRule, before *domain.AlertRule) (bool, error) {
 	fresh := false
 	switch {
 	case r.WebhookURL == "":
 		r.WebhookSecret = ""
 	case r.WebhookSecret == "":
-		r.WebhookSecret, fresh = jobs.NewWebhookSecret(), true
+		r.WebhookSecret, fresh = domain.NewWebhookSecret(), true
 	case before == nil || before.WebhookSecret != r.WebhookSecret:
 		fresh = true
 	}
@@ -152,7 +152,7 @@ func (s *server) prepareRule(ctx context.Context, r *jobs.AlertRule, before *job
 	}
 	if r.Series != nil && (before == nil || !sameSeriesID(before.Series, r.Series)) {
 		if _, err := s.scheduleStore.GetSchedule(ctx, *r.Series); err != nil {
-			if errors.Is(err, jobs.ErrNotFound) {
+			if errors.Is(err, domain.ErrNotFound) {
 				return false, invalid("series", "no recurring series has this id")
 			}
 			return false, err
@@ -168,11 +168,11 @@ func sameSeriesID(a, b *uuid.UUID) bool {
 // ruleAudit is what the audit trail keeps of a rule: everything but the
 // webhook secret, and of the webhook URL, which is often a credential
 // itself, its scheme and host and a fingerprint that tells a change.
-func ruleAudit(r jobs.AlertRule) map[string]any {
+func ruleAudit(r domain.AlertRule) map[string]any {
 	a := map[string]any{"id": r.ID, "name": r.Name, "kind": r.Kind, "condition": r.Describe(), "emails": r.Emails,
-		"webhook_url": jobs.RedactURL(r.WebhookURL), "enabled": r.Enabled, "cooldown_seconds": r.CooldownSeconds}
+		"webhook_url": domain.RedactURL(r.WebhookURL), "enabled": r.Enabled, "cooldown_seconds": r.CooldownSeconds}
 	if r.WebhookURL != "" {
-		a["webhook_url_fingerprint"] = jobs.URLFingerprint(r.WebhookURL)
+		a["webhook_url_fingerprint"] = domain.URLFingerprint(r.WebhookURL)
 	}
 	return a
 }
@@ -188,21 +188,21 @@ func ruleID(c *fiber.Ctx) (int64, error) {
 
 // ruleNotFound turns the store's not-found into the API's.
 func ruleNotFound(err error) error {
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such alert rule"}
 	}
 	return err
 }
 
 // ruleFromPath reads the rule the :id parameter names.
-func (s *server) ruleFromPath(c *fiber.Ctx) (jobs.AlertRule, error) {
+func (s *server) ruleFromPath(c *fiber.Ctx) (domain.AlertRule, error) {
 	id, err := ruleID(c)
 	if err != nil {
-		return jobs.AlertRule{}, err
+		return domain.AlertRule{}, err
 	}
 	r, err := s.alerts.GetAlertRule(c.UserContext(), id)
 	if err != nil {
-		return jobs.AlertRule{}, ruleNotFound(err)
+		return domain.AlertRule{}, ruleNotFound(err)
 	}
 	return r, nil
 }
@@ -238,7 +238,7 @@ func (s *server) createAlertRule(c *fiber.Ctx) error {
 	if in.Kind == nil {
 		return invalid("kind", "is required: one of failure_rate, queue_latency, cron_overdue, no_worker, job_waiting")
 	}
-	r := jobs.NewAlertRule(jobs.AlertKind(*in.Kind))
+	r := domain.NewAlertRule(domain.AlertKind(*in.Kind))
 	if err := in.apply(&r); err != nil {
 		return err
 	}
@@ -264,7 +264,7 @@ func (s *server) patchAlertRule(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &in); err != nil {
 		return err
 	}
-	if in.Kind != nil && jobs.AlertKind(*in.Kind) != before.Kind {
+	if in.Kind != nil && domain.AlertKind(*in.Kind) != before.Kind {
 		return invalid("kind", "cannot be changed; create a new rule")
 	}
 	r := before

@@ -6,43 +6,43 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AlertStore keeps alert rules and what they found; *db.Store implements it.
 type AlertStore interface {
 	// ListAlertRules returns every alert rule, oldest first.
-	ListAlertRules(ctx context.Context) ([]jobs.AlertRule, error)
-	// GetAlertRule returns one rule; an error wrapping jobs.ErrNotFound
+	ListAlertRules(ctx context.Context) ([]domain.AlertRule, error)
+	// GetAlertRule returns one rule; an error wrapping domain.ErrNotFound
 	// when there is none.
-	GetAlertRule(ctx context.Context, id int64) (jobs.AlertRule, error)
+	GetAlertRule(ctx context.Context, id int64) (domain.AlertRule, error)
 	// CreateAlertRule stores a validated rule and returns it as stored.
-	CreateAlertRule(ctx context.Context, r jobs.AlertRule) (jobs.AlertRule, error)
+	CreateAlertRule(ctx context.Context, r domain.AlertRule) (domain.AlertRule, error)
 	// UpdateAlertRule stores a validated rule r over before, the one with
 	// its id; an alert open under a rule that no longer watches the same
 	// thing is closed without a notification.
-	UpdateAlertRule(ctx context.Context, before, r jobs.AlertRule) (jobs.AlertRule, error)
+	UpdateAlertRule(ctx context.Context, before, r domain.AlertRule) (domain.AlertRule, error)
 	// DeleteAlertRule removes a rule and its alerts.
 	DeleteAlertRule(ctx context.Context, id int64) error
 	// ListAlerts returns the alerts q asks for, newest first.
-	ListAlerts(ctx context.Context, q jobs.AlertQuery) ([]jobs.Alert, error)
+	ListAlerts(ctx context.Context, q domain.AlertQuery) ([]domain.Alert, error)
 	// AlertOutbox returns up to limit of the latest notifications, newest
 	// first: sent, waiting for a retry or given up.
-	AlertOutbox(ctx context.Context, limit int) ([]jobs.AlertRecord, error)
+	AlertOutbox(ctx context.Context, limit int) ([]domain.AlertRecord, error)
 	// AlertDeliveries returns the notifications of the given alerts, up
 	// to perAlert of each, newest first.
-	AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]jobs.AlertRecord, error)
+	AlertDeliveries(ctx context.Context, alertIDs []int64, perAlert int) (map[int64][]domain.AlertRecord, error)
 	// AlertsMark is a fingerprint of what the Alerts page shows, which
 	// changes whenever the page would: the live stream polls it.
 	AlertsMark(ctx context.Context) (string, error)
 }
 
 // AlertTester sends a rule's test notification to each of its channels now.
-type AlertTester func(ctx context.Context, r jobs.AlertRule) []jobs.AlertDelivery
+type AlertTester func(ctx context.Context, r domain.AlertRule) []domain.AlertDelivery
 
 // alertQuery reads status, rule_id, before and limit.
-func alertQuery(c *fiber.Ctx) (jobs.AlertQuery, error) {
-	q := jobs.AlertQuery{Status: c.Query("status"), Limit: 100}
+func alertQuery(c *fiber.Ctx) (domain.AlertQuery, error) {
+	q := domain.AlertQuery{Status: c.Query("status"), Limit: 100}
 	if q.Status != "" && q.Status != "firing" && q.Status != "resolved" {
 		return q, invalid("status", "must be firing or resolved (or omitted for both)")
 	}
@@ -80,7 +80,7 @@ func (s *server) listAlerts(c *fiber.Ctx) error {
 		next = &n
 	}
 	if alerts == nil {
-		alerts = []jobs.Alert{}
+		alerts = []domain.Alert{}
 	}
 	return c.JSON(fiber.Map{"alerts": alerts, "next_before": next})
 }
@@ -101,7 +101,7 @@ type alertDelivery struct {
 
 // DeliveryStatus says where an outbox row is: sent, failed (given up) or
 // pending (waiting for its first try or a retry).
-func deliveryStatus(r jobs.AlertRecord) string {
+func deliveryStatus(r domain.AlertRecord) string {
 	switch {
 	case r.SentAt != nil:
 		return "sent"
@@ -119,7 +119,7 @@ func (s *server) listAlertDeliveries(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	var recs []jobs.AlertRecord
+	var recs []domain.AlertRecord
 	if v := c.Query("alert_id"); v != "" {
 		id, perr := strconv.ParseInt(v, 10, 64)
 		if perr != nil || id < 1 {

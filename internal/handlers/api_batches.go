@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -24,7 +25,7 @@ type batchCreateRequest struct {
 
 // batchResponse is a batch with the members a request created.
 type batchResponse struct {
-	*jobs.Batch
+	*domain.Batch
 	Jobs []*jobs.Job `json:"jobs"`
 }
 
@@ -42,9 +43,9 @@ func (s *server) createBatch(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	p := jobs.BatchParams{Open: req.Open, Jobs: members, Callbacks: map[string]jobs.EnqueueParams{}}
-	raws := []json.RawMessage{req.OnSuccess, req.OnComplete, req.OnDeath} // as jobs.CallbackKinds
-	for i, kind := range jobs.CallbackKinds {
+	p := domain.BatchParams{Open: req.Open, Jobs: members, Callbacks: map[string]jobs.EnqueueParams{}}
+	raws := []json.RawMessage{req.OnSuccess, req.OnComplete, req.OnDeath} // as domain.CallbackKinds
+	for i, kind := range domain.CallbackKinds {
 		raw := raws[i]
 		if len(raw) == 0 || string(raw) == "null" {
 			continue
@@ -136,7 +137,7 @@ func (s *server) listBatches(c *fiber.Ctx) error {
 		next = &page.NextCursor
 	}
 	if page.Batches == nil {
-		page.Batches = []jobs.Batch{}
+		page.Batches = []domain.Batch{}
 	}
 	return c.JSON(fiber.Map{"batches": page.Batches, "next_cursor": next})
 }
@@ -211,8 +212,8 @@ func batchID(c *fiber.Ctx) (uuid.UUID, error) {
 
 // notFoundBatch names the batch in a not-found error.
 func notFoundBatch(id uuid.UUID, err error) error {
-	if err == jobs.ErrNotFound {
-		return fmt.Errorf("no such batch %s: %w", id, jobs.ErrNotFound)
+	if err == domain.ErrNotFound {
+		return fmt.Errorf("no such batch %s: %w", id, domain.ErrNotFound)
 	}
 	return err
 }

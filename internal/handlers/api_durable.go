@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -86,7 +87,7 @@ func (s *server) recordStep(c *fiber.Ctx) error {
 	}
 	started = stepStart(started, h.StartedAt, now)
 	rec, fresh, err := s.durable.RecordStep(c.UserContext(), lease, jobs.StepRecord{Name: *req.Name, Result: result, StartedAt: started})
-	if errors.Is(err, jobs.ErrLeaseLost) {
+	if errors.Is(err, domain.ErrLeaseLost) {
 		return errLeaseLost
 	}
 	if err != nil {
@@ -112,8 +113,8 @@ func checkSignalBody(field string, body json.RawMessage) error {
 	if len(body) == 0 {
 		return nil
 	}
-	if len(body) > jobs.MaxSignalBodyBytes {
-		return invalid(field, fmt.Sprintf("is %d bytes; the limit is %d", len(body), jobs.MaxSignalBodyBytes))
+	if len(body) > domain.MaxSignalBodyBytes {
+		return invalid(field, fmt.Sprintf("is %d bytes; the limit is %d", len(body), domain.MaxSignalBodyBytes))
 	}
 	return jobs.CheckJSON(field, body)
 }
@@ -155,7 +156,7 @@ func (s *server) sendSignal(c *fiber.Ctx) error {
 		return err
 	}
 	if j.Status.Terminal() {
-		return &jobs.TransitionError{Op: "signal", From: j.Status, Reason: "the job has finished; a signal reaches only jobs that have not"}
+		return &domain.TransitionError{Op: "signal", From: j.Status, Reason: "the job has finished; a signal reaches only jobs that have not"}
 	}
 	fresh, resumed, err := s.durable.SendSignal(c.UserContext(), id, name, dedupe, req.Body)
 	if err != nil {
@@ -226,7 +227,7 @@ func (s *server) signalHTML(c *fiber.Ctx) error {
 		err = checkSignalBody("body", body)
 	}
 	if err == nil && j.Status.Terminal() {
-		err = &jobs.TransitionError{Op: "signal", From: j.Status, Reason: "the job has finished"}
+		err = &domain.TransitionError{Op: "signal", From: j.Status, Reason: "the job has finished"}
 	}
 	var fresh, resumed bool
 	if err == nil {
@@ -234,7 +235,7 @@ func (s *server) signalHTML(c *fiber.Ctx) error {
 	}
 	var ve *jobs.ValidationError
 	var ae *apiError
-	if errors.As(err, &ve) || errors.As(err, &ae) || errors.Is(err, jobs.ErrInvalidTransition) {
+	if errors.As(err, &ve) || errors.As(err, &ae) || errors.Is(err, domain.ErrInvalidTransition) {
 		toast(c, "Not sent: "+err.Error()+".", toastBad)
 		return c.SendStatus(http.StatusUnprocessableEntity)
 	}

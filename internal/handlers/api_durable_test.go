@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -26,10 +27,10 @@ func (r *workRig) key(t *testing.T, name string, scopes []auth.Scope, queues ...
 // worker would.
 func (r *workRig) waitIn(t *testing.T, q string, w jobs.WaitingFor) *jobs.Job {
 	t.Helper()
-	got, err := r.store.ClaimJobs(r.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{q}, Limit: 1, LeaseTTL: time.Minute})
+	got, err := r.store.ClaimJobs(r.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{q}, Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	_, _, err = r.store.FinishJobs(r.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(got[0]), Outcome: jobs.OutcomeSuspended, Wait: &w}})
+	_, _, err = r.store.FinishJobs(r.ctx, []domain.Finish{{Lease: domain.LeaseOf(got[0]), Outcome: domain.OutcomeSuspended, Wait: &w}})
 	require.NoError(t, err)
 	return got[0]
 }
@@ -63,9 +64,9 @@ func TestSignalAPI(t *testing.T) {
 	require.Equal(t, jobs.StateQueued, r.job(t, w.ID).Status)
 
 	// Finished: 409.
-	c, err := r.store.ClaimJobs(r.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"refunds"}, Limit: 1, LeaseTTL: time.Minute})
+	c, err := r.store.ClaimJobs(r.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"refunds"}, Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
-	_, _, err = r.store.FinishJobs(r.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err = r.store.FinishJobs(r.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 	var e errBody
 	require.Equal(t, http.StatusConflict, r.call(t, apiKey, http.MethodPost, path, `{"body": 1}`, &e))
@@ -85,7 +86,7 @@ func TestSignalAPI(t *testing.T) {
 	for _, tc := range []struct{ path, body, field string }{
 		{"/api/v1/jobs/" + other.ID.String() + "/signals/bad%20name", `{}`, "name"},
 		{"/api/v1/jobs/" + other.ID.String() + "/signals/" + strings.Repeat("n", 201), `{}`, "name"},
-		{opath, `{"body": "` + strings.Repeat("x", jobs.MaxSignalBodyBytes) + `"}`, "body"},
+		{opath, `{"body": "` + strings.Repeat("x", domain.MaxSignalBodyBytes) + `"}`, "body"},
 		{opath, `{"id": ""}`, "id"},
 		{opath, `{"nope": 1}`, ""},
 		{"/api/v1/jobs/not-a-uuid/signals/x", `{}`, "id"},
@@ -97,7 +98,7 @@ func TestSignalAPI(t *testing.T) {
 		}
 	}
 	require.Equal(t, http.StatusNotFound, r.call(t, apiKey, http.MethodPost, "/api/v1/jobs/"+uuid.NewString()+"/signals/x", `{}`, &e))
-	c, err = r.store.ClaimJobs(r.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"refunds"}, Limit: 1, LeaseTTL: time.Minute})
+	c, err = r.store.ClaimJobs(r.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"refunds"}, Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, c[0].Signals, 1, "only the accepted signal was kept")
 }
@@ -177,12 +178,12 @@ func TestReplayKeepsOrDropsSteps(t *testing.T) {
 	j := r.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "dlq"})[0]
 	kill := func() {
 		t.Helper()
-		c, err := r.store.ClaimJobs(r.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{"dlq"}, Limit: 1, LeaseTTL: time.Minute})
+		c, err := r.store.ClaimJobs(r.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{"dlq"}, Limit: 1, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, c, 1)
-		_, _, err = r.store.RecordStep(r.ctx, jobs.LeaseOf(c[0]), jobs.StepRecord{Name: "charge", Result: []byte(`1`)})
+		_, _, err = r.store.RecordStep(r.ctx, domain.LeaseOf(c[0]), jobs.StepRecord{Name: "charge", Result: []byte(`1`)})
 		require.NoError(t, err)
-		_, _, err = r.store.FinishJobs(r.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: "x", Final: true}})
+		_, _, err = r.store.FinishJobs(r.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeFailed, Error: "x", Final: true}})
 		require.NoError(t, err)
 		require.Equal(t, jobs.StateDeadLetter, r.job(t, j.ID).Status)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/bufpool"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -33,7 +34,7 @@ func (p *priorityValue) UnmarshalJSON(b []byte) error {
 		if err := json.Unmarshal(b, &s); err != nil {
 			return &fieldError{"priority", "must be 1, 2, 3, \"high\", \"medium\" or \"low\""}
 		}
-		n, ok := jobs.PriorityByName(s)
+		n, ok := domain.PriorityByName(s)
 		if !ok {
 			return &fieldError{"priority", fmt.Sprintf("unknown priority %q: use 1, 2, 3, \"high\", \"medium\" or \"low\"", s)}
 		}

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -20,7 +21,7 @@ const (
 // merged in time order with the lines its handler logged after a sequence
 // number.
 type jobLogPage struct {
-	Entries []jobs.LogEntry `json:"entries"`
+	Entries []domain.LogEntry `json:"entries"`
 	// NextAfter is the after= of the next page; it equals the request's
 	// when no stored line is newer.
 	NextAfter int64 `json:"next_after"`
@@ -56,7 +57,7 @@ func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limi
 	if err != nil {
 		return jobLogPage{}, err
 	}
-	var execs []jobs.Execution
+	var execs []domain.Execution
 	if after == 0 {
 		if execs, err = s.jobStore.ListExecutions(ctx, j); err != nil {
 			return jobLogPage{}, err
@@ -68,7 +69,7 @@ func (s *server) loadJobLog(ctx context.Context, id uuid.UUID, after int64, limi
 // jobLog merges, on the first page (after 0), the lifecycle lines of j's
 // runs execs and of its row with up to limit lines its handler logged
 // after seq after.
-func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution, after int64, limit int) (jobLogPage, error) {
+func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []domain.Execution, after int64, limit int) (jobLogPage, error) {
 	stored, err := s.jobStore.JobLogs(ctx, j.ID, after, limit)
 	if err != nil {
 		return jobLogPage{}, err
@@ -77,16 +78,16 @@ func (s *server) jobLog(ctx context.Context, j *jobs.Job, execs []jobs.Execution
 	if len(stored) > 0 {
 		page.NextAfter = stored[len(stored)-1].Seq
 	}
-	var lifecycle []jobs.LogEntry
+	var lifecycle []domain.LogEntry
 	if after == 0 {
-		var cancel *jobs.AuditEntry
+		var cancel *domain.AuditEntry
 		if j.Status == jobs.StateCancelled {
 			if cancel, err = s.jobStore.CancelAudit(ctx, j.ID); err != nil {
 				return jobLogPage{}, err
 			}
 		}
-		lifecycle = jobs.LifecycleLines(j, execs, cancel)
+		lifecycle = domain.LifecycleLines(j, execs, cancel)
 	}
-	page.Entries = jobs.MergeLog(lifecycle, stored)
+	page.Entries = domain.MergeLog(lifecycle, stored)
 	return page, nil
 }

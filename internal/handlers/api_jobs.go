@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -24,7 +25,7 @@ type listResponse struct {
 }
 
 // pageResponse is p as the caller may see it (payloadForCaller).
-func pageResponse(c *fiber.Ctx, p jobs.Page) listResponse {
+func pageResponse(c *fiber.Ctx, p domain.Page) listResponse {
 	r := listResponse{Jobs: make([]*jobs.Job, len(p.Jobs))}
 	for i, j := range p.Jobs {
 		r.Jobs[i] = jobForCaller(c, j)
@@ -37,8 +38,8 @@ func pageResponse(c *fiber.Ctx, p jobs.Page) listResponse {
 
 // listParams reads the listing query parameters shared by /jobs, /dlq and
 // /bin.
-func listParams(c *fiber.Ctx) (jobs.ListParams, error) {
-	p := jobs.ListParams{Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"), Cursor: c.Query("cursor")}
+func listParams(c *fiber.Ctx) (domain.ListParams, error) {
+	p := domain.ListParams{Type: c.Query("type"), Queue: c.Query("queue"), Q: c.Query("q"), Cursor: c.Query("cursor")}
 	if v := c.Query("status"); v != "" {
 		for _, s := range strings.Split(v, ",") {
 			st := jobs.State(strings.TrimSpace(s))
@@ -57,8 +58,8 @@ func listParams(c *fiber.Ctx) (jobs.ListParams, error) {
 	}
 	if v := c.Query("limit"); v != "" {
 		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > jobs.MaxListLimit {
-			return p, invalid("limit", fmt.Sprintf("must be a whole number between 1 and %d", jobs.MaxListLimit))
+		if err != nil || n < 1 || n > domain.MaxListLimit {
+			return p, invalid("limit", fmt.Sprintf("must be a whole number between 1 and %d", domain.MaxListLimit))
 		}
 		p.Limit = n
 	}
@@ -86,7 +87,7 @@ func apiJobOrders() []string {
 // listOrder reads GET /api/v1/jobs?sort= into p: by creation (default),
 // start or finish time, latest first or, with the _oldest forms (and
 // "oldest" for creation), earliest first.
-func listOrder(c *fiber.Ctx, p *jobs.ListParams) error {
+func listOrder(c *fiber.Ctx, p *domain.ListParams) error {
 	v := c.Query("sort")
 	if v == "created" {
 		v = ""
@@ -118,8 +119,8 @@ func (s *server) listJobs(c *fiber.Ctx) error {
 // jobDetail is a job with its executions and dependencies.
 type jobDetail struct {
 	*jobs.Job
-	Executions   []jobs.Execution  `json:"executions"`
-	Dependencies jobs.Dependencies `json:"dependencies"`
+	Executions   []domain.Execution  `json:"executions"`
+	Dependencies domain.Dependencies `json:"dependencies"`
 }
 
 // jobID reads the {id} path parameter.
@@ -201,7 +202,7 @@ func (s *server) explainJob(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	return c.JSON(jobs.Explain(f))
+	return c.JSON(domain.Explain(f))
 }
 
 // loadJob reads a job with its runs and dependencies, for the API and the

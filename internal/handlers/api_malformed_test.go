@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -135,7 +136,7 @@ func TestMalformedRequests(t *testing.T) {
 		})
 	}
 	// Nothing above created a job.
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{})
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -41,10 +42,10 @@ func (s *server) listQueues(c *fiber.Ctx) error {
 
 // queueForCaller is q as the caller may see it: a push URL (which may
 // carry a token) whole for admins, its scheme and host for others.
-func queueForCaller(c *fiber.Ctx, q jobs.QueueInfo) jobs.QueueInfo {
+func queueForCaller(c *fiber.Ctx, q domain.QueueInfo) domain.QueueInfo {
 	if q.Push != nil && !seesSecrets(c) {
 		t := *q.Push
-		t.URL = jobs.RedactURL(t.URL)
+		t.URL = domain.RedactURL(t.URL)
 		q.Push = &t
 	}
 	return q
@@ -61,7 +62,7 @@ func (s *server) getQueue(c *fiber.Ctx) error {
 		return err
 	}
 	if q.Push != nil {
-		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(c.UserContext(), name, jobs.PushDeliveriesPerPage); err != nil {
+		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(c.UserContext(), name, domain.PushDeliveriesPerPage); err != nil {
 			return err
 		}
 	}
@@ -70,10 +71,10 @@ func (s *server) getQueue(c *fiber.Ctx) error {
 
 // queueAfter reads a queue after a change; a queue with neither jobs nor
 // settings cannot be missing then, but a paused empty queue has settings.
-func (s *server) queueAfter(c *fiber.Ctx, st jobs.QueueSettings) (jobs.QueueInfo, error) {
+func (s *server) queueAfter(c *fiber.Ctx, st domain.QueueSettings) (domain.QueueInfo, error) {
 	q, err := s.queueStore.GetQueue(c.UserContext(), st.Name)
 	if err != nil {
-		return jobs.QueueInfo{QueueSettings: st}, err
+		return domain.QueueInfo{QueueSettings: st}, err
 	}
 	return q, nil
 }
@@ -98,9 +99,9 @@ func (s *server) pauseQueue(paused bool) fiber.Handler {
 	}
 }
 
-func (s *server) setPaused(c *fiber.Ctx, name string, paused bool) (jobs.QueueSettings, error) {
+func (s *server) setPaused(c *fiber.Ctx, name string, paused bool) (domain.QueueSettings, error) {
 	actor := auditActor(c).Actor
-	st, err := s.queueStore.UpdateQueue(c.UserContext(), name, actor, func(q jobs.QueueSettings) jobs.QueueSettings {
+	st, err := s.queueStore.UpdateQueue(c.UserContext(), name, actor, func(q domain.QueueSettings) domain.QueueSettings {
 		q.Paused = paused
 		return q
 	})
@@ -129,7 +130,7 @@ func (s *server) patchQueue(c *fiber.Ctx) error {
 	if err := decodeJSON(c, &raw); err != nil {
 		return err
 	}
-	patch, err := jobs.ParseQueuePatch(c.Body())
+	patch, err := domain.ParseQueuePatch(c.Body())
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func (s *server) patchQueue(c *fiber.Ctx) error {
 	}
 	if patch.SetPush && patch.Push != nil {
 		if _, err := s.typeStore.RecordSchemas(c.UserContext(), patch.Push.Schemas,
-			jobs.SchemaAuthor{Source: jobs.SchemaFromQueue, Queue: name}); err != nil {
+			domain.SchemaAuthor{Source: domain.SchemaFromQueue, Queue: name}); err != nil {
 			return err
 		}
 	}
@@ -157,7 +158,7 @@ func (s *server) patchQueue(c *fiber.Ctx) error {
 }
 
 // checkPush refuses a push URL the SSRF guard would refuse to reach.
-func (s *server) checkPush(c *fiber.Ctx, patch jobs.QueuePatch) error {
+func (s *server) checkPush(c *fiber.Ctx, patch domain.QueuePatch) error {
 	if !patch.SetPush || patch.Push == nil {
 		return nil
 	}
@@ -202,15 +203,15 @@ func (s *server) revokePushSecret(c *fiber.Ctx) error {
 // pushSecretError maps the refusals of a rotation or revocation.
 func pushSecretError(err error) error {
 	switch {
-	case errors.Is(err, jobs.ErrNoPush):
+	case errors.Is(err, domain.ErrNoPush):
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "this queue does not push its jobs; set push first (PATCH /api/v1/queues/{name})"}
-	case errors.Is(err, jobs.ErrPreviousSecret), errors.Is(err, jobs.ErrNoPreviousSecret):
+	case errors.Is(err, domain.ErrPreviousSecret), errors.Is(err, domain.ErrNoPreviousSecret):
 		return &apiError{Status: http.StatusConflict, Code: "conflict", Message: err.Error()}
 	}
 	return err
 }
 
-func (s *server) applyQueuePatch(c *fiber.Ctx, name string, patch jobs.QueuePatch) (jobs.QueueSettings, error) {
+func (s *server) applyQueuePatch(c *fiber.Ctx, name string, patch domain.QueuePatch) (domain.QueueSettings, error) {
 	st, err := s.queueStore.UpdateQueue(c.UserContext(), name, auditActor(c).Actor, patch.Apply)
 	if err != nil {
 		return st, err
@@ -222,7 +223,7 @@ func (s *server) applyQueuePatch(c *fiber.Ctx, name string, patch jobs.QueuePatc
 	details["queue"] = name
 	if patch.SetPush && patch.Push != nil {
 		// The trail keeps where it points, not what may be a token.
-		details["push"] = map[string]any{"url": jobs.RedactURL(patch.Push.URL), "url_fingerprint": jobs.URLFingerprint(patch.Push.URL),
+		details["push"] = map[string]any{"url": domain.RedactURL(patch.Push.URL), "url_fingerprint": domain.URLFingerprint(patch.Push.URL),
 			"timeout_seconds": patch.Push.TimeoutSeconds}
 	}
 	s.audit(c, "queue_limits", details)
@@ -251,7 +252,7 @@ func (s *server) queuePage(c *fiber.Ctx) error {
 		return s.notFound(c)
 	}
 	v, err := s.queueView(c, name, nil)
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return s.notFound(c)
 	}
 	if err != nil {
@@ -273,7 +274,7 @@ func (s *server) queueView(c *fiber.Ctx, name string, typed *views.QueueForm) (v
 		return v, err
 	}
 	if q.Push != nil {
-		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(ctx, name, jobs.PushDeliveriesPerPage); err != nil {
+		if q.RecentDeliveries, err = s.queueStore.PushDeliveries(ctx, name, domain.PushDeliveriesPerPage); err != nil {
 			return v, err
 		}
 	}
@@ -341,7 +342,7 @@ func (s *server) queueLimitsHTML(c *fiber.Ctx) error {
 		RatePeriod:    strings.TrimSpace(c.FormValue("rate_period_seconds")),
 		PerKeyLimit:   strings.TrimSpace(c.FormValue("per_key_concurrency")),
 		RateLimitOpen: true}
-	patch, err := jobs.ParseQueuePatch(queueFormBody(form))
+	patch, err := domain.ParseQueuePatch(queueFormBody(form))
 	if err == nil {
 		_, err = s.applyQueuePatch(c, name, patch)
 	}

@@ -6,7 +6,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // scheduleID reads the {id} of a recurring series.
@@ -25,7 +25,7 @@ func (s *server) listRecurring(c *fiber.Ctx) error {
 		return err
 	}
 	if list == nil {
-		list = []*jobs.Schedule{}
+		list = []*domain.Schedule{}
 	}
 	return c.JSON(fiber.Map{"recurring": list})
 }

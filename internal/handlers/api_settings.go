@@ -5,7 +5,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // getSettings handles GET /api/v1/settings.
@@ -52,7 +52,7 @@ func (s *server) listSettingsChanges(c *fiber.Ctx) error {
 }
 
 // settingsDiff is the audit detail of a settings change: the new values.
-func settingsDiff(st jobs.Settings, changed []string) map[string]json.RawMessage {
+func settingsDiff(st domain.Settings, changed []string) map[string]json.RawMessage {
 	all := st.Map()
 	out := map[string]json.RawMessage{}
 	for _, k := range changed {

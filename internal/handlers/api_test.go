@@ -20,6 +20,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
@@ -38,7 +39,7 @@ func setup(t *testing.T) *testBundle {
 	t.Helper()
 	store, dsn := dbtest.NewStore(t)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
 	app := handlers.New(handlers.Config{APIKey: apiKey}, store, reg, logger)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -140,7 +141,7 @@ func TestBatch(t *testing.T) {
 	// All or nothing: one bad entry, nothing inserted.
 	bad := b.post(t, "/api/v1/jobs/batch", `{"jobs":[{"type":"noop","queue":"all-or-nothing"},{"type":"nope"}]}`)
 	require.Equal(t, http.StatusUnprocessableEntity, bad.status)
-	page, err := b.store.ListJobs(b.ctx, jobs.ListParams{Queue: "all-or-nothing"})
+	page, err := b.store.ListJobs(b.ctx, domain.ListParams{Queue: "all-or-nothing"})
 	require.NoError(t, err)
 	require.Empty(t, page.Jobs)
 }
@@ -185,11 +186,11 @@ func TestDLQReplay(t *testing.T) {
 		ids = append(ids, id)
 	}
 	// Run and fail each once: straight to the DLQ.
-	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 10, LeaseTTL: time.Minute})
+	claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: 10, LeaseTTL: time.Minute})
 	require.NoError(t, err)
-	var fins []jobs.Finish
+	var fins []domain.Finish
 	for _, j := range claimed {
-		fins = append(fins, jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeFailed, Error: "<script>alert(1)</script>"})
+		fins = append(fins, domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeFailed, Error: "<script>alert(1)</script>"})
 	}
 	_, _, err = b.store.FinishJobs(b.ctx, fins)
 	require.NoError(t, err)
@@ -251,7 +252,7 @@ func TestRunAtBoundsFollowTheClock(t *testing.T) {
 	t.Parallel()
 	store, _ := dbtest.NewStore(t)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	clock := jobs.NewFakeClock(time.Date(2040, 1, 1, 0, 0, 0, 0, time.UTC))
 	app := handlers.New(handlers.Config{APIKey: apiKey, Clock: clock}, store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	b := &testBundle{app: app, store: store, ctx: context.Background()}

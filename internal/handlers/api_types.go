@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -15,11 +16,11 @@ import (
 // force, its kept versions (who stored each, when) and the live workers
 // that serve it.
 type typeInfo struct {
-	Type     string               `json:"type"`
-	Known    bool                 `json:"known"`
-	Schema   json.RawMessage      `json:"schema"`
-	Versions []jobs.SchemaVersion `json:"versions"`
-	Workers  []jobs.WorkerInfo    `json:"workers"`
+	Type     string                 `json:"type"`
+	Known    bool                   `json:"known"`
+	Schema   json.RawMessage        `json:"schema"`
+	Versions []domain.SchemaVersion `json:"versions"`
+	Workers  []domain.WorkerInfo    `json:"workers"`
 }
 
 // typeParam reads the job type of a /types/:type path (a "/" in a type is sent as %2F).
@@ -34,8 +35,8 @@ func typeParam(c *fiber.Ctx) (string, error) {
 // loadTypeInfo gathers what is known of jobType.
 func (s *server) loadTypeInfo(ctx context.Context, jobType string) (typeInfo, error) {
 	s.types.Prepare(ctx, jobType, "")
-	ti := typeInfo{Type: jobType, Known: slices.Contains(s.types.Known(), jobType), Versions: []jobs.SchemaVersion{},
-		Workers: []jobs.WorkerInfo{}}
+	ti := typeInfo{Type: jobType, Known: slices.Contains(s.types.Known(), jobType), Versions: []domain.SchemaVersion{},
+		Workers: []domain.WorkerInfo{}}
 	vs, err := s.typeStore.SchemaHistory(ctx, jobType)
 	if err != nil {
 		return ti, err

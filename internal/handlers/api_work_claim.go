@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
@@ -42,7 +43,7 @@ type claimedJob struct {
 	// Steps holds the steps earlier attempts recorded (name → result, in
 	// their order) and Signals what resumed the job's waits (name →
 	// {"body", "at"} or {"timed_out": true}), for a durable job.
-	Steps   jobs.StepsWire         `json:"steps,omitempty"`
+	Steps   domain.StepsWire       `json:"steps,omitempty"`
 	Signals map[string]jobs.Signal `json:"signals,omitempty"`
 	// Traceparent is the W3C trace context of this attempt (with tracing
 	// on): the worker parents its spans on it and reports it back with
@@ -88,7 +89,7 @@ func (s *server) claimWork(c *fiber.Ctx) error {
 	}
 	wa := s.work
 	out := []claimedJob{}
-	if w.State != jobs.WorkerRunning {
+	if w.State != domain.WorkerRunning {
 		return c.JSON(fiber.Map{"jobs": out}) // quiet or terminating: no new work
 	}
 	// The wait outlives the request timeout's budget for database work:
@@ -124,19 +125,19 @@ func (s *server) claimWork(c *fiber.Ctx) error {
 		if err != nil {
 			return err
 		}
-		if w.State != jobs.WorkerRunning {
+		if w.State != domain.WorkerRunning {
 			return c.JSON(fiber.Map{"jobs": out})
 		}
 	}
 }
 
 // hubSig is the set a worker waits in: its queues and types.
-func hubSig(w jobs.WorkerInfo) string {
+func hubSig(w domain.WorkerInfo) string {
 	return strings.Join(w.Queues, ",") + "|" + strings.Join(w.Types, ",")
 }
 
 // claimOnce claims for w in one of the hub's slots.
-func (s *server) claimOnce(w jobs.WorkerInfo, max int) ([]*jobs.Job, error) {
+func (s *server) claimOnce(w domain.WorkerInfo, max int) ([]*jobs.Job, error) {
 	wa := s.work
 	ctx, cancel := context.WithTimeout(s.base, wa.cfg.LeaseTTL)
 	defer cancel()
@@ -145,7 +146,7 @@ func (s *server) claimOnce(w jobs.WorkerInfo, max int) ([]*jobs.Job, error) {
 		return nil, err
 	}
 	defer release()
-	return wa.cfg.Store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: w.ID, Queues: w.Queues, Types: w.Types, Limit: max, LeaseTTL: wa.cfg.LeaseTTL})
+	return wa.cfg.Store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: w.ID, Queues: w.Queues, Types: w.Types, Limit: max, LeaseTTL: wa.cfg.LeaseTTL})
 }
 
 // heartbeatRequest is the body of POST /api/v1/workers/{id}/heartbeat.
@@ -170,17 +171,17 @@ func (s *server) workerHeartbeat(c *fiber.Ctx) error {
 	if len(req.Leases) > maxLeasesPerBeat {
 		return invalid("leases", fmt.Sprintf("lists %d leases; the limit is %d", len(req.Leases), maxLeasesPerBeat))
 	}
-	beats := make([]jobs.Heartbeat, len(req.Leases))
+	beats := make([]domain.Heartbeat, len(req.Leases))
 	for i, l := range req.Leases {
 		f := func(name string) string { return fmt.Sprintf("leases[%d].%s", i, name) }
 		lease, err := leaseOf(l.JobID, l.LeaseToken, f)
 		if err != nil {
 			return err
 		}
-		if slices.ContainsFunc(beats[:i], func(b jobs.Heartbeat) bool { return b.JobID == lease.JobID }) {
+		if slices.ContainsFunc(beats[:i], func(b domain.Heartbeat) bool { return b.JobID == lease.JobID }) {
 			return invalid(f("job_id"), "lists a job twice")
 		}
-		beats[i] = jobs.Heartbeat{Lease: lease}
+		beats[i] = domain.Heartbeat{Lease: lease}
 		if beats[i].Progress, err = progressOf(l.Progress, l.ProgressMessage, f); err != nil {
 			return err
 		}
@@ -195,7 +196,7 @@ func (s *server) workerHeartbeat(c *fiber.Ctx) error {
 	// Only a registered worker's entry is refreshed: a heartbeat racing
 	// the worker's deregistration must not bring it back.
 	state, err := wa.cfg.Store.RemoteWorkerHeartbeat(ctx, w, remoteWorkerTTL*wa.cfg.HeartbeatInterval)
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		wa.cache.Delete(w.ID)
 		return &apiError{Status: http.StatusNotFound, Code: "not_found",
 			Message: "no such worker: it deregistered or was never registered; register again (POST /api/v1/workers)"}
@@ -227,11 +228,11 @@ func (s *server) workerHeartbeat(c *fiber.Ctx) error {
 // progressOf checks the progress a heartbeat reports (nil when it
 // reports none); field names the fields in errors. The message is
 // scrubbed of secrets where it is stored.
-func progressOf(percent *int, message *string, field func(string) string) (*jobs.Progress, error) {
+func progressOf(percent *int, message *string, field func(string) string) (*domain.Progress, error) {
 	if percent == nil && message == nil {
 		return nil, nil
 	}
-	pr := &jobs.Progress{}
+	pr := &domain.Progress{}
 	if percent != nil {
 		if *percent < 0 || *percent > 100 {
 			return nil, invalid(field("progress"), "must be between 0 and 100 (percent)")
@@ -249,8 +250,8 @@ func progressOf(percent *int, message *string, field func(string) string) (*jobs
 
 // leaseOf reads a job id and lease token given as text; field names
 // them in errors.
-func leaseOf(jobID, token *string, field func(string) string) (jobs.Lease, error) {
-	var l jobs.Lease
+func leaseOf(jobID, token *string, field func(string) string) (domain.Lease, error) {
+	var l domain.Lease
 	if jobID == nil {
 		return l, invalid(field("job_id"), "is required: the id of a job this worker holds")
 	}
@@ -265,5 +266,5 @@ func leaseOf(jobID, token *string, field func(string) string) (jobs.Lease, error
 	if err != nil {
 		return l, invalid(field("lease_token"), "must be the lease_token the claim returned (a UUID)")
 	}
-	return jobs.Lease{JobID: id, Token: tok}, nil
+	return domain.Lease{JobID: id, Token: tok}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -35,8 +36,8 @@ type outcomeRequest struct {
 	// traceparent, what is malformed in it is ignored.
 	ReplayedSteps []string `json:"replayed_steps"`
 	// wake_at, signal, event and timeout_seconds end the attempt
-	// sleeping or waiting (jobs.SuspendFields).
-	jobs.SuspendFields
+	// sleeping or waiting (domain.SuspendFields).
+	domain.SuspendFields
 }
 
 // outcomeResult is the answer for one outcome: applied (ok, with the
@@ -71,7 +72,7 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	if len(req.Outcomes) > maxOutcomes {
 		return invalid("outcomes", fmt.Sprintf("holds %d outcomes; the limit is %d per request", len(req.Outcomes), maxOutcomes))
 	}
-	batch := make([]jobs.Finish, len(req.Outcomes))
+	batch := make([]domain.Finish, len(req.Outcomes))
 	ids := make([]uuid.UUID, len(req.Outcomes))
 	refused := make([]string, len(req.Outcomes))
 	now := s.clock.Now()
@@ -106,8 +107,8 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 			return invalid(fmt.Sprintf("outcomes[%d].job_id", i), fmt.Sprintf("this worker never claimed job %s; nothing was applied "+
 				"(a push endpoint that answered 202 finishes its job with POST /api/v1/jobs/{id}/finish)", batch[i].JobID))
 		}
-		if batch[i].Outcome == jobs.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
-			batch[i].RetryDelay = jobs.Backoff(cl.Attempt, nil)
+		if batch[i].Outcome == domain.OutcomeFailed && batch[i].RetryDelay == 0 && !batch[i].Final {
+			batch[i].RetryDelay = domain.Backoff(cl.Attempt, nil)
 		}
 		traceSpawned(batch[i].Spawn, req.Outcomes[i].Traceparent, cl.Traceparent, batch[i].Lease)
 	}
@@ -115,10 +116,10 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	jobs.LogFailures(ctx, s.logger.With("worker_id", w.ID), batch, finished)
+	domain.LogFailures(ctx, s.logger.With("worker_id", w.ID), batch, finished)
 	traceFinished(ctx, w.ID, req.Outcomes, batch, finished, claimed, now)
 	out := make([]outcomeResult, len(finished))
-	var moved []jobs.Moved
+	var moved []domain.Moved
 	for i, m := range finished {
 		out[i] = outcomeResult{JobID: batch[i].JobID, OK: !m.LeaseLost() && refused[i] == "", Status: m.Status}
 		switch {
@@ -139,10 +140,10 @@ func (s *server) finishWork(c *fiber.Ctx) error {
 	return c.JSON(fiber.Map{"outcomes": out})
 }
 
-// finish validates one outcome into a jobs.Finish; at names it. A result
+// finish validates one outcome into a domain.Finish; at names it. A result
 // that cannot be stored turns the outcome into a failure that says why
 // (returned as refused too), so its neighbours are applied as sent.
-func (o outcomeRequest) finish(at string, now time.Time) (f jobs.Finish, refused string, err error) {
+func (o outcomeRequest) finish(at string, now time.Time) (f domain.Finish, refused string, err error) {
 	field := func(name string) string { return join(at, name) }
 	lease, err := leaseOf(o.JobID, o.LeaseToken, field)
 	if err != nil {
@@ -166,12 +167,12 @@ func (o outcomeRequest) finish(at string, now time.Time) (f jobs.Finish, refused
 		return f, "", invalid(field("spawn"), "applies to completed outcomes only: jobs are spawned with the completion")
 	}
 	if f.Wait, err = o.Wait(o.Status, field, now); err != nil || f.Wait != nil {
-		f.Outcome = jobs.OutcomeSuspended
+		f.Outcome = domain.OutcomeSuspended
 		return f, "", err
 	}
 	switch o.Status {
 	case "completed":
-		f.Outcome = jobs.OutcomeSucceeded
+		f.Outcome = domain.OutcomeSucceeded
 		if hasResult {
 			if len(o.Result) > jobs.MaxResultBytes {
 				return f, "", invalid(field("result"), fmt.Sprintf("is %d bytes; the limit is %d", len(o.Result), jobs.MaxResultBytes))
@@ -179,19 +180,19 @@ func (o outcomeRequest) finish(at string, now time.Time) (f jobs.Finish, refused
 			f.Result = bytes.TrimSpace(o.Result)
 			if err := jobs.CheckJSON(field("result"), f.Result); err != nil {
 				refused = err.Error()
-				f.Outcome, f.Result, f.Error = jobs.OutcomeFailed, nil, "the worker's result was refused: "+refused
+				f.Outcome, f.Result, f.Error = domain.OutcomeFailed, nil, "the worker's result was refused: "+refused
 			}
 		}
 	case "failed":
-		f.Outcome = jobs.OutcomeFailed
+		f.Outcome = domain.OutcomeFailed
 		if f.Error == "" {
 			f.Error = "failed (the worker gave no error)"
 		}
 		f.Final = o.Retryable != nil && !*o.Retryable
 		if o.RetryAfterSeconds != nil {
 			ra := *o.RetryAfterSeconds
-			if math.IsNaN(ra) || ra < 0 || ra > jobs.MaxBackoff.Seconds() {
-				return f, "", invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(jobs.MaxBackoff.Seconds())))
+			if math.IsNaN(ra) || ra < 0 || ra > domain.MaxBackoff.Seconds() {
+				return f, "", invalid(field("retry_after_seconds"), fmt.Sprintf("must be between 0 and %d", int(domain.MaxBackoff.Seconds())))
 			}
 			if f.Final {
 				return f, "", invalid(field("retry_after_seconds"), "a failure that is not retryable is not retried")
@@ -199,7 +200,7 @@ func (o outcomeRequest) finish(at string, now time.Time) (f jobs.Finish, refused
 			f.RetryDelay = max(time.Duration(ra*float64(time.Second)), time.Millisecond)
 		}
 	case "cancelled":
-		f.Outcome = jobs.OutcomeCancelled
+		f.Outcome = domain.OutcomeCancelled
 		if f.Error == "" {
 			f.Error = "cancelled by the worker"
 		}
@@ -217,7 +218,7 @@ func (s *server) parseSpawn(c *fiber.Ctx, raw json.RawMessage, at string, now ti
 	if len(raw) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		return nil, nil
 	}
-	list, err := jobs.ParseSpawn(raw, jobs.Prepared(c.UserContext(), s.types), now)
+	list, err := domain.ParseSpawn(raw, domain.Prepared(c.UserContext(), s.types), now)
 	var ve *jobs.ValidationError
 	if errors.As(err, &ve) {
 		return nil, invalid(join(at, ve.Field), ve.Message)
@@ -260,7 +261,7 @@ func (s *server) appendJobLog(c *fiber.Ctx) error {
 		return invalid("lines", fmt.Sprintf("holds %d lines; the limit is %d per request", len(req.Lines), maxLogLines))
 	}
 	now := s.clock.Now()
-	lines := make([]jobs.LogEntry, len(req.Lines))
+	lines := make([]domain.LogEntry, len(req.Lines))
 	for i, l := range req.Lines {
 		f := func(name string) string { return fmt.Sprintf("lines[%d].%s", i, name) }
 		switch l.Level {
@@ -280,7 +281,7 @@ func (s *server) appendJobLog(c *fiber.Ctx) error {
 		if l.At != nil && l.At.Before(now.Add(time.Minute)) && l.At.After(now.Add(-24*time.Hour)) {
 			at = *l.At
 		}
-		lines[i] = jobs.LogEntry{JobID: id, At: at, Level: l.Level, Message: logs.Scrub(*l.Message), Attrs: scrubAttrs(l.Attrs)}
+		lines[i] = domain.LogEntry{JobID: id, At: at, Level: l.Level, Message: logs.Scrub(*l.Message), Attrs: scrubAttrs(l.Attrs)}
 	}
 	h, err := s.leaseHolder(c, lease)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/internal/auth"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // Every write made with a lease token (a heartbeat, a log line, a finish)
@@ -26,9 +26,9 @@ var errLeaseLost = &apiError{Status: http.StatusConflict, Code: "lease_lost",
 
 // leaseHolder returns who holds l, refusing a caller that may not act for
 // that holder.
-func (s *server) leaseHolder(c *fiber.Ctx, l jobs.Lease) (jobs.LeaseHolder, error) {
+func (s *server) leaseHolder(c *fiber.Ctx, l domain.Lease) (domain.LeaseHolder, error) {
 	h, err := s.work.cfg.Store.LeaseHolder(c.UserContext(), l)
-	if errors.Is(err, jobs.ErrLeaseLost) {
+	if errors.Is(err, domain.ErrLeaseLost) {
 		return h, errLeaseLost
 	}
 	if err != nil {
@@ -46,10 +46,10 @@ func (s *server) leaseHolder(c *fiber.Ctx, l jobs.Lease) (jobs.LeaseHolder, erro
 		return h, nil
 	}
 	w, err := s.work.cfg.Store.GetWorker(c.UserContext(), h.WorkerID)
-	if err != nil && !errors.Is(err, jobs.ErrNotFound) {
+	if err != nil && !errors.Is(err, domain.ErrNotFound) {
 		return h, err
 	}
-	if err == nil && w.Kind == jobs.WorkerRemote && w.KeyID != nil && *w.KeyID == p.keyID {
+	if err == nil && w.Kind == domain.WorkerRemote && w.KeyID != nil && *w.KeyID == p.keyID {
 		return h, nil
 	}
 	return h, &apiError{Status: http.StatusForbidden, Code: "forbidden", Scope: string(auth.ScopeWork),
@@ -57,10 +57,10 @@ func (s *server) leaseHolder(c *fiber.Ctx, l jobs.Lease) (jobs.LeaseHolder, erro
 }
 
 // jobLease reads the job id of the path and a lease_token into a lease.
-func jobLease(c *fiber.Ctx, token *string) (jobs.Lease, error) {
+func jobLease(c *fiber.Ctx, token *string) (domain.Lease, error) {
 	id, err := uuid.Parse(c.Params("id"))
 	if err != nil {
-		return jobs.Lease{}, badRequest("invalid_id", "id", "the job id in the path must be a UUID")
+		return domain.Lease{}, badRequest("invalid_id", "id", "the job id in the path must be a UUID")
 	}
 	idText := id.String()
 	return leaseOf(&idText, token, func(name string) string { return name })
@@ -86,7 +86,7 @@ func (s *server) jobHeartbeat(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	beat := jobs.Heartbeat{Lease: lease}
+	beat := domain.Heartbeat{Lease: lease}
 	if beat.Progress, err = progressOf(req.Progress, req.ProgressMessage, func(name string) string { return name }); err != nil {
 		return err
 	}
@@ -95,7 +95,7 @@ func (s *server) jobHeartbeat(c *fiber.Ctx) error {
 		return err
 	}
 	wa := s.work
-	statuses, err := wa.cfg.Store.ExtendLeasesWithin(c.UserContext(), []jobs.Heartbeat{beat}, wa.cfg.LeaseTTL, wa.cfg.TimeoutGrace, h.WorkerID)
+	statuses, err := wa.cfg.Store.ExtendLeasesWithin(c.UserContext(), []domain.Heartbeat{beat}, wa.cfg.LeaseTTL, wa.cfg.TimeoutGrace, h.WorkerID)
 	if err != nil {
 		return err
 	}
@@ -132,22 +132,22 @@ func (s *server) jobFinish(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if f.Outcome == jobs.OutcomeFailed && f.RetryDelay == 0 && !f.Final {
-		f.RetryDelay = jobs.Backoff(h.Attempt, nil)
+	if f.Outcome == domain.OutcomeFailed && f.RetryDelay == 0 && !f.Final {
+		f.RetryDelay = domain.Backoff(h.Attempt, nil)
 	}
 	traceSpawned(f.Spawn, req.Traceparent, h.Traceparent, f.Lease)
 	wa := s.work
-	finished, cascaded, err := wa.cfg.Store.FinishJobs(c.UserContext(), []jobs.Finish{f})
+	finished, cascaded, err := wa.cfg.Store.FinishJobs(c.UserContext(), []domain.Finish{f})
 	if err != nil {
 		return err
 	}
-	jobs.LogFailures(c.UserContext(), s.logger.With("worker_id", h.WorkerID), []jobs.Finish{f}, finished)
+	domain.LogFailures(c.UserContext(), s.logger.With("worker_id", h.WorkerID), []domain.Finish{f}, finished)
 	m := finished[0]
 	if m.LeaseLost() {
 		return errLeaseLost
 	}
 	if wa.cfg.OnMoved != nil {
-		wa.cfg.OnMoved(append([]jobs.Moved{m}, cascaded...))
+		wa.cfg.OnMoved(append([]domain.Moved{m}, cascaded...))
 	}
 	out := outcomeResult{JobID: m.JobID, OK: refused == ""}
 	if refused != "" {

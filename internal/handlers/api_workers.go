@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -58,7 +59,7 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	schemas, err := jobs.ParseSchemas("schemas", req.Schemas, w.Types)
+	schemas, err := domain.ParseSchemas("schemas", req.Schemas, w.Types)
 	if err != nil {
 		return err
 	}
@@ -82,7 +83,7 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 	// The schemas are in force, here at once, before the worker shows
 	// in the registry: whoever sees it there can count on them.
 	if len(schemas) > 0 {
-		if _, err := s.typeStore.RecordSchemas(c.UserContext(), schemas, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
+		if _, err := s.typeStore.RecordSchemas(c.UserContext(), schemas, domain.SchemaAuthor{Source: domain.SchemaFromRemote,
 			WorkerID: w.ID, WorkerName: w.Name, Language: w.Language, WorkerVersion: w.Version}); err != nil {
 			return err
 		}
@@ -106,8 +107,8 @@ func (s *server) registerWorker(c *fiber.Ctx) error {
 
 // worker validates the registration into the registry entry of a new
 // remote worker on host; the caller gives it its id and key.
-func (r registerRequest) worker(host string, now time.Time) (jobs.WorkerInfo, error) {
-	w := jobs.WorkerInfo{Kind: jobs.WorkerRemote, Host: host, StartedAt: now, State: jobs.WorkerRunning, Concurrency: 1}
+func (r registerRequest) worker(host string, now time.Time) (domain.WorkerInfo, error) {
+	w := domain.WorkerInfo{Kind: domain.WorkerRemote, Host: host, StartedAt: now, State: domain.WorkerRunning, Concurrency: 1}
 	var err error
 	if w.Name, err = textField("name", r.Name, 100); err != nil {
 		return w, err
@@ -155,7 +156,7 @@ func workerTypes(types []string) ([]string, error) {
 }
 
 // knownTypesRoom refuses a registration whose new types would take the
-// job types Flint knows past jobs.MaxKnownTypes: every one of them is
+// job types Flint knows past domain.MaxKnownTypes: every one of them is
 // offered to whoever enqueues, so a work key must not grow the list
 // without bound. Types no worker served for 24 hours are forgotten.
 func knownTypesRoom(known, types []string) error {
@@ -165,10 +166,10 @@ func knownTypesRoom(known, types []string) error {
 			added++
 		}
 	}
-	if added > 0 && len(known)+added > jobs.MaxKnownTypes {
+	if added > 0 && len(known)+added > domain.MaxKnownTypes {
 		return &apiError{Status: http.StatusConflict, Code: "too_many_types", Field: "types",
 			Message: fmt.Sprintf("Flint knows %d job types and this worker would add %d; the limit is %d. "+
-				"Types no worker has served for 24 hours are forgotten; serve fewer types per worker", len(known), added, jobs.MaxKnownTypes)}
+				"Types no worker has served for 24 hours are forgotten; serve fewer types per worker", len(known), added, domain.MaxKnownTypes)}
 	}
 	return nil
 }
@@ -211,24 +212,24 @@ func keyQueues(p principal, queues []string) ([]string, error) {
 
 // worker returns the remote worker of the request's path, refusing a
 // caller other than the key that registered it (or an admin).
-func (s *server) worker(c *fiber.Ctx) (jobs.WorkerInfo, error) {
+func (s *server) worker(c *fiber.Ctx) (domain.WorkerInfo, error) {
 	return s.workerWithin(c.UserContext(), c)
 }
 
 // workerWithin is worker reading the registry within ctx.
-func (s *server) workerWithin(ctx context.Context, c *fiber.Ctx) (jobs.WorkerInfo, error) {
+func (s *server) workerWithin(ctx context.Context, c *fiber.Ctx) (domain.WorkerInfo, error) {
 	id := c.Params("id")
 	if len(id) > 200 {
-		return jobs.WorkerInfo{}, badRequest("invalid_id", "id", "the worker id in the path is too long")
+		return domain.WorkerInfo{}, badRequest("invalid_id", "id", "the worker id in the path is too long")
 	}
 	wa := s.work
-	var w jobs.WorkerInfo
+	var w domain.WorkerInfo
 	if v, ok := wa.cache.Load(id); ok && time.Since(v.(cachedWorker).at) < workerCacheTTL {
 		w = v.(cachedWorker).info
 	} else {
 		var err error
 		if w, err = wa.cfg.Store.GetWorker(ctx, id); err != nil {
-			if errors.Is(err, jobs.ErrNotFound) {
+			if errors.Is(err, domain.ErrNotFound) {
 				wa.cache.Delete(id)
 				return w, &apiError{Status: http.StatusNotFound, Code: "not_found",
 					Message: "no such worker: it deregistered or was never registered; register again (POST /api/v1/workers)"}
@@ -237,7 +238,7 @@ func (s *server) workerWithin(ctx context.Context, c *fiber.Ctx) (jobs.WorkerInf
 		}
 		wa.cache.Store(id, cachedWorker{info: w, at: time.Now()})
 	}
-	if w.Kind != jobs.WorkerRemote {
+	if w.Kind != domain.WorkerRemote {
 		return w, &apiError{Status: http.StatusNotFound, Code: "not_found", Message: "no such remote worker: " + id + " is a Flint process"}
 	}
 	p, _ := principalOf(c)

@@ -8,6 +8,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -40,11 +41,11 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 	if len(req.Jobs) == 0 {
 		return invalid("jobs", "must hold at least one job")
 	}
-	if len(req.Jobs) > jobs.MaxWorkflowJobs {
-		return invalid("jobs", fmt.Sprintf("holds %d jobs; the limit is %d per workflow", len(req.Jobs), jobs.MaxWorkflowJobs))
+	if len(req.Jobs) > domain.MaxWorkflowJobs {
+		return invalid("jobs", fmt.Sprintf("holds %d jobs; the limit is %d per workflow", len(req.Jobs), domain.MaxWorkflowJobs))
 	}
 	reqs := make([]enqueueRequest, len(req.Jobs))
-	nodes := make([]jobs.WorkflowNode, len(req.Jobs))
+	nodes := make([]domain.WorkflowNode, len(req.Jobs))
 	for i, raw := range req.Jobs {
 		prefix := fmt.Sprintf("jobs[%d]", i)
 		if err := decodeStrict(raw, &reqs[i], prefix); err != nil {
@@ -53,11 +54,11 @@ func (s *server) enqueueWorkflow(c *fiber.Ctx) error {
 		if reqs[i].Key == nil {
 			return invalid(join(prefix, "key"), "is required: each job of a workflow needs a key the others can refer to")
 		}
-		nodes[i] = jobs.WorkflowNode{Key: *reqs[i].Key, DependsOn: reqs[i].DependsOn}
+		nodes[i] = domain.WorkflowNode{Key: *reqs[i].Key, DependsOn: reqs[i].DependsOn}
 	}
 	isJobID := func(ref string) bool { _, err := uuid.Parse(ref); return err == nil }
-	if _, err := jobs.CheckWorkflow(nodes, isJobID); err != nil {
-		if ce, ok := err.(*jobs.CycleError); ok {
+	if _, err := domain.CheckWorkflow(nodes, isJobID); err != nil {
+		if ce, ok := err.(*domain.CycleError); ok {
 			return invalid("jobs", ce.Error())
 		}
 		return err

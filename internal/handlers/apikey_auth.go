@@ -14,14 +14,14 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/internal/auth"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AccessStore is what people and API keys need from storage; *db.Store
 // implements it.
 type AccessStore interface {
 	// LookupAPIKey returns the live key behind the hash of a secret;
-	// jobs.ErrNotFound when there is none (revoked, expired, rotated out).
+	// domain.ErrNotFound when there is none (revoked, expired, rotated out).
 	LookupAPIKey(ctx context.Context, hash string) (auth.APIKey, error)
 	// TouchAPIKeys records when keys were last used, batched by the
 	// caller (recordKeyUse).
@@ -39,7 +39,7 @@ type AccessStore interface {
 	RotateAPIKey(ctx context.Context, id uuid.UUID, window time.Duration) (auth.APIKey, string, error)
 	// ListUsers returns every person who may sign in, by email.
 	ListUsers(ctx context.Context) ([]auth.User, error)
-	// UserByID returns one person; jobs.ErrNotFound when there is none.
+	// UserByID returns one person; domain.ErrNotFound when there is none.
 	UserByID(ctx context.Context, id uuid.UUID) (auth.User, error)
 	// AddUser creates a person; an email already taken is a validation
 	// error.
@@ -79,7 +79,7 @@ func (s *server) authenticateKey(bootstrap string) fiber.Handler {
 				c.Locals(principalKey, principal{actor: k.Actor(), source: "api", scopes: k.Scopes, keyID: k.ID, keyHash: hash, queues: k.Queues})
 				return c.Next()
 			}
-			if !errors.Is(err, jobs.ErrNotFound) {
+			if !errors.Is(err, domain.ErrNotFound) {
 				return err
 			}
 		}

@@ -9,17 +9,17 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
-	"github.com/flinthq/flint/jobs"
 )
 
 // AuditStore records and lists operator actions; *db.Store implements it.
 type AuditStore interface {
 	// RecordAudit stores an operator action, once per job it touched (or
 	// once when it touched none).
-	RecordAudit(ctx context.Context, e jobs.AuditEntry, jobIDs ...uuid.UUID) error
+	RecordAudit(ctx context.Context, e domain.AuditEntry, jobIDs ...uuid.UUID) error
 	// ListAudit returns the entries q asks for, newest first.
-	ListAudit(ctx context.Context, q jobs.AuditQuery) ([]jobs.AuditEntry, error)
+	ListAudit(ctx context.Context, q domain.AuditQuery) ([]domain.AuditEntry, error)
 }
 
 // audit records an operator action. A failure to record is logged, not
@@ -41,8 +41,8 @@ func (s *server) audit(c *fiber.Ctx, action string, details any, ids ...uuid.UUI
 // auditActor is who acts in this request, for the audit trail: the
 // signed-in person's email on the dashboard, key:<name> for an API key
 // (key:FLINT_API_KEY for the bootstrap key).
-func auditActor(c *fiber.Ctx) jobs.AuditEntry {
-	e := jobs.AuditEntry{IP: clientAddr(c), Source: "api", Actor: "unknown"}
+func auditActor(c *fiber.Ctx) domain.AuditEntry {
+	e := domain.AuditEntry{IP: clientAddr(c), Source: "api", Actor: "unknown"}
 	if p, ok := principalOf(c); ok {
 		e.Source, e.Actor = p.source, p.actor
 	}
@@ -50,8 +50,8 @@ func auditActor(c *fiber.Ctx) jobs.AuditEntry {
 }
 
 // auditQuery reads job_id, before and limit.
-func auditQuery(c *fiber.Ctx) (jobs.AuditQuery, error) {
-	var q jobs.AuditQuery
+func auditQuery(c *fiber.Ctx) (domain.AuditQuery, error) {
+	var q domain.AuditQuery
 	if v := c.Query("job_id"); v != "" {
 		id, err := uuid.Parse(v)
 		if err != nil {
@@ -93,7 +93,7 @@ func (s *server) listAudit(c *fiber.Ctx) error {
 func (s *server) auditPage(c *fiber.Ctx) error {
 	q, err := auditQuery(c)
 	if err != nil {
-		q = jobs.AuditQuery{Limit: 100}
+		q = domain.AuditQuery{Limit: 100}
 	}
 	entries, err := s.auditStore.ListAudit(c.UserContext(), q)
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
-	"github.com/flinthq/flint/jobs"
 )
 
 // principal is who makes a request: a signed-in person or an API key.
@@ -102,7 +102,7 @@ func (s *server) recheck(c *fiber.Ctx) streamCheck {
 		return func(ctx context.Context) (string, error) {
 			k, err := s.access.LookupAPIKey(ctx, hash)
 			switch {
-			case errors.Is(err, jobs.ErrNotFound):
+			case errors.Is(err, domain.ErrNotFound):
 				return "this key was revoked, or the secret it was opened with was rotated out", nil
 			case err != nil:
 				return "", err
@@ -116,7 +116,7 @@ func (s *server) recheck(c *fiber.Ctx) streamCheck {
 		return func(ctx context.Context) (string, error) {
 			sess, err := s.sessions.db.GetSession(ctx, tok)
 			switch {
-			case errors.Is(err, jobs.ErrNotFound):
+			case errors.Is(err, domain.ErrNotFound):
 				return "the session ended: signed out, expired, or the account was disabled", nil
 			case err != nil:
 				return "", err

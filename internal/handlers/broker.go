@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -32,7 +33,7 @@ type Broker struct {
 
 type brokerEvent struct {
 	seq uint64
-	ev  jobs.Event
+	ev  domain.Event
 }
 
 // subscriber is one SSE connection: events reach it through ch, or, for a
@@ -41,7 +42,7 @@ type brokerEvent struct {
 type subscriber struct {
 	filter eventFilter
 	ch     chan brokerEvent
-	sink   func(jobs.Event)
+	sink   func(domain.Event)
 	gone   chan struct{} // closed when the broker drops the subscriber
 }
 
@@ -55,11 +56,11 @@ type eventFilter struct {
 	batchID  uuid.UUID // when set, only the batch's members, callbacks and settlement
 }
 
-func (f eventFilter) match(e jobs.Event) bool {
+func (f eventFilter) match(e domain.Event) bool {
 	if f.batchID != uuid.Nil && (e.BatchID == nil || *e.BatchID != f.batchID) {
 		return false
 	}
-	if e.Kind == jobs.EventBatch {
+	if e.Kind == domain.EventBatch {
 		// A batch's settlement names no job: only unfiltered streams and
 		// streams of its batch get it.
 		return f.jobID == uuid.Nil && f.jobIDs == nil && len(f.types) == 0 && len(f.statuses) == 0
@@ -88,7 +89,7 @@ func (b *Broker) Subscribers() int {
 }
 
 // Deliver hands events to every matching subscriber. It never blocks.
-func (b *Broker) Deliver(events []jobs.Event) {
+func (b *Broker) Deliver(events []domain.Event) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for _, e := range events {
@@ -152,7 +153,7 @@ func (b *Broker) subscribe(f eventFilter, lastID string) (s *subscriber, replay 
 }
 
 // subscribeSink registers a subscriber that receives events through sink.
-func (b *Broker) subscribeSink(f eventFilter, sink func(jobs.Event)) *subscriber {
+func (b *Broker) subscribeSink(f eventFilter, sink func(domain.Event)) *subscriber {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	s := &subscriber{filter: f, sink: sink, gone: make(chan struct{})}

@@ -7,13 +7,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
-func events(n int, status jobs.State) []jobs.Event {
-	out := make([]jobs.Event, n)
+func events(n int, status jobs.State) []domain.Event {
+	out := make([]domain.Event, n)
 	for i := range out {
-		out[i] = jobs.Event{JobID: uuid.New(), Status: status, Type: "noop", At: time.Now()}
+		out[i] = domain.Event{JobID: uuid.New(), Status: status, Type: "noop", At: time.Now()}
 	}
 	return out
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -34,12 +35,12 @@ type Config struct {
 	Clock jobs.Clock
 	// Settings holds the runtime settings this process has loaded; nil
 	// means the defaults.
-	Settings *jobs.SettingsHolder
+	Settings *domain.SettingsHolder
 	// Broker streams job events to SSE clients; nil means a broker that
 	// receives nothing (no events configured).
 	Broker *Broker
 	// Workers lists the worker registry; nil means an empty list.
-	Workers func(ctx context.Context) ([]jobs.WorkerInfo, error)
+	Workers func(ctx context.Context) ([]domain.WorkerInfo, error)
 	// RedisState reports the Redis fast path for /healthz: "ok", "down"
 	// or "disabled"; nil means disabled.
 	RedisState func() string
@@ -76,7 +77,7 @@ type Config struct {
 	Work *WorkConfig
 	// Types is the catalog of job types enqueues may name; nil means the
 	// types registry has handlers for.
-	Types *jobs.Catalog
+	Types *domain.Catalog
 	// Access stores people and API keys; nil means the bootstrap key
 	// (APIKey) is the only key, and no Users or Keys pages.
 	Access AccessStore
@@ -92,20 +93,20 @@ func (cfg Config) withDefaults() Config {
 	cfg.RequestTimeout = cmp.Or(cfg.RequestTimeout, 30*time.Second)
 	cfg.BodyLimit = cmp.Or(cfg.BodyLimit, 16<<20)
 	if cfg.Settings == nil {
-		cfg.Settings = &jobs.SettingsHolder{}
+		cfg.Settings = &domain.SettingsHolder{}
 	}
 	if cfg.Broker == nil {
 		cfg.Broker = NewBroker(16)
 	}
 	if cfg.Workers == nil {
-		cfg.Workers = func(context.Context) ([]jobs.WorkerInfo, error) { return []jobs.WorkerInfo{}, nil }
+		cfg.Workers = func(context.Context) ([]domain.WorkerInfo, error) { return []domain.WorkerInfo{}, nil }
 	}
 	if cfg.RedisState == nil {
 		cfg.RedisState = func() string { return "disabled" }
 	}
 	if cfg.AlertTest == nil {
-		cfg.AlertTest = func(context.Context, jobs.AlertRule) []jobs.AlertDelivery {
-			return []jobs.AlertDelivery{{Channel: "all", Error: "this Flint process has no mailer or webhook client configured"}}
+		cfg.AlertTest = func(context.Context, domain.AlertRule) []domain.AlertDelivery {
+			return []domain.AlertDelivery{{Channel: "all", Error: "this Flint process has no mailer or webhook client configured"}}
 		}
 	}
 	return cfg

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/jsonutil"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -182,7 +183,7 @@ func jsonError(err error, prefix string) *apiError {
 		if typ.Field == "" {
 			return badRequest("invalid_json", prefix, "expected a JSON object")
 		}
-		return invalid(field, fmt.Sprintf("must be %s (got %s)", jobs.JSONKind(typ.Type.Kind().String()), typ.Value))
+		return invalid(field, fmt.Sprintf("must be %s (got %s)", jsonutil.JSONKind(typ.Type.Kind().String()), typ.Value))
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		return badRequest("invalid_json", prefix, "malformed JSON: unexpected end of input")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):

@@ -60,8 +60,8 @@
 // openapi.json (TestOpenAPIMatchesRoutes).
 //
 // Errors become responses in one place, ErrorHandler in errors.go: a
-// *jobs.ValidationError is 422 (400 for malformed JSON), jobs.ErrNotFound
-// 404, jobs.ErrInvalidTransition 409, an error meaning the database is
+// *jobs.ValidationError is 422 (400 for malformed JSON), domain.ErrNotFound
+// 404, domain.ErrInvalidTransition 409, an error meaning the database is
 // away (unreachable, failing over, read-only: unavailable.go) 503
 // database_unavailable with Retry-After, or for the dashboard a page with a
 // banner, and anything unexpected 500 with a generic message and the

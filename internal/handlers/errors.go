@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -64,19 +65,19 @@ func ErrorHandler(logger *slog.Logger) fiber.ErrorHandler {
 func toAPIError(err error) *apiError {
 	var ae *apiError
 	var ve *jobs.ValidationError
-	var te *jobs.TransitionError
+	var te *domain.TransitionError
 	var fe *fiber.Error
 	switch {
 	case errors.As(err, &ae):
 		return ae
 	case errors.As(err, &ve):
 		return invalid(ve.Field, ve.Error())
-	case errors.Is(err, jobs.ErrBatchClosed):
+	case errors.Is(err, domain.ErrBatchClosed):
 		return &apiError{Status: http.StatusConflict, Code: "batch_closed", Message: err.Error()}
-	case errors.Is(err, jobs.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		msg := "no such job"
-		if err != jobs.ErrNotFound {
-			msg = strings.TrimSuffix(err.Error(), ": "+jobs.ErrNotFound.Error())
+		if err != domain.ErrNotFound {
+			msg = strings.TrimSuffix(err.Error(), ": "+domain.ErrNotFound.Error())
 		}
 		return &apiError{Status: http.StatusNotFound, Code: "not_found", Message: msg}
 	case errors.As(err, &te):

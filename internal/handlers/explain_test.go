@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -53,11 +54,11 @@ func TestJobPageExplains(t *testing.T) {
 	res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "xq"})
 	require.NoError(t, err)
 	id := res[0].Job.ID
-	claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w1", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"xq"}})
+	claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w1", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"xq"}})
 	require.NoError(t, err)
 	require.Len(t, claimed, 1)
 	evil := `<img src=x onerror=alert('xssmark')>`
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(claimed[0]), Outcome: jobs.OutcomeFailed,
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(claimed[0]), Outcome: domain.OutcomeFailed,
 		Error: evil, RetryDelay: time.Hour}})
 	require.NoError(t, err)
 
@@ -154,7 +155,7 @@ func TestSeriesCancelAttributed(t *testing.T) {
 		p := b.apiCall(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/logs", "", "")
 		require.Equal(t, http.StatusOK, p.status, p.body)
 		var m struct {
-			Entries []jobs.LogEntry `json:"entries"`
+			Entries []domain.LogEntry `json:"entries"`
 		}
 		require.NoError(t, json.Unmarshal([]byte(p.body), &m))
 		var out []string

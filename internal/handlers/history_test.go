@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // TestJobsInTheHistoryThroughTheAPI: a job moved to the history reads the
@@ -19,7 +19,7 @@ func TestJobsInTheHistoryThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	j := deadJob(t, b.store, `{"n":1}`)
-	require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{
+	require.NoError(t, b.store.InsertJobLogs(b.ctx, []domain.LogEntry{
 		{JobID: j.ID, Attempt: 1, At: time.Now(), Level: "warn", Message: "about to fail"}}))
 	path := "/api/v1/jobs/" + j.ID.String()
 	before := b.do(t, http.MethodGet, path, "", "")
@@ -62,7 +62,7 @@ func TestJobPageOfAJobInTheHistory(t *testing.T) {
 	t.Parallel()
 	b := dashSetup(t)
 	j := deadJob(t, b.store, `{"n":1}`)
-	require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{
+	require.NoError(t, b.store.InsertJobLogs(b.ctx, []domain.LogEntry{
 		{JobID: j.ID, Attempt: 1, At: time.Now(), Level: "warn", Message: "about to <fail>"}}))
 	n, err := b.store.Archive(b.ctx, 0, 100)
 	require.NoError(t, err)

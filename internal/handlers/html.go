@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -16,14 +17,14 @@ type DashboardStore interface {
 	SessionStore
 	// CappedCounts counts jobs per state; a count of a live state stops
 	// at limit and then comes with the planner's estimate (Capped).
-	CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]jobs.StateCount, error)
+	CappedCounts(ctx context.Context, states []jobs.State, limit int64) ([]domain.StateCount, error)
 	// RecentFailures returns up to limit of the latest failed or
 	// interrupted runs of queue (every queue when empty), one per job.
-	RecentFailures(ctx context.Context, queue string, limit int) ([]jobs.Failure, error)
+	RecentFailures(ctx context.Context, queue string, limit int) ([]domain.Failure, error)
 	// Queues lists the queues that hold live jobs.
 	Queues(ctx context.Context) ([]string, error)
 	// Throughput returns finished runs per minute over the last hour.
-	Throughput(ctx context.Context) ([]jobs.ThroughputBucket, error)
+	Throughput(ctx context.Context) ([]domain.ThroughputBucket, error)
 	// CountRetrying counts the jobs waiting for a retry, up to limit.
 	CountRetrying(ctx context.Context, limit int64) (int64, error)
 	// CountSleeping counts the waiting jobs that sleep, up to limit.
@@ -31,7 +32,7 @@ type DashboardStore interface {
 	// ThroughputOver returns finished runs of queue (every queue when
 	// empty) per step (whole minutes) over the last span (at most two
 	// days), oldest first.
-	ThroughputOver(ctx context.Context, queue string, span, step time.Duration) ([]jobs.ThroughputBucket, error)
+	ThroughputOver(ctx context.Context, queue string, span, step time.Duration) ([]domain.ThroughputBucket, error)
 }
 
 // countCap bounds every count the dashboard shows, so no page ever counts a

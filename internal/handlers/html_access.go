@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -121,7 +122,7 @@ func (s *server) userAction(a userAction) fiber.Handler {
 		case errors.As(err, &ve):
 			toast(c, "Not done: "+ve.Message+".", toastBad)
 			return c.SendStatus(http.StatusUnprocessableEntity)
-		case errors.Is(err, jobs.ErrNotFound):
+		case errors.Is(err, domain.ErrNotFound):
 			toast(c, "No such user; someone may have removed them.", toastBad)
 			return c.SendStatus(http.StatusUnprocessableEntity)
 		case err != nil:
@@ -238,7 +239,7 @@ func (s *server) keyActionHTML(c *fiber.Ctx, do func(uuid.UUID) (views.KeysView,
 	case errors.As(err, &ve):
 		toast(c, "Not done: "+ve.Message+".", toastBad)
 		return c.SendStatus(http.StatusUnprocessableEntity)
-	case errors.Is(err, jobs.ErrNotFound):
+	case errors.Is(err, domain.ErrNotFound):
 		toast(c, "No such key.", toastBad)
 		return c.SendStatus(http.StatusUnprocessableEntity)
 	case errors.Is(err, auth.ErrKeyRevoked):

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -48,7 +49,7 @@ func TestBulkActions(t *testing.T) {
 	p = b.hx(t, http.MethodPost, "/bin/bulk", url.Values{"action": {"purge"}, "ids": {a.ID.String()}}, "jobs-table")
 	require.Contains(t, p.header.Get("HX-Trigger"), "Purged: 1 of 1")
 	_, err := b.store.GetJob(b.ctx, a.ID)
-	require.ErrorIs(t, err, jobs.ErrNotFound)
+	require.ErrorIs(t, err, domain.ErrNotFound)
 }
 
 func TestCreateFormValidation(t *testing.T) {
@@ -98,7 +99,7 @@ func TestCreateFormValidation(t *testing.T) {
 func TestSettingsForm(t *testing.T) {
 	t.Parallel()
 	b := dashSetup(t)
-	st := jobs.DefaultSettings()
+	st := domain.DefaultSettings()
 	form := url.Values{}
 	for k, v := range st.Map() {
 		form.Set(k, strings.Trim(string(v), `"[]`))
@@ -174,16 +175,16 @@ func TestAuditTrail(t *testing.T) {
 	// And from the dashboard.
 	b.hx(t, http.MethodPost, "/jobs/bulk", url.Values{"action": {"cancel"}, "ids": {c.ID.String()}}, "jobs-table")
 	form := url.Values{}
-	for k, v := range jobs.DefaultSettings().Map() {
+	for k, v := range domain.DefaultSettings().Map() {
 		form.Set(k, strings.Trim(string(v), `"[]`))
 	}
 	form.Set("dlq_threshold", "9")
 	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/settings", form, "settings").status)
 	require.Equal(t, http.StatusOK, b.hx(t, http.MethodPost, "/recurring/"+series.ScheduleID.String()+"/run", nil, "recurring-table").status)
 
-	entries, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{Limit: 100})
+	entries, err := b.store.ListAudit(b.ctx, domain.AuditQuery{Limit: 100})
 	require.NoError(t, err)
-	got := map[string]jobs.AuditEntry{}
+	got := map[string]domain.AuditEntry{}
 	for _, e := range entries {
 		got[e.Action+"/"+e.Source] = e
 	}
@@ -218,10 +219,10 @@ func TestDashboardActionsWakeWorkers(t *testing.T) {
 	b := dashSetup(t)
 	dead := func(queue string) *jobs.Job {
 		j := b.enqueue(t, jobs.EnqueueParams{Type: "noop", Queue: queue, MaxRetries: new(int)})
-		c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
+		c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, c, 1)
-		_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: "boom"}})
+		_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeFailed, Error: "boom"}})
 		require.NoError(t, err)
 		got, err := b.store.GetJob(b.ctx, j.ID)
 		require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -21,13 +22,13 @@ func (s *server) alertsView(c *fiber.Ctx) (views.AlertsPage, error) {
 	ctx := c.UserContext()
 	var p views.AlertsPage
 	var err error
-	if p.Firing, err = s.alerts.ListAlerts(ctx, jobs.AlertQuery{Status: "firing", Limit: 100}); err != nil {
+	if p.Firing, err = s.alerts.ListAlerts(ctx, domain.AlertQuery{Status: "firing", Limit: 100}); err != nil {
 		return p, err
 	}
 	if p.Rules, err = s.alerts.ListAlertRules(ctx); err != nil {
 		return p, err
 	}
-	if p.History, err = s.alerts.ListAlerts(ctx, jobs.AlertQuery{Limit: 50}); err != nil {
+	if p.History, err = s.alerts.ListAlerts(ctx, domain.AlertQuery{Limit: 50}); err != nil {
 		return p, err
 	}
 	p.Reach = map[int64][]string{}
@@ -68,7 +69,7 @@ func (s *server) alertsPage(c *fiber.Ctx) error {
 }
 
 // ruleValues is a rule as the form shows it, in the form's units.
-func ruleValues(r jobs.AlertRule) map[string]string {
+func ruleValues(r domain.AlertRule) map[string]string {
 	v := map[string]string{
 		"name":             r.Name,
 		"type":             r.Type,
@@ -85,9 +86,9 @@ func ruleValues(r jobs.AlertRule) map[string]string {
 		v["series"] = r.Series.String()
 	}
 	switch r.Kind {
-	case jobs.AlertFailureRate:
+	case domain.AlertFailureRate:
 		v["threshold_percent"] = strconv.FormatFloat(math.Round(r.Threshold*1000)/10, 'f', -1, 64)
-	case jobs.AlertQueueLatency, jobs.AlertJobWaiting:
+	case domain.AlertQueueLatency, domain.AlertJobWaiting:
 		v["threshold_minutes"] = minutes(int(r.Threshold))
 	}
 	return v
@@ -99,7 +100,7 @@ func minutes(seconds int) string {
 
 // formRule reads the rule form over base, naming the form field of the
 // first value it cannot read.
-func formRule(c *fiber.Ctx, base jobs.AlertRule) (jobs.AlertRule, map[string]string, error) {
+func formRule(c *fiber.Ctx, base domain.AlertRule) (domain.AlertRule, map[string]string, error) {
 	r := base
 	values := map[string]string{}
 	for _, k := range []string{"name", "type", "queue", "series", "threshold_percent", "threshold_minutes", "window_minutes",
@@ -117,11 +118,11 @@ func formRule(c *fiber.Ctx, base jobs.AlertRule) (jobs.AlertRule, map[string]str
 	}
 	fields := map[string]bool{"threshold_percent": false, "threshold_minutes": false, "window_minutes": false, "min_runs": false, "grace_minutes": false}
 	switch r.Kind {
-	case jobs.AlertFailureRate:
+	case domain.AlertFailureRate:
 		fields["threshold_percent"], fields["window_minutes"], fields["min_runs"] = true, true, true
-	case jobs.AlertQueueLatency, jobs.AlertJobWaiting:
+	case domain.AlertQueueLatency, domain.AlertJobWaiting:
 		fields["threshold_minutes"] = true
-	case jobs.AlertCronOverdue, jobs.AlertNoWorker:
+	case domain.AlertCronOverdue, domain.AlertNoWorker:
 		fields["grace_minutes"] = true
 	}
 	num := func(name string) (float64, error) {
@@ -163,7 +164,7 @@ func formRule(c *fiber.Ctx, base jobs.AlertRule) (jobs.AlertRule, map[string]str
 		*f.dst = int(math.Round(n * f.scale))
 	}
 	r.Series = nil
-	if values["series"] != "" && r.Kind == jobs.AlertCronOverdue {
+	if values["series"] != "" && r.Kind == domain.AlertCronOverdue {
 		id, err := uuid.Parse(values["series"])
 		if err != nil {
 			return r, values, invalid("series", "pick a recurring series from the list")
@@ -174,10 +175,10 @@ func formRule(c *fiber.Ctx, base jobs.AlertRule) (jobs.AlertRule, map[string]str
 }
 
 // formFieldOf maps a rule field named by validation to the form's field.
-func formFieldOf(kind jobs.AlertKind, field string) string {
+func formFieldOf(kind domain.AlertKind, field string) string {
 	switch field {
 	case "threshold":
-		if kind == jobs.AlertQueueLatency || kind == jobs.AlertJobWaiting {
+		if kind == domain.AlertQueueLatency || kind == domain.AlertJobWaiting {
 			return "threshold_minutes"
 		}
 		return "threshold_percent"
@@ -195,9 +196,9 @@ func formFieldOf(kind jobs.AlertKind, field string) string {
 }
 
 // ruleForm builds the form view, with the series to pick from.
-func (s *server) ruleForm(c *fiber.Ctx, id int64, kind jobs.AlertKind, values map[string]string) (views.RuleForm, error) {
+func (s *server) ruleForm(c *fiber.Ctx, id int64, kind domain.AlertKind, values map[string]string) (views.RuleForm, error) {
 	f := views.RuleForm{ID: id, Kind: kind, Values: values, Errors: map[string]string{}, NoFallback: len(s.alertEmails()) == 0}
-	if kind == jobs.AlertCronOverdue {
+	if kind == domain.AlertCronOverdue {
 		series, err := s.scheduleStore.ListSchedules(c.UserContext())
 		if err != nil {
 			return f, err
@@ -209,7 +210,7 @@ func (s *server) ruleForm(c *fiber.Ctx, id int64, kind jobs.AlertKind, values ma
 
 // ruleFormError shows a refused save on the form: 422 with the message
 // beside the field it names.
-func (s *server) ruleFormError(c *fiber.Ctx, id int64, kind jobs.AlertKind, values map[string]string, err error) error {
+func (s *server) ruleFormError(c *fiber.Ctx, id int64, kind domain.AlertKind, values map[string]string, err error) error {
 	field, msg := "", ""
 	var ae *apiError
 	var ve *jobs.ValidationError
@@ -237,11 +238,11 @@ func (s *server) ruleFormError(c *fiber.Ctx, id int64, kind jobs.AlertKind, valu
 // newRulePage handles GET /alerts/rules/new?kind=…; the kind picker
 // re-renders the form for another kind, keeping what was typed.
 func (s *server) newRulePage(c *fiber.Ctx) error {
-	kind := jobs.AlertKind(c.Query("kind", string(jobs.AlertFailureRate)))
+	kind := domain.AlertKind(c.Query("kind", string(domain.AlertFailureRate)))
 	if unknownKind(kind) {
-		kind = jobs.AlertFailureRate
+		kind = domain.AlertFailureRate
 	}
-	values := ruleValues(jobs.NewAlertRule(kind))
+	values := ruleValues(domain.NewAlertRule(kind))
 	if isHX(c) {
 		for _, k := range []string{"name", "emails", "webhook_url"} {
 			values[k] = strings.TrimSpace(c.Query(k))
@@ -258,8 +259,8 @@ func (s *server) newRulePage(c *fiber.Ctx) error {
 }
 
 // unknownKind reports whether kind is none of the rule kinds.
-func unknownKind(kind jobs.AlertKind) bool {
-	for _, k := range jobs.AlertKinds {
+func unknownKind(kind domain.AlertKind) bool {
+	for _, k := range domain.AlertKinds {
 		if k == kind {
 			return false
 		}
@@ -269,12 +270,12 @@ func unknownKind(kind jobs.AlertKind) bool {
 
 // createRuleHTML handles POST /alerts/rules.
 func (s *server) createRuleHTML(c *fiber.Ctx) error {
-	kind := jobs.AlertKind(c.FormValue("kind"))
+	kind := domain.AlertKind(c.FormValue("kind"))
 	if unknownKind(kind) {
-		return s.ruleFormError(c, 0, jobs.AlertFailureRate, ruleValues(jobs.NewAlertRule(jobs.AlertFailureRate)),
+		return s.ruleFormError(c, 0, domain.AlertFailureRate, ruleValues(domain.NewAlertRule(domain.AlertFailureRate)),
 			invalid("kind", "pick what the rule watches"))
 	}
-	r, values, err := formRule(c, jobs.NewAlertRule(kind))
+	r, values, err := formRule(c, domain.NewAlertRule(kind))
 	if err != nil {
 		return s.ruleFormError(c, 0, kind, values, err)
 	}

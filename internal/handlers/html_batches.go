@@ -9,6 +9,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -38,7 +39,7 @@ func (s *server) batchPage(c *fiber.Ctx) error {
 	if err != nil || b == nil {
 		return err
 	}
-	return render(c, http.StatusOK, views.BatchPage(s.chrome(c, "Batch "+jobs.ShortID(b.ID), "batches", true), b))
+	return render(c, http.StatusOK, views.BatchPage(s.chrome(c, "Batch "+domain.ShortID(b.ID), "batches", true), b))
 }
 
 // batchLive handles GET /batches/:id/live: the part of the page that
@@ -53,13 +54,13 @@ func (s *server) batchLive(c *fiber.Ctx) error {
 
 // readBatch reads the batch in the path; a missing one has been answered
 // with the not-found page (nil, nil).
-func (s *server) readBatch(c *fiber.Ctx) (*jobs.Batch, error) {
+func (s *server) readBatch(c *fiber.Ctx) (*domain.Batch, error) {
 	id, err := uuid.Parse(c.Params("id"))
 	if err != nil {
 		return nil, s.notFound(c)
 	}
 	b, err := s.batchStore.GetBatch(c.UserContext(), id)
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return nil, s.notFound(c)
 	}
 	return b, err

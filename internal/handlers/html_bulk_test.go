@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -48,7 +49,7 @@ func TestBulkOnAFilterIsBounded(t *testing.T) {
 	var earliest string
 	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT id FROM jobs WHERE queue = 'bulk' ORDER BY finished_at LIMIT 1`).Scan(&earliest))
 	require.Equal(t, earliest, last)
-	audit, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{Limit: 500})
+	audit, err := b.store.ListAudit(b.ctx, domain.AuditQuery{Limit: 500})
 	require.NoError(t, err)
 	require.Len(t, audit, 500, "one entry per job")
 	require.Equal(t, "dlq_replay", audit[0].Action)

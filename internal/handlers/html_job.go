@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -33,7 +34,7 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 	if err != nil {
 		return d, err
 	}
-	e := jobs.Explain(f)
+	e := domain.Explain(f)
 	d.Explain = &e
 	if d.Log, err = s.jobLogShown(ctx, jd.Job, jd.Executions); err != nil {
 		return d, err
@@ -49,7 +50,7 @@ func (s *server) jobDetail(ctx context.Context, id uuid.UUID) (views.JobDetail, 
 		}
 	}
 	if s.auditStore != nil {
-		d.Audit, err = s.auditStore.ListAudit(ctx, jobs.AuditQuery{JobID: &id, Limit: 20})
+		d.Audit, err = s.auditStore.ListAudit(ctx, domain.AuditQuery{JobID: &id, Limit: 20})
 	}
 	return d, err
 }
@@ -60,7 +61,7 @@ func (s *server) jobPage(c *fiber.Ctx) error {
 		return s.notFound(c)
 	}
 	d, err := s.jobDetail(c.UserContext(), id)
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return s.notFound(c)
 	}
 	if err != nil {
@@ -78,7 +79,7 @@ func (s *server) jobFromPath(c *fiber.Ctx) (*jobs.Job, error) {
 		return nil, s.notFound(c)
 	}
 	j, err := s.jobStore.GetJob(c.UserContext(), id)
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return nil, s.notFound(c)
 	}
 	return j, err
@@ -104,7 +105,7 @@ func (s *server) jobLogCard(c *fiber.Ctx) error {
 }
 
 // jobLogShown is the start of a job's log as the job page shows it.
-func (s *server) jobLogShown(ctx context.Context, j *jobs.Job, execs []jobs.Execution) ([]jobs.LogEntry, error) {
+func (s *server) jobLogShown(ctx context.Context, j *jobs.Job, execs []domain.Execution) ([]domain.LogEntry, error) {
 	page, err := s.jobLog(ctx, j, execs, 0, views.JobLogShown)
 	if err != nil {
 		return nil, err
@@ -118,7 +119,7 @@ func (s *server) jobLive(c *fiber.Ctx) error {
 		return s.notFound(c)
 	}
 	d, err := s.jobDetail(c.UserContext(), id)
-	if errors.Is(err, jobs.ErrNotFound) {
+	if errors.Is(err, domain.ErrNotFound) {
 		return redirectHX(c, "/jobs")
 	}
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -37,7 +38,7 @@ func (s *server) listData(c *fiber.Ctx, kind string) (views.JobsList, error) {
 	}
 	if kind == "dlq" && c.Query("view") == "errors" {
 		groups, err := s.dlqStore.DLQGroups(c.UserContext(), 100)
-		l.Groups = append([]jobs.ErrorGroup{}, groups...)
+		l.Groups = append([]domain.ErrorGroup{}, groups...)
 		return l, err
 	}
 	l.HasCursor = p.Cursor != ""
@@ -69,8 +70,8 @@ func listFilter(c *fiber.Ctx) views.JobsFilter {
 // listFilterParams turns l's filter, but its status, into list parameters.
 // A value it cannot read is dropped from the filter and explained in
 // l.Error; an unknown series makes the page show nothing else (ok false).
-func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
-	p = jobs.ListParams{Type: l.Filter.Type, Queue: l.Filter.Queue, Q: l.Filter.Q, Cursor: l.Filter.Cursor, Limit: views.JobsPageSize}
+func listFilterParams(l *views.JobsList) (p domain.ListParams, ok bool) {
+	p = domain.ListParams{Type: l.Filter.Type, Queue: l.Filter.Queue, Q: l.Filter.Q, Cursor: l.Filter.Cursor, Limit: views.JobsPageSize}
 	if l.Filter.Series != "" {
 		id, err := uuid.Parse(l.Filter.Series)
 		if err != nil {
@@ -110,14 +111,14 @@ func listFilterParams(l *views.JobsList) (p jobs.ListParams, ok bool) {
 
 // listPageParam reads the page number a list jumps to (l.Page, p.Offset).
 // With a cursor the number only labels the page the cursor starts.
-func listPageParam(l *views.JobsList, p *jobs.ListParams) {
+func listPageParam(l *views.JobsList, p *domain.ListParams) {
 	if l.Filter.Page == "" {
 		if p.Cursor == "" {
 			l.Page = 1
 		}
 		return
 	}
-	last := jobs.MaxListOffset/views.JobsPageSize + 1
+	last := domain.MaxListOffset/views.JobsPageSize + 1
 	n, err := strconv.Atoi(l.Filter.Page)
 	if err != nil || n < 1 || n > last {
 		l.Error = "Cannot jump to page " + strconv.Quote(l.Filter.Page) + ": give a page number from 1 to " + strconv.Itoa(last) + "."
@@ -141,7 +142,7 @@ const countCapByListing = 1000
 // counts where the filter allows, else counted by listing up to
 // countCapByListing. A Jobs list that its filter does not narrow is not
 // counted (HasTotal false): it offers no action on all its jobs.
-func (s *server) listTotals(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) error {
+func (s *server) listTotals(c *fiber.Ctx, l *views.JobsList, p domain.ListParams) error {
 	ctx := c.UserContext()
 	f := l.Filter
 	byKept := f.Q == "" && f.Before == "" && f.Series == "" && f.Batch == ""
@@ -197,7 +198,7 @@ func countFromCounts(l *views.JobsList, byKept bool) (int64, bool) {
 
 // countByListing counts the jobs p lists by reading them, up to
 // countCapByListing (l.TotalCapped beyond).
-func (s *server) countByListing(c *fiber.Ctx, l *views.JobsList, p jobs.ListParams) error {
+func (s *server) countByListing(c *fiber.Ctx, l *views.JobsList, p domain.ListParams) error {
 	l.HasTotal = true
 	p.Limit, p.Cursor, p.Offset = 200, "", 0
 	for l.Total < countCapByListing {
@@ -272,7 +273,7 @@ func (s *server) statusCounts(c *fiber.Ctx, l *views.JobsList) error {
 // listKindParams applies what l's kind implies to p (the dead-letter
 // queue's one state, the bin), then its status filter (listStatusParams).
 // A page and a bulk action on it select alike through it.
-func listKindParams(l *views.JobsList, p *jobs.ListParams) {
+func listKindParams(l *views.JobsList, p *domain.ListParams) {
 	switch l.Kind {
 	case "dlq":
 		p.Statuses = []jobs.State{jobs.StateDeadLetter}
@@ -287,7 +288,7 @@ func listKindParams(l *views.JobsList, p *jobs.ListParams) {
 // "retrying" (scheduled jobs waiting for a retry; "scheduled" is the
 // others), or "sleeping" (waiting jobs that sleep until a set time;
 // "waiting" is those waiting for a signal or an event).
-func listStatusParams(l *views.JobsList, p *jobs.ListParams) {
+func listStatusParams(l *views.JobsList, p *domain.ListParams) {
 	if l.Filter.Status == "retrying" || l.Filter.Status == string(jobs.StateScheduled) {
 		retrying := l.Filter.Status == "retrying"
 		p.Statuses, p.Retrying = []jobs.State{jobs.StateScheduled}, &retrying

@@ -14,6 +14,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -125,7 +126,7 @@ func (s *server) signInWait(c *fiber.Ctx, addr, email string) (time.Duration, st
 		if _, acctWait = s.sessions.limit.check(addr, email); acctWait == 0 {
 			return 0, ""
 		}
-	case !errors.Is(err, jobs.ErrNotFound):
+	case !errors.Is(err, domain.ErrNotFound):
 		s.logger.WarnContext(ctx, "could not read when a throttled account's password changed", "component", "auth", "error", err)
 	}
 	known, err := s.sessions.db.KnownAddress(ctx, email, addr)

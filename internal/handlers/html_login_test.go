@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -191,7 +192,7 @@ func TestSessionCookieFlags(t *testing.T) {
 	_, err := store.EnsureUser(context.Background(), adminEmail, adminPassword, "admin")
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	app := handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef"), Secure: true}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

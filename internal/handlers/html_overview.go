@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -23,7 +24,7 @@ func (s *server) overviewData(ctx context.Context) (views.Overview, error) {
 	}
 	// Firing alerts are read fresh (one indexed read): an alert that
 	// fires just after the counts were cached still shows at once.
-	o.Firing, err = s.alerts.ListAlerts(ctx, jobs.AlertQuery{Status: "firing", Limit: 5})
+	o.Firing, err = s.alerts.ListAlerts(ctx, domain.AlertQuery{Status: "firing", Limit: 5})
 	return o, err
 }
 

@@ -9,8 +9,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
-	"github.com/flinthq/flint/jobs"
 )
 
 func (s *server) recurringPage(c *fiber.Ctx) error {
@@ -69,7 +69,7 @@ func (s *server) workerStateHTML(state string) fiber.Handler {
 		}
 		id := c.Params("id")
 		if err := s.work.cfg.Store.SetWorkerState(c.UserContext(), id, state); err != nil {
-			if errors.Is(err, jobs.ErrNotFound) {
+			if errors.Is(err, domain.ErrNotFound) {
 				toast(c, "That worker is gone, or is a Flint process (stop it as you started it).", toastBad)
 			} else {
 				return err
@@ -77,7 +77,7 @@ func (s *server) workerStateHTML(state string) fiber.Handler {
 		} else {
 			s.work.cache.Delete(id)
 			s.audit(c, "worker_"+state, map[string]any{"worker_id": id})
-			toast(c, "Asked worker "+id+" to "+map[string]string{jobs.WorkerQuiet: "quiet down", jobs.WorkerTerminate: "stop"}[state]+"; it learns on its next heartbeat.", toastOK)
+			toast(c, "Asked worker "+id+" to "+map[string]string{domain.WorkerQuiet: "quiet down", domain.WorkerTerminate: "stop"}[state]+"; it learns on its next heartbeat.", toastOK)
 		}
 		ws, err := s.workers(c.UserContext())
 		if err != nil {

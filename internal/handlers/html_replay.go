@@ -12,6 +12,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -76,7 +77,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 		return render(c, http.StatusOK, views.ReplayFormPartial(f))
 	case "replay":
 		_, _, err := s.jobActionStore.EditAndReplay(c.UserContext(), j.ID, clean, auditActor(c))
-		var te *jobs.TransitionError
+		var te *domain.TransitionError
 		if errors.As(err, &te) {
 			f.Refused, f.Error = true, err.Error()
 			return render(c, http.StatusUnprocessableEntity, views.ReplayFormPartial(f))
@@ -93,7 +94,7 @@ func (s *server) replaySubmit(c *fiber.Ctx) error {
 }
 
 func replayable(j *jobs.Job) bool {
-	return j.DeletedAt == nil && slices.Contains(jobs.ReplayFrom, j.Status)
+	return j.DeletedAt == nil && slices.Contains(domain.ReplayFrom, j.Status)
 }
 
 func replayRefusal(j *jobs.Job) string {

@@ -13,11 +13,12 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
 
-func settingsValues(st jobs.Settings) map[string]string {
+func settingsValues(st domain.Settings) map[string]string {
 	out := map[string]string{}
 	for k, raw := range st.Map() {
 		if k == "alert_emails" {
@@ -58,7 +59,7 @@ func (s *server) saveSettings(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	values := map[string]string{}
 	patch := map[string]json.RawMessage{}
-	for _, name := range jobs.SettingNames() {
+	for _, name := range domain.SettingNames() {
 		v := strings.TrimSpace(c.FormValue(name))
 		values[name] = v
 		switch name {

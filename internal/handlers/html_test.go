@@ -20,6 +20,7 @@ import (
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -73,7 +74,7 @@ func dashSetupWith(t *testing.T, change func(*handlers.Config)) *dashBundle {
 	_, err := store.EnsureUser(ctx, adminEmail, adminPassword, "admin")
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	woken := &wakeLog{}
 	cfg := handlers.Config{
 		APIKey: apiKey, Dashboard: store, Wake: woken.wake, Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
@@ -82,8 +83,8 @@ func dashSetupWith(t *testing.T, change func(*handlers.Config)) *dashBundle {
 		TrustedProxies: []netip.Prefix{netip.MustParsePrefix("0.0.0.0/32")},
 		Audit:          store,
 		MailURL:        "http://localhost:8025",
-		Benchmark: func(ctx context.Context, n int, alg string) ([]jobs.BenchResult, error) {
-			return []jobs.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
+		Benchmark: func(ctx context.Context, n int, alg string) ([]domain.BenchResult, error) {
+			return []domain.BenchResult{{Algorithm: "heap", Size: n, Op: "insert", NsPerOp: 100}, {Algorithm: "timing_wheel", Size: n, Op: "insert", NsPerOp: 80}}, nil
 		},
 	}
 	if change != nil {
@@ -306,7 +307,7 @@ func TestSeriesRunsList(t *testing.T) {
 
 	p = b.request(t, http.MethodGet, "/jobs?series="+series.ScheduleID.String(), nil)
 	require.Equal(t, http.StatusOK, p.status)
-	runs, err := b.store.ListJobs(b.ctx, jobs.ListParams{ScheduleID: series.ScheduleID})
+	runs, err := b.store.ListJobs(b.ctx, domain.ListParams{ScheduleID: series.ScheduleID})
 	require.NoError(t, err)
 	require.Len(t, runs.Jobs, 2, "the pending run and the one run now")
 	for _, j := range runs.Jobs {

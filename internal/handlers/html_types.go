@@ -10,6 +10,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -29,7 +30,7 @@ func (s *server) typePage(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	page, err := s.jobStore.ListJobs(ctx, jobs.ListParams{Type: t, Limit: typeRecentJobs})
+	page, err := s.jobStore.ListJobs(ctx, domain.ListParams{Type: t, Limit: typeRecentJobs})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -22,16 +23,16 @@ func TestJobLogsAPI(t *testing.T) {
 	res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "lq"})
 	require.NoError(t, err)
 	id := res[0].Job.ID
-	c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-log", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"lq"}})
+	c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w-log", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"lq"}})
 	require.NoError(t, err)
 	now := time.Now()
-	var lines []jobs.LogEntry
+	var lines []domain.LogEntry
 	for i := range 3 {
-		lines = append(lines, jobs.LogEntry{JobID: id, Attempt: 1, At: now.Add(time.Duration(i) * time.Millisecond), Level: "info",
+		lines = append(lines, domain.LogEntry{JobID: id, Attempt: 1, At: now.Add(time.Duration(i) * time.Millisecond), Level: "info",
 			Message: "step " + string(rune('a'+i)), Attrs: map[string]any{"i": i}})
 	}
 	require.NoError(t, b.store.InsertJobLogs(b.ctx, lines))
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 
 	r := b.do(t, http.MethodGet, "/api/v1/jobs/"+id.String()+"/logs", "", "")
@@ -72,13 +73,13 @@ func TestJobPageShowsProgressAndLog(t *testing.T) {
 	res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "pq"})
 	require.NoError(t, err)
 	id := res[0].Job.ID
-	c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-p", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"pq"}})
+	c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w-p", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"pq"}})
 	require.NoError(t, err)
-	_, err = b.store.ExtendLeases(b.ctx, []jobs.Heartbeat{{Lease: jobs.LeaseOf(c[0]),
-		Progress: &jobs.Progress{Percent: 65, Message: "<b>xssmark</b> rows"}}}, time.Minute)
+	_, err = b.store.ExtendLeases(b.ctx, []domain.Heartbeat{{Lease: domain.LeaseOf(c[0]),
+		Progress: &domain.Progress{Percent: 65, Message: "<b>xssmark</b> rows"}}}, time.Minute)
 	require.NoError(t, err)
 	evil := `<img src=x onerror=alert('xssmark')>`
-	require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{{JobID: id, Attempt: 1, At: time.Now(), Level: "warn", Message: evil}}))
+	require.NoError(t, b.store.InsertJobLogs(b.ctx, []domain.LogEntry{{JobID: id, Attempt: 1, At: time.Now(), Level: "warn", Message: evil}}))
 
 	for _, path := range []string{"/jobs/" + id.String(), "/jobs/" + id.String() + "/log"} {
 		p := b.request(t, http.MethodGet, path, nil)
@@ -102,7 +103,7 @@ func TestJobPageShowsProgressAndLog(t *testing.T) {
 		}
 	}
 
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 	p := b.request(t, http.MethodGet, "/jobs/"+id.String()+"/log", nil)
 	doc, err := html.Parse(strings.NewReader(p.body))
@@ -121,8 +122,8 @@ func TestJobLogLinesFromTheJobRow(t *testing.T) {
 	t.Parallel()
 	b := dashSetup(t)
 	type logPage struct {
-		Entries   []jobs.LogEntry `json:"entries"`
-		NextAfter int64           `json:"next_after"`
+		Entries   []domain.LogEntry `json:"entries"`
+		NextAfter int64             `json:"next_after"`
 	}
 	read := func(id uuid.UUID, query string) logPage {
 		t.Helper()
@@ -132,7 +133,7 @@ func TestJobLogLinesFromTheJobRow(t *testing.T) {
 		require.NoError(t, json.Unmarshal([]byte(p.body), &out))
 		return out
 	}
-	messages := func(es []jobs.LogEntry) []string {
+	messages := func(es []domain.LogEntry) []string {
 		var out []string
 		for _, e := range es {
 			out = append(out, e.Message)
@@ -147,7 +148,7 @@ func TestJobLogLinesFromTheJobRow(t *testing.T) {
 	got := read(waiting.ID, "").Entries
 	require.Len(t, got, 1)
 	require.Equal(t, "Cancelled before it ran, by key:FLINT_API_KEY (api).", got[0].Message)
-	require.Equal(t, jobs.LogFromFlint, got[0].Source)
+	require.Equal(t, domain.LogFromFlint, got[0].Source)
 	require.Equal(t, "warn", got[0].Level)
 
 	// Cancelled with nothing on the audit trail (from Go, say).
@@ -159,13 +160,13 @@ func TestJobLogLinesFromTheJobRow(t *testing.T) {
 	// A failed attempt with retries left says when the next one runs,
 	// before and after the retry comes due.
 	j := b.enqueue(t, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: "lr"})
-	c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-r", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"lr"}})
+	c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w-r", Limit: 1, LeaseTTL: time.Minute, Queues: []string{"lr"}})
 	require.NoError(t, err)
 	require.Len(t, c, 1)
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed,
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeFailed,
 		Error: "upstream said 503", RetryDelay: time.Hour}})
 	require.NoError(t, err)
-	require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{{JobID: j.ID, Attempt: 1, At: time.Now().Add(-time.Hour),
+	require.NoError(t, b.store.InsertJobLogs(b.ctx, []domain.LogEntry{{JobID: j.ID, Attempt: 1, At: time.Now().Add(-time.Hour),
 		Level: "info", Message: "calling upstream"}}))
 	failed, err := b.store.GetJob(b.ctx, j.ID)
 	require.NoError(t, err)
@@ -208,12 +209,12 @@ func TestJobErrorsAndLogsAreScrubbed(t *testing.T) {
 		res, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: queue})
 		require.NoError(t, err)
 		id := res[0].Job.ID
-		c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w-scrub", Limit: 1, LeaseTTL: time.Minute, Queues: []string{queue}})
+		c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w-scrub", Limit: 1, LeaseTTL: time.Minute, Queues: []string{queue}})
 		require.NoError(t, err)
-		require.NoError(t, b.store.InsertJobLogs(b.ctx, []jobs.LogEntry{{JobID: id, Attempt: 1, At: time.Now(), Level: "error",
+		require.NoError(t, b.store.InsertJobLogs(b.ctx, []domain.LogEntry{{JobID: id, Attempt: 1, At: time.Now(), Level: "error",
 			Message: "giving up: " + leaky, Attrs: map[string]any{"detail": leaky}}}))
 		// What the pool writes when the handler returns the error.
-		_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: leaky, RetryDelay: time.Hour}})
+		_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeFailed, Error: leaky, RetryDelay: time.Hour}})
 		require.NoError(t, err)
 		return id
 	}

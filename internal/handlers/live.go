@@ -17,6 +17,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -107,11 +108,11 @@ type liveUpdate struct {
 	stats bool
 }
 
-func (u *liveUpdate) addJob(e jobs.Event) {
+func (u *liveUpdate) addJob(e domain.Event) {
 	if e.BatchID != nil {
 		u.addTopics("batches")
 	}
-	if e.Kind == jobs.EventBatch {
+	if e.Kind == domain.EventBatch {
 		return // a batch settled: no job moved
 	}
 	u.stats = true
@@ -249,7 +250,7 @@ func (s *server) pollTopics(ctx context.Context) {
 		}
 	}
 	if s.auditStore != nil {
-		if es, err := s.auditStore.ListAudit(ctx, jobs.AuditQuery{Limit: 1}); err == nil {
+		if es, err := s.auditStore.ListAudit(ctx, domain.AuditQuery{Limit: 1}); err == nil {
 			print := ""
 			if len(es) > 0 {
 				print = strconv.FormatInt(es[0].ID, 10)
@@ -284,7 +285,7 @@ type liveFold struct {
 	signal chan struct{} // holds one token while events wait
 }
 
-func (f *liveFold) add(e jobs.Event) {
+func (f *liveFold) add(e domain.Event) {
 	f.mu.Lock()
 	f.u.addJob(e)
 	f.mu.Unlock()

@@ -19,6 +19,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/internal/views"
@@ -60,7 +61,7 @@ func liveSetup(t *testing.T) *liveRig {
 	_, err := store.EnsureUser(ctx, adminEmail, adminPassword, "admin")
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	broker := handlers.NewBroker(1000)
 	app := handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store, Audit: store, Logs: store, Broker: broker, BaseContext: ctx,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}},
@@ -147,11 +148,11 @@ func TestDashboardStreamCoalesces(t *testing.T) {
 	require.Equal(t, "ping", first.event, "the stream opens with a ping")
 
 	// Five thousand at once: ten times what a queued subscriber could hold.
-	burst := make([]jobs.Event, 5000)
+	burst := make([]domain.Event, 5000)
 	for i := range burst {
-		burst[i] = jobs.Event{JobID: uuid.New(), Status: jobs.StateQueued, Type: "noop", Queue: "default", At: time.Now()}
+		burst[i] = domain.Event{JobID: uuid.New(), Status: jobs.StateQueued, Type: "noop", Queue: "default", At: time.Now()}
 	}
-	burst[4999] = jobs.Event{JobID: uuid.New(), Status: jobs.StateDeadLetter, Type: "fail", Queue: "mail", Attempt: 4}
+	burst[4999] = domain.Event{JobID: uuid.New(), Status: jobs.StateDeadLetter, Type: "fail", Queue: "mail", Attempt: 4}
 	r.broker.Deliver(burst)
 
 	// However long delivering takes, the burst arrives in a few updates of
@@ -186,7 +187,7 @@ func TestDashboardStreamListsAJobOnce(t *testing.T) {
 	require.Equal(t, "ping", (<-ch).event)
 
 	twice := uuid.New()
-	r.broker.Deliver([]jobs.Event{{JobID: twice, Status: jobs.StateQueued, Type: "noop", Queue: "default"},
+	r.broker.Deliver([]domain.Event{{JobID: twice, Status: jobs.StateQueued, Type: "noop", Queue: "default"},
 		{JobID: twice, Status: jobs.StateRunning, Type: "noop", Queue: "default", Attempt: 1}})
 	u := nextUpdate(t, ch, 5*time.Second).update
 	require.Len(t, u.Jobs, 1)
@@ -213,7 +214,7 @@ func TestDashboardStreamPacesCounts(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		id := uuid.New()
 		sent := time.Now()
-		r.broker.Deliver([]jobs.Event{{JobID: id, Status: jobs.StateCompleted, Type: "noop", Queue: "default", Attempt: 1}})
+		r.broker.Deliver([]domain.Event{{JobID: id, Status: jobs.StateCompleted, Type: "noop", Queue: "default", Attempt: 1}})
 		for {
 			m := nextUpdate(t, ch, 5*time.Second)
 			record(m)
@@ -253,7 +254,7 @@ func TestDashboardStreamTopics(t *testing.T) {
 	// as they are: what changes from here on is news.
 	require.Equal(t, "ping", (<-ch).event)
 
-	require.NoError(t, r.store.RecordAudit(r.ctx, jobs.AuditEntry{Actor: "elsewhere", Source: "api", Action: "purge"}))
+	require.NoError(t, r.store.RecordAudit(r.ctx, domain.AuditEntry{Actor: "elsewhere", Source: "api", Action: "purge"}))
 	u := nextUpdate(t, ch, 5*time.Second).update
 	require.Equal(t, []string{"audit"}, u.Topics)
 
@@ -344,7 +345,7 @@ func TestStatsTrailTheLastMove(t *testing.T) {
 	require.Equal(t, "ping", (<-ch).event)
 
 	sent := time.Now()
-	r.broker.Deliver([]jobs.Event{{JobID: uuid.New(), Status: jobs.StateScheduled, Type: "noop", Queue: "default"}})
+	r.broker.Deliver([]domain.Event{{JobID: uuid.New(), Status: jobs.StateScheduled, Type: "noop", Queue: "default"}})
 	var statsAt []time.Duration
 	deadline := time.After(handlers.LiveStatsTrail + 3*time.Second)
 	for waiting := true; waiting; {

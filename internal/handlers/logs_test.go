@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
@@ -40,7 +41,7 @@ func logsSetup(t *testing.T) *logsBundle {
 	_, err := store.EnsureUser(context.Background(), adminEmail, adminPassword, "admin")
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	app := handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store, Logs: store, BaseContext: ctx,

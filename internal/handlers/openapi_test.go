@@ -14,6 +14,7 @@ import (
 	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -28,14 +29,14 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 
 	// A server with every optional part switched on, so every route exists.
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	b := dashSetup(t)
 	_ = b
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: b.store, Audit: b.store, Logs: nopLogs{}, Access: b.store, Alerts: b.store,
 		Metrics:   http.NotFoundHandler(),
 		Work:      &handlers.WorkConfig{Store: b.store},
-		Benchmark: func(context.Context, int, string) ([]jobs.BenchResult, error) { return nil, nil },
+		Benchmark: func(context.Context, int, string) ([]domain.BenchResult, error) { return nil, nil },
 		Session:   handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
 	}, b.store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 

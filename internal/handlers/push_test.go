@@ -13,6 +13,7 @@ import (
 
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -27,8 +28,8 @@ func TestPushQueueAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
-	cat := jobs.NewCatalog(reg, nil, store.ServedTypes)
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
+	cat := domain.NewCatalog(reg, nil, store.ServedTypes)
 	cat.PushQueues(store.PushedQueue)
 	app := handlers.New(handlers.Config{APIKey: apiKey, Access: store, Audit: store, BaseContext: ctx, Types: cat, HTTPAllow: []string{"127.0.0.1:9"}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -27,7 +28,7 @@ func TestQueuesAPI(t *testing.T) {
 	p := api(http.MethodGet, "/api/v1/queues", "")
 	require.Equal(t, http.StatusOK, p.status, p.body)
 	var list struct {
-		Queues []jobs.QueueInfo `json:"queues"`
+		Queues []domain.QueueInfo `json:"queues"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(p.body), &list))
 	require.Len(t, list.Queues, 1)
@@ -41,11 +42,11 @@ func TestQueuesAPI(t *testing.T) {
 	require.Contains(t, p.body, `"paused":true`)
 	p = send(http.MethodPatch, "/api/v1/queues/mail", `{"concurrency": 3, "rate_limit": {"limit": 20, "period_seconds": 1}, "per_key_concurrency": 1}`)
 	require.Equal(t, http.StatusOK, p.status, p.body)
-	var q jobs.QueueInfo
+	var q domain.QueueInfo
 	require.NoError(t, json.Unmarshal([]byte(p.body), &q))
 	require.True(t, q.Paused, "a limit change leaves the pause alone")
 	require.Equal(t, 3, *q.Concurrency)
-	require.Equal(t, jobs.RateLimit{Limit: 20, PeriodSeconds: 1}, *q.RateLimit)
+	require.Equal(t, domain.RateLimit{Limit: 20, PeriodSeconds: 1}, *q.RateLimit)
 	require.Equal(t, 1, *q.PerKeyConcurrency)
 
 	p = send(http.MethodPatch, "/api/v1/queues/mail", `{"rate_limit": null}`)
@@ -62,7 +63,7 @@ func TestQueuesAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, send(http.MethodPost, "/api/v1/queues/later/pause", "").status)
 	require.Equal(t, http.StatusOK, api(http.MethodGet, "/api/v1/queues/later", "").status)
 
-	entries, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{Limit: 50})
+	entries, err := b.store.ListAudit(b.ctx, domain.AuditQuery{Limit: 50})
 	require.NoError(t, err)
 	var actions []string
 	for _, e := range entries {

@@ -6,13 +6,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/flinthq/flint/internal/auth"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // Alert webhook URLs are often the credential itself (whoever has a
 // Slack incoming webhook's URL can post to the channel), so only admins,
 // who may change them anyway, see them whole. Everyone else sees the
-// scheme and host (jobs.RedactURL), in rules, deliveries, test results
+// scheme and host (domain.RedactURL), in rules, deliveries, test results
 // and delivery errors, and on the audit trail, whose entries keep only
 // that form and a fingerprint since this rule; older entries are redacted
 // as they are read.
@@ -24,31 +24,31 @@ func seesSecrets(c *fiber.Ctx) bool {
 }
 
 // ruleForCaller is r as the caller may see it.
-func ruleForCaller(c *fiber.Ctx, r jobs.AlertRule) jobs.AlertRule {
+func ruleForCaller(c *fiber.Ctx, r domain.AlertRule) domain.AlertRule {
 	if !seesSecrets(c) {
-		r.WebhookURL = jobs.RedactURL(r.WebhookURL)
+		r.WebhookURL = domain.RedactURL(r.WebhookURL)
 	}
 	return r
 }
 
 // recordForCaller is an outbox row as the caller may see it.
-func recordForCaller(c *fiber.Ctx, r jobs.AlertRecord) jobs.AlertRecord {
+func recordForCaller(c *fiber.Ctx, r domain.AlertRecord) domain.AlertRecord {
 	if !seesSecrets(c) && r.WebhookURL != "" {
-		r.LastError = jobs.RedactURLIn(r.LastError, r.WebhookURL)
-		r.WebhookURL = jobs.RedactURL(r.WebhookURL)
+		r.LastError = domain.RedactURLIn(r.LastError, r.WebhookURL)
+		r.WebhookURL = domain.RedactURL(r.WebhookURL)
 	}
 	return r
 }
 
 // deliveriesForCaller are a test's results as the caller may see them.
-func deliveriesForCaller(c *fiber.Ctx, r jobs.AlertRule, ds []jobs.AlertDelivery) []jobs.AlertDelivery {
+func deliveriesForCaller(c *fiber.Ctx, r domain.AlertRule, ds []domain.AlertDelivery) []domain.AlertDelivery {
 	if seesSecrets(c) || r.WebhookURL == "" {
 		return ds
 	}
-	out := make([]jobs.AlertDelivery, len(ds))
+	out := make([]domain.AlertDelivery, len(ds))
 	for i, d := range ds {
-		d.Target = jobs.RedactURLIn(d.Target, r.WebhookURL)
-		d.Error = jobs.RedactURLIn(d.Error, r.WebhookURL)
+		d.Target = domain.RedactURLIn(d.Target, r.WebhookURL)
+		d.Error = domain.RedactURLIn(d.Error, r.WebhookURL)
 		out[i] = d
 	}
 	return out
@@ -59,13 +59,13 @@ func deliveriesForCaller(c *fiber.Ctx, r jobs.AlertRule, ds []jobs.AlertDelivery
 // written before webhook URLs were kept redacted hold them whole), and
 // the payloads an edit and replay recorded as payloadForCaller shows
 // payloads.
-func auditForCaller(c *fiber.Ctx, entries []jobs.AuditEntry) []jobs.AuditEntry {
+func auditForCaller(c *fiber.Ctx, entries []domain.AuditEntry) []domain.AuditEntry {
 	if seesSecrets(c) {
 		return entries
 	}
-	out := make([]jobs.AuditEntry, len(entries))
+	out := make([]domain.AuditEntry, len(entries))
 	for i, e := range entries {
-		if e.Action == jobs.AuditEditReplay {
+		if e.Action == domain.AuditEditReplay {
 			e.Details = redactReplayDetails(e.Details)
 		}
 		if len(e.Details) > 0 {
@@ -87,7 +87,7 @@ func redactWebhookURLs(v any) bool {
 	case map[string]any:
 		for k, x := range t {
 			if s, ok := x.(string); ok && k == "webhook_url" {
-				if r := jobs.RedactURL(s); r != s {
+				if r := domain.RedactURL(s); r != s {
 					t[k], changed = r, true
 				}
 				continue

@@ -19,6 +19,7 @@ import (
 	"github.com/flinthq/flint/internal/auth"
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
@@ -51,7 +52,7 @@ func TestWebhookURLsOnlyForAdmins(t *testing.T) {
 		VALUES ('webhook', '{}', 'pager fired', '{}', '', $1, 5, now(), $2)`, hook, `webhook: Post "`+hook+`": dial tcp: connection refused`)
 	require.NoError(t, err)
 	details, _ := json.Marshal(map[string]any{"before": map[string]any{"webhook_url": hook}, "after": map[string]any{"webhook_url": hook}})
-	require.NoError(t, store.RecordAudit(ctx, jobs.AuditEntry{Actor: "ops@example.com", Source: "dashboard", Action: "alert_rule_update", Details: details}))
+	require.NoError(t, store.RecordAudit(ctx, domain.AuditEntry{Actor: "ops@example.com", Source: "dashboard", Action: "alert_rule_update", Details: details}))
 
 	// The audit trail's new entry holds no secret, for anybody.
 	requireRuleCreatedRedacted(t, store, ctx, secret, hook, shown)
@@ -132,9 +133,9 @@ func keysAndPeople(t *testing.T, app *fiber.App, store *db.Store, ctx context.Co
 // shown (scheme and host) and its fingerprint.
 func requireRuleCreatedRedacted(t *testing.T, store *db.Store, ctx context.Context, secret, hook, shown string) {
 	t.Helper()
-	entries, err := store.ListAudit(ctx, jobs.AuditQuery{Limit: 10})
+	entries, err := store.ListAudit(ctx, domain.AuditQuery{Limit: 10})
 	require.NoError(t, err)
-	var created jobs.AuditEntry
+	var created domain.AuditEntry
 	for _, e := range entries {
 		if e.Action == "alert_rule_create" {
 			created = e
@@ -144,7 +145,7 @@ func requireRuleCreatedRedacted(t *testing.T, store *db.Store, ctx context.Conte
 	var kept map[string]any
 	require.NoError(t, json.Unmarshal(created.Details, &kept))
 	require.Equal(t, shown, kept["webhook_url"])
-	require.Equal(t, jobs.URLFingerprint(hook), kept["webhook_url_fingerprint"])
+	require.Equal(t, domain.URLFingerprint(hook), kept["webhook_url_fingerprint"])
 }
 
 // alertsApp serves the API and the dashboard over a new database, with
@@ -161,7 +162,7 @@ func alertsApp(t *testing.T) (app *fiber.App, store *db.Store, dsn string, ctx c
 	require.NoError(t, err)
 	n := scheduler.NewNotifier(scheduler.NotifierConfig{}, sender, nil)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	app = handlers.New(handlers.Config{APIKey: apiKey, Dashboard: store, Alerts: store, Audit: store, Access: store, AlertTest: n.SendTest,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -24,10 +25,10 @@ func deadJob(t *testing.T, store *db.Store, payload string) *jobs.Job {
 	queue := "dlq-" + uuid.NewString()[:8]
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: jobs.TypeNoop, Queue: queue, MaxRetries: &zero, Payload: json.RawMessage(payload)})
 	require.NoError(t, err)
-	c, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Limit: 1, LeaseTTL: time.Minute, Queues: []string{queue}})
+	c, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Limit: 1, LeaseTTL: time.Minute, Queues: []string{queue}})
 	require.NoError(t, err)
 	require.Len(t, c, 1)
-	_, _, err = store.FinishJobs(ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeFailed, Error: "boom"}})
+	_, _, err = store.FinishJobs(ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeFailed, Error: "boom"}})
 	require.NoError(t, err)
 	return res[0].Job
 }
@@ -121,9 +122,9 @@ func TestReplayInTheDashboard(t *testing.T) {
 	got := mustJob(t, b.store, j.ID)
 	require.NotEqual(t, jobs.StateDeadLetter, got.Status)
 	require.JSONEq(t, evil, string(got.Payload))
-	entries, err := b.store.ListAudit(b.ctx, jobs.AuditQuery{JobID: &j.ID})
+	entries, err := b.store.ListAudit(b.ctx, domain.AuditQuery{JobID: &j.ID})
 	require.NoError(t, err)
-	require.Equal(t, jobs.AuditEditReplay, entries[0].Action)
+	require.Equal(t, domain.AuditEditReplay, entries[0].Action)
 	require.Equal(t, adminEmail, entries[0].Actor)
 	require.Contains(t, string(entries[0].Details), "old@example.com")
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gofiber/fiber/v2/middleware/adaptor"
 	"github.com/gofiber/fiber/v2/middleware/recover"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -136,8 +137,8 @@ func (s *server) routesAPIWorkers(api guarded) {
 	api.Post("/workers/:id/heartbeat", s.workerHeartbeat)
 	api.Post("/workers/:id/finish", s.finishWork)
 	api.Delete("/workers/:id", s.deregisterWorker)
-	api.Post("/workers/:id/quiet", s.workerStateAPI(jobs.WorkerQuiet))
-	api.Post("/workers/:id/terminate", s.workerStateAPI(jobs.WorkerTerminate))
+	api.Post("/workers/:id/quiet", s.workerStateAPI(domain.WorkerQuiet))
+	api.Post("/workers/:id/terminate", s.workerStateAPI(domain.WorkerTerminate))
 	api.Post("/jobs/:id/logs", s.appendJobLog)
 	api.Post("/jobs/:id/heartbeat", s.jobHeartbeat)
 	api.Post("/jobs/:id/finish", s.jobFinish)

@@ -8,13 +8,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/gofiber/fiber/v2/middleware/filesystem"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/static"
-	"github.com/flinthq/flint/jobs"
 )
 
 // BenchmarkFunc runs the scheduler benchmark with n entries for the named
 // algorithm ("heap", "timing_wheel" or "both").
-type BenchmarkFunc func(ctx context.Context, n int, algorithm string) ([]jobs.BenchResult, error)
+type BenchmarkFunc func(ctx context.Context, n int, algorithm string) ([]domain.BenchResult, error)
 
 // dashRoute registers one dashboard route behind the session, CSRF and
 // access checks.
@@ -93,8 +93,8 @@ func (s *server) routesHTMLOperations(priv dashRoute) {
 	priv(fiber.MethodGet, "/workers", s.workersPage)
 	priv(fiber.MethodGet, "/types/:type", s.typePage)
 	if s.work != nil {
-		priv(fiber.MethodPost, "/workers/:id/quiet", s.workerStateHTML(jobs.WorkerQuiet))
-		priv(fiber.MethodPost, "/workers/:id/terminate", s.workerStateHTML(jobs.WorkerTerminate))
+		priv(fiber.MethodPost, "/workers/:id/quiet", s.workerStateHTML(domain.WorkerQuiet))
+		priv(fiber.MethodPost, "/workers/:id/terminate", s.workerStateHTML(domain.WorkerTerminate))
 	}
 	priv(fiber.MethodGet, "/queues", s.queuesPage)
 	priv(fiber.MethodGet, "/queues/:name", s.queuePage)

@@ -6,11 +6,12 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
 
-// typeCatalog is the job types enqueues may name (*jobs.Catalog), made
+// typeCatalog is the job types enqueues may name (*domain.Catalog), made
 // current for a request's types before they are checked.
 type typeCatalog interface {
 	jobs.TypeSource
@@ -49,12 +50,12 @@ type server struct {
 	logger     *slog.Logger
 	clock      jobs.Clock
 	wake       func(string)
-	stats      *cached[*jobs.Stats]
+	stats      *cached[*domain.Stats]
 	overview   *cached[views.Overview]
-	settings   *jobs.SettingsHolder
+	settings   *domain.SettingsHolder
 	broker     *Broker
 	base       context.Context
-	workers    func(ctx context.Context) ([]jobs.WorkerInfo, error)
+	workers    func(ctx context.Context) ([]domain.WorkerInfo, error)
 	redis      func() string
 	dash       DashboardStore
 	sessions   *sessionManager
@@ -68,7 +69,7 @@ type server struct {
 	access     AccessStore
 	keyUse     *keyUsage
 	work       *workAPI
-	pushGuard  *jobs.GuardedClient
+	pushGuard  *domain.GuardedClient
 	proxies    []netip.Prefix
 }
 
@@ -91,7 +92,7 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 		logger:     logger,
 		clock:      cfg.Clock,
 		wake:       cfg.Wake,
-		stats:      &cached[*jobs.Stats]{ttl: countsTTL},
+		stats:      &cached[*domain.Stats]{ttl: countsTTL},
 		overview:   &cached[views.Overview]{ttl: countsTTL},
 		settings:   cfg.Settings,
 		broker:     cfg.Broker,
@@ -131,11 +132,11 @@ func newServer(cfg Config, store Store, registry *jobs.Registry, logger *slog.Lo
 
 // pushGuard is the client that checks push URLs against the SSRF guard,
 // opened by allow (FLINT_HTTP_ALLOW).
-func pushGuard(allow []string, logger *slog.Logger) *jobs.GuardedClient {
-	guard, err := jobs.NewGuardedClient(allow, 0)
+func pushGuard(allow []string, logger *slog.Logger) *domain.GuardedClient {
+	guard, err := domain.NewGuardedClient(allow, 0)
 	if err != nil { // the configuration checked the list: a programming error
 		logger.Error("push URLs: the allow list does not parse; allowing none", "component", "http", "error", err)
-		guard, _ = jobs.NewGuardedClient(nil, 0)
+		guard, _ = domain.NewGuardedClient(nil, 0)
 	}
 	return guard
 }

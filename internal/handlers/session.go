@@ -65,13 +65,13 @@ type SessionStore interface {
 	// CreateSession stores a session, and address (throttleAddress of
 	// ip) as one the user has signed in from.
 	CreateSession(ctx context.Context, userID uuid.UUID, token, csrf string, ttl time.Duration, ip, address, userAgent string) error
-	// GetSession returns the live session behind token; jobs.ErrNotFound
+	// GetSession returns the live session behind token; domain.ErrNotFound
 	// when it ended or never was.
 	GetSession(ctx context.Context, token string) (auth.Session, error)
 	// DeleteSession ends the session behind token.
 	DeleteSession(ctx context.Context, token string) error
 	// SincePasswordChange is how long ago the user's password was last
-	// set; jobs.ErrNotFound when never (or no such user).
+	// set; domain.ErrNotFound when never (or no such user).
 	SincePasswordChange(ctx context.Context, email string) (time.Duration, error)
 	// KnownAddress reports whether the user with this email has signed in
 	// from address (as CreateSession recorded it) within 180 days.

@@ -13,6 +13,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -211,7 +212,7 @@ func streamEvents(ctx context.Context, st *eventStream, b *Broker, sub *subscrib
 }
 
 func writeEvent(w *bufio.Writer, b *Broker, e brokerEvent) {
-	if e.ev.Kind == jobs.EventBatch && e.ev.BatchID != nil {
+	if e.ev.Kind == domain.EventBatch && e.ev.BatchID != nil {
 		data, _ := json.Marshal(batchEvent{BatchID: *e.ev.BatchID, State: string(e.ev.Status), At: e.ev.At})
 		fmt.Fprintf(w, "id: %s\nevent: batch\ndata: %s\n\n", b.id(e.seq), data)
 		return

@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -35,10 +36,10 @@ type TypeStore interface {
 	// RecordSchemas stores schemas as the ones in force for their types,
 	// by whom, adding a version where one changed, and returns the types
 	// whose schema changed. Every process learns of a change at once.
-	RecordSchemas(ctx context.Context, schemas map[string]*jobs.PayloadSchema, by jobs.SchemaAuthor) ([]string, error)
+	RecordSchemas(ctx context.Context, schemas map[string]*jobs.PayloadSchema, by domain.SchemaAuthor) ([]string, error)
 	// SchemaHistory returns every kept version of jobType's schema, the
 	// one in force first.
-	SchemaHistory(ctx context.Context, jobType string) ([]jobs.SchemaVersion, error)
+	SchemaHistory(ctx context.Context, jobType string) ([]domain.SchemaVersion, error)
 }
 
 // StatusStore is what the health endpoints and the counts need: /healthz,
@@ -48,34 +49,34 @@ type StatusStore interface {
 	Ping(ctx context.Context) error
 	// Server says which database server the pool is on, for /readyz: its
 	// address and whether it takes writes.
-	Server(ctx context.Context) (jobs.DatabaseServer, error)
+	Server(ctx context.Context) (domain.DatabaseServer, error)
 	// Stats counts jobs per state, queue and type, with the last hour of
 	// throughput. Callers that poll it cache the result (see cached).
-	Stats(ctx context.Context) (*jobs.Stats, error)
+	Stats(ctx context.Context) (*domain.Stats, error)
 }
 
 // BatchStore is what the batches API and pages need.
 type BatchStore interface {
 	// CreateBatch creates a batch with its first members and callbacks in
 	// one transaction (closed unless p.Open).
-	CreateBatch(ctx context.Context, p jobs.BatchParams) (*jobs.Batch, []jobs.Enqueued, error)
-	// AddToBatch adds members to an open batch: jobs.ErrNotFound,
-	// jobs.ErrBatchClosed.
-	AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (*jobs.Batch, []jobs.Enqueued, error)
+	CreateBatch(ctx context.Context, p domain.BatchParams) (*domain.Batch, []jobs.Enqueued, error)
+	// AddToBatch adds members to an open batch: domain.ErrNotFound,
+	// domain.ErrBatchClosed.
+	AddToBatch(ctx context.Context, id uuid.UUID, params []jobs.EnqueueParams) (*domain.Batch, []jobs.Enqueued, error)
 	// CloseBatch closes a batch (a closed one stays as it is).
-	CloseBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error)
+	CloseBatch(ctx context.Context, id uuid.UUID) (*domain.Batch, error)
 	// GetBatch returns a batch with its counts and callbacks, or
-	// jobs.ErrNotFound.
-	GetBatch(ctx context.Context, id uuid.UUID) (*jobs.Batch, error)
+	// domain.ErrNotFound.
+	GetBatch(ctx context.Context, id uuid.UUID) (*domain.Batch, error)
 	// ListBatches returns a page of batches, newest first.
-	ListBatches(ctx context.Context, cursor string, limit int) (jobs.BatchPage, error)
+	ListBatches(ctx context.Context, cursor string, limit int) (domain.BatchPage, error)
 }
 
 // DurableStore is what steps, signals and events need (api_durable.go).
 type DurableStore interface {
 	// RecordStep records a step of the attempt whose lease is l: the step
-	// as stored and whether this call wrote it; jobs.ErrLeaseLost.
-	RecordStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error)
+	// as stored and whether this call wrote it; domain.ErrLeaseLost.
+	RecordStep(ctx context.Context, l domain.Lease, step jobs.StepRecord) (jobs.StepRecord, bool, error)
 	// ForgetSteps drops the steps and signals a dead-letter job recorded
 	// (a replay that starts over); other jobs keep theirs.
 	ForgetSteps(ctx context.Context, id uuid.UUID) error
@@ -97,45 +98,45 @@ type JobStore interface {
 	// matched an existing job comes back with Inserted false.
 	Enqueue(ctx context.Context, params ...jobs.EnqueueParams) ([]jobs.Enqueued, error)
 	// GetJob returns one job, binned or in the history included;
-	// jobs.ErrNotFound when there is none.
+	// domain.ErrNotFound when there is none.
 	GetJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
 	// GetJobs returns the jobs among ids that exist, in no particular
 	// order: one query for the rows a page shows.
 	GetJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, error)
 	// ListJobs returns one page of jobs, newest first unless p says
 	// otherwise. Filters it cannot apply are a *jobs.ValidationError.
-	ListJobs(ctx context.Context, p jobs.ListParams) (jobs.Page, error)
+	ListJobs(ctx context.Context, p domain.ListParams) (domain.Page, error)
 	// ListExecutions returns every recorded run of j in order, followed
 	// by the run in progress when j is running.
-	ListExecutions(ctx context.Context, j *jobs.Job) ([]jobs.Execution, error)
+	ListExecutions(ctx context.Context, j *jobs.Job) ([]domain.Execution, error)
 	// Dependencies returns the jobs a job waits for and the jobs waiting
 	// for it.
-	Dependencies(ctx context.Context, id uuid.UUID) (jobs.Dependencies, error)
+	Dependencies(ctx context.Context, id uuid.UUID) (domain.Dependencies, error)
 	// WorkflowGraph returns the workflow a job belongs to: every job
 	// connected to it through dependencies, nearest first, at most
-	// jobs.MaxGraphSteps of them, with the edges between them.
-	WorkflowGraph(ctx context.Context, id uuid.UUID) (jobs.WorkflowGraph, error)
-	// ExplainFacts reads what jobs.Explain needs to say why a job is where
+	// domain.MaxGraphSteps of them, with the edges between them.
+	WorkflowGraph(ctx context.Context, id uuid.UUID) (domain.WorkflowGraph, error)
+	// ExplainFacts reads what domain.Explain needs to say why a job is where
 	// it is.
-	ExplainFacts(ctx context.Context, id uuid.UUID) (jobs.ExplainFacts, error)
+	ExplainFacts(ctx context.Context, id uuid.UUID) (domain.ExplainFacts, error)
 	// ExplainFactsFor is ExplainFacts for a job the caller has just read,
 	// so that it is not read twice.
-	ExplainFactsFor(ctx context.Context, j *jobs.Job) (jobs.ExplainFacts, error)
+	ExplainFactsFor(ctx context.Context, j *jobs.Job) (domain.ExplainFacts, error)
 	// JobLogs returns up to limit of a job's stored log lines whose
 	// sequence number is above after, oldest first.
-	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]jobs.LogEntry, error)
+	JobLogs(ctx context.Context, id uuid.UUID, after int64, limit int) ([]domain.LogEntry, error)
 	// JobData returns what a job received from its parents and added to
 	// its workflow, and the batch it belongs to.
-	JobData(ctx context.Context, j *jobs.Job) (jobs.JobData, error)
+	JobData(ctx context.Context, j *jobs.Job) (domain.JobData, error)
 	// CancelAudit returns the operator action on the audit trail that
 	// cancelled the job, or nil when the trail has none.
-	CancelAudit(ctx context.Context, id uuid.UUID) (*jobs.AuditEntry, error)
+	CancelAudit(ctx context.Context, id uuid.UUID) (*domain.AuditEntry, error)
 }
 
 // JobActionStore is what the operator's actions on one job need, from the
 // API and the dashboard alike (actions.go). A job whose state does not
-// allow the action is jobs.ErrInvalidTransition; a missing one
-// jobs.ErrNotFound.
+// allow the action is domain.ErrInvalidTransition; a missing one
+// domain.ErrNotFound.
 type JobActionStore interface {
 	// CancelJob cancels a waiting job, or asks the worker of a running one
 	// to stop it (the job comes back with CancelRequested set).
@@ -160,7 +161,7 @@ type JobActionStore interface {
 	// recording by with the payload before and after on the audit trail
 	// in the same transaction. It returns the payload it replaced and the
 	// replayed job. payload must have passed jobs.Registry.CheckPayload.
-	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by jobs.AuditEntry) (json.RawMessage, *jobs.Job, error)
+	EditAndReplay(ctx context.Context, id uuid.UUID, payload json.RawMessage, by domain.AuditEntry) (json.RawMessage, *jobs.Job, error)
 }
 
 // DLQStore is what the dead-letter queue's and the bin's own actions and
@@ -174,7 +175,7 @@ type DLQStore interface {
 	DeleteDLQ(ctx context.Context, ids []uuid.UUID) ([]uuid.UUID, error)
 	// DLQGroups groups the dead-letter queue by type and first line of the
 	// error, largest group first, up to limit groups.
-	DLQGroups(ctx context.Context, limit int) ([]jobs.ErrorGroup, error)
+	DLQGroups(ctx context.Context, limit int) ([]domain.ErrorGroup, error)
 	// CountDeadLetter counts the dead-letter jobs of a queue and a type
 	// ("" for any), exactly.
 	CountDeadLetter(ctx context.Context, queue, typ string) (int64, error)
@@ -188,38 +189,38 @@ type DLQStore interface {
 type QueueStore interface {
 	// ListQueues returns every queue that has live jobs or settings, by
 	// name.
-	ListQueues(ctx context.Context) ([]jobs.QueueInfo, error)
+	ListQueues(ctx context.Context) ([]domain.QueueInfo, error)
 	// GetQueue returns one queue; a queue with neither jobs nor settings
-	// is jobs.ErrNotFound.
-	GetQueue(ctx context.Context, name string) (jobs.QueueInfo, error)
+	// is domain.ErrNotFound.
+	GetQueue(ctx context.Context, name string) (domain.QueueInfo, error)
 	// UpdateQueue applies change to the settings of queue under the
 	// queue's lock, recording by, and returns the new settings. Every
 	// process learns of the change at once.
-	UpdateQueue(ctx context.Context, queue, by string, change func(jobs.QueueSettings) jobs.QueueSettings) (jobs.QueueSettings, error)
+	UpdateQueue(ctx context.Context, queue, by string, change func(domain.QueueSettings) domain.QueueSettings) (domain.QueueSettings, error)
 	// RotatePushSecret makes and returns a new signing secret for queue's
 	// pushes; the one it replaces goes on signing until RevokePushSecret.
-	// A queue whose replaced secret still signs is jobs.ErrPreviousSecret.
+	// A queue whose replaced secret still signs is domain.ErrPreviousSecret.
 	RotatePushSecret(ctx context.Context, queue, by string) (string, error)
 	// RevokePushSecret stops signing with the secret the last rotation
 	// replaced.
 	RevokePushSecret(ctx context.Context, queue, by string) error
 	// PushDeliveries returns up to limit of queue's latest push
 	// deliveries, newest first.
-	PushDeliveries(ctx context.Context, queue string, limit int) ([]jobs.PushDelivery, error)
+	PushDeliveries(ctx context.Context, queue string, limit int) ([]domain.PushDelivery, error)
 }
 
 // ScheduleStore is what the recurring series' API and page need.
 type ScheduleStore interface {
 	// ListSchedules returns every recurring series, newest first.
-	ListSchedules(ctx context.Context) ([]*jobs.Schedule, error)
-	// GetSchedule returns one series; jobs.ErrNotFound when there is
+	ListSchedules(ctx context.Context) ([]*domain.Schedule, error)
+	// GetSchedule returns one series; domain.ErrNotFound when there is
 	// none.
-	GetSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	GetSchedule(ctx context.Context, id uuid.UUID) (*domain.Schedule, error)
 	// PauseSchedule stops a series until it is resumed, cancelling its
 	// pending occurrence, whose id it returns for the audit trail.
-	PauseSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, []uuid.UUID, error)
+	PauseSchedule(ctx context.Context, id uuid.UUID) (*domain.Schedule, []uuid.UUID, error)
 	// ResumeSchedule restarts a paused series from now on.
-	ResumeSchedule(ctx context.Context, id uuid.UUID) (*jobs.Schedule, error)
+	ResumeSchedule(ctx context.Context, id uuid.UUID) (*domain.Schedule, error)
 	// RunScheduleNow enqueues an extra occurrence of a series to run at
 	// once; the pending occurrence keeps its time.
 	RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, error)
@@ -231,11 +232,11 @@ type ScheduleStore interface {
 // SettingsStore is what the runtime settings' API and page need.
 type SettingsStore interface {
 	// GetSettings returns the stored settings over the defaults.
-	GetSettings(ctx context.Context) (jobs.Settings, error)
+	GetSettings(ctx context.Context) (domain.Settings, error)
 	// UpdateSettings validates and applies a partial update (JSON values
 	// by setting key), records each change with by, and notifies every
 	// process. It returns the new settings and the keys that changed.
-	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (jobs.Settings, []string, error)
+	UpdateSettings(ctx context.Context, patch map[string]json.RawMessage, by string) (domain.Settings, []string, error)
 	// ListSettingsChanges returns up to limit changes, most recent first.
-	ListSettingsChanges(ctx context.Context, limit int) ([]jobs.SettingChange, error)
+	ListSettingsChanges(ctx context.Context, limit int) ([]domain.SettingChange, error)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
@@ -34,8 +35,8 @@ func traceContext(c *fiber.Ctx) error {
 // when its run started to now, with the steps it replayed as events. An
 // attempt whose lease was lost is left out: it was not this worker's to
 // report.
-func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, batch []jobs.Finish,
-	finished []jobs.Moved, claimed map[uuid.UUID]jobs.Claimed, now time.Time) {
+func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, batch []domain.Finish,
+	finished []domain.Moved, claimed map[uuid.UUID]domain.Claimed, now time.Time) {
 	if !tracing.Enabled() {
 		return
 	}
@@ -53,7 +54,7 @@ func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, 
 			start = *cl.StartedAt
 		}
 		a := tracing.Attempt{Name: tracing.RunSpanName(cl.Type), Parent: cl.Traceparent, Lease: f.Lease.Token, Reported: reqs[i].Traceparent,
-			Start: start, End: now, OK: f.Outcome == jobs.OutcomeSucceeded,
+			Start: start, End: now, OK: f.Outcome == domain.OutcomeSucceeded,
 			Attributes: []attribute.KeyValue{
 				attribute.String("messaging.system", "flint"),
 				attribute.String("flint.job.id", f.JobID.String()),
@@ -64,7 +65,7 @@ func traceFinished(ctx context.Context, workerID string, reqs []outcomeRequest, 
 				attribute.String("flint.worker.id", workerID),
 				attribute.Bool("flint.worker.remote", true),
 			}}
-		if f.Outcome == jobs.OutcomeFailed {
+		if f.Outcome == domain.OutcomeFailed {
 			a.Error = f.Error
 		}
 		a.Replayed = replayedSteps(reqs[i].ReplayedSteps)
@@ -93,7 +94,7 @@ func replayedSteps(names []string) []string {
 // trace: the span the worker reported (a valid traceparent of the job's
 // trace), or else the one it was handed (tracing.AttemptSpan of the
 // job's traceparent, parent, and the attempt's lease).
-func traceSpawned(spawned []jobs.Spawned, reported, parent string, lease jobs.Lease) {
+func traceSpawned(spawned []jobs.Spawned, reported, parent string, lease domain.Lease) {
 	if !tracing.Enabled() || len(spawned) == 0 {
 		return
 	}
@@ -124,7 +125,7 @@ func stepStart(started time.Time, runStart *time.Time, now time.Time) time.Time 
 // ran and recorded (with tracing on): a child of the attempt's span (the
 // one the worker was handed), from when the step started to when it was
 // recorded. fresh is false when an earlier record of the step stands.
-func traceStep(ctx context.Context, h jobs.LeaseHolder, rec jobs.StepRecord, fresh bool, started, now time.Time) {
+func traceStep(ctx context.Context, h domain.LeaseHolder, rec jobs.StepRecord, fresh bool, started, now time.Time) {
 	if !tracing.Enabled() {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // TestDatabaseUnavailableAgreesWithDB: the HTTP layer, which may not import
@@ -37,7 +37,7 @@ func TestDatabaseUnavailableAgreesWithDB(t *testing.T) {
 		pg("23505"): false, // unique violation
 		pg("40P01"): false, // deadlock
 		pg("22P02"): false, // bad input
-		fmt.Errorf("get job: %w", jobs.ErrNotFound):   false,
+		fmt.Errorf("get job: %w", domain.ErrNotFound): false,
 		errors.New("something else"):                  false,
 		fmt.Errorf("cancelled: %w", context.Canceled): false,
 	} {

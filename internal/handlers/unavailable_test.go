@@ -14,6 +14,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -35,7 +36,7 @@ func TestDatabaseUnavailable(t *testing.T) {
 	_, err = store.EnsureUser(ctx, adminEmail, adminPassword, "admin")
 	require.NoError(t, err)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	app := handlers.New(handlers.Config{
 		APIKey: apiKey, Dashboard: store, Audit: store,
 		Session: handlers.SessionConfig{Key: []byte("0123456789abcdef0123456789abcdef")},
@@ -46,8 +47,8 @@ func TestDatabaseUnavailable(t *testing.T) {
 	ready := b.request(t, http.MethodGet, "/readyz", nil)
 	require.Equal(t, http.StatusOK, ready.status, ready.body)
 	var r struct {
-		Status string              `json:"status"`
-		Server jobs.DatabaseServer `json:"server"`
+		Status string                `json:"status"`
+		Server domain.DatabaseServer `json:"server"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(ready.body), &r))
 	require.Equal(t, "ready", r.Status)

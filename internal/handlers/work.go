@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -22,42 +23,42 @@ import (
 // implements it.
 type WorkStore interface {
 	// WorkerHeartbeat registers w (or refreshes its entry) for ttl and
-	// returns the state an operator asked of it (jobs.WorkerRunning,
+	// returns the state an operator asked of it (domain.WorkerRunning,
 	// WorkerQuiet or WorkerTerminate).
-	WorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) (state string, err error)
+	WorkerHeartbeat(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) (state string, err error)
 	// RemoteWorkerHeartbeat is WorkerHeartbeat for a registered remote
 	// worker only: one that is not registered (any more) is
-	// jobs.ErrNotFound and is not added.
-	RemoteWorkerHeartbeat(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) (state string, err error)
-	// GetWorker returns a registered worker; jobs.ErrNotFound when there
+	// domain.ErrNotFound and is not added.
+	RemoteWorkerHeartbeat(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) (state string, err error)
+	// GetWorker returns a registered worker; domain.ErrNotFound when there
 	// is none.
-	GetWorker(ctx context.Context, id string) (jobs.WorkerInfo, error)
+	GetWorker(ctx context.Context, id string) (domain.WorkerInfo, error)
 	// SetWorkerState asks a remote worker to keep running, quiet down or
 	// terminate; it learns on its next heartbeat.
 	SetWorkerState(ctx context.Context, id, state string) error
 	// ReleaseWorker hands every job a worker holds back to its queue
 	// without charging the attempt, removes the worker from the registry
 	// and returns the jobs it moved.
-	ReleaseWorker(ctx context.Context, id, reason string) ([]jobs.Moved, error)
+	ReleaseWorker(ctx context.Context, id, reason string) ([]domain.Moved, error)
 	// ClaimJobs leases up to p.Limit queued jobs for p.WorkerID, in claim
 	// order.
-	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
+	ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Job, error)
 	// ExtendLeasesWithin extends the leases of beats that holder holds by
 	// ttl, except those of jobs past their timeout plus grace, and says
 	// which are still held.
-	ExtendLeasesWithin(ctx context.Context, beats []jobs.Heartbeat, ttl, grace time.Duration, holder string) ([]jobs.LeaseStatus, error)
+	ExtendLeasesWithin(ctx context.Context, beats []domain.Heartbeat, ttl, grace time.Duration, holder string) ([]domain.LeaseStatus, error)
 	// FinishJobs records the end of a batch of attempts: finished has one
 	// entry per input, in order (an empty Status where the lease was
 	// lost), cascaded the other jobs that moved as a consequence.
-	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
+	FinishJobs(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error)
 	// ClaimedBy says, of the jobs ids still in the live table, which the
 	// worker has claimed and at which attempt they stand.
-	ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID) (map[uuid.UUID]jobs.Claimed, error)
-	// LeaseHolder says who holds the lease l names; jobs.ErrLeaseLost
+	ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID) (map[uuid.UUID]domain.Claimed, error)
+	// LeaseHolder says who holds the lease l names; domain.ErrLeaseLost
 	// when it holds none.
-	LeaseHolder(ctx context.Context, l jobs.Lease) (jobs.LeaseHolder, error)
+	LeaseHolder(ctx context.Context, l domain.Lease) (domain.LeaseHolder, error)
 	// InsertJobLogs stores job log lines in one statement.
-	InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error
+	InsertJobLogs(ctx context.Context, lines []domain.LogEntry) error
 }
 
 // WorkConfig configures the pull API.
@@ -77,7 +78,7 @@ type WorkConfig struct {
 	// notification; zero means 1 s.
 	PollInterval time.Duration
 	// OnMoved, if set, is told of the jobs finishes moved (the DLQ alert).
-	OnMoved func([]jobs.Moved)
+	OnMoved func([]domain.Moved)
 }
 
 func (c *WorkConfig) fill() {
@@ -120,7 +121,7 @@ type workAPI struct {
 }
 
 type cachedWorker struct {
-	info jobs.WorkerInfo
+	info domain.WorkerInfo
 	at   time.Time
 }
 

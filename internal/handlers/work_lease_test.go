@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -74,8 +75,8 @@ func TestLeaseWritesCheckTheHolder(t *testing.T) {
 func TestPushReceiverFinishesThroughTheAPI(t *testing.T) {
 	t.Parallel()
 	r := workSetup(t)
-	_, err := r.store.UpdateQueue(r.ctx, "hooks", "test", func(q jobs.QueueSettings) jobs.QueueSettings {
-		return jobs.QueuePatch{SetPush: true, Push: &jobs.PushConfig{URL: "https://receiver.example/", TimeoutSeconds: 5}}.Apply(q)
+	_, err := r.store.UpdateQueue(r.ctx, "hooks", "test", func(q domain.QueueSettings) domain.QueueSettings {
+		return domain.QueuePatch{SetPush: true, Push: &domain.PushConfig{URL: "https://receiver.example/", TimeoutSeconds: 5}}.Apply(q)
 	})
 	require.NoError(t, err)
 	_, hooks, err := r.store.CreateAPIKey(r.ctx, auth.KeySpec{Name: "hooks", Scopes: []auth.Scope{auth.ScopeWork}, Queues: []string{"hooks"}}, "test")
@@ -84,7 +85,7 @@ func TestPushReceiverFinishesThroughTheAPI(t *testing.T) {
 	require.NoError(t, err)
 	r.enqueue(t, jobs.EnqueueParams{Type: "thumb", Queue: "hooks", Payload: json.RawMessage(`{"n": 1}`)})
 	// What the pusher does: claim as the process's pusher.
-	claimedJobs, err := r.store.ClaimJobs(r.ctx, jobs.ClaimParams{WorkerID: jobs.PushWorkerID("proc-1"), Queues: []string{"hooks"},
+	claimedJobs, err := r.store.ClaimJobs(r.ctx, domain.ClaimParams{WorkerID: domain.PushWorkerID("proc-1"), Queues: []string{"hooks"},
 		Push: true, Limit: 1, LeaseTTL: 30 * time.Second})
 	require.NoError(t, err)
 	require.Len(t, claimedJobs, 1)

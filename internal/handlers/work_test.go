@@ -17,6 +17,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/handlers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -35,11 +36,11 @@ func workSetup(t *testing.T) *workRig {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	hub := handlers.NewWorkHub(0)
 	app := handlers.New(handlers.Config{APIKey: apiKey, Access: store, BaseContext: ctx,
-		Types:   jobs.NewCatalog(reg, nil, store.ServedTypes),
-		Workers: func(ctx context.Context) ([]jobs.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
+		Types:   domain.NewCatalog(reg, nil, store.ServedTypes),
+		Workers: func(ctx context.Context) ([]domain.WorkerInfo, error) { return store.ListWorkers(ctx, 15*time.Second) },
 		Work:    &handlers.WorkConfig{Store: store, Hub: hub, LeaseTTL: 30 * time.Second, HeartbeatInterval: 5 * time.Second}},
 		store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	return &workRig{app: app, store: store, ctx: ctx, hub: hub}
@@ -159,11 +160,11 @@ func TestPullWorkerLifecycle(t *testing.T) {
 
 	// Workers page and API: the worker with its language, types and leases.
 	var ws struct {
-		Workers []jobs.WorkerInfo `json:"workers"`
+		Workers []domain.WorkerInfo `json:"workers"`
 	}
 	require.Equal(t, http.StatusOK, r.call(t, apiKey, http.MethodGet, "/api/v1/workers", nil, &ws))
 	require.Len(t, ws.Workers, 1)
-	require.Equal(t, jobs.WorkerRemote, ws.Workers[0].Kind)
+	require.Equal(t, domain.WorkerRemote, ws.Workers[0].Kind)
 	require.Equal(t, "python", ws.Workers[0].Language)
 	require.Equal(t, "py-1", ws.Workers[0].Name)
 	require.Equal(t, []string{"py.mail", "py.resize"}, ws.Workers[0].Types)
@@ -281,7 +282,7 @@ func TestHeartbeatAfterDeregistrationDoesNotResurrect(t *testing.T) {
 	a := workSetup(t)
 	reg := jobs.NewRegistry()
 	b := handlers.New(handlers.Config{APIKey: apiKey, Access: a.store, BaseContext: a.ctx,
-		Types: jobs.NewCatalog(reg, nil, a.store.ServedTypes),
+		Types: domain.NewCatalog(reg, nil, a.store.ServedTypes),
 		Work:  &handlers.WorkConfig{Store: a.store, LeaseTTL: 30 * time.Second, HeartbeatInterval: 5 * time.Second}},
 		a.store, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	other := &workRig{app: b, store: a.store, ctx: a.ctx}
@@ -292,7 +293,7 @@ func TestHeartbeatAfterDeregistrationDoesNotResurrect(t *testing.T) {
 	var e errBody
 	require.Equal(t, http.StatusNotFound, a.call(t, apiKey, http.MethodPost, "/api/v1/workers/"+id+"/heartbeat", `{}`, &e))
 	_, err := a.store.GetWorker(a.ctx, id)
-	require.ErrorIs(t, err, jobs.ErrNotFound, "the heartbeat brought the worker back")
+	require.ErrorIs(t, err, domain.ErrNotFound, "the heartbeat brought the worker back")
 	require.Equal(t, http.StatusNotFound, other.call(t, apiKey, http.MethodPost, "/api/v1/workers/"+id+"/claim", `{}`, &e))
 }
 

@@ -9,12 +9,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/auth"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // TestKnownTypesBounded: a work key cannot grow the job types Flint
 // knows without bound: a worker may serve at most 200, registering past
-// jobs.MaxKnownTypes in all is refused, and an unknown type's 422 stays
+// domain.MaxKnownTypes in all is refused, and an unknown type's 422 stays
 // short however many are known, suggesting the few most like it.
 func TestKnownTypesBounded(t *testing.T) {
 	t.Parallel()
@@ -33,7 +34,7 @@ func TestKnownTypesBounded(t *testing.T) {
 	require.Equal(t, http.StatusUnprocessableEntity, r.call(t, key, http.MethodPost, "/api/v1/workers", typesOf(0, 201), &e))
 	require.Equal(t, "types", e.Error.Field)
 	registered, refused := 0, false
-	for w := 0; w < jobs.MaxKnownTypes/200+1 && !refused; w++ {
+	for w := 0; w < domain.MaxKnownTypes/200+1 && !refused; w++ {
 		status := r.call(t, key, http.MethodPost, "/api/v1/workers", typesOf(w, 200), &e)
 		if refused = status == http.StatusConflict; refused {
 			require.Equal(t, "too_many_types", e.Error.Code)
@@ -46,8 +47,8 @@ func TestKnownTypesBounded(t *testing.T) {
 	// The built-in types count too: registrations stop within one worker
 	// of the limit, never past it.
 	require.True(t, refused)
-	require.LessOrEqual(t, registered*200, jobs.MaxKnownTypes)
-	require.Greater(t, registered*200, jobs.MaxKnownTypes-200-len(jobs.NewRegistry().Types())-10)
+	require.LessOrEqual(t, registered*200, domain.MaxKnownTypes)
+	require.Greater(t, registered*200, domain.MaxKnownTypes-200-len(jobs.NewRegistry().Types())-10)
 	// A worker serving types already known still registers.
 	require.Equal(t, http.StatusCreated, r.call(t, key, http.MethodPost, "/api/v1/workers", typesOf(3, 200), nil))
 

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/net/html"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/views"
 	"github.com/flinthq/flint/jobs"
 )
@@ -105,16 +106,16 @@ func TestXSSCorpus(t *testing.T) {
 		// named with the corpus too.
 		_, err := b.store.Pool().Exec(b.ctx, `UPDATE jobs SET queue = $2 WHERE id = $1`, j.ID, fmt.Sprintf("q%d", i))
 		require.NoError(t, err)
-		claimed, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w " + evil, Queues: []string{fmt.Sprintf("q%d", i)}, Limit: 1, LeaseTTL: time.Minute})
+		claimed, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w " + evil, Queues: []string{fmt.Sprintf("q%d", i)}, Limit: 1, LeaseTTL: time.Minute})
 		require.NoError(t, err)
 		require.Len(t, claimed, 1)
 		zero := 0
 		_ = zero
-		outcome := jobs.OutcomeFailed
+		outcome := domain.OutcomeFailed
 		if i%2 == 0 {
-			outcome = jobs.OutcomeCancelled
+			outcome = domain.OutcomeCancelled
 		}
-		_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(claimed[0]), Outcome: outcome, Error: evil, RetryDelay: time.Hour}})
+		_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(claimed[0]), Outcome: outcome, Error: evil, RetryDelay: time.Hour}})
 		require.NoError(t, err)
 	}
 	// A job whose type and result carry the corpus, written past the API's
@@ -136,7 +137,7 @@ func TestXSSCorpus(t *testing.T) {
 		require.NoError(t, err)
 		sch, err := jobs.CompileSchema(raw)
 		require.NoError(t, err)
-		_, err = b.store.RecordSchemas(b.ctx, map[string]*jobs.PayloadSchema{"noop": sch}, jobs.SchemaAuthor{Source: jobs.SchemaFromRemote,
+		_, err = b.store.RecordSchemas(b.ctx, map[string]*jobs.PayloadSchema{"noop": sch}, domain.SchemaAuthor{Source: domain.SchemaFromRemote,
 			WorkerName: fmt.Sprint(xssCorpus[2], v), Language: xssCorpus[3], WorkerVersion: xssCorpus[4]})
 		require.NoError(t, err)
 	}

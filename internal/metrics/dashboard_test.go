@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -40,13 +41,13 @@ func exportedFamilies(t *testing.T) map[string]map[string]bool {
 	m.SetEventCounters(func() uint64 { return 1 }, func() uint64 { return 0 })
 	m.SetPoolState(func() int { return 1 }, func() int { return 4 })
 	now := time.Now()
-	m.SetTableSource(func(context.Context) ([]jobs.TableHealth, error) {
-		return []jobs.TableHealth{{Table: "jobs", LiveTuples: 1, DeadTuples: 1, LastVacuum: &now, LastAnalyze: &now, Vacuums: 1}}, nil
+	m.SetTableSource(func(context.Context) ([]domain.TableHealth, error) {
+		return []domain.TableHealth{{Table: "jobs", LiveTuples: 1, DeadTuples: 1, LastVacuum: &now, LastAnalyze: &now, Vacuums: 1}}, nil
 	})
 	events, _ := realisticEvents()
 	m.ObserveEvents(events)
-	m.ObserveRun("noop", jobs.OutcomeSucceeded, time.Millisecond)
-	m.ObserveReaped([]jobs.Moved{{JobID: uuid.New(), Status: jobs.StateQueued, Type: "noop", Queue: "default"}})
+	m.ObserveRun("noop", domain.OutcomeSucceeded, time.Millisecond)
+	m.ObserveReaped([]domain.Moved{{JobID: uuid.New(), Status: jobs.StateQueued, Type: "noop", Queue: "default"}})
 	m.ObservePromoted(1)
 
 	got, err := m.Registry().Gather()

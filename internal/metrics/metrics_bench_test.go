@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -22,8 +23,8 @@ func TestConcurrentObservation(t *testing.T) {
 		wg.Go(func() {
 			for i := range rounds {
 				m.ObserveEvents(events)
-				m.ObserveRun("send_email", jobs.OutcomeSucceeded, time.Millisecond)
-				m.ObserveReaped([]jobs.Moved{{Status: jobs.StateQueued, Type: fmt.Sprintf("t%d", g), Queue: "default"}})
+				m.ObserveRun("send_email", domain.OutcomeSucceeded, time.Millisecond)
+				m.ObserveReaped([]domain.Moved{{Status: jobs.StateQueued, Type: fmt.Sprintf("t%d", g), Queue: "default"}})
 				if i%50 == 0 {
 					_, _ = m.Registry().Gather()
 				}
@@ -42,19 +43,19 @@ func TestConcurrentObservation(t *testing.T) {
 
 // benchEvents is a steady mix: 10 types over 4 queues going through
 // enqueue, claim and completion, with some retries.
-func benchEvents(n int) []jobs.Event {
+func benchEvents(n int) []domain.Event {
 	now := time.Now()
-	out := make([]jobs.Event, 0, n)
+	out := make([]domain.Event, 0, n)
 	for i := 0; len(out) < n; i++ {
 		typ, queue := fmt.Sprintf("type%d", i%10), fmt.Sprintf("queue%d", i%4)
 		id := uuid.New()
 		out = append(out,
-			jobs.Event{JobID: id, Status: jobs.StateQueued, Type: typ, Queue: queue, At: now, RunAt: now},
-			jobs.Event{JobID: id, Status: jobs.StateRunning, Type: typ, Queue: queue, Attempt: 1, At: now.Add(3 * time.Millisecond), RunAt: now})
+			domain.Event{JobID: id, Status: jobs.StateQueued, Type: typ, Queue: queue, At: now, RunAt: now},
+			domain.Event{JobID: id, Status: jobs.StateRunning, Type: typ, Queue: queue, Attempt: 1, At: now.Add(3 * time.Millisecond), RunAt: now})
 		if i%10 == 0 {
-			out = append(out, jobs.Event{JobID: id, Status: jobs.StateScheduled, Type: typ, Queue: queue, Attempt: 1, At: now, RunAt: now.Add(time.Second)})
+			out = append(out, domain.Event{JobID: id, Status: jobs.StateScheduled, Type: typ, Queue: queue, Attempt: 1, At: now, RunAt: now.Add(time.Second)})
 		} else {
-			out = append(out, jobs.Event{JobID: id, Status: jobs.StateCompleted, Type: typ, Queue: queue, Attempt: 1, At: now, RunAt: now})
+			out = append(out, domain.Event{JobID: id, Status: jobs.StateCompleted, Type: typ, Queue: queue, Attempt: 1, At: now, RunAt: now})
 		}
 	}
 	return out[:n]

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -154,13 +155,13 @@ func TestCardinalityIsCapped(t *testing.T) {
 	t.Parallel()
 	m := New("dev")
 	n := MaxSeriesPerFamily + 500
-	events := make([]jobs.Event, 0, 2*n)
+	events := make([]domain.Event, 0, 2*n)
 	now := time.Now()
 	for i := range n {
 		q := fmt.Sprintf("q%d", i)
 		events = append(events,
-			jobs.Event{Status: jobs.StateQueued, Type: "t", Queue: q, At: now},
-			jobs.Event{Status: jobs.StateQueued, Type: "t", Queue: q, At: now})
+			domain.Event{Status: jobs.StateQueued, Type: "t", Queue: q, At: now},
+			domain.Event{Status: jobs.StateQueued, Type: "t", Queue: q, At: now})
 	}
 	m.ObserveEvents(events)
 	m.ObserveEvents(events[2*MaxSeriesPerFamily:]) // the over-cap tuples again
@@ -168,7 +169,7 @@ func TestCardinalityIsCapped(t *testing.T) {
 	require.Equal(t, 4.0*500, testutil.ToFloat64(m.enqueued.get(key2{"t", "q" + strconv.Itoa(n-1)})))
 	require.Equal(t, 2.0, testutil.ToFloat64(m.enqueued.get(key2{"t", "q0"})))
 	// Invalid UTF-8 does not panic.
-	m.ObserveEvents([]jobs.Event{{Status: jobs.StateRunning, Type: "t", Queue: "bad\xff", RunAt: now, At: now.Add(time.Millisecond)}})
+	m.ObserveEvents([]domain.Event{{Status: jobs.StateRunning, Type: "t", Queue: "bad\xff", RunAt: now, At: now.Add(time.Millisecond)}})
 	_, err := m.Registry().Gather()
 	require.NoError(t, err)
 }

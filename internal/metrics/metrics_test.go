@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -52,16 +53,16 @@ func scrape(t testing.TB, h http.Handler, header http.Header) (int, string, map[
 
 // lifecycle builds the events of a realistic stretch of work.
 type lifecycle struct {
-	events []jobs.Event
+	events []domain.Event
 	now    time.Time
 }
 
 func (l *lifecycle) add(id uuid.UUID, st jobs.State, typ, queue string, attempt int, runAt time.Time) {
 	l.now = l.now.Add(time.Millisecond)
-	l.events = append(l.events, jobs.Event{JobID: id, Status: st, Type: typ, Queue: queue, Attempt: attempt, At: l.now, RunAt: runAt})
+	l.events = append(l.events, domain.Event{JobID: id, Status: st, Type: typ, Queue: queue, Attempt: attempt, At: l.now, RunAt: runAt})
 }
 
-func realisticEvents() ([]jobs.Event, []uuid.UUID) {
+func realisticEvents() ([]domain.Event, []uuid.UUID) {
 	l := &lifecycle{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	var ids []uuid.UUID
 	// Five emails enqueued due now, claimed 102 ms after run_at, succeeded.
@@ -98,7 +99,7 @@ func realisticEvents() ([]jobs.Event, []uuid.UUID) {
 	l.add(id, jobs.StateQueued, "send_email", "default", 0, l.now)
 	l.add(id, jobs.StateCancelled, "send_email", "default", 0, l.now)
 	// An aging re-score: not a state change (zero time).
-	l.events = append(l.events, jobs.Event{JobID: id, Status: jobs.StateQueued, Type: "send_email", Queue: "default"})
+	l.events = append(l.events, domain.Event{JobID: id, Status: jobs.StateQueued, Type: "send_email", Queue: "default"})
 	return l.events, ids
 }
 
@@ -163,20 +164,20 @@ func TestExposition(t *testing.T) {
 	require.Len(t, sink.events, len(events), "Tee passes every event on")
 
 	for range 5 {
-		m.ObserveRun("send_email", jobs.OutcomeSucceeded, 40*time.Millisecond)
+		m.ObserveRun("send_email", domain.OutcomeSucceeded, 40*time.Millisecond)
 	}
 	for range 4 {
-		m.ObserveRun("report", jobs.OutcomeFailed, 3*time.Second)
+		m.ObserveRun("report", domain.OutcomeFailed, 3*time.Second)
 	}
-	m.ObserveRun("report", jobs.OutcomeInterrupted, 20*time.Minute) // beyond the last bucket
+	m.ObserveRun("report", domain.OutcomeInterrupted, 20*time.Minute) // beyond the last bucket
 	m.ObserveRun("report", "weird", time.Second)
 	// A claim stamped before its run_at (clock skew): counted as 0.
 	claimed := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m.ObserveEvents([]jobs.Event{{Status: jobs.StateRunning, Type: "report", Queue: "reports", Attempt: 3, RunAt: claimed.Add(time.Second), At: claimed}})
+	m.ObserveEvents([]domain.Event{{Status: jobs.StateRunning, Type: "report", Queue: "reports", Attempt: 3, RunAt: claimed.Add(time.Second), At: claimed}})
 
 	reapedID := uuid.New()
 	ids = append(ids, reapedID)
-	m.ObserveReaped([]jobs.Moved{
+	m.ObserveReaped([]domain.Moved{
 		{JobID: reapedID, Status: jobs.StateQueued, Type: "send_email", Queue: "default"},
 		{JobID: uuid.New(), Status: jobs.StateQueued, Type: "send_email", Queue: "default", Attempt: 1},
 		{JobID: uuid.New(), Status: jobs.StateDeadLetter, Type: "report", Queue: "reports", Attempt: 3},
@@ -224,9 +225,9 @@ func TestExposition(t *testing.T) {
 	require.Equal(t, 200.0, s[`flint_events_published_total`])
 }
 
-type recordingSink struct{ events []jobs.Event }
+type recordingSink struct{ events []domain.Event }
 
-func (r *recordingSink) Publish(evs []jobs.Event) { r.events = append(r.events, evs...) }
+func (r *recordingSink) Publish(evs []domain.Event) { r.events = append(r.events, evs...) }
 
 func TestRegistryGathersCleanly(t *testing.T) {
 	t.Parallel()
@@ -257,8 +258,8 @@ func TestTableSeries(t *testing.T) {
 	t.Parallel()
 	m := New("dev")
 	vacuumed := time.Unix(1_800_000_000, 0)
-	m.SetTableSource(func(context.Context) ([]jobs.TableHealth, error) {
-		return []jobs.TableHealth{{Table: "jobs", LiveTuples: 120, DeadTuples: 45_000, LastVacuum: &vacuumed, Vacuums: 3, Autovacuums: 0}}, nil
+	m.SetTableSource(func(context.Context) ([]domain.TableHealth, error) {
+		return []domain.TableHealth{{Table: "jobs", LiveTuples: 120, DeadTuples: 45_000, LastVacuum: &vacuumed, Vacuums: 3, Autovacuums: 0}}, nil
 	})
 	_, _, s := scrape(t, m.Handler(), nil)
 	require.Equal(t, 120.0, s[`flint_pg_table_live_tuples{table="jobs"}`])

@@ -5,28 +5,29 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // Tee returns an event sink that observes every event (ObserveEvents) and
 // then passes it on to next (which may be nil). Wrap the sink given to the
 // store with it so that every change this process commits is counted once.
-func (m *Metrics) Tee(next jobs.EventSink) jobs.EventSink { return tee{m: m, next: next} }
+func (m *Metrics) Tee(next domain.EventSink) domain.EventSink { return tee{m: m, next: next} }
 
 type tee struct {
 	m    *Metrics
-	next jobs.EventSink
+	next domain.EventSink
 }
 
 // Rescored passes aging re-scores on to the next sink (the Redis ready
 // queue); they are not events and are not counted.
-func (t tee) Rescored(moved []jobs.Moved) {
-	if r, ok := t.next.(interface{ Rescored([]jobs.Moved) }); ok {
+func (t tee) Rescored(moved []domain.Moved) {
+	if r, ok := t.next.(interface{ Rescored([]domain.Moved) }); ok {
 		r.Rescored(moved)
 	}
 }
 
-func (t tee) Publish(events []jobs.Event) {
+func (t tee) Publish(events []domain.Event) {
 	t.m.ObserveEvents(events)
 	if t.next != nil {
 		t.next.Publish(events)
@@ -36,7 +37,7 @@ func (t tee) Publish(events []jobs.Event) {
 // ObserveEvents counts committed state changes; see the package
 // documentation for the rules and their limits. Events with a zero time
 // (ready-queue re-scores after aging, not state changes) are ignored.
-func (m *Metrics) ObserveEvents(events []jobs.Event) {
+func (m *Metrics) ObserveEvents(events []domain.Event) {
 	// Consecutive events usually share type and queue: reuse the child.
 	var (
 		lastEnq    key2
@@ -92,10 +93,10 @@ func (m *Metrics) ObserveEvents(events []jobs.Event) {
 // ObserveRun records one finished handler run: its type, how it ended
 // (succeeded, failed, cancelled or interrupted; anything else is recorded as
 // "other") and how long the handler ran.
-func (m *Metrics) ObserveRun(jobType string, outcome jobs.Outcome, d time.Duration) {
+func (m *Metrics) ObserveRun(jobType string, outcome domain.Outcome, d time.Duration) {
 	o := string(outcome)
 	switch outcome {
-	case jobs.OutcomeSucceeded, jobs.OutcomeFailed, jobs.OutcomeCancelled, jobs.OutcomeInterrupted:
+	case domain.OutcomeSucceeded, domain.OutcomeFailed, domain.OutcomeCancelled, domain.OutcomeInterrupted:
 	default:
 		o = "other"
 	}
@@ -106,7 +107,7 @@ func (m *Metrics) ObserveRun(jobType string, outcome jobs.Outcome, d time.Durati
 // by target state; jobs returned to queued also count as
 // finished{outcome="interrupted"}. Lease-lost entries (empty status) are
 // ignored.
-func (m *Metrics) ObserveReaped(moved []jobs.Moved) {
+func (m *Metrics) ObserveReaped(moved []domain.Moved) {
 	for i := range moved {
 		mv := &moved[i]
 		if mv.LeaseLost() {

@@ -9,11 +9,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // TableSource reads PostgreSQL's statistics of Flint's hot tables.
-type TableSource func(ctx context.Context) ([]jobs.TableHealth, error)
+type TableSource func(ctx context.Context) ([]domain.TableHealth, error)
 
 // tableCacheTTL is how long one reading of the table statistics serves
 // scrapes.
@@ -42,7 +42,7 @@ type tableCollector struct {
 
 	mu     sync.Mutex // held while the source runs
 	readAt time.Time
-	tables []jobs.TableHealth
+	tables []domain.TableHealth
 }
 
 func newTableCollector() *tableCollector {
@@ -89,7 +89,7 @@ func (c *tableCollector) Collect(ch chan<- prometheus.Metric) {
 
 // read returns the cached statistics, reading them again when older than
 // the TTL; nil after a failed read.
-func (c *tableCollector) read() []jobs.TableHealth {
+func (c *tableCollector) read() []domain.TableHealth {
 	src := c.src.Load()
 	if src == nil {
 		return nil

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AgerStore is what the ager needs; *db.Store implements it.
@@ -16,7 +16,7 @@ type AgerStore interface {
 	TakeTurn(ctx context.Context, name, holder string, interval time.Duration) (bool, error)
 	// AgeQueued runs one aging step over up to limit waiting jobs and
 	// returns how many it aged.
-	AgeQueued(ctx context.Context, st jobs.Settings, limit int) (int, error)
+	AgeQueued(ctx context.Context, st domain.Settings, limit int) (int, error)
 }
 
 // AgerConfig configures an Ager.
@@ -36,12 +36,12 @@ type AgerConfig struct {
 type Ager struct {
 	cfg      AgerConfig
 	store    AgerStore
-	settings *jobs.SettingsHolder
+	settings *domain.SettingsHolder
 	logger   *slog.Logger
 }
 
 // NewAger returns an ager reading its parameters from settings.
-func NewAger(cfg AgerConfig, store AgerStore, settings *jobs.SettingsHolder, logger *slog.Logger) *Ager {
+func NewAger(cfg AgerConfig, store AgerStore, settings *domain.SettingsHolder, logger *slog.Logger) *Ager {
 	cfg.Tick = cmp.Or(cfg.Tick, time.Second)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 5000)
 	return &Ager{cfg: cfg, store: store, settings: settings, logger: logger.With("component", "ager")}

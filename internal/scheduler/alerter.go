@@ -11,8 +11,8 @@ import (
 	texttemplate "text/template"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
-	"github.com/flinthq/flint/jobs"
 )
 
 // AlerterStore is what the alerter needs; *db.Store implements it.
@@ -20,16 +20,16 @@ type AlerterStore interface {
 	// ClaimDLQAlert puts the DLQ alert that build makes in the outbox when
 	// one is due (threshold reached, cooldown past) and reports whether it
 	// did; of several processes asking at once, one gets true.
-	ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.Duration, build func(jobs.DLQSnapshot) (jobs.Email, error)) (bool, error)
+	ClaimDLQAlert(ctx context.Context, threshold int, cooldown time.Duration, build func(domain.DLQSnapshot) (domain.Email, error)) (bool, error)
 	// SendDueAlerts hands each due outbox notification to send, recording
 	// it sent, or to retry later, or given up after maxAttempts; it stops
 	// at the first failure and returns how many were sent.
-	SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, jobs.Notification) error) (int, error)
+	SendDueAlerts(ctx context.Context, maxAttempts int, send func(context.Context, domain.Notification) error) (int, error)
 	// EvaluateAlertRules evaluates the enabled rules at most once per
 	// interval across the cluster, queueing what render makes of each
 	// alert opened, repeated or resolved; it returns whether this call
 	// evaluated and how many notifications it queued.
-	EvaluateAlertRules(ctx context.Context, interval time.Duration, render func(jobs.AlertNotice) ([]jobs.Notification, error)) (bool, int, error)
+	EvaluateAlertRules(ctx context.Context, interval time.Duration, render func(domain.AlertNotice) ([]domain.Notification, error)) (bool, int, error)
 }
 
 // AlerterConfig configures an Alerter.
@@ -60,13 +60,13 @@ type Alerter struct {
 	cfg      AlerterConfig
 	store    AlerterStore
 	notifier *Notifier
-	settings *jobs.SettingsHolder
+	settings *domain.SettingsHolder
 	logger   *slog.Logger
 	kick     chan struct{}
 }
 
 // NewAlerter returns an alerter.
-func NewAlerter(cfg AlerterConfig, store AlerterStore, notifier *Notifier, settings *jobs.SettingsHolder, logger *slog.Logger) *Alerter {
+func NewAlerter(cfg AlerterConfig, store AlerterStore, notifier *Notifier, settings *domain.SettingsHolder, logger *slog.Logger) *Alerter {
 	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
 	cfg.PublicURL = strings.TrimRight(cmp.Or(cfg.PublicURL, "http://localhost:8080"), "/")
 	cfg.MaxAttempts = cmp.Or(cfg.MaxAttempts, 10)
@@ -95,7 +95,7 @@ func (a *Alerter) runOnce(ctx context.Context) (int, bool, error) {
 	st := a.settings.Get()
 	if len(st.AlertEmails) > 0 {
 		queued, err := a.store.ClaimDLQAlert(ctx, st.DLQThreshold, time.Duration(st.AlertCooldownSeconds)*time.Second,
-			func(snap jobs.DLQSnapshot) (jobs.Email, error) { return a.build(st.AlertEmails, snap) })
+			func(snap domain.DLQSnapshot) (domain.Email, error) { return a.build(st.AlertEmails, snap) })
 		if err != nil {
 			return 0, false, err
 		}
@@ -110,7 +110,7 @@ func (a *Alerter) runOnce(ctx context.Context) (int, bool, error) {
 	if evaluated && queued > 0 {
 		a.logger.InfoContext(ctx, "alert notifications queued", "count", queued)
 	}
-	sent, err := a.store.SendDueAlerts(ctx, a.cfg.MaxAttempts, func(ctx context.Context, m jobs.Notification) error {
+	sent, err := a.store.SendDueAlerts(ctx, a.cfg.MaxAttempts, func(ctx context.Context, m domain.Notification) error {
 		sctx, cancel := context.WithTimeout(ctx, a.cfg.SendTimeout)
 		defer cancel()
 		err := a.notifier.Send(sctx, m)
@@ -139,24 +139,24 @@ type alertJob struct {
 	Attempts                  int
 }
 
-func (a *Alerter) build(to []string, snap jobs.DLQSnapshot) (jobs.Email, error) {
+func (a *Alerter) build(to []string, snap domain.DLQSnapshot) (domain.Email, error) {
 	v := alertView{Count: snap.Count, Threshold: snap.Threshold, Link: a.cfg.PublicURL + "/dlq"}
 	for _, j := range snap.Recent {
 		v.Jobs = append(v.Jobs, alertJob{ID: j.ID.String(), Type: j.Type, Attempts: j.Attempts,
-			Error: jobs.Truncate(jobs.FirstLine(logs.Scrub(j.Error)), 200), FailedAt: j.FailedAt.UTC().Format("2006-01-02 15:04:05 UTC")})
+			Error: domain.Truncate(domain.FirstLine(logs.Scrub(j.Error)), 200), FailedAt: j.FailedAt.UTC().Format("2006-01-02 15:04:05 UTC")})
 	}
 	var text, html bytes.Buffer
 	if err := alertText.Execute(&text, v); err != nil {
-		return jobs.Email{}, err
+		return domain.Email{}, err
 	}
 	if err := alertHTML.Execute(&html, v); err != nil {
-		return jobs.Email{}, err
+		return domain.Email{}, err
 	}
 	count := fmt.Sprintf("%d", snap.Count)
 	if snap.Count >= 100_000 {
 		count = "100,000+"
 	}
-	return jobs.Email{
+	return domain.Email{
 		To:      to,
 		Subject: fmt.Sprintf("Flint: %s jobs in the dead-letter queue (threshold %d)", count, snap.Threshold),
 		Text:    text.String(),

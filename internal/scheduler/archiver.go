@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // ArchiveConfig configures an Archiver.
@@ -33,13 +33,13 @@ type ArchiveStore interface {
 type Archiver struct {
 	cfg      ArchiveConfig
 	store    ArchiveStore
-	settings *jobs.SettingsHolder
+	settings *domain.SettingsHolder
 	logger   *slog.Logger
 }
 
 // NewArchiver returns an archiver reading history_after_minutes from
 // settings.
-func NewArchiver(cfg ArchiveConfig, store ArchiveStore, settings *jobs.SettingsHolder, logger *slog.Logger) *Archiver {
+func NewArchiver(cfg ArchiveConfig, store ArchiveStore, settings *domain.SettingsHolder, logger *slog.Logger) *Archiver {
 	cfg.Interval = cmp.Or(cfg.Interval, 5*time.Second)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 2000)
 	return &Archiver{cfg: cfg, store: store, settings: settings, logger: logger.With("component", "history")}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // BenchConfig configures RunBench.
@@ -67,12 +67,12 @@ const (
 // Memory: the workload (about 1.6×N entries and the scripted operations),
 // the index and garbage from rebuilding it; the process peaked at 1.9 GB
 // resident at N = 2M.
-func RunBench(ctx context.Context, cfg BenchConfig) ([]jobs.BenchResult, error) {
+func RunBench(ctx context.Context, cfg BenchConfig) ([]domain.BenchResult, error) {
 	algs, sizes, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
-	var out []jobs.BenchResult
+	var out []domain.BenchResult
 	for _, size := range sizes {
 		if err := ctx.Err(); err != nil {
 			return out, err
@@ -133,7 +133,7 @@ func (cfg BenchConfig) validate() ([]string, []int, error) {
 }
 
 // FormatBenchTable renders results as a plain-text table.
-func FormatBenchTable(results []jobs.BenchResult) string {
+func FormatBenchTable(results []domain.BenchResult) string {
 	var b strings.Builder
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "algorithm\tsize\top\tns/op\tallocs/op\tB/op\t")

@@ -6,7 +6,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // benchPhase is one operation kind: setup builds the index it starts from
@@ -164,7 +164,7 @@ const (
 
 // measure runs the phase and reports its cost per operation, averaged over
 // every run (the caller fills in the algorithm and size).
-func (p benchPhase) measure(ctx context.Context) (jobs.BenchResult, error) {
+func (p benchPhase) measure(ctx context.Context) (domain.BenchResult, error) {
 	var (
 		elapsed       time.Duration
 		allocs, bytes uint64
@@ -172,7 +172,7 @@ func (p benchPhase) measure(ctx context.Context) (jobs.BenchResult, error) {
 	)
 	for runs == 0 || (elapsed < benchMinTime && runs < benchMaxRuns) {
 		if err := ctx.Err(); err != nil {
-			return jobs.BenchResult{}, err
+			return domain.BenchResult{}, err
 		}
 		ix := p.setup()
 		runtime.GC()
@@ -188,13 +188,13 @@ func (p benchPhase) measure(ctx context.Context) (jobs.BenchResult, error) {
 		bytes += after.TotalAlloc - before.TotalAlloc
 		if p.check != nil {
 			if err := p.check(ix); err != nil {
-				return jobs.BenchResult{}, err
+				return domain.BenchResult{}, err
 			}
 		}
 		runs++
 	}
 	ops := float64(runs * p.ops)
-	return jobs.BenchResult{
+	return domain.BenchResult{
 		Op:          p.name,
 		NsPerOp:     float64(elapsed.Nanoseconds()) / ops,
 		AllocsPerOp: float64(allocs) / ops,

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -33,10 +34,10 @@ func TestPromoterFollowsItsClock(t *testing.T) {
 		SweepInterval: time.Hour, // only the index, on the given clock
 		Clock:         clock,
 	})
-	promoted := func() []jobs.Moved {
+	promoted := func() []domain.Moved {
 		mu.Lock()
 		defer mu.Unlock()
-		return append([]jobs.Moved(nil), *moved...)
+		return append([]domain.Moved(nil), *moved...)
 	}
 	require.Eventually(t, func() bool {
 		p.mu.Lock()

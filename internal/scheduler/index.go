@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // Entry is a job waiting in the in-memory index.
@@ -49,8 +49,8 @@ type Index interface {
 
 // The strategies NewIndex knows; the scheduler_strategy setting holds one.
 const (
-	StrategyHeap        = jobs.StrategyHeap
-	StrategyTimingWheel = jobs.StrategyTimingWheel
+	StrategyHeap        = domain.StrategyHeap
+	StrategyTimingWheel = domain.StrategyTimingWheel
 )
 
 // Strategies lists the valid strategies in a stable order.

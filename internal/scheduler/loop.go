@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -50,7 +51,7 @@ func runLoopKicked(ctx context.Context, logger *slog.Logger, interval time.Durat
 }
 
 // countByStatus summarises moved jobs for a log line.
-func countByStatus(moved []jobs.Moved) map[jobs.State]int {
+func countByStatus(moved []domain.Moved) map[jobs.State]int {
 	out := map[jobs.State]int{}
 	for _, m := range moved {
 		out[m.Status]++

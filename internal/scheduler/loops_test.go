@@ -13,6 +13,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -21,11 +22,11 @@ func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)
 // startPromoter runs a promoter configured by cfg (its OnMoved collects
 // the moves it returns) fed by a real listener, as a scheduler process
 // does.
-func startPromoter(t *testing.T, store *db.Store, url string, cfg PromoterConfig) (*Promoter, *[]jobs.Moved, *sync.Mutex) {
+func startPromoter(t *testing.T, store *db.Store, url string, cfg PromoterConfig) (*Promoter, *[]domain.Moved, *sync.Mutex) {
 	t.Helper()
 	var mu sync.Mutex
-	var moved []jobs.Moved
-	cfg.OnMoved = func(m []jobs.Moved) {
+	var moved []domain.Moved
+	cfg.OnMoved = func(m []domain.Moved) {
 		mu.Lock()
 		moved = append(moved, m...)
 		mu.Unlock()
@@ -60,8 +61,8 @@ func TestPromoterFiresFromTheIndex(t *testing.T) {
 			t.Parallel()
 			store, u := dbtest.NewStore(t)
 			ctx := context.Background()
-			settings := &jobs.SettingsHolder{}
-			st := jobs.DefaultSettings()
+			settings := &domain.SettingsHolder{}
+			st := domain.DefaultSettings()
 			st.SchedulerStrategy = strategy
 			settings.Set(st)
 			p, _, _ := startPromoter(t, store, u, PromoterConfig{Settings: settings, SweepInterval: time.Hour})
@@ -105,7 +106,7 @@ func TestPromoterLoadsExistingAndSweeps(t *testing.T) {
 	soon := time.Now().Add(300 * time.Millisecond)
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "noop", RunAt: &soon})
 	require.NoError(t, err)
-	p, _, _ := startPromoter(t, store, u, PromoterConfig{Settings: &jobs.SettingsHolder{}, SweepInterval: 500 * time.Millisecond})
+	p, _, _ := startPromoter(t, store, u, PromoterConfig{Settings: &domain.SettingsHolder{}, SweepInterval: 500 * time.Millisecond})
 	waitStatus(t, store, res[0].Job.ID, jobs.StateQueued)
 
 	// Insert a scheduled job behind the notifications' back.
@@ -123,7 +124,7 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 	store, u := dbtest.NewStore(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	settings := &jobs.SettingsHolder{}
+	settings := &domain.SettingsHolder{}
 	p, moved, mu := startPromoter(t, store, u, PromoterConfig{Settings: settings, SweepInterval: time.Hour})
 	require.Eventually(t, func() bool { return p.Strategy() != "" }, 10*time.Second, 10*time.Millisecond)
 
@@ -145,7 +146,7 @@ func TestStrategySwitchUnderLoad(t *testing.T) {
 				scheduled[r.Job.ID] = true
 			}
 		}
-		st := jobs.DefaultSettings()
+		st := domain.DefaultSettings()
 		if i%2 == 0 {
 			st.SchedulerStrategy = StrategyTimingWheel
 		}
@@ -194,13 +195,13 @@ func TestReaperRequeuesExpiredLeases(t *testing.T) {
 	ctx := context.Background()
 	res, err := store.Enqueue(ctx, jobs.EnqueueParams{Type: "noop"}, jobs.EnqueueParams{Type: "noop"})
 	require.NoError(t, err)
-	short, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "dead", Limit: 1, LeaseTTL: 200 * time.Millisecond})
+	short, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "dead", Limit: 1, LeaseTTL: 200 * time.Millisecond})
 	require.NoError(t, err)
-	_, err = store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "alive", Limit: 1, LeaseTTL: time.Hour})
+	_, err = store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "alive", Limit: 1, LeaseTTL: time.Hour})
 	require.NoError(t, err)
 
-	var moved []jobs.Moved
-	r := NewReaper(ReaperConfig{Interval: 50 * time.Millisecond, OnMoved: func(m []jobs.Moved) { moved = append(moved, m...) }}, store, quiet())
+	var moved []domain.Moved
+	r := NewReaper(ReaperConfig{Interval: 50 * time.Millisecond, OnMoved: func(m []domain.Moved) { moved = append(moved, m...) }}, store, quiet())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- r.Run(runCtx) }()
@@ -234,8 +235,8 @@ func TestRecurrerSettlesOnStop(t *testing.T) {
 	series := *res[0].Job.ScheduleID
 	pending := func() int { return dbtest.PendingOccurrences(t, store, series) }
 	require.Zero(t, pending(), "the first occurrence is queued, its successor not made yet")
-	var created []jobs.Moved
-	r := NewRecurrer(RecurrerConfig{OnMoved: func(m []jobs.Moved) { created = append(created, m...) }}, store, quiet())
+	var created []domain.Moved
+	r := NewRecurrer(RecurrerConfig{OnMoved: func(m []domain.Moved) { created = append(created, m...) }}, store, quiet())
 	r.Settle(ctx)
 	require.Equal(t, 1, pending(), "settled: the series has its next occurrence")
 	require.Len(t, created, 1)

@@ -11,7 +11,7 @@ import (
 	texttemplate "text/template"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // NotifierConfig configures a Notifier.
@@ -27,7 +27,7 @@ type NotifierConfig struct {
 // mailer, webhooks over HTTP).
 type Sender interface {
 	// Send delivers m once; an error leaves it in the outbox to retry.
-	Send(ctx context.Context, m jobs.Notification) error
+	Send(ctx context.Context, m domain.Notification) error
 }
 
 // Notifier renders alert notifications for a rule's channels and hands
@@ -35,12 +35,12 @@ type Sender interface {
 type Notifier struct {
 	cfg      NotifierConfig
 	sender   Sender
-	settings *jobs.SettingsHolder
+	settings *domain.SettingsHolder
 }
 
 // NewNotifier returns a notifier; settings (may be nil) supply the
 // alert_emails a rule without channels of its own sends to.
-func NewNotifier(cfg NotifierConfig, sender Sender, settings *jobs.SettingsHolder) *Notifier {
+func NewNotifier(cfg NotifierConfig, sender Sender, settings *domain.SettingsHolder) *Notifier {
 	cfg.PublicURL = strings.TrimRight(cmp.Or(cfg.PublicURL, "http://localhost:8080"), "/")
 	cfg.TestTimeout = cmp.Or(cfg.TestTimeout, 15*time.Second)
 	return &Notifier{cfg: cfg, sender: sender, settings: settings}
@@ -48,7 +48,7 @@ func NewNotifier(cfg NotifierConfig, sender Sender, settings *jobs.SettingsHolde
 
 // recipients are the addresses a rule's email goes to: its own, or the
 // alert_emails setting when it names none and has no webhook either.
-func (n *Notifier) recipients(r jobs.AlertRule) []string {
+func (n *Notifier) recipients(r domain.AlertRule) []string {
 	if len(r.Emails) > 0 {
 		return r.Emails
 	}
@@ -60,9 +60,9 @@ func (n *Notifier) recipients(r jobs.AlertRule) []string {
 
 // Render returns the notice's messages, one per channel of its rule (none
 // when the rule has nowhere to send).
-func (n *Notifier) Render(notice jobs.AlertNotice) ([]jobs.Notification, error) {
+func (n *Notifier) Render(notice domain.AlertNotice) ([]domain.Notification, error) {
 	v := n.view(notice)
-	var out []jobs.Notification
+	var out []domain.Notification
 	if to := n.recipients(notice.Rule); len(to) > 0 {
 		var text, html bytes.Buffer
 		if err := noticeText.Execute(&text, v); err != nil {
@@ -71,37 +71,39 @@ func (n *Notifier) Render(notice jobs.AlertNotice) ([]jobs.Notification, error) 
 		if err := noticeHTML.Execute(&html, v); err != nil {
 			return nil, err
 		}
-		out = append(out, jobs.Notification{Channel: jobs.ChannelEmail,
-			Email: jobs.Email{To: to, Subject: v.Headline, Text: text.String(), HTML: html.String()}})
+		out = append(out, domain.Notification{Channel: domain.ChannelEmail,
+			Email: domain.Email{To: to, Subject: v.Headline, Text: text.String(), HTML: html.String()}})
 	}
 	if notice.Rule.WebhookURL != "" {
 		body, err := json.Marshal(webhookBody(v))
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, jobs.Notification{Channel: jobs.ChannelWebhook, WebhookURL: notice.Rule.WebhookURL,
-			WebhookSecret: notice.Rule.WebhookSecret, Email: jobs.Email{Subject: v.Headline, Text: string(body)}})
+		out = append(out, domain.Notification{Channel: domain.ChannelWebhook, WebhookURL: notice.Rule.WebhookURL,
+			WebhookSecret: notice.Rule.WebhookSecret, Email: domain.Email{Subject: v.Headline, Text: string(body)}})
 	}
 	return out, nil
 }
 
 // Send delivers one notification through the sender.
-func (n *Notifier) Send(ctx context.Context, m jobs.Notification) error { return n.sender.Send(ctx, m) }
+func (n *Notifier) Send(ctx context.Context, m domain.Notification) error {
+	return n.sender.Send(ctx, m)
+}
 
 // SendTest sends a test notification for the rule to each of its channels
 // now, bypassing the outbox, and reports how each went.
-func (n *Notifier) SendTest(ctx context.Context, r jobs.AlertRule) []jobs.AlertDelivery {
+func (n *Notifier) SendTest(ctx context.Context, r domain.AlertRule) []domain.AlertDelivery {
 	now := time.Now()
-	msgs, err := n.Render(jobs.AlertNotice{Event: jobs.AlertTest, Rule: r, Alert: jobs.Alert{
+	msgs, err := n.Render(domain.AlertNotice{Event: domain.AlertTest, Rule: r, Alert: domain.Alert{
 		RuleID: r.ID, RuleName: r.Name, Kind: r.Kind, Subject: "test", FiredAt: now, LastNotifiedAt: now, Notifications: 1,
 		Message: "a test of this rule's channels; when it fires it will say: " + r.Describe()}})
 	if err != nil {
-		return []jobs.AlertDelivery{{Channel: "all", Error: err.Error()}}
+		return []domain.AlertDelivery{{Channel: "all", Error: err.Error()}}
 	}
-	out := make([]jobs.AlertDelivery, 0, len(msgs))
+	out := make([]domain.AlertDelivery, 0, len(msgs))
 	for _, m := range msgs {
-		d := jobs.AlertDelivery{Channel: m.Channel, Target: strings.Join(m.Email.To, ", ")}
-		if m.Channel == jobs.ChannelWebhook {
+		d := domain.AlertDelivery{Channel: m.Channel, Target: strings.Join(m.Email.To, ", ")}
+		if m.Channel == domain.ChannelWebhook {
 			d.Target = m.WebhookURL
 		}
 		sctx, cancel := context.WithTimeout(ctx, n.cfg.TestTimeout)
@@ -118,17 +120,17 @@ func (n *Notifier) SendTest(ctx context.Context, r jobs.AlertRule) []jobs.AlertD
 
 // noticeView is what the templates show.
 type noticeView struct {
-	Event    jobs.AlertEvent
+	Event    domain.AlertEvent
 	Headline string
-	Rule     jobs.AlertRule
-	Alert    jobs.Alert
+	Rule     domain.AlertRule
+	Alert    domain.Alert
 	Cond     string
 	FiredAt  string
 	Resolved string
 	Link     string
 }
 
-func (n *Notifier) view(notice jobs.AlertNotice) noticeView {
+func (n *Notifier) view(notice domain.AlertNotice) noticeView {
 	a, r := notice.Alert, notice.Rule
 	v := noticeView{Event: notice.Event, Rule: r, Alert: a, Cond: r.Describe(),
 		FiredAt: a.FiredAt.UTC().Format("2006-01-02 15:04:05 UTC"), Link: n.cfg.PublicURL + "/alerts"}
@@ -140,11 +142,11 @@ func (n *Notifier) view(notice jobs.AlertNotice) noticeView {
 		what += " (" + a.Subject + ")"
 	}
 	switch notice.Event {
-	case jobs.AlertFiring:
+	case domain.AlertFiring:
 		v.Headline = "Flint alert firing: " + what
-	case jobs.AlertRepeat:
+	case domain.AlertRepeat:
 		v.Headline = "Flint alert still firing: " + what
-	case jobs.AlertResolved:
+	case domain.AlertResolved:
 		v.Headline = "Flint alert resolved: " + what
 	default:
 		v.Headline = "Flint test alert: " + what
@@ -164,23 +166,23 @@ type webhookPayload struct {
 }
 
 type webhookDetail struct {
-	Event      jobs.AlertEvent `json:"event"`
-	AlertID    int64           `json:"alert_id,omitempty"`
-	RuleID     int64           `json:"rule_id"`
-	RuleName   string          `json:"rule_name"`
-	Kind       jobs.AlertKind  `json:"kind"`
-	Condition  string          `json:"condition"`
-	Subject    string          `json:"subject"`
-	Value      float64         `json:"value"`
-	Message    string          `json:"message"`
-	FiredAt    time.Time       `json:"fired_at"`
-	ResolvedAt *time.Time      `json:"resolved_at"`
-	URL        string          `json:"url"`
+	Event      domain.AlertEvent `json:"event"`
+	AlertID    int64             `json:"alert_id,omitempty"`
+	RuleID     int64             `json:"rule_id"`
+	RuleName   string            `json:"rule_name"`
+	Kind       domain.AlertKind  `json:"kind"`
+	Condition  string            `json:"condition"`
+	Subject    string            `json:"subject"`
+	Value      float64           `json:"value"`
+	Message    string            `json:"message"`
+	FiredAt    time.Time         `json:"fired_at"`
+	ResolvedAt *time.Time        `json:"resolved_at"`
+	URL        string            `json:"url"`
 }
 
 func webhookBody(v noticeView) webhookPayload {
-	icon := map[jobs.AlertEvent]string{jobs.AlertFiring: ":red_circle:", jobs.AlertRepeat: ":red_circle:",
-		jobs.AlertResolved: ":large_green_circle:", jobs.AlertTest: ":white_circle:"}[v.Event]
+	icon := map[domain.AlertEvent]string{domain.AlertFiring: ":red_circle:", domain.AlertRepeat: ":red_circle:",
+		domain.AlertResolved: ":large_green_circle:", domain.AlertTest: ":white_circle:"}[v.Event]
 	text := fmt.Sprintf("%s *%s*\n%s\n<%s|Open the Alerts page>", icon, slackEscape.Replace(v.Headline),
 		slackEscape.Replace(v.Alert.Message), v.Link)
 	return webhookPayload{Text: text, Flint: webhookDetail{Event: v.Event, AlertID: v.Alert.ID, RuleID: v.Rule.ID,

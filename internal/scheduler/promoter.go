@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -18,14 +19,14 @@ import (
 type PromoterStore interface {
 	// PromoteDue moves up to limit scheduled jobs due by now (nil: the
 	// database clock) to queued.
-	PromoteDue(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error)
+	PromoteDue(ctx context.Context, now *time.Time, limit int) ([]domain.Moved, error)
 	// PromoteIDs promotes the given jobs if they are still scheduled and
 	// due.
-	PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]jobs.Moved, error)
+	PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]domain.Moved, error)
 	// ScheduledTimers returns the given jobs that are still scheduled (all
 	// of them when ids is nil, a page of limit after the id after), with
 	// what the index needs.
-	ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]jobs.Timer, error)
+	ScheduledTimers(ctx context.Context, ids []uuid.UUID, after uuid.UUID, limit int) ([]domain.Timer, error)
 	// DatabaseNow returns the database clock, which decides what is due.
 	DatabaseNow(ctx context.Context) (time.Time, error)
 }
@@ -33,7 +34,7 @@ type PromoterStore interface {
 // PromoterConfig configures a Promoter.
 type PromoterConfig struct {
 	// Settings supplies scheduler_strategy; nil means the defaults.
-	Settings *jobs.SettingsHolder
+	Settings *domain.SettingsHolder
 	// MaxSleep caps how long the promoter sleeps when nothing is due soon,
 	// so that a strategy change takes effect promptly; zero means 1 s.
 	MaxSleep time.Duration
@@ -47,7 +48,7 @@ type PromoterConfig struct {
 	// BatchSize is the most jobs one statement promotes; zero means 1000.
 	BatchSize int
 	// OnMoved, if set, is called with the jobs each pass promoted.
-	OnMoved func([]jobs.Moved)
+	OnMoved func([]domain.Moved)
 	// Clock tells the time; nil means jobs.SystemClock. The promoter
 	// reckons the database clock as Clock plus the offset it measured.
 	Clock jobs.Clock
@@ -84,7 +85,7 @@ func NewPromoter(cfg PromoterConfig, store PromoterStore, logger *slog.Logger) *
 	cfg.ResyncInterval = cmp.Or(cfg.ResyncInterval, 10*time.Minute)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	if cfg.Settings == nil {
-		cfg.Settings = &jobs.SettingsHolder{}
+		cfg.Settings = &domain.SettingsHolder{}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = jobs.SystemClock{}
@@ -357,7 +358,7 @@ func (p *Promoter) putBack(entries []Entry) {
 	}
 }
 
-func (p *Promoter) report(moved []jobs.Moved) {
+func (p *Promoter) report(moved []domain.Moved) {
 	if len(moved) > 0 && p.cfg.OnMoved != nil {
 		p.cfg.OnMoved(moved)
 	}
@@ -365,8 +366,8 @@ func (p *Promoter) report(moved []jobs.Moved) {
 
 // parseTimers reads a ChannelScheduled payload; malformed parts are
 // skipped (the sweep and the periodic rebuild cover them).
-func parseTimers(payload string) []jobs.Timer {
-	var out []jobs.Timer
+func parseTimers(payload string) []domain.Timer {
+	var out []domain.Timer
 	for _, part := range strings.Split(payload, ",") {
 		f := strings.Fields(part)
 		if len(f) != 4 {
@@ -382,7 +383,7 @@ func parseTimers(payload string) []jobs.Timer {
 		if err1 != nil || err2 != nil || err3 != nil {
 			continue
 		}
-		out = append(out, jobs.Timer{ID: id, Priority: prio, RunAt: time.UnixMilli(runMS), CreatedAt: time.UnixMicro(createdUS)})
+		out = append(out, domain.Timer{ID: id, Priority: prio, RunAt: time.UnixMilli(runMS), CreatedAt: time.UnixMicro(createdUS)})
 	}
 	return out
 }

@@ -7,7 +7,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // RetentionStore is what the pruner needs; *db.Store implements it.
@@ -15,13 +15,13 @@ type RetentionStore interface {
 	// Prune deletes one batch (up to limit rows per kind) of finished jobs
 	// past their retention and binned jobs past the bin's, judged at now
 	// (nil: the database clock), and returns how many went.
-	Prune(ctx context.Context, st jobs.Settings, now *time.Time, limit int) (int, error)
+	Prune(ctx context.Context, st domain.Settings, now *time.Time, limit int) (int, error)
 	// PruneLogs deletes up to limit log entries older than days days
 	// (0 or less: none) and returns how many went.
 	PruneLogs(ctx context.Context, days int, now *time.Time, limit int) (int, error)
 	// DropExpiredHistory drops the history's day partitions whose jobs are
 	// all past their retention and returns their names.
-	DropExpiredHistory(ctx context.Context, st jobs.Settings, now *time.Time) ([]string, error)
+	DropExpiredHistory(ctx context.Context, st domain.Settings, now *time.Time) ([]string, error)
 }
 
 // RetentionConfig configures a Pruner.
@@ -38,12 +38,12 @@ type RetentionConfig struct {
 type Pruner struct {
 	cfg      RetentionConfig
 	store    RetentionStore
-	settings *jobs.SettingsHolder
+	settings *domain.SettingsHolder
 	logger   *slog.Logger
 }
 
 // NewPruner returns a pruner reading retention from settings.
-func NewPruner(cfg RetentionConfig, store RetentionStore, settings *jobs.SettingsHolder, logger *slog.Logger) *Pruner {
+func NewPruner(cfg RetentionConfig, store RetentionStore, settings *domain.SettingsHolder, logger *slog.Logger) *Pruner {
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
 	return &Pruner{cfg: cfg, store: store, settings: settings, logger: logger.With("component", "retention")}

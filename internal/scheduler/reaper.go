@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // ReaperStore is what the reaper needs; *db.Store implements it.
@@ -14,7 +14,7 @@ type ReaperStore interface {
 	// ReapExpired requeues up to limit running jobs whose lease expired
 	// before now (nil: the database clock), with the jobs that moved with
 	// them (dependents cancelled or dead-lettered in cascade).
-	ReapExpired(ctx context.Context, now *time.Time, limit int) ([]jobs.Moved, error)
+	ReapExpired(ctx context.Context, now *time.Time, limit int) ([]domain.Moved, error)
 }
 
 // ReaperConfig configures a Reaper.
@@ -24,7 +24,7 @@ type ReaperConfig struct {
 	// BatchSize is the most jobs one statement reaps; zero means 1000.
 	BatchSize int
 	// OnMoved, if set, is called with the jobs each pass moved.
-	OnMoved func([]jobs.Moved)
+	OnMoved func([]domain.Moved)
 }
 
 // Reaper returns jobs whose lease expired (their worker crashed, hung or

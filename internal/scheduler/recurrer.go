@@ -6,14 +6,14 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // RecurrerStore is what the recurrer needs; *db.Store implements it.
 type RecurrerStore interface {
 	// EnsureNextOccurrences gives up to limit series that lack one their
 	// next pending occurrence and returns the occurrences created.
-	EnsureNextOccurrences(ctx context.Context, limit int) ([]jobs.Moved, error)
+	EnsureNextOccurrences(ctx context.Context, limit int) ([]domain.Moved, error)
 }
 
 // RecurrerConfig configures a Recurrer.
@@ -23,7 +23,7 @@ type RecurrerConfig struct {
 	// BatchSize is the most series one pass serves; zero means 500.
 	BatchSize int
 	// OnMoved, if set, is called with the occurrences each pass created.
-	OnMoved func([]jobs.Moved)
+	OnMoved func([]domain.Moved)
 }
 
 // Recurrer gives every recurring series that lacks one its next pending

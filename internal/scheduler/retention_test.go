@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -34,11 +35,11 @@ func TestArchiverMovesFinishedJobsToTheHistory(t *testing.T) {
 	}
 	_, err := store.Enqueue(ctx, params...)
 	require.NoError(t, err)
-	claimed, err := store.ClaimJobs(ctx, jobs.ClaimParams{WorkerID: "w", Limit: 20, LeaseTTL: time.Minute})
+	claimed, err := store.ClaimJobs(ctx, domain.ClaimParams{WorkerID: "w", Limit: 20, LeaseTTL: time.Minute})
 	require.NoError(t, err)
-	fin := make([]jobs.Finish, len(claimed))
+	fin := make([]domain.Finish, len(claimed))
 	for i, j := range claimed {
-		fin[i] = jobs.Finish{Lease: jobs.LeaseOf(j), Outcome: jobs.OutcomeSucceeded}
+		fin[i] = domain.Finish{Lease: domain.LeaseOf(j), Outcome: domain.OutcomeSucceeded}
 	}
 	_, _, err = store.FinishJobs(ctx, fin)
 	require.NoError(t, err)
@@ -51,8 +52,8 @@ func TestArchiverMovesFinishedJobsToTheHistory(t *testing.T) {
 		return n
 	}
 
-	settings := &jobs.SettingsHolder{}
-	st := jobs.DefaultSettings()
+	settings := &domain.SettingsHolder{}
+	st := domain.DefaultSettings()
 	st.HistoryAfterMinutes = 0
 	settings.Set(st)
 	p := NewArchiver(ArchiveConfig{BatchSize: 3}, store, settings, quiet())

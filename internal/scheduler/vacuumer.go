@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -16,7 +17,7 @@ type VacuumStore interface {
 	TakeTurn(ctx context.Context, name, holder string, interval time.Duration) (bool, error)
 	// TableHealth returns PostgreSQL's live and dead row versions of the
 	// jobs tables and when they were last vacuumed.
-	TableHealth(ctx context.Context) ([]jobs.TableHealth, error)
+	TableHealth(ctx context.Context) ([]domain.TableHealth, error)
 	// VacuumJobs runs VACUUM (ANALYZE) on the jobs table.
 	VacuumJobs(ctx context.Context) error
 }
@@ -110,7 +111,7 @@ func (v *Vacuumer) pass(ctx, long context.Context) (bool, error) {
 
 // due reports whether h's dead versions pass the threshold with no VACUUM
 // within Quiet.
-func (v *Vacuumer) due(h jobs.TableHealth) bool {
+func (v *Vacuumer) due(h domain.TableHealth) bool {
 	if float64(h.DeadTuples) < float64(v.cfg.DeadTuples)+v.cfg.DeadFraction*float64(h.LiveTuples) {
 		return false
 	}

@@ -9,11 +9,12 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
 // jobsHealth reads the jobs table's statistics.
-func jobsHealth(t *testing.T, ctx context.Context, store *db.Store) jobs.TableHealth {
+func jobsHealth(t *testing.T, ctx context.Context, store *db.Store) domain.TableHealth {
 	t.Helper()
 	tables, err := store.TableHealth(ctx)
 	require.NoError(t, err)
@@ -23,7 +24,7 @@ func jobsHealth(t *testing.T, ctx context.Context, store *db.Store) jobs.TableHe
 		}
 	}
 	t.Fatal("no statistics for jobs")
-	return jobs.TableHealth{}
+	return domain.TableHealth{}
 }
 
 // TestVacuumerVacuumsWhenDeadTuplesPassTheThreshold: with autovacuum off
@@ -57,8 +58,8 @@ func TestVacuumerVacuumsWhenDeadTuplesPassTheThreshold(t *testing.T) {
 		_, err = conn.Exec(ctx, `SELECT 1`)
 		require.NoError(t, err)
 	}
-	waitDead := func(atLeast int64) jobs.TableHealth {
-		var h jobs.TableHealth
+	waitDead := func(atLeast int64) domain.TableHealth {
+		var h domain.TableHealth
 		require.Eventually(t, func() bool {
 			h = jobsHealth(t, ctx, store)
 			return h.DeadTuples >= atLeast
@@ -80,7 +81,7 @@ func TestVacuumerVacuumsWhenDeadTuplesPassTheThreshold(t *testing.T) {
 	did, err = v.runOnce(ctx)
 	require.NoError(t, err)
 	require.True(t, did, "past the threshold")
-	var after jobs.TableHealth
+	var after domain.TableHealth
 	require.Eventually(t, func() bool {
 		after = jobsHealth(t, ctx, store)
 		return after.LastVacuum != nil && after.LastAnalyze != nil

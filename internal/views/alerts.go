@@ -4,33 +4,33 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AlertsPage is the Alerts page: what fires now, the rules, the history
 // and how the notifications went out.
 type AlertsPage struct {
-	Firing     []jobs.Alert       // alerts firing now
-	Rules      []jobs.AlertRule   // every rule
-	History    []jobs.Alert       // the latest alerts, firing or resolved
-	Deliveries []jobs.AlertRecord // how their notifications went out
-	Now        string             // the page's render time, for "as of"
+	Firing     []domain.Alert       // alerts firing now
+	Rules      []domain.AlertRule   // every rule
+	History    []domain.Alert       // the latest alerts, firing or resolved
+	Deliveries []domain.AlertRecord // how their notifications went out
+	Now        string               // the page's render time, for "as of"
 	// Reach is, per rule id, where its notifications go now (none: it
 	// notifies nobody).
 	Reach map[int64][]string
 	// Sent is, per firing alert id, its latest notifications.
-	Sent map[int64][]jobs.AlertRecord
+	Sent map[int64][]domain.AlertRecord
 }
 
 // RuleForm is the form that creates or edits an alert rule. Values hold
 // what the form shows, in its units (minutes, percent).
 type RuleForm struct {
 	ID     int64             // 0 for a new rule
-	Kind   jobs.AlertKind    // decides the fields shown
+	Kind   domain.AlertKind  // decides the fields shown
 	Values map[string]string // by field name
 	Errors map[string]string // by field name
 	// Series offers the recurring series for cron_overdue rules.
-	Series []*jobs.Schedule
+	Series []*domain.Schedule
 	// Message is an error about the whole form.
 	Message string
 	// NoFallback says the alert_emails setting is empty: a rule without
@@ -41,7 +41,7 @@ type RuleForm struct {
 // RuleSaved is shown once a rule is saved; Secret is a webhook secret the
 // save created or changed, shown this once.
 type RuleSaved struct {
-	Rule   jobs.AlertRule
+	Rule   domain.AlertRule
 	Secret string
 	New    bool // the rule was just created, not edited
 	// Reaches is where its notifications go now; none: nobody.
@@ -52,19 +52,19 @@ type RuleSaved struct {
 type RuleTest struct {
 	RuleID     int64
 	RuleName   string
-	Deliveries []jobs.AlertDelivery // one per channel of the rule
-	Message    string               // why no test could be sent
+	Deliveries []domain.AlertDelivery // one per channel of the rule
+	Message    string                 // why no test could be sent
 }
 
 func ruleHref(id int64) string { return "/alerts/rules/" + strconv.FormatInt(id, 10) }
 
-func newRuleHref(kind jobs.AlertKind) string {
+func newRuleHref(kind domain.AlertKind) string {
 	return "/alerts/rules/new?kind=" + url.QueryEscape(string(kind))
 }
 
 // deliveryTarget is where one outbox row went.
-func deliveryTarget(r jobs.AlertRecord) string {
-	if r.Channel == jobs.ChannelWebhook {
+func deliveryTarget(r domain.AlertRecord) string {
+	if r.Channel == domain.ChannelWebhook {
 		if u, err := url.Parse(r.WebhookURL); err == nil {
 			return u.Host
 		}
@@ -81,7 +81,7 @@ func deliveryTarget(r jobs.AlertRecord) string {
 }
 
 // deliveryAlert names the alert an outbox row notified of.
-func deliveryAlert(r jobs.AlertRecord) string {
+func deliveryAlert(r domain.AlertRecord) string {
 	switch {
 	case r.RuleName == "" && r.AlertID == nil:
 		return "dead-letter threshold"
@@ -92,7 +92,7 @@ func deliveryAlert(r jobs.AlertRecord) string {
 }
 
 // deliveryState is an outbox row's state in a word, and its badge class.
-func deliveryState(r jobs.AlertRecord) (string, string) {
+func deliveryState(r domain.AlertRecord) (string, string) {
 	switch {
 	case r.SentAt != nil:
 		return "sent", "st-completed"
@@ -105,24 +105,24 @@ func deliveryState(r jobs.AlertRecord) (string, string) {
 }
 
 // kindFields are the form fields each kind uses, beyond the common ones.
-func kindFields(k jobs.AlertKind) map[string]bool {
+func kindFields(k domain.AlertKind) map[string]bool {
 	switch k {
-	case jobs.AlertFailureRate:
+	case domain.AlertFailureRate:
 		return map[string]bool{"type": true, "threshold_percent": true, "window_minutes": true, "min_runs": true}
-	case jobs.AlertQueueLatency:
+	case domain.AlertQueueLatency:
 		return map[string]bool{"queue": true, "threshold_minutes": true}
-	case jobs.AlertCronOverdue:
+	case domain.AlertCronOverdue:
 		return map[string]bool{"series": true, "grace_minutes": true}
-	case jobs.AlertNoWorker:
+	case domain.AlertNoWorker:
 		return map[string]bool{"queue": true, "grace_minutes": true}
-	case jobs.AlertJobWaiting:
+	case domain.AlertJobWaiting:
 		return map[string]bool{"queue": true, "waited_minutes": true}
 	}
 	return nil
 }
 
 // ruleKnown reports whether rules holds the rule id.
-func ruleKnown(rules []jobs.AlertRule, id int64) bool {
+func ruleKnown(rules []domain.AlertRule, id int64) bool {
 	for _, r := range rules {
 		if r.ID == id {
 			return true

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AlertsPageView is the Alerts page: the alerts firing now, the rules,
@@ -57,9 +57,9 @@ func AlertsPageView(c Chrome, p AlertsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var3 string
-				templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(newRuleHref(jobs.AlertFailureRate))).ResolveURL(ctx)
+				templ_7745c5c3_Var3, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(newRuleHref(domain.AlertFailureRate))).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/alerts.templ`, Line: 17, Col: 87}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/alerts.templ`, Line: 17, Col: 89}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var3)
 				if templ_7745c5c3_Err != nil {
@@ -320,9 +320,9 @@ func AlertsLive(p AlertsPage) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var16 string
-				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(jobs.Seconds(r.CooldownSeconds))
+				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(domain.Seconds(r.CooldownSeconds))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/alerts.templ`, Line: 75, Col: 67}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/alerts.templ`, Line: 75, Col: 69}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 				if templ_7745c5c3_Err != nil {
@@ -381,7 +381,7 @@ func AlertsLive(p AlertsPage) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for i, k := range jobs.AlertKinds {
+			for i, k := range domain.AlertKinds {
 				if i > 0 {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "<span aria-hidden=\"true\">·</span>")
 					if templ_7745c5c3_Err != nil {
@@ -701,7 +701,7 @@ func AlertsLive(p AlertsPage) templ.Component {
 
 // alertSent lists where a firing alert's notifications went, each with
 // how its delivery went; nobody says its rule reaches no one.
-func alertSent(sent []jobs.AlertRecord, nobody bool) templ.Component {
+func alertSent(sent []domain.AlertRecord, nobody bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1197,7 +1197,7 @@ func RuleFormPartial(f RuleForm) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				for _, k := range jobs.AlertKinds {
+				for _, k := range domain.AlertKinds {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 114, "<option value=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err

@@ -13,13 +13,13 @@ import (
 	"encoding/json"
 	"strconv"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AuditPageView is the Audit page: entries newest first; next is the entry
 // id its Older link pages from (0: none older), and live is set on the
 // first page, which refreshes as entries are recorded.
-func AuditPageView(c Chrome, entries []jobs.AuditEntry, next int64, live bool) templ.Component {
+func AuditPageView(c Chrome, entries []domain.AuditEntry, next int64, live bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -68,7 +68,7 @@ func AuditPageView(c Chrome, entries []jobs.AuditEntry, next int64, live bool) t
 
 // AuditCard is the table with its pager; on the first page it refreshes
 // when new entries are recorded.
-func AuditCard(entries []jobs.AuditEntry, next int64, live bool) templ.Component {
+func AuditCard(entries []domain.AuditEntry, next int64, live bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -116,7 +116,7 @@ func AuditCard(entries []jobs.AuditEntry, next int64, live bool) templ.Component
 	})
 }
 
-func auditCardBody(entries []jobs.AuditEntry, next int64) templ.Component {
+func auditCardBody(entries []domain.AuditEntry, next int64) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -161,7 +161,7 @@ func auditCardBody(entries []jobs.AuditEntry, next int64) templ.Component {
 }
 
 // AuditTable lists audit entries; the Audit page and a job's page show it.
-func AuditTable(entries []jobs.AuditEntry) templ.Component {
+func AuditTable(entries []domain.AuditEntry) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -403,7 +403,7 @@ func auditDetails(raw json.RawMessage) templ.Component {
 // JobHistoryTable lists what operators did to one job, for its page: the
 // Audit page's table without the job column, each entry's details under
 // its action, so it fits a half-width card.
-func JobHistoryTable(entries []jobs.AuditEntry) templ.Component {
+func JobHistoryTable(entries []domain.AuditEntry) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // Bar is one stacked segment of a bar chart. X, Y, W and H are percentages
@@ -39,7 +39,7 @@ type BarChart struct {
 
 // ThroughputChart draws finished runs per minute for the hour before now,
 // succeeded stacked under failed and interrupted.
-func ThroughputChart(buckets []jobs.ThroughputBucket, now time.Time) BarChart {
+func ThroughputChart(buckets []domain.ThroughputBucket, now time.Time) BarChart {
 	return ThroughputChartOver(buckets, now, ChartRanges[0])
 }
 
@@ -93,7 +93,7 @@ func ChartRangeNamed(name string) (ChartRange, bool) {
 
 // ThroughputChartOver draws finished runs per step over a range, stacked
 // by outcome; buckets may be per minute or already per step.
-func ThroughputChartOver(buckets []jobs.ThroughputBucket, now time.Time, r ChartRange) BarChart {
+func ThroughputChartOver(buckets []domain.ThroughputBucket, now time.Time, r ChartRange) BarChart {
 	r = r.OrDefault()
 	n := r.Bars()
 	start := now.Truncate(r.Step).Add(-time.Duration(n-1) * r.Step)
@@ -149,7 +149,7 @@ func ThroughputChartOver(buckets []jobs.ThroughputBucket, now time.Time, r Chart
 }
 
 // BenchChart draws ns/op per operation for each algorithm side by side.
-func BenchChart(rows []jobs.BenchResult, size int) BarChart {
+func BenchChart(rows []domain.BenchResult, size int) BarChart {
 	ops := []string{"insert", "pop", "rescore", "cancel", "mixed"}
 	val := map[string]map[string]float64{}
 	var peak float64
@@ -168,7 +168,7 @@ func BenchChart(rows []jobs.BenchResult, size int) BarChart {
 	group := 100.0 / float64(len(ops))
 	bw := group / 3
 	for i, op := range ops {
-		for k, alg := range []string{jobs.StrategyHeap, jobs.StrategyTimingWheel} {
+		for k, alg := range []string{domain.StrategyHeap, domain.StrategyTimingWheel} {
 			v, ok := val[op][alg]
 			if !ok {
 				continue

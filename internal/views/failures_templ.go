@@ -13,12 +13,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // failureCount says how many of a job's recent runs failed, when more
 // than one did.
-func failureCount(f jobs.Failure) string {
+func failureCount(f domain.Failure) string {
 	if f.Failures < 2 {
 		return ""
 	}
@@ -28,7 +28,7 @@ func failureCount(f jobs.Failure) string {
 // FailuresTable lists recent failures, one row per job: its id and type,
 // its latest error on up to three lines (the whole first line in the
 // tooltip), when, and how many of its runs failed.
-func FailuresTable(fs []jobs.Failure, now time.Time) templ.Component {
+func FailuresTable(fs []domain.Failure, now time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -120,9 +120,9 @@ func FailuresTable(fs []jobs.Failure, now time.Time) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var7 string
-			templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(jobs.Truncate(jobs.FirstLine(f.Error), 500)).Resolve(ctx)
+			templ_7745c5c3_Var7, templ_7745c5c3_Err = templruntime.NewAttributeExpression(domain.Truncate(domain.FirstLine(f.Error), 500)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/failures.templ`, Line: 33, Col: 118}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/failures.templ`, Line: 33, Col: 122}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var7)
 			if templ_7745c5c3_Err != nil {
@@ -133,9 +133,9 @@ func FailuresTable(fs []jobs.Failure, now time.Time) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var8 string
-			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(jobs.Truncate(jobs.FirstLine(f.Error), 300))
+			templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(domain.Truncate(domain.FirstLine(f.Error), 300))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/failures.templ`, Line: 34, Col: 107}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/failures.templ`, Line: 34, Col: 111}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 			if templ_7745c5c3_Err != nil {

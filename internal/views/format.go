@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -53,17 +54,17 @@ func StatusLabel(s jobs.State) string {
 }
 
 // OutcomeGlyph marks an execution's outcome.
-func OutcomeGlyph(o jobs.Outcome) string {
+func OutcomeGlyph(o domain.Outcome) string {
 	switch o {
-	case jobs.OutcomeSucceeded:
+	case domain.OutcomeSucceeded:
 		return "✓"
-	case jobs.OutcomeFailed:
+	case domain.OutcomeFailed:
 		return "✕"
-	case jobs.OutcomeInterrupted:
+	case domain.OutcomeInterrupted:
 		return "↯"
-	case jobs.OutcomeCancelled:
+	case domain.OutcomeCancelled:
 		return "⊘"
-	case jobs.OutcomeRunning:
+	case domain.OutcomeRunning:
 		return "▶"
 	}
 	return "·"
@@ -172,7 +173,7 @@ func Thousands(n int64) string {
 // ShortID is the last eight hex digits of a UUID, enough to tell jobs apart
 // on screen. (Ids are UUIDv7: their first digits are a timestamp, the same
 // for jobs created together; the last ones are random.)
-func ShortID(id uuid.UUID) string { return jobs.ShortID(id) }
+func ShortID(id uuid.UUID) string { return domain.ShortID(id) }
 
 // Deref returns *s or "".
 func Deref(s *string) string {
@@ -262,8 +263,8 @@ const JobsPageSize = 50
 
 // workerKind says what a worker is: a Flint process, or a remote worker
 // in its language.
-func workerKind(w jobs.WorkerInfo) string {
-	if w.Kind == jobs.WorkerRemote {
+func workerKind(w domain.WorkerInfo) string {
+	if w.Kind == domain.WorkerRemote {
 		if w.Language != "" {
 			return "remote · " + w.Language
 		}
@@ -276,7 +277,7 @@ func workerKind(w jobs.WorkerInfo) string {
 }
 
 // anyRunsWorkers reports whether some entry of the registry runs jobs.
-func anyRunsWorkers(ws []jobs.WorkerInfo) bool {
+func anyRunsWorkers(ws []domain.WorkerInfo) bool {
 	for _, w := range ws {
 		if w.RunsWorkers() {
 			return true
@@ -286,7 +287,7 @@ func anyRunsWorkers(ws []jobs.WorkerInfo) bool {
 }
 
 // workerVersion is the version a worker reported, if any.
-func workerVersion(w jobs.WorkerInfo) string {
+func workerVersion(w domain.WorkerInfo) string {
 	if w.Version == "" {
 		return ""
 	}
@@ -304,11 +305,11 @@ func typeSummary(types []string) string {
 // pushOutcomeClass colours a push's outcome like the job states it leads to.
 func pushOutcomeClass(outcome string) string {
 	switch outcome {
-	case jobs.PushCompleted:
+	case domain.PushCompleted:
 		return "st-completed"
-	case jobs.PushAccepted:
+	case domain.PushAccepted:
 		return "st-running"
-	case jobs.PushFailed, jobs.PushGone:
+	case domain.PushFailed, domain.PushGone:
 		return "st-dead_letter"
 	}
 	return "st-scheduled"
@@ -363,12 +364,12 @@ func AuditFields(raw json.RawMessage) []AuditField {
 
 // BusiestQueues are up to n queues with the most jobs waiting or running
 // (paused ones among them), for the overview's per-queue summary.
-func BusiestQueues(qs []jobs.QueueInfo, n int) []jobs.QueueInfo {
+func BusiestQueues(qs []domain.QueueInfo, n int) []domain.QueueInfo {
 	out := slices.Clone(qs)
-	load := func(q jobs.QueueInfo) int64 {
-		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateClaimed] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled] + q.Counts[jobs.CountRetrying]
+	load := func(q domain.QueueInfo) int64 {
+		return q.Counts[jobs.StateQueued] + q.Counts[jobs.StateClaimed] + q.Counts[jobs.StateRunning] + q.Counts[jobs.StateScheduled] + q.Counts[domain.CountRetrying]
 	}
-	slices.SortStableFunc(out, func(a, b jobs.QueueInfo) int {
+	slices.SortStableFunc(out, func(a, b domain.QueueInfo) int {
 		if c := cmp.Compare(load(b), load(a)); c != 0 {
 			return c
 		}

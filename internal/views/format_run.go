@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -52,7 +53,7 @@ func attrValue(k string, v any) string {
 // apart. A run owns the lines written after the one before it ended, up
 // to its own end (its claim line comes before its start); lines after the
 // last run ended belong to the next one.
-func logRuns(runs []jobs.Execution) func(time.Time) int {
+func logRuns(runs []domain.Execution) func(time.Time) int {
 	return func(at time.Time) int {
 		for _, r := range runs {
 			if r.FinishedAt == nil || !at.After(*r.FinishedAt) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -58,7 +59,7 @@ const (
 // Large fan-outs (collapseAt or more jobs of one type between the same
 // jobs) are drawn as one box saying how many jobs it stands for and where
 // they are, so that a workflow of hundreds of jobs stays a readable map.
-func LayoutWorkflow(self uuid.UUID, whole jobs.WorkflowGraph) DependencyGraph {
+func LayoutWorkflow(self uuid.UUID, whole domain.WorkflowGraph) DependencyGraph {
 	folded := collapseFanOuts(self, whole)
 	g := folded.graph
 	col := workflowColumns(g)
@@ -131,7 +132,7 @@ func LayoutWorkflow(self uuid.UUID, whole jobs.WorkflowGraph) DependencyGraph {
 // workflowColumns returns each step's column: 0 for a job that waits for
 // none of the others drawn, else one more than the highest column among
 // those it waits for (steps in topological order, Kahn's algorithm).
-func workflowColumns(g jobs.WorkflowGraph) []int {
+func workflowColumns(g domain.WorkflowGraph) []int {
 	index := make(map[uuid.UUID]int, len(g.Steps))
 	for i, st := range g.Steps {
 		index[st.ID] = i

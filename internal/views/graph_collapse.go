@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -18,35 +19,35 @@ const collapseAt = 8
 // as one step (the group's first job standing for it) and the groups by
 // that step's id.
 type collapsed struct {
-	graph  jobs.WorkflowGraph
-	groups map[uuid.UUID][]jobs.WorkflowStep
+	graph  domain.WorkflowGraph
+	groups map[uuid.UUID][]domain.WorkflowStep
 }
 
 // collapseFanOuts groups the steps of g that share their type and the
 // sets of jobs they wait for and are waited on by; a group of collapseAt
 // or more becomes one step, and its edges one edge each way. The job the
 // page is about (self) stays a box of its own.
-func collapseFanOuts(self uuid.UUID, g jobs.WorkflowGraph) collapsed {
+func collapseFanOuts(self uuid.UUID, g domain.WorkflowGraph) collapsed {
 	up := map[uuid.UUID][]string{}
 	down := map[uuid.UUID][]string{}
 	for _, e := range g.Edges {
 		up[e.Job] = append(up[e.Job], e.DependsOn.String())
 		down[e.DependsOn] = append(down[e.DependsOn], e.Job.String())
 	}
-	sig := func(st jobs.WorkflowStep) string {
+	sig := func(st domain.WorkflowStep) string {
 		u, d := up[st.ID], down[st.ID]
 		slices.Sort(u)
 		slices.Sort(d)
 		return st.Type + "|" + strings.Join(u, ",") + "|" + strings.Join(d, ",")
 	}
-	bySig := map[string][]jobs.WorkflowStep{}
+	bySig := map[string][]domain.WorkflowStep{}
 	for _, st := range g.Steps {
 		if st.ID != self {
 			bySig[sig(st)] = append(bySig[sig(st)], st)
 		}
 	}
 	rep := map[uuid.UUID]uuid.UUID{} // member → the step that stands for its group
-	out := collapsed{groups: map[uuid.UUID][]jobs.WorkflowStep{}}
+	out := collapsed{groups: map[uuid.UUID][]domain.WorkflowStep{}}
 	for _, st := range g.Steps {
 		members := bySig[sig(st)]
 		if st.ID == self || len(members) < collapseAt {
@@ -62,7 +63,7 @@ func collapseFanOuts(self uuid.UUID, g jobs.WorkflowGraph) collapsed {
 		out.groups[members[0].ID] = members
 		out.graph.Steps = append(out.graph.Steps, members[0])
 	}
-	seen := map[jobs.WorkflowEdge]bool{}
+	seen := map[domain.WorkflowEdge]bool{}
 	for _, e := range g.Edges {
 		if r, ok := rep[e.Job]; ok {
 			e.Job = r
@@ -83,7 +84,7 @@ func collapseFanOuts(self uuid.UUID, g jobs.WorkflowGraph) collapsed {
 // "1,000 × square" over "980 completed · 20 queued", with the status the
 // box is coloured by (the most common unfinished one, else the most
 // common one).
-func groupLabel(members []jobs.WorkflowStep) (label, sub string, status jobs.State) {
+func groupLabel(members []domain.WorkflowStep) (label, sub string, status jobs.State) {
 	counts := map[jobs.State]int{}
 	for _, m := range members {
 		counts[m.Status]++

@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -16,11 +17,11 @@ import (
 func TestLayoutWorkflowPointsEveryEdgeRight(t *testing.T) {
 	id := func() uuid.UUID { return uuid.Must(uuid.NewV7()) }
 	a, b1, b2, c, d := id(), id(), id(), id(), id()
-	g := jobs.WorkflowGraph{Complete: true, Steps: []jobs.WorkflowStep{
+	g := domain.WorkflowGraph{Complete: true, Steps: []domain.WorkflowStep{
 		{ID: c, Key: "merge", Type: "noop"}, {ID: a, Key: "extract", Type: "noop"},
 		{ID: b1, Key: "resize", Type: "noop"}, {ID: b2, Key: "thumbnail", Type: "noop"},
 		{ID: d, Type: "send_email", Status: jobs.StateBlocked},
-	}, Edges: []jobs.WorkflowEdge{
+	}, Edges: []domain.WorkflowEdge{
 		{Job: b1, DependsOn: a}, {Job: b2, DependsOn: a}, {Job: c, DependsOn: b1}, {Job: c, DependsOn: b2},
 		{Job: c, DependsOn: a}, // a shortcut: merge still comes after resize and thumbnail
 		{Job: d, DependsOn: c},

@@ -1,33 +1,33 @@
 package views
 
-import "github.com/flinthq/flint/jobs"
+import "github.com/flinthq/flint/internal/domain"
 
 // ListOrder is one order a list offers: its value in ?sort=, its label and
 // the listing it asks for.
 type ListOrder struct {
 	Value, Label string
-	By           jobs.SortKey
+	By           domain.SortKey
 	Oldest       bool
 }
 
 var (
 	jobsOrders = []ListOrder{
-		{"", "Created, newest first", jobs.SortCreated, false},
-		{"oldest", "Created, oldest first", jobs.SortCreated, true},
-		{"started", "Started, latest first", jobs.SortStarted, false},
-		{"started_oldest", "Started, earliest first", jobs.SortStarted, true},
-		{"finished", "Finished, latest first", jobs.SortFinished, false},
-		{"finished_oldest", "Finished, earliest first", jobs.SortFinished, true},
+		{"", "Created, newest first", domain.SortCreated, false},
+		{"oldest", "Created, oldest first", domain.SortCreated, true},
+		{"started", "Started, latest first", domain.SortStarted, false},
+		{"started_oldest", "Started, earliest first", domain.SortStarted, true},
+		{"finished", "Finished, latest first", domain.SortFinished, false},
+		{"finished_oldest", "Finished, earliest first", domain.SortFinished, true},
 	}
 	// The dead-letter queue is ordered by when its jobs failed: a job
 	// created a week ago that failed a minute ago is news.
 	dlqOrders = []ListOrder{
-		{"", "Failed, latest first", jobs.SortFinished, false},
-		{"oldest", "Failed, earliest first", jobs.SortFinished, true},
-		{"created", "Created, newest first", jobs.SortCreated, false},
-		{"created_oldest", "Created, oldest first", jobs.SortCreated, true},
+		{"", "Failed, latest first", domain.SortFinished, false},
+		{"oldest", "Failed, earliest first", domain.SortFinished, true},
+		{"created", "Created, newest first", domain.SortCreated, false},
+		{"created_oldest", "Created, oldest first", domain.SortCreated, true},
 	}
-	binOrders = []ListOrder{{"", "Deleted, latest first", jobs.SortCreated, false}}
+	binOrders = []ListOrder{{"", "Deleted, latest first", domain.SortCreated, false}}
 )
 
 // ListOrders are the orders a list kind offers, its default first.
@@ -75,11 +75,11 @@ func OrderHelp(kind string) string {
 func beforeLabel(l JobsList) string {
 	o, _ := OrderOf(l.Kind, l.Filter.Sort)
 	switch {
-	case o.By == jobs.SortFinished && l.Kind == "dlq":
+	case o.By == domain.SortFinished && l.Kind == "dlq":
 		return "Jump to failed before (UTC)"
-	case o.By == jobs.SortFinished:
+	case o.By == domain.SortFinished:
 		return "Jump to finished before (UTC)"
-	case o.By == jobs.SortStarted:
+	case o.By == domain.SortStarted:
 		return "Jump to started before (UTC)"
 	}
 	return "Jump to created before (UTC)"
@@ -90,7 +90,7 @@ func beforeLabel(l JobsList) string {
 // dead-letter queue by failure, latest first: a job that just failed is
 // the latest).
 func liveOrder(l JobsList) string {
-	if o, _ := OrderOf(l.Kind, l.Filter.Sort); o.By == jobs.SortFinished && !o.Oldest {
+	if o, _ := OrderOf(l.Kind, l.Filter.Sort); o.By == domain.SortFinished && !o.Oldest {
 		return "top"
 	}
 	return "id"

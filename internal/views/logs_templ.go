@@ -16,8 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
-	"github.com/flinthq/flint/jobs"
 )
 
 // LogFilter is the Logs page's filters, as given in its URL.
@@ -795,9 +795,9 @@ func logRow(e logs.Entry, f LogFilter, now time.Time) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var33 string
-			templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(jobs.Truncate(e.Error, 300))
+			templ_7745c5c3_Var33, templ_7745c5c3_Err = templ.JoinStringErrs(domain.Truncate(e.Error, 300))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/logs.templ`, Line: 269, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/logs.templ`, Line: 269, Col: 65}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var33))
 			if templ_7745c5c3_Err != nil {
@@ -831,9 +831,9 @@ func logRow(e logs.Entry, f LogFilter, now time.Time) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var35 string
-			templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(jobs.Truncate(e.JobID, 36))
+			templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(domain.Truncate(e.JobID, 36))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/logs.templ`, Line: 274, Col: 103}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/logs.templ`, Line: 274, Col: 105}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 			if templ_7745c5c3_Err != nil {
@@ -845,9 +845,9 @@ func logRow(e logs.Entry, f LogFilter, now time.Time) templ.Component {
 			}
 		}
 		var templ_7745c5c3_Var36 string
-		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(jobs.Truncate(logAttrs(e), 200))
+		templ_7745c5c3_Var36, templ_7745c5c3_Err = templ.JoinStringErrs(domain.Truncate(logAttrs(e), 200))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/logs.templ`, Line: 277, Col: 36}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/logs.templ`, Line: 277, Col: 38}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var36))
 		if templ_7745c5c3_Err != nil {

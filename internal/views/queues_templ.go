@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -36,14 +37,14 @@ type QueueForm struct {
 // savedLimits are q's limits as saved, one string: a limits editor kept
 // open through a live refresh says it was changed elsewhere only when
 // they differ (not when only the counts beside it did).
-func savedLimits(q jobs.QueueInfo) string {
+func savedLimits(q domain.QueueInfo) string {
 	f := queueForm(q, nil)
 	return strings.Join([]string{f.Concurrency, f.RateLimit, f.RatePeriod, f.PerKeyLimit}, " ")
 }
 
 // queueForm is the form of q: what was typed if it was just refused,
 // otherwise its current limits.
-func queueForm(q jobs.QueueInfo, typed *QueueForm) QueueForm {
+func queueForm(q domain.QueueInfo, typed *QueueForm) QueueForm {
 	if typed != nil && typed.Queue == q.Name {
 		return *typed
 	}
@@ -101,7 +102,7 @@ func LimitLabel(field string) string {
 // limitFields are the fields the limits form has an input for.
 var limitFields = []string{"concurrency", "rate_limit", "rate_limit.limit", "rate_limit.period_seconds", "per_key_concurrency"}
 
-func queueLimits(q jobs.QueueInfo) []string {
+func queueLimits(q domain.QueueInfo) []string {
 	var out []string
 	if q.Concurrency != nil {
 		out = append(out, strconv.Itoa(*q.Concurrency)+" at once")
@@ -115,14 +116,14 @@ func queueLimits(q jobs.QueueInfo) []string {
 	return out
 }
 
-func waitText(q jobs.QueueInfo) string {
+func waitText(q domain.QueueInfo) string {
 	if q.OldestQueuedAt == nil {
 		return "—"
 	}
 	return Millis(int64(q.OldestWaitSeconds * 1000))
 }
 
-func perMinute(q jobs.QueueInfo) string {
+func perMinute(q domain.QueueInfo) string {
 	return Float(q.PerMinute) + "/min"
 }
 
@@ -141,7 +142,7 @@ func queueDomID(name string) string {
 
 // QueuesPage is the Queues page: every queue with its counts, pause and
 // limits.
-func QueuesPage(c Chrome, qs []jobs.QueueInfo) templ.Component {
+func QueuesPage(c Chrome, qs []domain.QueueInfo) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -191,7 +192,7 @@ func QueuesPage(c Chrome, qs []jobs.QueueInfo) templ.Component {
 // QueuesTable lists the queues; the queue actions and live refreshes
 // return it alone. typed, when set, is a limits form just refused, shown
 // as typed with its error.
-func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
+func QueuesTable(qs []domain.QueueInfo, typed *QueueForm) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -231,7 +232,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var4 string
 				templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(q.Name).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 159, Col: 54}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 160, Col: 54}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
 				if templ_7745c5c3_Err != nil {
@@ -244,7 +245,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id).Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 159, Col: 64}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 160, Col: 64}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 				if templ_7745c5c3_Err != nil {
@@ -257,7 +258,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templruntime.NewAttributeExpression(QueuePath(q.Name)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 160, Col: 82}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 161, Col: 82}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var6)
 				if templ_7745c5c3_Err != nil {
@@ -270,7 +271,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(q.Name)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 160, Col: 118}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 161, Col: 118}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -291,7 +292,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var8 string
 				templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(Thousands(q.Counts[jobs.StateQueued]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 164, Col: 98}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 165, Col: 98}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var8))
 				if templ_7745c5c3_Err != nil {
@@ -304,7 +305,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var9 string
 				templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(Thousands(q.Counts[jobs.StateRunning]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 165, Col: 101}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 166, Col: 101}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 				if templ_7745c5c3_Err != nil {
@@ -317,7 +318,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var10 string
 				templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression("runs that failed in the last " + strconv.Itoa(q.ThroughputMinutes) + " minutes").Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 166, Col: 147}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 167, Col: 147}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var10)
 				if templ_7745c5c3_Err != nil {
@@ -330,7 +331,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var11 string
 				templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(QueuePath(q.Name) + "#queue-failures").ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 166, Col: 197}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 167, Col: 197}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var11)
 				if templ_7745c5c3_Err != nil {
@@ -343,7 +344,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var12 string
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(Thousands(q.Throughput["failed"]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 166, Col: 235}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 167, Col: 235}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
@@ -356,7 +357,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var13 string
 				templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL("/jobs?queue=" + url.QueryEscape(q.Name) + "&status=retrying")).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 167, Col: 145}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 168, Col: 145}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
 				if templ_7745c5c3_Err != nil {
@@ -367,9 +368,9 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var14 string
-				templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(Thousands(q.Counts[jobs.CountRetrying]))
+				templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(Thousands(q.Counts[domain.CountRetrying]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 167, Col: 189}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 168, Col: 191}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 				if templ_7745c5c3_Err != nil {
@@ -382,7 +383,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var15 string
 				templ_7745c5c3_Var15, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL("/dlq?queue=" + url.QueryEscape(q.Name))).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 168, Col: 122}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 169, Col: 122}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var15)
 				if templ_7745c5c3_Err != nil {
@@ -395,7 +396,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var16 string
 				templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(Thousands(q.Counts[jobs.StateDeadLetter]))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 168, Col: 168}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 169, Col: 168}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 				if templ_7745c5c3_Err != nil {
@@ -408,7 +409,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var17 string
 				templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(waitText(q))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 169, Col: 50}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 170, Col: 50}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 				if templ_7745c5c3_Err != nil {
@@ -421,7 +422,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var18 string
 				templ_7745c5c3_Var18, templ_7745c5c3_Err = templruntime.NewAttributeExpression("runs finished per minute over the last " + strconv.Itoa(q.ThroughputMinutes) + " minutes").Resolve(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 170, Col: 132}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 171, Col: 132}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var18)
 				if templ_7745c5c3_Err != nil {
@@ -434,7 +435,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 				var templ_7745c5c3_Var19 string
 				templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(perMinute(q))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 170, Col: 149}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 171, Col: 149}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 				if templ_7745c5c3_Err != nil {
@@ -459,7 +460,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 							var templ_7745c5c3_Var20 string
 							templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(" · ")
 							if templ_7745c5c3_Err != nil {
-								return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 177, Col: 40}
+								return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 178, Col: 40}
 							}
 							_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 							if templ_7745c5c3_Err != nil {
@@ -477,7 +478,7 @@ func QueuesTable(qs []jobs.QueueInfo, typed *QueueForm) templ.Component {
 						var templ_7745c5c3_Var21 string
 						templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(s)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 179, Col: 20}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 180, Col: 20}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 						if templ_7745c5c3_Err != nil {
@@ -538,7 +539,7 @@ func queueJobsURL(name string) templ.SafeURL {
 }
 
 // pushState says how a push target stands now.
-func pushState(t *jobs.PushTarget, now time.Time) (label, class string) {
+func pushState(t *domain.PushTarget, now time.Time) (label, class string) {
 	switch {
 	case t.PausedAt != nil:
 		return "push paused (410)", "st-dead_letter"
@@ -548,7 +549,7 @@ func pushState(t *jobs.PushTarget, now time.Time) (label, class string) {
 	return "pushing", "st-completed"
 }
 
-func queueState(q jobs.QueueInfo) templ.Component {
+func queueState(q domain.QueueInfo) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -649,7 +650,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 		var templ_7745c5c3_Var26 string
 		templ_7745c5c3_Var26, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 235, Col: 17}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 236, Col: 17}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var26)
 		if templ_7745c5c3_Err != nil {
@@ -662,7 +663,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 		var templ_7745c5c3_Var27 string
 		templ_7745c5c3_Var27, templ_7745c5c3_Err = templ.JoinStringErrs(label)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 235, Col: 27}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 236, Col: 27}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var27))
 		if templ_7745c5c3_Err != nil {
@@ -675,7 +676,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 		var templ_7745c5c3_Var28 string
 		templ_7745c5c3_Var28, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 237, Col: 10}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 238, Col: 10}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var28)
 		if templ_7745c5c3_Err != nil {
@@ -688,7 +689,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 		var templ_7745c5c3_Var29 string
 		templ_7745c5c3_Var29, templ_7745c5c3_Err = templruntime.NewAttributeExpression(name).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 238, Col: 14}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 239, Col: 14}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var29)
 		if templ_7745c5c3_Err != nil {
@@ -701,7 +702,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 		var templ_7745c5c3_Var30 string
 		templ_7745c5c3_Var30, templ_7745c5c3_Err = templruntime.NewAttributeExpression(value).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 241, Col: 16}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 242, Col: 16}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var30)
 		if templ_7745c5c3_Err != nil {
@@ -714,7 +715,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 		var templ_7745c5c3_Var31 string
 		templ_7745c5c3_Var31, templ_7745c5c3_Err = templruntime.NewAttributeExpression(placeholder).Resolve(ctx)
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 242, Col: 28}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 243, Col: 28}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var31)
 		if templ_7745c5c3_Err != nil {
@@ -732,7 +733,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 			var templ_7745c5c3_Var32 string
 			templ_7745c5c3_Var32, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id + "-error").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 245, Col: 36}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 246, Col: 36}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var32)
 			if templ_7745c5c3_Err != nil {
@@ -755,7 +756,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 			var templ_7745c5c3_Var33 string
 			templ_7745c5c3_Var33, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id + "-error").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 249, Col: 41}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 250, Col: 41}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var33)
 			if templ_7745c5c3_Err != nil {
@@ -768,7 +769,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 			var templ_7745c5c3_Var34 string
 			templ_7745c5c3_Var34, templ_7745c5c3_Err = templruntime.NewAttributeExpression("limit-error-" + name).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 249, Col: 92}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 250, Col: 92}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var34)
 			if templ_7745c5c3_Err != nil {
@@ -781,7 +782,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 			var templ_7745c5c3_Var35 string
 			templ_7745c5c3_Var35, templ_7745c5c3_Err = templ.JoinStringErrs(msg)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 249, Col: 111}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 250, Col: 111}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var35))
 			if templ_7745c5c3_Err != nil {
@@ -803,7 +804,7 @@ func limitInput(f QueueForm, id, name, label, value, placeholder string, fields 
 // queueLimitsEditor is a queue's limits form, folded away until opened;
 // target is the element its answer replaces (the Queues table or the
 // queue's page).
-func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.Component {
+func queueLimitsEditor(q domain.QueueInfo, typed *QueueForm, target string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -830,7 +831,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 			var templ_7745c5c3_Var37 string
 			templ_7745c5c3_Var37, templ_7745c5c3_Err = templruntime.NewAttributeExpression(id + "-limits").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 261, Col: 51}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 262, Col: 51}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var37)
 			if templ_7745c5c3_Err != nil {
@@ -853,7 +854,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 			var templ_7745c5c3_Var38 string
 			templ_7745c5c3_Var38, templ_7745c5c3_Err = templruntime.NewAttributeExpression(savedLimits(q)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 261, Col: 129}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 262, Col: 129}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var38)
 			if templ_7745c5c3_Err != nil {
@@ -866,7 +867,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 			var templ_7745c5c3_Var39 string
 			templ_7745c5c3_Var39, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.FormatInt(q.UpdatedAt.UnixMicro(), 10)).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 261, Col: 194}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 262, Col: 194}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var39)
 			if templ_7745c5c3_Err != nil {
@@ -879,7 +880,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 			var templ_7745c5c3_Var40 string
 			templ_7745c5c3_Var40, templ_7745c5c3_Err = templruntime.NewAttributeExpression("/queues/" + q.Name + "/limits").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 263, Col: 64}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 264, Col: 64}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var40)
 			if templ_7745c5c3_Err != nil {
@@ -892,7 +893,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 			var templ_7745c5c3_Var41 string
 			templ_7745c5c3_Var41, templ_7745c5c3_Err = templruntime.NewAttributeExpression(target).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 263, Col: 85}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 264, Col: 85}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var41)
 			if templ_7745c5c3_Err != nil {
@@ -920,7 +921,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 				var templ_7745c5c3_Var42 string
 				templ_7745c5c3_Var42, templ_7745c5c3_Err = templ.JoinStringErrs(f.Field)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 265, Col: 100}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 266, Col: 100}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var42))
 				if templ_7745c5c3_Err != nil {
@@ -933,7 +934,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 				var templ_7745c5c3_Var43 string
 				templ_7745c5c3_Var43, templ_7745c5c3_Err = templ.JoinStringErrs(f.Error)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 265, Col: 113}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 266, Col: 113}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var43))
 				if templ_7745c5c3_Err != nil {
@@ -975,7 +976,7 @@ func queueLimitsEditor(q jobs.QueueInfo, typed *QueueForm, target string) templ.
 
 // queuePauseButton pauses or resumes a queue; target is the element its
 // answer replaces.
-func queuePauseButton(q jobs.QueueInfo, target string) templ.Component {
+func queuePauseButton(q domain.QueueInfo, target string) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -1000,7 +1001,7 @@ func queuePauseButton(q jobs.QueueInfo, target string) templ.Component {
 			var templ_7745c5c3_Var45 string
 			templ_7745c5c3_Var45, templ_7745c5c3_Err = templruntime.NewAttributeExpression("/queues/" + q.Name + "/resume").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 283, Col: 97}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 284, Col: 97}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var45)
 			if templ_7745c5c3_Err != nil {
@@ -1013,7 +1014,7 @@ func queuePauseButton(q jobs.QueueInfo, target string) templ.Component {
 			var templ_7745c5c3_Var46 string
 			templ_7745c5c3_Var46, templ_7745c5c3_Err = templruntime.NewAttributeExpression(target).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 283, Col: 118}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 284, Col: 118}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var46)
 			if templ_7745c5c3_Err != nil {
@@ -1031,7 +1032,7 @@ func queuePauseButton(q jobs.QueueInfo, target string) templ.Component {
 			var templ_7745c5c3_Var47 string
 			templ_7745c5c3_Var47, templ_7745c5c3_Err = templruntime.NewAttributeExpression("/queues/" + q.Name + "/pause").Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 285, Col: 95}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 286, Col: 95}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var47)
 			if templ_7745c5c3_Err != nil {
@@ -1044,7 +1045,7 @@ func queuePauseButton(q jobs.QueueInfo, target string) templ.Component {
 			var templ_7745c5c3_Var48 string
 			templ_7745c5c3_Var48, templ_7745c5c3_Err = templruntime.NewAttributeExpression(target).Resolve(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 285, Col: 116}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/queues.templ`, Line: 286, Col: 116}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var48)
 			if templ_7745c5c3_Err != nil {

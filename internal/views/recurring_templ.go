@@ -13,12 +13,12 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // scheduleRule describes how a series repeats: its cron expression and
 // time zone, or its interval.
-func scheduleRule(s *jobs.Schedule) string {
+func scheduleRule(s *domain.Schedule) string {
 	if s.Cron != "" {
 		return s.Cron + " (" + s.Timezone + ")"
 	}
@@ -27,7 +27,7 @@ func scheduleRule(s *jobs.Schedule) string {
 
 // RecurringPage is the Recurring page: every series with its rule and next
 // occurrence, and a way to create one for those who may.
-func RecurringPage(c Chrome, series []*jobs.Schedule) templ.Component {
+func RecurringPage(c Chrome, series []*domain.Schedule) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -86,7 +86,7 @@ func RecurringPage(c Chrome, series []*jobs.Schedule) templ.Component {
 
 // RecurringTable lists the series; /recurring returns it alone to htmx and
 // live refreshes, which come when the stats change.
-func RecurringTable(series []*jobs.Schedule, now time.Time) templ.Component {
+func RecurringTable(series []*domain.Schedule, now time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -413,7 +413,7 @@ func RecurringTable(series []*jobs.Schedule, now time.Time) templ.Component {
 // seriesState says whether a series releases occurrences and whether they
 // run: a series whose queue is paused is active but runs nothing, and its
 // occurrences pile up in the queue.
-func seriesState(s *jobs.Schedule) templ.Component {
+func seriesState(s *domain.Schedule) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {

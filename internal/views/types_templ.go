@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -25,8 +26,8 @@ type TypePage struct {
 	Known    bool // the API accepts it now
 	Fields   []SchemaField
 	Schema   string // the schema in force, indented; "" for none
-	Versions []jobs.SchemaVersion
-	Workers  []jobs.WorkerInfo
+	Versions []domain.SchemaVersion
+	Workers  []domain.WorkerInfo
 	Jobs     []*jobs.Job
 }
 
@@ -38,11 +39,11 @@ func createOfType(t string) templ.SafeURL { return templ.URL("/jobs/new?type=" +
 func jobsOfType(t string) templ.SafeURL { return templ.URL("/jobs?type=" + url.QueryEscape(t)) }
 
 // schemaAuthor says who stored a version of a schema.
-func schemaAuthor(b jobs.SchemaAuthor) string {
+func schemaAuthor(b domain.SchemaAuthor) string {
 	switch b.Source {
-	case jobs.SchemaFromQueue:
+	case domain.SchemaFromQueue:
 		return "push queue " + b.Queue + "'s settings"
-	case jobs.SchemaFromProcess:
+	case domain.SchemaFromProcess:
 		return strings.TrimSpace("Go handler in Flint process " + b.WorkerID + " " + versionNote(b.WorkerVersion))
 	}
 	who := b.WorkerName
@@ -60,7 +61,7 @@ func versionNote(v string) string {
 }
 
 // changeSummary says how version i of vs differs from the one before it.
-func changeSummary(vs []jobs.SchemaVersion, i int) []string {
+func changeSummary(vs []domain.SchemaVersion, i int) []string {
 	if i+1 >= len(vs) {
 		return []string{"first version"}
 	}
@@ -117,7 +118,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 			var templ_7745c5c3_Var3 string
 			templ_7745c5c3_Var3, templ_7745c5c3_Err = templ.JoinStringErrs(p.Type)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 78, Col: 63}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 79, Col: 63}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var3))
 			if templ_7745c5c3_Err != nil {
@@ -130,7 +131,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 			var templ_7745c5c3_Var4 string
 			templ_7745c5c3_Var4, templ_7745c5c3_Err = templruntime.NewAttributeExpression(jobsOfType(p.Type)).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 80, Col: 51}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 81, Col: 51}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var4)
 			if templ_7745c5c3_Err != nil {
@@ -148,7 +149,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 				var templ_7745c5c3_Var5 string
 				templ_7745c5c3_Var5, templ_7745c5c3_Err = templruntime.NewAttributeExpression(createOfType(p.Type)).ResolveURL(ctx)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 82, Col: 66}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 83, Col: 66}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var5)
 				if templ_7745c5c3_Err != nil {
@@ -186,7 +187,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 				var templ_7745c5c3_Var6 string
 				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(p.Versions[0].Version))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 94, Col: 167}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 95, Col: 167}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var6))
 				if templ_7745c5c3_Err != nil {
@@ -199,7 +200,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 				var templ_7745c5c3_Var7 string
 				templ_7745c5c3_Var7, templ_7745c5c3_Err = templ.JoinStringErrs(schemaAuthor(p.Versions[0].By))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 94, Col: 208}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 95, Col: 208}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var7))
 				if templ_7745c5c3_Err != nil {
@@ -222,7 +223,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 						var templ_7745c5c3_Var8 string
 						templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(f.Name).Resolve(ctx)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 101, Col: 57}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 102, Col: 57}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var8)
 						if templ_7745c5c3_Err != nil {
@@ -235,7 +236,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 						var templ_7745c5c3_Var9 string
 						templ_7745c5c3_Var9, templ_7745c5c3_Err = templ.JoinStringErrs(f.Name)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 102, Col: 65}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 103, Col: 65}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var9))
 						if templ_7745c5c3_Err != nil {
@@ -248,7 +249,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 						var templ_7745c5c3_Var10 string
 						templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(f.Type)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 103, Col: 51}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 104, Col: 51}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var10))
 						if templ_7745c5c3_Err != nil {
@@ -276,7 +277,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 						var templ_7745c5c3_Var11 string
 						templ_7745c5c3_Var11, templ_7745c5c3_Err = templ.JoinStringErrs(f.Description)
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 111, Col: 79}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 112, Col: 79}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var11))
 						if templ_7745c5c3_Err != nil {
@@ -299,7 +300,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 				var templ_7745c5c3_Var12 string
 				templ_7745c5c3_Var12, templ_7745c5c3_Err = templ.JoinStringErrs(p.Schema)
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 120, Col: 75}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 121, Col: 75}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var12))
 				if templ_7745c5c3_Err != nil {
@@ -327,7 +328,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var13 string
 					templ_7745c5c3_Var13, templ_7745c5c3_Err = templruntime.NewAttributeExpression(strconv.Itoa(v.Version)).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 132, Col: 77}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 133, Col: 77}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var13)
 					if templ_7745c5c3_Err != nil {
@@ -340,7 +341,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var14 string
 					templ_7745c5c3_Var14, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(v.Version))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 133, Col: 71}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 134, Col: 71}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var14))
 					if templ_7745c5c3_Err != nil {
@@ -353,7 +354,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var15 string
 					templ_7745c5c3_Var15, templ_7745c5c3_Err = templ.JoinStringErrs(schemaAuthor(v.By))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 134, Col: 92}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 135, Col: 92}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var15))
 					if templ_7745c5c3_Err != nil {
@@ -366,7 +367,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var16 string
 					templ_7745c5c3_Var16, templ_7745c5c3_Err = templruntime.NewAttributeExpression(ISO(v.CreatedAt)).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 135, Col: 64}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 136, Col: 64}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var16)
 					if templ_7745c5c3_Err != nil {
@@ -379,7 +380,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var17 string
 					templ_7745c5c3_Var17, templ_7745c5c3_Err = templruntime.NewAttributeExpression(Stamp(v.CreatedAt)).Resolve(ctx)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 135, Col: 93}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 136, Col: 93}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ_7745c5c3_Var17)
 					if templ_7745c5c3_Err != nil {
@@ -392,7 +393,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var18 string
 					templ_7745c5c3_Var18, templ_7745c5c3_Err = templ.JoinStringErrs(Ago(v.CreatedAt, c.Now))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 135, Col: 121}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 136, Col: 121}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var18))
 					if templ_7745c5c3_Err != nil {
@@ -405,7 +406,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var19 string
 					templ_7745c5c3_Var19, templ_7745c5c3_Err = templ.JoinStringErrs(strings.Join(changeSummary(p.Versions, i), "; "))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 136, Col: 128}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 137, Col: 128}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var19))
 					if templ_7745c5c3_Err != nil {
@@ -443,7 +444,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var20 string
 					templ_7745c5c3_Var20, templ_7745c5c3_Err = templ.JoinStringErrs(workerLabel(w))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 152, Col: 26}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 153, Col: 26}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var20))
 					if templ_7745c5c3_Err != nil {
@@ -456,7 +457,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var21 string
 					templ_7745c5c3_Var21, templ_7745c5c3_Err = templ.JoinStringErrs(workerKind(w))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 153, Col: 42}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 154, Col: 42}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var21))
 					if templ_7745c5c3_Err != nil {
@@ -469,7 +470,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var22 string
 					templ_7745c5c3_Var22, templ_7745c5c3_Err = templ.JoinStringErrs(workerVersion(w))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 154, Col: 51}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 155, Col: 51}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var22))
 					if templ_7745c5c3_Err != nil {
@@ -482,7 +483,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var23 string
 					templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(w.Host)
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 154, Col: 65}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 155, Col: 65}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var23))
 					if templ_7745c5c3_Err != nil {
@@ -495,7 +496,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var24 string
 					templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(len(w.Running)))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 154, Col: 106}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 155, Col: 106}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var24))
 					if templ_7745c5c3_Err != nil {
@@ -508,7 +509,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 					var templ_7745c5c3_Var25 string
 					templ_7745c5c3_Var25, templ_7745c5c3_Err = templ.JoinStringErrs(strconv.Itoa(w.Concurrency))
 					if templ_7745c5c3_Err != nil {
-						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 154, Col: 138}
+						return templ.Error{Err: templ_7745c5c3_Err, FileName: `internal/views/types.templ`, Line: 155, Col: 138}
 					}
 					_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var25))
 					if templ_7745c5c3_Err != nil {
@@ -562,7 +563,7 @@ func TypeView(c Chrome, p TypePage) templ.Component {
 }
 
 // workerLabel names a worker: its name, or its id.
-func workerLabel(w jobs.WorkerInfo) string {
+func workerLabel(w domain.WorkerInfo) string {
 	if w.Name != "" {
 		return w.Name
 	}

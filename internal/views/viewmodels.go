@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -37,10 +38,10 @@ func csrfHeaders(token string) string {
 
 // Overview is the Overview page.
 type Overview struct {
-	Counts         []jobs.StateCount       // jobs by state
-	Throughput     []jobs.ThroughputBucket // finished runs over Range
-	Workers        []jobs.WorkerInfo       // the live workers
-	RecentFailures []jobs.Failure          // the latest failed runs
+	Counts         []domain.StateCount       // jobs by state
+	Throughput     []domain.ThroughputBucket // finished runs over Range
+	Workers        []domain.WorkerInfo       // the live workers
+	RecentFailures []domain.Failure          // the latest failed runs
 	// DLQ is the dead-letter queue's size; DLQCapped says counting stopped
 	// at the cap, so it is at least that.
 	DLQ           int64
@@ -56,9 +57,9 @@ type Overview struct {
 	Sleeping       int64
 	SleepingCapped bool // Sleeping stopped at the cap
 	// Firing are the alerts firing now.
-	Firing []jobs.Alert
+	Firing []domain.Alert
 	// Queues are the busiest queues, for the per-queue summary.
-	Queues []jobs.QueueInfo
+	Queues []domain.QueueInfo
 	// Range is the throughput chart's span; RangeError says a range asked
 	// for was not one the chart has.
 	Range      ChartRange
@@ -117,7 +118,7 @@ type JobsList struct {
 	// job it shows.
 	HasTotal bool
 	// Groups, when set, show the list grouped by error instead.
-	Groups []jobs.ErrorGroup
+	Groups []domain.ErrorGroup
 	// Counts are the jobs per state within the list's queue or type
 	// filter (the Jobs list; nil when its filter cannot be counted that
 	// way: a search, a series, a batch, or a queue and a type at once).
@@ -127,19 +128,19 @@ type JobsList struct {
 // JobDetail is the Job detail page.
 type JobDetail struct {
 	Job        *jobs.Job
-	Executions []jobs.Execution // the job's runs
+	Executions []domain.Execution // the job's runs
 	// Workflow is the workflow the job belongs to, empty when it has no
 	// dependencies either way.
-	Workflow jobs.WorkflowGraph
-	Audit    []jobs.AuditEntry // what people and the API did to it
+	Workflow domain.WorkflowGraph
+	Audit    []domain.AuditEntry // what people and the API did to it
 	// Explain says why the job is where it is.
-	Explain *jobs.Explanation
+	Explain *domain.Explanation
 	// Log is the start of the job's log (at most JobLogShown lines).
-	Log []jobs.LogEntry
+	Log []domain.LogEntry
 	// Data is what the job received from its parents and added to its
 	// workflow; Batch is the batch it belongs to (member or callback).
-	Data  jobs.JobData
-	Batch *jobs.Batch
+	Data  domain.JobData
+	Batch *domain.Batch
 	// Steps are the steps the job recorded, in their order.
 	Steps []jobs.StepRecord
 }
@@ -168,24 +169,24 @@ func (f CreateForm) Err(field string) string { return f.Errors[field] }
 
 // SettingsForm is the Settings page.
 type SettingsForm struct {
-	Values  map[string]string    // by setting key, as shown or typed
-	Errors  map[string]string    // by setting key
-	Changes []jobs.SettingChange // the latest changes, who made them and when
-	Saved   []string             // the keys the last save changed
-	Message string               // an error not tied to a setting
+	Values  map[string]string      // by setting key, as shown or typed
+	Errors  map[string]string      // by setting key
+	Changes []domain.SettingChange // the latest changes, who made them and when
+	Saved   []string               // the keys the last save changed
+	Message string                 // an error not tied to a setting
 }
 
 // BenchAlgorithms are the choices the Benchmark page offers and accepts.
-var BenchAlgorithms = []string{"both", jobs.StrategyHeap, jobs.StrategyTimingWheel}
+var BenchAlgorithms = []string{"both", domain.StrategyHeap, domain.StrategyTimingWheel}
 
 // BenchmarkPage is the Benchmark page and its results.
 type BenchmarkPage struct {
-	N         string             // entries, as typed
-	Algorithm string             // one of BenchAlgorithms
-	Error     string             // why N was refused
-	Results   []jobs.BenchResult // of the run, when Ran
-	Ran       bool               // a run finished: show Results
-	Elapsed   time.Duration      // how long the run took
+	N         string               // entries, as typed
+	Algorithm string               // one of BenchAlgorithms
+	Error     string               // why N was refused
+	Results   []domain.BenchResult // of the run, when Ran
+	Ran       bool                 // a run finished: show Results
+	Elapsed   time.Duration        // how long the run took
 }
 
 // filterVals carries a list's filters with its bulk actions, so the table

@@ -14,12 +14,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // WorkersPage is the Workers page: the Flint processes and remote workers
 // that heartbeated lately.
-func WorkersPage(c Chrome, ws []jobs.WorkerInfo) templ.Component {
+func WorkersPage(c Chrome, ws []domain.WorkerInfo) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -68,7 +68,7 @@ func WorkersPage(c Chrome, ws []jobs.WorkerInfo) templ.Component {
 
 // WorkersTable lists the live workers with what they run; it refreshes
 // when jobs move or workers come and go.
-func WorkersTable(ws []jobs.WorkerInfo, now time.Time) templ.Component {
+func WorkersTable(ws []domain.WorkerInfo, now time.Time) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
 		if templ_7745c5c3_CtxErr := ctx.Err(); templ_7745c5c3_CtxErr != nil {
@@ -193,7 +193,7 @@ func WorkersTable(ws []jobs.WorkerInfo, now time.Time) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if w.State != "" && w.State != jobs.WorkerRunning {
+				if w.State != "" && w.State != domain.WorkerRunning {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<span class=\"badge st-cancelled\" data-testid=\"worker-state\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -212,7 +212,7 @@ func WorkersTable(ws []jobs.WorkerInfo, now time.Time) templ.Component {
 						return templ_7745c5c3_Err
 					}
 				}
-				if w.Kind != jobs.WorkerRemote {
+				if w.Kind != domain.WorkerRemote {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<a class=\"small\" href=\"")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -566,12 +566,12 @@ func WorkersTable(ws []jobs.WorkerInfo, now time.Time) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				if w.Kind == jobs.WorkerRemote {
+				if w.Kind == domain.WorkerRemote {
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 55, "<div class=\"btnrow\" hx-target=\"#workers-live\" hx-swap=\"outerHTML\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					if w.State == jobs.WorkerRunning && Can(ctx, "POST /workers/:id/quiet") {
+					if w.State == domain.WorkerRunning && Can(ctx, "POST /workers/:id/quiet") {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 56, "<button class=\"btn btn-sm\" hx-post=\"")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err
@@ -590,7 +590,7 @@ func WorkersTable(ws []jobs.WorkerInfo, now time.Time) templ.Component {
 							return templ_7745c5c3_Err
 						}
 					}
-					if w.State != jobs.WorkerTerminate && Can(ctx, "POST /workers/:id/terminate") {
+					if w.State != domain.WorkerTerminate && Can(ctx, "POST /workers/:id/terminate") {
 						templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 58, "<button class=\"btn btn-sm btn-danger\" hx-post=\"")
 						if templ_7745c5c3_Err != nil {
 							return templ_7745c5c3_Err

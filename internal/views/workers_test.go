@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // TestWorkersTableShowsEveryProcess: processes that run only the API or
@@ -17,8 +17,8 @@ import (
 // page says no worker runs until one that runs jobs is there.
 func TestWorkersTableShowsEveryProcess(t *testing.T) {
 	now := time.Now()
-	api := jobs.WorkerInfo{ID: "api-one", Kind: jobs.WorkerProcess, Roles: []string{jobs.RoleAPI}, Version: "v0.1.0", StartedAt: now, HeartbeatAt: now}
-	render := func(ws ...jobs.WorkerInfo) string {
+	api := domain.WorkerInfo{ID: "api-one", Kind: domain.WorkerProcess, Roles: []string{domain.RoleAPI}, Version: "v0.1.0", StartedAt: now, HeartbeatAt: now}
+	render := func(ws ...domain.WorkerInfo) string {
 		var b bytes.Buffer
 		require.NoError(t, WorkersTable(ws, now).Render(context.Background(), &b))
 		return b.String()
@@ -30,8 +30,8 @@ func TestWorkersTableShowsEveryProcess(t *testing.T) {
 	require.Contains(t, page, "v0.1.0")
 	require.NotContains(t, page, `data-testid="worker-busy"`, "no slots to be busy in")
 
-	worker := jobs.WorkerInfo{ID: "w-one", Kind: jobs.WorkerProcess, Roles: []string{jobs.RoleWorkers}, Concurrency: 4, StartedAt: now, HeartbeatAt: now}
-	old := jobs.WorkerInfo{ID: "w-old", Kind: jobs.WorkerProcess, Concurrency: 2, StartedAt: now, HeartbeatAt: now} // before roles
+	worker := domain.WorkerInfo{ID: "w-one", Kind: domain.WorkerProcess, Roles: []string{domain.RoleWorkers}, Concurrency: 4, StartedAt: now, HeartbeatAt: now}
+	old := domain.WorkerInfo{ID: "w-old", Kind: domain.WorkerProcess, Concurrency: 2, StartedAt: now, HeartbeatAt: now} // before roles
 	page = render(api, worker, old)
 	require.NotContains(t, page, `data-testid="no-workers"`)
 	require.Equal(t, 2, strings.Count(page, `data-testid="worker-busy"`), "the two worker processes have slots")

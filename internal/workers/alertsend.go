@@ -14,26 +14,26 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // AlertSender delivers alert notifications: email through the mailer,
 // webhooks as a signed JSON POST through the same SSRF guard as the
 // http_request job (no proxy, no redirects).
 type AlertSender struct {
-	mailer jobs.Mailer
-	client *jobs.GuardedClient
+	mailer domain.Mailer
+	client *domain.GuardedClient
 	now    func() time.Time
 }
 
 // NewAlertSender returns a sender. allow opens destinations the SSRF guard
 // refuses (FLINT_HTTP_ALLOW entries); timeout bounds one webhook delivery
 // (zero means 10 s). mailer may be nil when no email is to be sent.
-func NewAlertSender(mailer jobs.Mailer, allow []string, timeout time.Duration) (*AlertSender, error) {
+func NewAlertSender(mailer domain.Mailer, allow []string, timeout time.Duration) (*AlertSender, error) {
 	if timeout <= 0 {
 		timeout = 10 * time.Second
 	}
-	client, err := jobs.NewGuardedClient(allow, timeout)
+	client, err := domain.NewGuardedClient(allow, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -41,11 +41,11 @@ func NewAlertSender(mailer jobs.Mailer, allow []string, timeout time.Duration) (
 }
 
 // Send delivers one notification.
-func (s *AlertSender) Send(ctx context.Context, m jobs.Notification) error {
+func (s *AlertSender) Send(ctx context.Context, m domain.Notification) error {
 	switch m.Channel {
-	case jobs.ChannelWebhook:
+	case domain.ChannelWebhook:
 		return s.postWebhook(ctx, m)
-	case jobs.ChannelEmail, "":
+	case domain.ChannelEmail, "":
 		if s.mailer == nil {
 			return fmt.Errorf("email: this process has no mailer configured")
 		}
@@ -54,7 +54,7 @@ func (s *AlertSender) Send(ctx context.Context, m jobs.Notification) error {
 	return fmt.Errorf("unknown channel %q", m.Channel)
 }
 
-func (s *AlertSender) postWebhook(ctx context.Context, m jobs.Notification) error {
+func (s *AlertSender) postWebhook(ctx context.Context, m domain.Notification) error {
 	body := []byte(m.Email.Text)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, m.WebhookURL, bytes.NewReader(body))
 	if err != nil {
@@ -70,7 +70,7 @@ func (s *AlertSender) postWebhook(ctx context.Context, m jobs.Notification) erro
 		id = "alert-" + strconv.FormatInt(m.ID, 10)
 		req.Header.Set("X-Flint-Delivery", strconv.FormatInt(m.ID, 10))
 	}
-	jobs.WebhookHeaders(req.Header.Set, []string{m.WebhookSecret}, id, s.now(), body)
+	domain.WebhookHeaders(req.Header.Set, []string{m.WebhookSecret}, id, s.now(), body)
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return fmt.Errorf("webhook: %w", withoutURL(err))
@@ -78,7 +78,7 @@ func (s *AlertSender) postWebhook(ctx context.Context, m jobs.Notification) erro
 	defer resp.Body.Close()
 	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("webhook answered %s: %s", resp.Status, jobs.Truncate(jobs.FirstLine(string(snippet)), 200))
+		return fmt.Errorf("webhook answered %s: %s", resp.Status, domain.Truncate(domain.FirstLine(string(snippet)), 200))
 	}
 	return nil
 }

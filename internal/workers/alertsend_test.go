@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
-	"github.com/flinthq/flint/jobs"
 )
 
 // TestWebhookErrorsDoNotQuoteTheURL: a webhook's URL is often its
@@ -24,7 +24,7 @@ func TestWebhookErrorsDoNotQuoteTheURL(t *testing.T) {
 	sender, err := workers.NewAlertSender(nil, []string{"127.0.0.1"}, 2*time.Second)
 	require.NoError(t, err)
 	const secret = "services/T0SECRET/B0SECRET/XXsecretXX"
-	err = sender.Send(context.Background(), jobs.Notification{Channel: jobs.ChannelWebhook, WebhookURL: "http://" + addr + "/" + secret})
+	err = sender.Send(context.Background(), domain.Notification{Channel: domain.ChannelWebhook, WebhookURL: "http://" + addr + "/" + secret})
 	require.Error(t, err)
 	require.NotContains(t, err.Error(), "SECRET")
 	require.Contains(t, err.Error(), "webhook: post: dial tcp")

@@ -14,15 +14,16 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
 
 // jobLog waits until a job has at least n stored log lines and returns
 // them.
-func (b *testBundle) jobLog(t *testing.T, id uuid.UUID, n int) []jobs.LogEntry {
+func (b *testBundle) jobLog(t *testing.T, id uuid.UUID, n int) []domain.LogEntry {
 	t.Helper()
-	var lines []jobs.LogEntry
+	var lines []domain.LogEntry
 	require.Eventually(t, func() bool {
 		var err error
 		lines, err = b.store.JobLogs(b.ctx, id, 0, 100)
@@ -48,7 +49,7 @@ func TestHTTPRequestWritesItsLog(t *testing.T) {
 	t.Cleanup(srv.Close)
 	b := setup(t)
 	b.registry = jobs.NewRegistry()
-	jobs.RegisterBuiltins(b.registry, jobs.BuiltinDeps{HTTP: jobs.HTTPConfig{Allow: []string{srv.Listener.Addr().String()}}})
+	domain.RegisterBuiltins(b.registry, domain.BuiltinDeps{HTTP: domain.HTTPConfig{Allow: []string{srv.Listener.Addr().String()}}})
 	zero := 0
 	ok := b.enqueue(t, jobs.TypeHTTPRequest, fmt.Sprintf(`{"method":"POST","url":%q,"body":"hello"}`, srv.URL+"/hook?token=s3cret"))
 	down := b.enqueue(t, jobs.TypeHTTPRequest, fmt.Sprintf(`{"url":%q}`, srv.URL+"/down"),
@@ -96,7 +97,7 @@ func TestSendEmailWritesItsLog(t *testing.T) {
 	}
 	b := setup(t)
 	b.registry = jobs.NewRegistry()
-	jobs.RegisterBuiltins(b.registry, jobs.BuiltinDeps{Mailer: mailer})
+	domain.RegisterBuiltins(b.registry, domain.BuiltinDeps{Mailer: mailer})
 	j := b.enqueue(t, jobs.TypeSendEmail, `{"to":["ops@example.test","dev@example.test"],"subject":"Nightly export done","text":"ok"}`)
 	b.start(t, workers.Config{Workers: 1})
 

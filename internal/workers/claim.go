@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -46,7 +47,7 @@ func (p *Pool) produce(ctx context.Context) {
 			}
 			back := time.Now()
 			for _, j := range claimed {
-				ex := &execution{job: j, lease: jobs.LeaseOf(j), claimedAt: j.UpdatedAt, claimedLocal: back}
+				ex := &execution{job: j, lease: domain.LeaseOf(j), claimedAt: j.UpdatedAt, claimedLocal: back}
 				ex.ctx, ex.cancel = context.WithCancelCause(p.jobsCtx)
 				p.running.Store(j.ID, ex) // heartbeated from now on
 				p.free.Add(-1)
@@ -77,10 +78,10 @@ func (p *Pool) produce(ctx context.Context) {
 //
 // held says what flow control held back: whether a limited queue still has
 // jobs waiting, and when its rate limit next allows a start.
-func (p *Pool) claim(ctx context.Context, limit int) (claimed []*jobs.Job, held jobs.FlowHold, err error) {
+func (p *Pool) claim(ctx context.Context, limit int) (claimed []*jobs.Job, held domain.FlowHold, err error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
 	defer cancel()
-	params := jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Types: p.registry.Types(), Limit: limit,
+	params := domain.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: p.cfg.Queues, Types: p.registry.Types(), Limit: limit,
 		LeaseTTL: p.cfg.LeaseTTL, Buffered: true}
 	if fp := p.cfg.FastPath; fp != nil && len(p.cfg.Queues) == 0 && fp.Healthy() {
 		if ids, err := fp.ReadyCandidates(ctx, limit); err == nil && len(ids) > 0 {

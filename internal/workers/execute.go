@@ -13,6 +13,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
@@ -22,7 +23,7 @@ import (
 // worker) until its outcome is written.
 type execution struct {
 	job      *jobs.Job
-	lease    jobs.Lease
+	lease    domain.Lease
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline atomic.Int64 // UnixNano once started with a timeout; zero: none
@@ -52,15 +53,15 @@ type execution struct {
 	// lease lapse and the finished job run again.
 	settled atomic.Bool
 	// progress is the latest progress not yet written; logLines counts the
-	// lines its handler logged (capped at jobs.MaxJobLogLines).
-	progress atomic.Pointer[jobs.Progress]
+	// lines its handler logged (capped at domain.MaxJobLogLines).
+	progress atomic.Pointer[domain.Progress]
 	logLines atomic.Int64
 	// logMu guards held, passed, holdStop and lastLog: the lines of a
 	// short first attempt are held to be written with its outcome (see
 	// holdsLog); lastLog is the time of the latest line, which the run's
 	// end is never before.
 	logMu    sync.Mutex
-	held     []jobs.LogEntry
+	held     []domain.LogEntry
 	passed   bool
 	holdStop func() bool
 	lastLog  time.Time
@@ -94,7 +95,7 @@ func (p *Pool) markStarted(ex *execution) time.Time {
 }
 
 // endedAt is when the handler returned, for its outcome
-// (jobs.Finish.EndedAt): after the last line it logged, whose time is this
+// (domain.Finish.EndedAt): after the last line it logged, whose time is this
 // process's, so that the run's end follows its lines in the job's log.
 func (ex *execution) endedAt() *time.Time {
 	ex.logMu.Lock()
@@ -117,7 +118,7 @@ type handlerContext struct {
 }
 
 func (h handlerContext) ReportProgress(percent int, message string) {
-	h.ex.progress.Store(&jobs.Progress{Percent: percent, Message: message})
+	h.ex.progress.Store(&domain.Progress{Percent: percent, Message: message})
 	h.p.progressDirty.Store(true)
 }
 
@@ -175,9 +176,9 @@ func (h handlerContext) RecordStep(ctx context.Context, step jobs.StepRecord) (j
 		start = at
 	}
 	rec, _, err := h.p.store.CommitStep(ctx, h.ex.lease, step, start)
-	if errors.Is(err, jobs.ErrLeaseLost) {
+	if errors.Is(err, domain.ErrLeaseLost) {
 		h.ex.lost.Store(true)
-		h.ex.cancel(jobs.ErrLeaseLost)
+		h.ex.cancel(domain.ErrLeaseLost)
 	} else if err != nil && start != nil {
 		h.ex.startWritten.Store(false) // the starter or the outcome writes it
 	}
@@ -186,16 +187,16 @@ func (h handlerContext) RecordStep(ctx context.Context, step jobs.StepRecord) (j
 
 // takeSpawned is what the handler spawned, checked as a whole; a list
 // that does not hold together fails the job for good.
-func (ex *execution) takeSpawned(f *jobs.Finish) {
+func (ex *execution) takeSpawned(f *domain.Finish) {
 	ex.spawnMu.Lock()
 	list := ex.spawned
 	ex.spawned = nil
 	ex.spawnMu.Unlock()
-	if len(list) == 0 || f.Outcome != jobs.OutcomeSucceeded {
+	if len(list) == 0 || f.Outcome != domain.OutcomeSucceeded {
 		return
 	}
-	if err := jobs.CheckSpawnGraph(list); err != nil {
-		f.Outcome, f.Result, f.Final = jobs.OutcomeFailed, nil, true
+	if err := domain.CheckSpawnGraph(list); err != nil {
+		f.Outcome, f.Result, f.Final = domain.OutcomeFailed, nil, true
 		f.Error = "spawn refused: " + err.Error()
 		return
 	}
@@ -228,10 +229,10 @@ func (p *Pool) execute(ex *execution) {
 		return // the heartbeat has said so
 	}
 	if p.draining.Load() || context.Cause(ctx) != nil {
-		f := jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
+		f := domain.Finish{Lease: ex.lease, Outcome: domain.OutcomeInterrupted,
 			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down before the job started"}
 		if errors.Is(context.Cause(ctx), ErrCancelRequested) {
-			f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled before it started"
+			f.Outcome, f.Error = domain.OutcomeCancelled, "cancelled before it started"
 		}
 		p.settle(ex, f)
 		return
@@ -271,7 +272,7 @@ func (p *Pool) execute(ex *execution) {
 	ex.takeSpawned(&f)
 	f.Log = ex.takeLog()
 	f.EndedAt = ex.endedAt()
-	if f.Outcome == jobs.OutcomeSuspended { // stored by the log writer: a suspension writes none
+	if f.Outcome == domain.OutcomeSuspended { // stored by the log writer: a suspension writes none
 		p.passLog(f)
 		f.Log = nil
 	}
@@ -283,7 +284,7 @@ func (p *Pool) execute(ex *execution) {
 	if p.cfg.OnRun != nil {
 		p.cfg.OnRun(j, f.Outcome, ran)
 	}
-	if f.Outcome != jobs.OutcomeSucceeded && f.Outcome != jobs.OutcomeFailed { // failures: when written (LogFailures)
+	if f.Outcome != domain.OutcomeSucceeded && f.Outcome != domain.OutcomeFailed { // failures: when written (LogFailures)
 		p.logger.Info("job attempt ended", "job_id", j.ID, "type", j.Type, "queue", j.Queue, "attempt", j.Attempt,
 			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
 	}
@@ -292,43 +293,43 @@ func (p *Pool) execute(ex *execution) {
 
 // outcome is how the attempt of ex ended, from what its handler returned
 // and why its context ended (cause).
-func (p *Pool) outcome(ex *execution, cause error, result any, err error) jobs.Finish {
+func (p *Pool) outcome(ex *execution, cause error, result any, err error) domain.Finish {
 	j := ex.job
-	f := jobs.Finish{Lease: ex.lease}
+	f := domain.Finish{Lease: ex.lease}
 	switch {
 	case err == nil:
-		f.Outcome = jobs.OutcomeSucceeded
+		f.Outcome = domain.OutcomeSucceeded
 		if result != nil {
 			b, merr := marshalResult(result)
 			if merr != nil {
-				f.Outcome, f.Error, f.RetryDelay = jobs.OutcomeFailed, merr.Error(), jobs.Backoff(j.Attempt, nil)
+				f.Outcome, f.Error, f.RetryDelay = domain.OutcomeFailed, merr.Error(), domain.Backoff(j.Attempt, nil)
 			}
 			f.Result = b
 		}
 	case jobs.IsCancel(err):
-		f.Outcome, f.Error = jobs.OutcomeCancelled, err.Error()
+		f.Outcome, f.Error = domain.OutcomeCancelled, err.Error()
 	case errors.Is(cause, ErrCancelRequested):
-		f.Outcome, f.Error = jobs.OutcomeCancelled, "cancelled while running: "+err.Error()
+		f.Outcome, f.Error = domain.OutcomeCancelled, "cancelled while running: "+err.Error()
 	case errors.Is(cause, ErrShutdown):
-		f.Outcome, f.Error = jobs.OutcomeInterrupted, "interrupted: worker "+p.cfg.WorkerID+" shut down before the job finished"
+		f.Outcome, f.Error = domain.OutcomeInterrupted, "interrupted: worker "+p.cfg.WorkerID+" shut down before the job finished"
 	case isSuspend(err):
-		s, _ := jobs.AsSuspend(err)
-		f.Outcome, f.Wait, f.Step = jobs.OutcomeSuspended, &s.Wait, s.Step
+		s, _ := domain.AsSuspend(err)
+		f.Outcome, f.Wait, f.Step = domain.OutcomeSuspended, &s.Wait, s.Step
 	case jobs.IsPermanent(err):
-		f.Outcome, f.Error, f.Final = jobs.OutcomeFailed, err.Error(), true
+		f.Outcome, f.Error, f.Final = domain.OutcomeFailed, err.Error(), true
 	case errors.Is(cause, ErrTimeout):
-		f.Outcome, f.Error = jobs.OutcomeFailed, fmt.Sprintf("timed out after %ds: %v", j.TimeoutSeconds, err)
-		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+		f.Outcome, f.Error = domain.OutcomeFailed, fmt.Sprintf("timed out after %ds: %v", j.TimeoutSeconds, err)
+		f.RetryDelay = domain.Backoff(j.Attempt, nil)
 	default:
-		f.Outcome, f.Error = jobs.OutcomeFailed, err.Error()
-		f.RetryDelay = jobs.Backoff(j.Attempt, nil)
+		f.Outcome, f.Error = domain.OutcomeFailed, err.Error()
+		f.RetryDelay = domain.Backoff(j.Attempt, nil)
 	}
 	return f
 }
 
 // settle queues ex's outcome unless it has already been reported (the
 // drain gave up on the handler) or the pool has stopped taking outcomes.
-func (p *Pool) settle(ex *execution, f jobs.Finish) {
+func (p *Pool) settle(ex *execution, f domain.Finish) {
 	p.finMu.RLock()
 	defer p.finMu.RUnlock()
 	if !ex.settled.CompareAndSwap(false, true) {
@@ -344,7 +345,7 @@ func (p *Pool) settle(ex *execution, f jobs.Finish) {
 // isSuspend reports whether err asks to suspend the job (jobs.Sleep and
 // the waits), unless a cancellation or a shutdown came first.
 func isSuspend(err error) bool {
-	_, ok := jobs.AsSuspend(err)
+	_, ok := domain.AsSuspend(err)
 	return ok
 }
 

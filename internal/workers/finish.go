@@ -5,12 +5,12 @@ import (
 	"errors"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // written forgets the executions whose outcomes the finisher has dealt
 // with, so heartbeats stop renewing their leases.
-func (p *Pool) written(batch []jobs.Finish) {
+func (p *Pool) written(batch []domain.Finish) {
 	for _, f := range batch {
 		if v, ok := p.running.Load(f.Lease.JobID); ok && v.(*execution).lease == f.Lease {
 			p.running.CompareAndDelete(f.Lease.JobID, v)
@@ -22,7 +22,7 @@ func (p *Pool) written(batch []jobs.Finish) {
 // FinishBatch) and writes it in one statement, so the batch grows with load
 // and latency stays low when idle.
 func (p *Pool) finisher() {
-	batch := make([]jobs.Finish, 0, p.cfg.FinishBatch)
+	batch := make([]domain.Finish, 0, p.cfg.FinishBatch)
 	for f := range p.finishes {
 		batch = append(batch[:0], f)
 	fill:
@@ -45,10 +45,10 @@ func (p *Pool) finisher() {
 // (the lease guard makes a late write harmless, and the full outcome channel
 // holds back claiming meanwhile). If the database refuses the batch's data,
 // it writes the rows one at a time so one bad row cannot sink the others.
-func (p *Pool) flush(batch []jobs.Finish) {
+func (p *Pool) flush(batch []domain.Finish) {
 	defer p.written(batch)
 	ctx := context.Background()
-	var moved, cascaded []jobs.Moved
+	var moved, cascaded []domain.Moved
 	var err error
 	for attempt := 1; ; attempt++ {
 		p.leaseWrites.Lock()
@@ -61,7 +61,7 @@ func (p *Pool) flush(batch []jobs.Finish) {
 			if len(batch) > 1 {
 				p.logger.Warn("outcome batch refused; writing one by one", "error", err, "jobs", len(batch))
 				for _, f := range batch {
-					p.flush([]jobs.Finish{f})
+					p.flush([]domain.Finish{f})
 				}
 			} else if len(batch[0].Log) > 0 {
 				// The lines, not the outcome, may be what was refused:
@@ -88,7 +88,7 @@ func (p *Pool) flush(batch []jobs.Finish) {
 	if p.flowWaiting.Load() {
 		signal(p.notify) // slots of a limited queue opened: claim again
 	}
-	jobs.LogFailures(ctx, p.logger, batch, moved)
+	domain.LogFailures(ctx, p.logger, batch, moved)
 	report := moved[:0:0]
 	for i, m := range moved {
 		if m.LeaseLost() {
@@ -106,7 +106,7 @@ func (p *Pool) flush(batch []jobs.Finish) {
 
 // passLog hands the log lines that came with f to the log writer, for an
 // outcome that did not store them.
-func (p *Pool) passLog(f jobs.Finish) {
+func (p *Pool) passLog(f domain.Finish) {
 	for _, e := range f.Log {
 		p.jobLogs.add(e)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -20,7 +21,7 @@ type countingStore struct {
 	claims atomic.Int64
 }
 
-func (c *countingStore) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+func (c *countingStore) ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Job, error) {
 	c.claims.Add(1)
 	return c.Store.ClaimJobs(ctx, p)
 }
@@ -34,10 +35,10 @@ func TestPausedAndLimitedQueuesDoNotSpin(t *testing.T) {
 	t.Parallel()
 	url, prefix := dbtest.RedisPrefix(t)
 	b := fastSetup(t, url, prefix)
-	_, err := b.store.UpdateQueue(b.ctx, "p", "test", func(q jobs.QueueSettings) jobs.QueueSettings { q.Paused = true; return q })
+	_, err := b.store.UpdateQueue(b.ctx, "p", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	require.NoError(t, err)
-	_, err = b.store.UpdateQueue(b.ctx, "r", "test", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q.RateLimit = &jobs.RateLimit{Limit: 2, PeriodSeconds: 1}
+	_, err = b.store.UpdateQueue(b.ctx, "r", "test", func(q domain.QueueSettings) domain.QueueSettings {
+		q.RateLimit = &domain.RateLimit{Limit: 2, PeriodSeconds: 1}
 		return q
 	})
 	require.NoError(t, err)

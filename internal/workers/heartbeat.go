@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // heartbeats renews the leases of running jobs until ctx is done, and
@@ -36,7 +36,7 @@ func (p *Pool) heartbeats(ctx context.Context) {
 // learns: cancel requests cancel the handler, lost leases stop it.
 func (p *Pool) beat(ctx context.Context) {
 	now := time.Now()
-	var beats []jobs.Heartbeat
+	var beats []domain.Heartbeat
 	byID := map[uuid.UUID]*execution{}
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
@@ -44,7 +44,7 @@ func (p *Pool) beat(ctx context.Context) {
 			// The handler ignores its context: stop vouching for it.
 			return true
 		}
-		beats = append(beats, jobs.Heartbeat{Lease: ex.lease, Progress: ex.progress.Swap(nil)})
+		beats = append(beats, domain.Heartbeat{Lease: ex.lease, Progress: ex.progress.Swap(nil)})
 		byID[ex.lease.JobID] = ex
 		return true
 	})
@@ -78,7 +78,7 @@ func (p *Pool) beat(ctx context.Context) {
 		// Still registered under the same lease but not extended: lost.
 		if cur, ok := p.running.Load(id); ok && cur == ex {
 			ex.lost.Store(true)
-			ex.cancel(jobs.ErrLeaseLost)
+			ex.cancel(domain.ErrLeaseLost)
 			p.logger.WarnContext(ctx, "lease lost; stopping job", "job_id", id, "type", ex.job.Type)
 		}
 	}

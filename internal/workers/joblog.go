@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // jobLogBatch is the most lines one insert writes; jobLogLinger is how long
@@ -25,7 +25,7 @@ const (
 type jobLogWriter struct {
 	store   Store
 	logger  *slog.Logger
-	lines   chan jobs.LogEntry
+	lines   chan domain.LogEntry
 	dropped atomic.Uint64
 	// mu guards sending on lines against its closing: a handler that
 	// ignored its cancellation may still log after the pool has stopped.
@@ -34,10 +34,10 @@ type jobLogWriter struct {
 }
 
 func newJobLogWriter(store Store, logger *slog.Logger) *jobLogWriter {
-	return &jobLogWriter{store: store, logger: logger, lines: make(chan jobs.LogEntry, jobLogBacklog)}
+	return &jobLogWriter{store: store, logger: logger, lines: make(chan domain.LogEntry, jobLogBacklog)}
 }
 
-func (w *jobLogWriter) add(e jobs.LogEntry) {
+func (w *jobLogWriter) add(e domain.LogEntry) {
 	w.mu.RLock()
 	defer w.mu.RUnlock()
 	if w.closed {
@@ -63,7 +63,7 @@ func (w *jobLogWriter) close() {
 
 // run writes batches until lines is closed, then writes what is left.
 func (w *jobLogWriter) run() {
-	batch := make([]jobs.LogEntry, 0, jobLogBatch)
+	batch := make([]domain.LogEntry, 0, jobLogBatch)
 	for e := range w.lines {
 		batch = append(batch[:0], e)
 		linger := time.NewTimer(jobLogLinger)
@@ -96,7 +96,7 @@ func (w *jobLogWriter) run() {
 // a first attempt logs are held by its execution, and if the handler
 // returns within jobLogLinger of its first line (the time a line waits in
 // the writer anyway), they go with the outcome and are stored by the same
-// statement (jobs.Finish.Log). A handler that runs longer has its lines
+// statement (domain.Finish.Log). A handler that runs longer has its lines
 // passed to the writer when the linger ends, and every later line goes
 // there straight away, so a running job's log still fills in live and in
 // order. Later attempts, which may share the log's per-job cap with lines
@@ -106,13 +106,13 @@ func (w *jobLogWriter) run() {
 
 // holdsLog reports whether ex's lines may be held for its outcome: a first
 // attempt that no interruption refunded, whose log can hold no lines but
-// its own (at most jobs.MaxJobLogLines, under the per-job cap).
+// its own (at most domain.MaxJobLogLines, under the per-job cap).
 func (ex *execution) holdsLog() bool {
 	return ex.job.Attempt == 1 && ex.job.Interruptions == 0
 }
 
 // log holds e for the outcome or passes it to the writer (see above).
-func (ex *execution) log(w *jobLogWriter, e jobs.LogEntry) {
+func (ex *execution) log(w *jobLogWriter, e domain.LogEntry) {
 	ex.logMu.Lock()
 	defer ex.logMu.Unlock()
 	if e.At.After(ex.lastLog) {
@@ -141,7 +141,7 @@ func (ex *execution) passLog(w *jobLogWriter) {
 
 // takeLog returns the lines held for the outcome; later ones go to the
 // writer.
-func (ex *execution) takeLog() []jobs.LogEntry {
+func (ex *execution) takeLog() []domain.LogEntry {
 	ex.logMu.Lock()
 	defer ex.logMu.Unlock()
 	ex.passed = true
@@ -174,7 +174,7 @@ func (h *jobLogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Level >= slog.LevelInfo {
 		n := h.ex.logLines.Add(1)
 		switch {
-		case n <= jobs.MaxJobLogLines:
+		case n <= domain.MaxJobLogLines:
 			attrs := make(map[string]any, len(h.pre)+r.NumAttrs())
 			for k, v := range h.pre {
 				attrs[k] = v
@@ -183,11 +183,11 @@ func (h *jobLogHandler) Handle(ctx context.Context, r slog.Record) error {
 			if len(attrs) == 0 {
 				attrs = nil
 			}
-			h.ex.log(h.w, jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: levelName(r.Level),
+			h.ex.log(h.w, domain.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: levelName(r.Level),
 				Message: r.Message, Attrs: attrs})
-		case n == jobs.MaxJobLogLines+1:
-			h.ex.log(h.w, jobs.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: "warn",
-				Message: fmt.Sprintf("this attempt logged more than %d lines; later ones are not kept here", jobs.MaxJobLogLines)})
+		case n == domain.MaxJobLogLines+1:
+			h.ex.log(h.w, domain.LogEntry{JobID: h.ex.job.ID, Attempt: h.ex.job.Attempt, At: r.Time, Level: "warn",
+				Message: fmt.Sprintf("this attempt logged more than %d lines; later ones are not kept here", domain.MaxJobLogLines)})
 		}
 	}
 	if h.next.Enabled(ctx, r.Level) {

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/internal/syncbuf"
 	"github.com/flinthq/flint/internal/workers"
@@ -34,7 +35,7 @@ func TestHandlerProgressAndLog(t *testing.T) {
 		log.With("step", "copy").WithGroup("batch").Warn("slow batch", "n", 7)
 		jobs.ReportProgress(ctx, 40, "copied 400 of 1000 rows")
 		<-release
-		for i := range jobs.MaxJobLogLines + 5 {
+		for i := range domain.MaxJobLogLines + 5 {
 			log.Info(fmt.Sprintf("line %d", i))
 		}
 		jobs.ReportProgress(ctx, 150, "done") // clamped
@@ -74,13 +75,13 @@ func TestHandlerProgressAndLog(t *testing.T) {
 
 	once.Do(func() { close(release) })
 	b.waitFor(t, j.ID, 30*time.Second, func(j *jobs.Job) bool { return j.Status == jobs.StateCompleted })
-	var all []jobs.LogEntry
+	var all []domain.LogEntry
 	require.Eventually(t, func() bool {
 		all, err = b.store.JobLogs(b.ctx, j.ID, 0, 5000)
 		require.NoError(t, err)
-		return len(all) == jobs.MaxJobLogLines+1
+		return len(all) == domain.MaxJobLogLines+1
 	}, 10*time.Second, 50*time.Millisecond, "capped at the limit plus one line that says so")
-	require.Contains(t, all[len(all)-1].Message, fmt.Sprintf("more than %d lines", jobs.MaxJobLogLines))
+	require.Contains(t, all[len(all)-1].Message, fmt.Sprintf("more than %d lines", domain.MaxJobLogLines))
 	require.Equal(t, "line 997", all[len(all)-2].Message)
 
 	// The page a reader gets: lifecycle lines from the runs, in order.
@@ -88,11 +89,11 @@ func TestHandlerProgressAndLog(t *testing.T) {
 	require.NoError(t, err)
 	execs, err := b.store.ListExecutions(b.ctx, done)
 	require.NoError(t, err)
-	merged := jobs.MergeLog(jobs.LifecycleLines(done, execs, nil), all)
-	require.Equal(t, jobs.LogFromFlint, merged[0].Source)
+	merged := domain.MergeLog(domain.LifecycleLines(done, execs, nil), all)
+	require.Equal(t, domain.LogFromFlint, merged[0].Source)
 	require.True(t, strings.HasPrefix(merged[0].Message, "Claimed by worker "), merged[0].Message)
 	last := merged[len(merged)-1]
-	require.Equal(t, jobs.LogFromFlint, last.Source)
+	require.Equal(t, domain.LogFromFlint, last.Source)
 	require.True(t, strings.HasPrefix(last.Message, "Succeeded in "), last.Message)
 }
 
@@ -111,7 +112,7 @@ func TestJobLogGroupsAndSecrets(t *testing.T) {
 	}))
 	j := b.enqueue(t, "grouped", `{}`)
 	b.start(t, workers.Config{Workers: 1})
-	var lines []jobs.LogEntry
+	var lines []domain.LogEntry
 	require.Eventually(t, func() bool {
 		var err error
 		lines, err = b.store.JobLogs(b.ctx, j.ID, 0, 10)
@@ -130,7 +131,7 @@ type logInsertCounter struct {
 	lines atomic.Int64
 }
 
-func (c *logInsertCounter) InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error {
+func (c *logInsertCounter) InsertJobLogs(ctx context.Context, lines []domain.LogEntry) error {
 	c.lines.Add(int64(len(lines)))
 	return c.Store.InsertJobLogs(ctx, lines)
 }

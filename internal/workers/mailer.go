@@ -11,6 +11,7 @@ import (
 
 	mail "github.com/wneessen/go-mail"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
 	"github.com/flinthq/flint/jobs"
 )
@@ -38,7 +39,7 @@ type SMTPConfig struct {
 	Timeout time.Duration
 }
 
-// SMTPMailer delivers jobs.Email over SMTP. It is safe for concurrent use:
+// SMTPMailer delivers domain.Email over SMTP. It is safe for concurrent use:
 // each Send opens its own connection.
 type SMTPMailer struct {
 	host        string
@@ -53,7 +54,7 @@ type SMTPMailer struct {
 	redacted    string
 }
 
-var _ jobs.Mailer = (*SMTPMailer)(nil)
+var _ domain.Mailer = (*SMTPMailer)(nil)
 
 // NewSMTPMailer checks cfg and returns a mailer for it. No connection is
 // made until Send. Errors say what is wrong without repeating the password.
@@ -90,12 +91,12 @@ func NewSMTPMailer(cfg SMTPConfig) (*SMTPMailer, error) {
 func (m *SMTPMailer) String() string { return m.redacted }
 
 // Send delivers e. It returns once the server has accepted the message, or
-// with an error that wraps jobs.ErrPermanentDelivery when the server
+// with an error that wraps domain.ErrPermanentDelivery when the server
 // rejected the message for good (5xx to MAIL FROM, RCPT TO or DATA) or e
 // breaks the send_email rules; other errors (connection, TLS,
 // authentication, 4xx replies, ctx done) are temporary. Cancelling ctx
 // aborts the exchange at once. Error texts never contain the password.
-func (m *SMTPMailer) Send(ctx context.Context, e jobs.Email) error {
+func (m *SMTPMailer) Send(ctx context.Context, e domain.Email) error {
 	if err := e.Validate(); err != nil {
 		return &deliveryError{msg: "refusing to send: " + err.Error(), permanent: true}
 	}
@@ -108,7 +109,7 @@ func (m *SMTPMailer) Send(ctx context.Context, e jobs.Email) error {
 
 // buildMsg turns e into a MIME message: text/plain, text/html, or
 // multipart/alternative with both.
-func (m *SMTPMailer) buildMsg(e jobs.Email) (*mail.Msg, error) {
+func (m *SMTPMailer) buildMsg(e domain.Email) (*mail.Msg, error) {
 	msg := mail.NewMsg(mail.WithNoDefaultUserAgent())
 	msg.FromMailAddress(m.from)
 	to := make([]*netmail.Address, len(e.To))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -24,7 +25,7 @@ import (
 
 func TestSMTPMailerAuthOnlyWithUserinfo(t *testing.T) {
 	t.Parallel()
-	e := jobs.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"}
+	e := domain.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"}
 
 	srv := startFakeSMTP(t, fakeSMTPConfig{auth: true})
 	m, err := NewSMTPMailer(SMTPConfig{URL: "smtp://" + srv.addr})
@@ -45,7 +46,7 @@ func TestSMTPMailerAuthOnlyWithUserinfo(t *testing.T) {
 // any mail command is sent.
 func TestSMTPMailerTLSIsEnforced(t *testing.T) {
 	t.Parallel()
-	e := jobs.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"}
+	e := domain.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"}
 	for _, tc := range []struct{ scheme, query, want string }{
 		{"smtps", "", "tls"},
 		{"smtp", "?starttls=required", "STARTTLS"},
@@ -58,7 +59,7 @@ func TestSMTPMailerTLSIsEnforced(t *testing.T) {
 			err = m.Send(context.Background(), e)
 			require.Error(t, err)
 			require.Contains(t, strings.ToLower(err.Error()), strings.ToLower(tc.want))
-			require.NotErrorIs(t, err, jobs.ErrPermanentDelivery)
+			require.NotErrorIs(t, err, domain.ErrPermanentDelivery)
 			require.False(t, srv.sawCommand("MAIL"), "nothing may be sent in plaintext")
 		})
 	}
@@ -86,15 +87,15 @@ func TestSMTPMailerPermanentVsTemporary(t *testing.T) {
 			srv := startFakeSMTP(t, tc.cfg)
 			m, err := NewSMTPMailer(SMTPConfig{URL: "smtp://" + srv.addr, Timeout: 5 * time.Second})
 			require.NoError(t, err)
-			e := jobs.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"}
+			e := domain.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"}
 			err = m.Send(context.Background(), e)
 			require.Error(t, err)
 			require.Contains(t, err.Error(), tc.want)
-			require.Equal(t, tc.permanent, errors.Is(err, jobs.ErrPermanentDelivery), "%v", err)
+			require.Equal(t, tc.permanent, errors.Is(err, domain.ErrPermanentDelivery), "%v", err)
 
 			// Through the handler: permanent cancels, temporary retries.
 			job := &jobs.Job{Attempt: 1, Payload: json.RawMessage(`{"to": "a@example.com", "subject": "s", "text": "t"}`)}
-			_, err = jobs.NewSendEmailHandler(m).Work(context.Background(), job)
+			_, err = domain.NewSendEmailHandler(m).Work(context.Background(), job)
 			require.Error(t, err)
 			require.Equal(t, tc.permanent, jobs.IsPermanent(err), "%v", err)
 		})
@@ -106,8 +107,8 @@ func TestSMTPMailerRefusesInvalidEmail(t *testing.T) {
 	srv := startFakeSMTP(t, fakeSMTPConfig{})
 	m, err := NewSMTPMailer(SMTPConfig{URL: "smtp://" + srv.addr})
 	require.NoError(t, err)
-	err = m.Send(context.Background(), jobs.Email{To: []string{"a@example.com"}, Subject: "x\r\nBcc: evil@example.com", Text: "t"})
-	require.ErrorIs(t, err, jobs.ErrPermanentDelivery)
+	err = m.Send(context.Background(), domain.Email{To: []string{"a@example.com"}, Subject: "x\r\nBcc: evil@example.com", Text: "t"})
+	require.ErrorIs(t, err, domain.ErrPermanentDelivery)
 	require.Contains(t, err.Error(), "subject")
 	require.False(t, srv.sawCommand("MAIL"), "nothing may reach the server")
 }
@@ -121,10 +122,10 @@ func TestSMTPMailerContextCancelAbortsStalledServer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
 	start := time.Now()
-	err = m.Send(ctx, jobs.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"})
+	err = m.Send(ctx, domain.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"})
 	require.Error(t, err)
 	require.ErrorIs(t, err, context.Canceled)
-	require.NotErrorIs(t, err, jobs.ErrPermanentDelivery)
+	require.NotErrorIs(t, err, domain.ErrPermanentDelivery)
 	require.Less(t, time.Since(start), 5*time.Second, "cancellation must not wait for the I/O timeout")
 }
 

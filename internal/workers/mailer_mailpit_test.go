@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -142,7 +143,7 @@ func TestSMTPMailerMailpitTextAndHTML(t *testing.T) {
 	t.Parallel()
 	m, api := mailpit(t)
 	to := uniqueAddr("both")
-	e := jobs.Email{
+	e := domain.Email{
 		To:      []string{"Test Recipient <" + to + ">"},
 		Subject: "Flint test ✓ " + uuid.NewString(),
 		Text:    "Hello in plain text.\nSecond line with ümlauts.",
@@ -176,10 +177,10 @@ func TestSMTPMailerMailpitSingleBody(t *testing.T) {
 	m, api := mailpit(t)
 	for _, tc := range []struct {
 		name string
-		e    jobs.Email
+		e    domain.Email
 	}{
-		{"text", jobs.Email{Subject: "text only", Text: "just text"}},
-		{"html", jobs.Email{Subject: "html only", HTML: "<i>just html</i>"}},
+		{"text", domain.Email{Subject: "text only", Text: "just text"}},
+		{"html", domain.Email{Subject: "html only", HTML: "<i>just html</i>"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -202,7 +203,7 @@ func TestSMTPMailerMailpitMultipleRecipients(t *testing.T) {
 	t.Parallel()
 	m, api := mailpit(t)
 	a, b := uniqueAddr("multi-a"), uniqueAddr("multi-b")
-	require.NoError(t, m.Send(context.Background(), jobs.Email{To: []string{a, b}, Subject: "to two", Text: "t"}))
+	require.NoError(t, m.Send(context.Background(), domain.Email{To: []string{a, b}, Subject: "to two", Text: "t"}))
 	got := awaitMessage(t, api, a)
 	require.Len(t, got.To, 2)
 	require.Equal(t, a, got.To[0].Address)
@@ -221,14 +222,14 @@ func TestSMTPMailerMailpitHeaderInjection(t *testing.T) {
 	subject := "Hello\r\nBcc: " + evil + "\r\nX-Injected: yes"
 
 	// Validation refuses it, at enqueue time and in the mailer.
-	e := jobs.Email{To: []string{to}, Subject: subject, Text: "body"}
+	e := domain.Email{To: []string{to}, Subject: subject, Text: "body"}
 	require.Error(t, e.Validate())
-	v := jobs.NewSendEmailHandler(m).(jobs.PayloadValidator)
+	v := domain.NewSendEmailHandler(m).(jobs.PayloadValidator)
 	p, err := json.Marshal(map[string]any{"to": to, "subject": subject, "text": "body"})
 	require.NoError(t, err)
 	require.ErrorContains(t, v.ValidatePayload(p), `"subject"`)
 	err = m.Send(context.Background(), e)
-	require.ErrorIs(t, err, jobs.ErrPermanentDelivery)
+	require.ErrorIs(t, err, domain.ErrPermanentDelivery)
 
 	// Bypass validation and hand the message straight to the SMTP layer.
 	msg, err := m.buildMsg(e)
@@ -276,7 +277,7 @@ func TestSendEmailHandlerMailpit(t *testing.T) {
 	})
 	require.NoError(t, err)
 
-	h := jobs.NewSendEmailHandler(m)
+	h := domain.NewSendEmailHandler(m)
 	require.NoError(t, h.(jobs.PayloadValidator).ValidatePayload(p))
 	job := &jobs.Job{ID: uuid.New(), Type: jobs.TypeSendEmail, Queue: jobs.DefaultQueue, Attempt: 1, Payload: p}
 	res, err := h.Work(context.Background(), job)

@@ -12,8 +12,8 @@ import (
 
 	mail "github.com/wneessen/go-mail"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
-	"github.com/flinthq/flint/jobs"
 )
 
 // abortableConn holds the connection of one exchange with the server, so
@@ -181,7 +181,7 @@ func (m *SMTPMailer) scrub(s string) string {
 type deliveryError struct {
 	msg       string
 	code      int   // SMTP reply code, 0 if none
-	permanent bool  // wraps jobs.ErrPermanentDelivery
+	permanent bool  // wraps domain.ErrPermanentDelivery
 	cause     error // context error, if ctx ended the attempt
 }
 
@@ -190,7 +190,7 @@ func (e *deliveryError) Error() string { return e.msg }
 func (e *deliveryError) Unwrap() []error {
 	var out []error
 	if e.permanent {
-		out = append(out, jobs.ErrPermanentDelivery)
+		out = append(out, domain.ErrPermanentDelivery)
 	}
 	if e.cause != nil {
 		out = append(out, e.cause)

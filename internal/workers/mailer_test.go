@@ -11,7 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // ---------------------------------------------------------------------------
@@ -120,9 +120,9 @@ func TestSMTPMailerNeverLeaksPassword(t *testing.T) {
 		require.NoError(t, ln.Close())
 		m, err := NewSMTPMailer(SMTPConfig{URL: "smtp://user:" + secret + "@" + addr, Timeout: 2 * time.Second})
 		require.NoError(t, err)
-		err = m.Send(context.Background(), jobs.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"})
+		err = m.Send(context.Background(), domain.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"})
 		require.Error(t, err)
-		require.NotErrorIs(t, err, jobs.ErrPermanentDelivery, "a refused connection is temporary")
+		require.NotErrorIs(t, err, domain.ErrPermanentDelivery, "a refused connection is temporary")
 		require.NotContains(t, err.Error(), secret)
 	})
 
@@ -131,7 +131,7 @@ func TestSMTPMailerNeverLeaksPassword(t *testing.T) {
 		srv := startFakeSMTP(t, fakeSMTPConfig{auth: true, authReply: "535 5.7.8 bad credentials: %s"})
 		m, err := NewSMTPMailer(SMTPConfig{URL: "smtp://user:" + url.QueryEscape(secret) + "@" + srv.addr, Timeout: 5 * time.Second})
 		require.NoError(t, err)
-		err = m.Send(context.Background(), jobs.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"})
+		err = m.Send(context.Background(), domain.Email{To: []string{"a@example.com"}, Subject: "s", Text: "t"})
 		require.Error(t, err)
 		require.Contains(t, err.Error(), "535")
 		require.NotContains(t, err.Error(), secret)

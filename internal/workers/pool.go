@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -28,26 +29,26 @@ var (
 // Store is what the pool needs from storage; *db.Store implements it.
 type Store interface {
 	// ClaimJobs takes up to p.Limit due jobs, leased to p.WorkerID.
-	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
+	ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Job, error)
 	// ExtendLeases renews the leases still held, by ttl, and stores the
 	// progress the beats carry; a lease missing from the answer is lost.
-	ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error)
+	ExtendLeases(ctx context.Context, beats []domain.Heartbeat, ttl time.Duration) ([]domain.LeaseStatus, error)
 	// InsertJobLogs stores lines handlers logged through jobs.Logger.
-	InsertJobLogs(ctx context.Context, lines []jobs.LogEntry) error
+	InsertJobLogs(ctx context.Context, lines []domain.LogEntry) error
 	// StartJobs records that the handlers of buffered claims started: the
 	// jobs move from claimed to running.
-	StartJobs(ctx context.Context, starts []jobs.Start) error
+	StartJobs(ctx context.Context, starts []domain.Start) error
 	// ReleaseJobs hands claimed jobs that never started back to the queue
 	// as if never claimed, and returns the leases it released.
-	ReleaseJobs(ctx context.Context, leases []jobs.Lease) ([]jobs.Lease, error)
+	ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error)
 	// FinishJobs records the outcomes of a batch of attempts, each guarded
 	// by its lease, and returns the jobs it moved and the dependents it
 	// released or cancelled as a consequence.
-	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
+	FinishJobs(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error)
 	// CommitStep records a step the handler numbered, of the attempt whose
 	// lease is l (see jobs.Step), with the attempt's start when start is
 	// not nil: the step as stored, and whether this call wrote it.
-	CommitStep(ctx context.Context, l jobs.Lease, step jobs.StepRecord, start *time.Time) (jobs.StepRecord, bool, error)
+	CommitStep(ctx context.Context, l domain.Lease, step jobs.StepRecord, start *time.Time) (jobs.StepRecord, bool, error)
 }
 
 // FastPath is a source of candidate ids to claim, such as the Redis ready
@@ -59,7 +60,7 @@ type FastPath interface {
 	ReadyCandidates(ctx context.Context, n int) ([]uuid.UUID, error)
 	// ClaimJobsByID claims those of ids that are still claimable, with the
 	// same guards as Store.ClaimJobs.
-	ClaimJobsByID(ctx context.Context, p jobs.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error)
+	ClaimJobsByID(ctx context.Context, p domain.ClaimParams, ids []uuid.UUID) ([]*jobs.Job, error)
 }
 
 // Config configures a Pool. Zero values mean the defaults given.
@@ -106,14 +107,14 @@ type Config struct {
 	FastPath FastPath
 	// OnRun, if set, is called after each run with its outcome and how long
 	// the handler took (for metrics).
-	OnRun func(j *jobs.Job, outcome jobs.Outcome, d time.Duration)
+	OnRun func(j *jobs.Job, outcome domain.Outcome, d time.Duration)
 	// Types says which job types the jobs a handler spawns may name (see
 	// jobs.Spawn); nil means the pool's registry.
 	Types jobs.TypeSource
 	// OnMoved, if set, is called after outcomes are written with the jobs
 	// they moved (lease-lost entries excluded), and the dependents released
 	// or cancelled as a consequence.
-	OnMoved func(moved []jobs.Moved)
+	OnMoved func(moved []domain.Moved)
 }
 
 func (c *Config) fill() {
@@ -163,16 +164,16 @@ type Pool struct {
 	// turns costs a write at most one heartbeat's wait.
 	leaseWrites sync.Mutex
 
-	work     chan *execution  // claimed jobs, to the worker goroutines (cap ClaimAhead)
-	finishes chan jobs.Finish // outcomes, to the finisher
-	notify   chan struct{}    // new work may exist (cap 1)
-	freed    chan struct{}    // a worker became idle (cap 1)
-	beatNow  chan struct{}    // heartbeat at once (cap 1)
-	startNow chan struct{}    // a handler started (cap 1): see starter
-	free     atomic.Int64     // idle workers plus free places in work: how many more jobs to claim
-	draining atomic.Bool      // set once claiming has stopped: jobs not yet started go back
-	running  sync.Map         // uuid.UUID → *execution, until its outcome is written
-	queues   map[string]bool  // nil means all
+	work     chan *execution    // claimed jobs, to the worker goroutines (cap ClaimAhead)
+	finishes chan domain.Finish // outcomes, to the finisher
+	notify   chan struct{}      // new work may exist (cap 1)
+	freed    chan struct{}      // a worker became idle (cap 1)
+	beatNow  chan struct{}      // heartbeat at once (cap 1)
+	startNow chan struct{}      // a handler started (cap 1): see starter
+	free     atomic.Int64       // idle workers plus free places in work: how many more jobs to claim
+	draining atomic.Bool        // set once claiming has stopped: jobs not yet started go back
+	running  sync.Map           // uuid.UUID → *execution, until its outcome is written
+	queues   map[string]bool    // nil means all
 	stopJobs context.CancelCauseFunc
 	jobsCtx  context.Context
 	started  atomic.Bool
@@ -206,7 +207,7 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		registry: registry,
 		logger:   logger.With("component", "worker_pool", "worker_id", cfg.WorkerID),
 		work:     make(chan *execution, cfg.ClaimAhead),
-		finishes: make(chan jobs.Finish, cfg.Workers+cfg.ClaimAhead), // room for every claimed job
+		finishes: make(chan domain.Finish, cfg.Workers+cfg.ClaimAhead), // room for every claimed job
 		notify:   make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
@@ -372,7 +373,7 @@ func (p *Pool) abandonRunning() {
 			return true // its outcome is already on its way
 		}
 		p.logger.Warn("handler ignored cancellation; handing its job back", "job_id", ex.job.ID, "type", ex.job.Type)
-		p.finishes <- jobs.Finish{Lease: ex.lease, Outcome: jobs.OutcomeInterrupted,
+		p.finishes <- domain.Finish{Lease: ex.lease, Outcome: domain.OutcomeInterrupted,
 			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down and the handler did not stop", Log: ex.takeLog()}
 		return true
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -62,7 +63,7 @@ func TestPoolDrain(t *testing.T) {
 	ex, err := b.store.ListExecutions(b.ctx, l)
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
-	require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 }
 
 // TestPoolClaimsAheadAndHandsBackUnstartedJobs: with every worker busy the
@@ -103,7 +104,7 @@ func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
 		ex, err := b.store.ListExecutions(b.ctx, j)
 		require.NoError(t, err)
 		require.Len(t, ex, 1)
-		require.Equal(t, jobs.OutcomeInterrupted, ex[0].Outcome)
+		require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 	}
 	j, err := b.store.GetJob(b.ctx, ahead.ID)
 	require.NoError(t, err)
@@ -229,7 +230,7 @@ type claimThenStall struct {
 	claimed chan struct{}
 }
 
-func (s *claimThenStall) ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error) {
+func (s *claimThenStall) ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Job, error) {
 	got, err := s.Store.ClaimJobs(ctx, p)
 	if err != nil || len(got) == 0 {
 		return got, err

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -35,7 +36,7 @@ func TestPoolStopsJobWhoseLeaseWasLost(t *testing.T) {
 	require.NoError(t, err)
 	select {
 	case cause := <-stopped:
-		require.ErrorIs(t, cause, jobs.ErrLeaseLost)
+		require.ErrorIs(t, cause, domain.ErrLeaseLost)
 	case <-time.After(10 * time.Second):
 		t.Fatal("handler was not stopped after losing its lease")
 	}
@@ -55,7 +56,7 @@ type slowFinishes struct {
 	refused atomic.Int64
 }
 
-func (s *slowFinishes) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, []jobs.Moved, error) {
+func (s *slowFinishes) FinishJobs(ctx context.Context, batch []domain.Finish) ([]domain.Moved, []domain.Moved, error) {
 	select {
 	case <-s.open:
 		return s.Store.FinishJobs(ctx, batch)
@@ -111,7 +112,7 @@ type leaseWriteWatch struct {
 	overlaps, beats    atomic.Int64
 }
 
-func (s *leaseWriteWatch) ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error) {
+func (s *leaseWriteWatch) ExtendLeases(ctx context.Context, beats []domain.Heartbeat, ttl time.Duration) ([]domain.LeaseStatus, error) {
 	s.beating.Add(1)
 	defer s.beating.Add(-1)
 	s.beats.Add(1)
@@ -122,7 +123,7 @@ func (s *leaseWriteWatch) ExtendLeases(ctx context.Context, beats []jobs.Heartbe
 	return s.Store.ExtendLeases(ctx, beats, ttl)
 }
 
-func (s *leaseWriteWatch) FinishJobs(ctx context.Context, batch []jobs.Finish) ([]jobs.Moved, []jobs.Moved, error) {
+func (s *leaseWriteWatch) FinishJobs(ctx context.Context, batch []domain.Finish) ([]domain.Moved, []domain.Moved, error) {
 	s.finishing.Add(1)
 	defer s.finishing.Add(-1)
 	if s.beating.Load() > 0 {

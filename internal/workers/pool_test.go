@@ -15,6 +15,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -31,7 +32,7 @@ func setup(t *testing.T) *testBundle {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	reg := jobs.NewRegistry()
-	jobs.RegisterBuiltins(reg, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(reg, domain.BuiltinDeps{})
 	return &testBundle{store: store, registry: reg, ctx: ctx}
 }
 
@@ -183,7 +184,7 @@ func TestPoolPermanentFailureGoesToTheDLQ(t *testing.T) {
 	ex, err := b.store.ListExecutions(context.Background(), got)
 	require.NoError(t, err)
 	require.Len(t, ex, 1)
-	require.Equal(t, jobs.OutcomeFailed, ex[0].Outcome)
+	require.Equal(t, domain.OutcomeFailed, ex[0].Outcome)
 
 	got = b.waitFor(t, ssrf.ID, 30*time.Second, status(jobs.StateDeadLetter))
 	require.Equal(t, 1, got.Attempt)
@@ -248,7 +249,7 @@ func TestPoolCancelRunningWithinAHeartbeat(t *testing.T) {
 	require.Contains(t, *got.LastError, "cancel")
 	ex, err := b.store.ListExecutions(b.ctx, got)
 	require.NoError(t, err)
-	require.Equal(t, jobs.OutcomeCancelled, ex[len(ex)-1].Outcome)
+	require.Equal(t, domain.OutcomeCancelled, ex[len(ex)-1].Outcome)
 }
 
 // TestPoolCancelViaNotification: with the pool told of the request (as the

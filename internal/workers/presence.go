@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -14,7 +15,7 @@ import (
 // worker registry; *db.Store implements it.
 type PresenceStore interface {
 	// RegisterWorker writes (or refreshes) the entry w, valid for ttl.
-	RegisterWorker(ctx context.Context, w jobs.WorkerInfo, ttl time.Duration) error
+	RegisterWorker(ctx context.Context, w domain.WorkerInfo, ttl time.Duration) error
 	// DeregisterWorker removes the entry with the given worker id.
 	DeregisterWorker(ctx context.Context, id string) error
 }
@@ -35,7 +36,7 @@ type TypeLister interface {
 // Presence is not the job type registry (that is jobs.Registry); it only
 // announces this process to the others.
 type Presence struct {
-	info     jobs.WorkerInfo
+	info     domain.WorkerInfo
 	handlers TypeLister
 	store    PresenceStore
 	logger   *slog.Logger
@@ -49,7 +50,7 @@ type Presence struct {
 // 5 s and the TTL is three intervals. An empty info.Host, zero info.PID or
 // zero info.StartedAt are filled from the running process. clock stamps the
 // start and each heartbeat; nil means jobs.SystemClock.
-func NewPresence(info jobs.WorkerInfo, handlers TypeLister, interval time.Duration, store PresenceStore, clock jobs.Clock,
+func NewPresence(info domain.WorkerInfo, handlers TypeLister, interval time.Duration, store PresenceStore, clock jobs.Clock,
 	logger *slog.Logger) *Presence {
 	if clock == nil {
 		clock = jobs.SystemClock{}

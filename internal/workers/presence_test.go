@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -18,14 +19,14 @@ import (
 func TestPresenceReportsJobTypes(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	presence := workers.NewPresence(jobs.WorkerInfo{ID: "w-types", Queues: []string{"reports"}, Concurrency: 3}, b.registry,
+	presence := workers.NewPresence(domain.WorkerInfo{ID: "w-types", Queues: []string{"reports"}, Concurrency: 3}, b.registry,
 		50*time.Millisecond, b.store, nil, quietLogger())
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
 	go func() { done <- presence.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	live := func() []jobs.WorkerInfo {
+	live := func() []domain.WorkerInfo {
 		ws, err := b.store.ListWorkers(b.ctx, time.Minute)
 		require.NoError(t, err)
 		return ws

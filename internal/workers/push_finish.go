@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // heartbeats extends the leases of open requests (a push may take up to
@@ -21,10 +21,10 @@ func (p *Pusher) heartbeats(ctx context.Context) {
 		case <-t.C:
 		}
 		p.mu.Lock()
-		beats := make([]jobs.Heartbeat, 0, len(p.inFlight))
+		beats := make([]domain.Heartbeat, 0, len(p.inFlight))
 		byID := make(map[uuid.UUID]*delivery, len(p.inFlight))
 		for id, d := range p.inFlight {
-			beats = append(beats, jobs.Heartbeat{Lease: d.lease})
+			beats = append(beats, domain.Heartbeat{Lease: d.lease})
 			byID[id] = d
 		}
 		p.mu.Unlock()
@@ -47,7 +47,7 @@ func (p *Pusher) heartbeats(ctx context.Context) {
 			p.mu.Unlock()
 			if still {
 				d.lost.Store(true)
-				d.cancel(jobs.ErrLeaseLost)
+				d.cancel(domain.ErrLeaseLost)
 			}
 		}
 	}
@@ -76,8 +76,8 @@ func (p *Pusher) finisher() {
 
 // write stores one batch, retrying while the database is unreachable.
 func (p *Pusher) write(batch []pushOutcome) {
-	var finishes []jobs.Finish
-	var records []jobs.PushDelivery
+	var finishes []domain.Finish
+	var records []domain.PushDelivery
 	for _, o := range batch {
 		if o.finish != nil {
 			finishes = append(finishes, *o.finish)
@@ -90,9 +90,9 @@ func (p *Pusher) write(batch []pushOutcome) {
 	for attempt := 1; len(finishes) > 0; attempt++ {
 		moved, cascaded, err := p.store.FinishJobs(ctx, finishes)
 		if err == nil {
-			jobs.LogFailures(ctx, p.logger, finishes, moved)
+			domain.LogFailures(ctx, p.logger, finishes, moved)
 			if p.cfg.OnMoved != nil {
-				var report []jobs.Moved
+				var report []domain.Moved
 				for _, m := range moved {
 					if !m.LeaseLost() {
 						report = append(report, m)

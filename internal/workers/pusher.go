@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
 
@@ -40,11 +41,11 @@ import (
 type PushStore interface {
 	// PushQueues returns every queue that pushes its jobs, with its
 	// endpoint, secrets and holds.
-	PushQueues(ctx context.Context) ([]jobs.PushQueue, error)
+	PushQueues(ctx context.Context) ([]domain.PushQueue, error)
 	// ClaimJobs, ExtendLeases and FinishJobs are as for a Pool's Store.
-	ClaimJobs(ctx context.Context, p jobs.ClaimParams) ([]*jobs.Job, error)
-	ExtendLeases(ctx context.Context, beats []jobs.Heartbeat, ttl time.Duration) ([]jobs.LeaseStatus, error)
-	FinishJobs(ctx context.Context, batch []jobs.Finish) (finished, cascaded []jobs.Moved, err error)
+	ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Job, error)
+	ExtendLeases(ctx context.Context, beats []domain.Heartbeat, ttl time.Duration) ([]domain.LeaseStatus, error)
+	FinishJobs(ctx context.Context, batch []domain.Finish) (finished, cascaded []domain.Moved, err error)
 	// HoldPush holds queue's pushes back until the given time, in every
 	// process (the endpoint answered 429 or 503).
 	HoldPush(ctx context.Context, queue string, until time.Time) error
@@ -52,7 +53,7 @@ type PushStore interface {
 	// endpoint answered 410).
 	PausePush(ctx context.Context, queue, reason string) error
 	// RecordPushDeliveries keeps the deliveries for the queue's page.
-	RecordPushDeliveries(ctx context.Context, ds []jobs.PushDelivery) error
+	RecordPushDeliveries(ctx context.Context, ds []domain.PushDelivery) error
 }
 
 // PusherConfig configures a Pusher. Zero values mean the defaults given.
@@ -68,9 +69,9 @@ type PusherConfig struct {
 	// Allow opens destinations the SSRF guard refuses (FLINT_HTTP_ALLOW).
 	Allow []string
 	// OnMoved, if set, is told of the jobs outcomes moved.
-	OnMoved func([]jobs.Moved)
+	OnMoved func([]domain.Moved)
 	// Types says which types the jobs an endpoint spawns may name (see
-	// jobs.ParseSpawn); nil accepts none but the built-in ones.
+	// domain.ParseSpawn); nil accepts none but the built-in ones.
 	Types jobs.TypeSource
 }
 
@@ -78,7 +79,7 @@ type PusherConfig struct {
 type Pusher struct {
 	cfg    PusherConfig
 	store  PushStore
-	client *jobs.GuardedClient
+	client *domain.GuardedClient
 	logger *slog.Logger
 
 	notify chan struct{} // a push queue gained jobs (cap 1)
@@ -86,7 +87,7 @@ type Pusher struct {
 	freed  chan struct{} // a delivery ended (cap 1)
 
 	mu       sync.Mutex
-	queues   map[string]jobs.PushQueue
+	queues   map[string]domain.PushQueue
 	held     map[string]time.Time // holds this process set or read
 	inFlight map[uuid.UUID]*delivery
 	wg       sync.WaitGroup
@@ -98,7 +99,7 @@ type Pusher struct {
 // delivery is one job being pushed.
 type delivery struct {
 	job    *jobs.Job
-	lease  jobs.Lease
+	lease  domain.Lease
 	cancel context.CancelCauseFunc
 	lost   atomic.Bool
 }
@@ -106,8 +107,8 @@ type delivery struct {
 // pushOutcome is what one delivery leaves to write: a finish (nil when
 // the endpoint took the job, 202) and the record for the queue's page.
 type pushOutcome struct {
-	finish *jobs.Finish
-	record jobs.PushDelivery
+	finish *domain.Finish
+	record domain.PushDelivery
 }
 
 // errPushShutdown cancels open requests once the drain timeout is out.
@@ -120,7 +121,7 @@ func NewPusher(cfg PusherConfig, store PushStore, logger *slog.Logger) (*Pusher,
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, 5*time.Second)
 	cfg.PollInterval = cmp.Or(cfg.PollInterval, time.Second)
 	cfg.DrainTimeout = cmp.Or(cfg.DrainTimeout, 30*time.Second)
-	client, err := jobs.NewGuardedClient(cfg.Allow, 0) // each request has its queue's timeout
+	client, err := domain.NewGuardedClient(cfg.Allow, 0) // each request has its queue's timeout
 	if err != nil {
 		return nil, err
 	}
@@ -131,7 +132,7 @@ func NewPusher(cfg PusherConfig, store PushStore, logger *slog.Logger) (*Pusher,
 		notify:   make(chan struct{}, 1),
 		reload:   make(chan struct{}, 1),
 		freed:    make(chan struct{}, 1),
-		queues:   map[string]jobs.PushQueue{},
+		queues:   map[string]domain.PushQueue{},
 		held:     map[string]time.Time{},
 		inFlight: map[uuid.UUID]*delivery{},
 		outcomes: make(chan pushOutcome, cfg.MaxInFlight),
@@ -212,7 +213,7 @@ func (p *Pusher) loadQueues(ctx context.Context) {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.queues = make(map[string]jobs.PushQueue, len(qs))
+	p.queues = make(map[string]domain.PushQueue, len(qs))
 	for _, q := range qs {
 		p.queues[q.Name] = q
 		if q.HeldUntil != nil && q.HeldUntil.After(p.held[q.Name]) {
@@ -254,7 +255,7 @@ func (p *Pusher) produce(ctx context.Context) {
 		if more && free > 0 && len(names) > 0 {
 			limit := min(free, 100)
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.LeaseTTL)
-			claimed, err := p.store.ClaimJobs(cctx, jobs.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: names, Push: true,
+			claimed, err := p.store.ClaimJobs(cctx, domain.ClaimParams{WorkerID: p.cfg.WorkerID, Queues: names, Push: true,
 				Limit: limit, LeaseTTL: p.cfg.LeaseTTL})
 			cancel()
 			if err != nil {
@@ -300,7 +301,7 @@ func (p *Pusher) start(j *jobs.Job) {
 	p.mu.Lock()
 	q, ok := p.queues[j.Queue]
 	dctx, cancel := context.WithCancelCause(context.Background())
-	d := &delivery{job: j, lease: jobs.LeaseOf(j), cancel: cancel}
+	d := &delivery{job: j, lease: domain.LeaseOf(j), cancel: cancel}
 	p.inFlight[j.ID] = d
 	p.mu.Unlock()
 	p.open.Add(1)
@@ -310,7 +311,7 @@ func (p *Pusher) start(j *jobs.Job) {
 		defer cancel(nil)
 		var out pushOutcome
 		if !ok { // its push was removed between the claim and now
-			out = pushOutcome{finish: &jobs.Finish{Lease: d.lease, Outcome: jobs.OutcomeInterrupted,
+			out = pushOutcome{finish: &domain.Finish{Lease: d.lease, Outcome: domain.OutcomeInterrupted,
 				Error: "interrupted: the queue stopped pushing before the job was sent"}}
 		} else {
 			out = p.tracedDeliver(dctx, q, d)

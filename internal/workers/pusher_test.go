@@ -16,6 +16,7 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"github.com/stretchr/testify/require"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -63,10 +64,10 @@ func (e *endpoint) requests() []pushed {
 }
 
 // pushQueue points queue at url and returns its signing secret.
-func (b *testBundle) pushQueue(t *testing.T, queue, url string, mod ...func(*jobs.QueueSettings)) string {
+func (b *testBundle) pushQueue(t *testing.T, queue, url string, mod ...func(*domain.QueueSettings)) string {
 	t.Helper()
-	st, err := b.store.UpdateQueue(b.ctx, queue, "test", func(q jobs.QueueSettings) jobs.QueueSettings {
-		q = jobs.QueuePatch{SetPush: true, Push: &jobs.PushConfig{URL: url, TimeoutSeconds: 5}}.Apply(q)
+	st, err := b.store.UpdateQueue(b.ctx, queue, "test", func(q domain.QueueSettings) domain.QueueSettings {
+		q = domain.QueuePatch{SetPush: true, Push: &domain.PushConfig{URL: url, TimeoutSeconds: 5}}.Apply(q)
 		for _, m := range mod {
 			m(&q)
 		}
@@ -104,7 +105,7 @@ func (b *testBundle) startPusher(t *testing.T, cfg workers.PusherConfig) (p *wor
 func (b *testBundle) enqueueTo(t *testing.T, queue, typ, payload string) *jobs.Job {
 	t.Helper()
 	require.NoError(t, b.store.ReloadQueueSettings(b.ctx))
-	c := jobs.NewCatalog(b.registry, nil, nil)
+	c := domain.NewCatalog(b.registry, nil, nil)
 	c.PushQueues(b.store.PushedQueue)
 	p := jobs.EnqueueParams{Type: typ, Queue: queue, Payload: json.RawMessage(payload)}
 	require.NoError(t, p.Validate(c, time.Now()))
@@ -173,13 +174,13 @@ func TestPushCompletesAndSigns(t *testing.T) {
 	require.Equal(t, 3, body.MaxRetries)
 	require.NotEqual(t, uuid.Nil, body.LeaseToken)
 
-	var ds []jobs.PushDelivery
+	var ds []domain.PushDelivery
 	require.Eventually(t, func() bool {
 		var err error
 		ds, err = b.store.PushDeliveries(b.ctx, "hooks", 10)
 		return err == nil && len(ds) == 1
 	}, 10*time.Second, 20*time.Millisecond, "the delivery is recorded for the queue's page")
-	require.Equal(t, jobs.PushCompleted, ds[0].Outcome)
+	require.Equal(t, domain.PushCompleted, ds[0].Outcome)
 	require.Equal(t, http.StatusOK, ds[0].StatusCode)
 }
 
@@ -213,7 +214,7 @@ func TestPushOutcomes(t *testing.T) {
 			_, _ = io.WriteString(w, "plain thanks")
 		}
 	})
-	b.pushQueue(t, "outcomes", e.srv.URL, func(q *jobs.QueueSettings) { q.Push.TimeoutSeconds = 1 })
+	b.pushQueue(t, "outcomes", e.srv.URL, func(q *domain.QueueSettings) { q.Push.TimeoutSeconds = 1 })
 	enq := func(answer string) *jobs.Job {
 		return b.enqueueTo(t, "outcomes", "anything", `{"answer": "`+answer+`"}`)
 	}
@@ -239,11 +240,11 @@ func TestPushOutcomes(t *testing.T) {
 	require.NotEqual(t, uuid.Nil, token)
 	ac := b.waitJob(t, accepted.ID, func(j *jobs.Job) bool { return j.Status == jobs.StateRunning })
 	require.Equal(t, token, *ac.LeaseToken)
-	moved, _, err := b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.Lease{JobID: accepted.ID, Token: token}, Outcome: jobs.OutcomeSucceeded}})
+	moved, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.Lease{JobID: accepted.ID, Token: token}, Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 	require.Equal(t, jobs.StateCompleted, moved[0].Status)
 
-	want := map[string]int{jobs.PushRetry: 3, jobs.PushFailed: 1, jobs.PushAccepted: 1, jobs.PushCompleted: 1}
+	want := map[string]int{domain.PushRetry: 3, domain.PushFailed: 1, domain.PushAccepted: 1, domain.PushCompleted: 1}
 	outcomes := map[string]int{}
 	require.Eventually(t, func() bool {
 		ds, err := b.store.PushDeliveries(b.ctx, "outcomes", 50)
@@ -274,7 +275,7 @@ func TestPushGoneAndHeld(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	})
 	b.pushQueue(t, "gone", gone.srv.URL)
-	b.pushQueue(t, "busy", busy.srv.URL, func(q *jobs.QueueSettings) { c := 1; q.Concurrency = &c })
+	b.pushQueue(t, "busy", busy.srv.URL, func(q *domain.QueueSettings) { c := 1; q.Concurrency = &c })
 	g1 := b.enqueueTo(t, "gone", "x", `{}`)
 	h1 := b.enqueueTo(t, "busy", "x", `{}`)
 	p, _ := b.startPusher(t, workers.PusherConfig{})
@@ -312,7 +313,7 @@ func TestPushBoundedByQueueLimits(t *testing.T) {
 		time.Sleep(100 * time.Millisecond) // the scenario: each push takes a while, so they overlap
 		w.WriteHeader(http.StatusOK)
 	})
-	b.pushQueue(t, "limited", e.srv.URL, func(q *jobs.QueueSettings) { c := 3; q.Concurrency = &c })
+	b.pushQueue(t, "limited", e.srv.URL, func(q *domain.QueueSettings) { c := 3; q.Concurrency = &c })
 	var ids []uuid.UUID
 	for range 20 {
 		ids = append(ids, b.enqueueTo(t, "limited", "x", `{}`).ID)
@@ -345,7 +346,7 @@ func TestPushSSRFAndRotation(t *testing.T) {
 	fresh, err := b.store.RotatePushSecret(b.ctx, "rot", "test")
 	require.NoError(t, err)
 	_, err = b.store.RotatePushSecret(b.ctx, "rot", "test")
-	require.ErrorIs(t, err, jobs.ErrPreviousSecret)
+	require.ErrorIs(t, err, domain.ErrPreviousSecret)
 	// Every process hears of a rotation (the listener calls Reload); a
 	// push already under way may still carry the old signature alone.
 	p.Reload()
@@ -363,7 +364,7 @@ func TestPushSSRFAndRotation(t *testing.T) {
 	}
 	require.Len(t, strings.Fields(last.header.Get("webhook-signature")), 2)
 	require.NoError(t, b.store.RevokePushSecret(b.ctx, "rot", "test"))
-	require.ErrorIs(t, b.store.RevokePushSecret(b.ctx, "rot", "test"), jobs.ErrNoPreviousSecret)
+	require.ErrorIs(t, b.store.RevokePushSecret(b.ctx, "rot", "test"), domain.ErrNoPreviousSecret)
 	p.Reload()
 	wh, err := standardwebhooks.NewWebhook(old)
 	require.NoError(t, err)

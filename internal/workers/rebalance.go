@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // rebalancer hands back, until ctx is done, the claimed jobs that wait in
@@ -40,8 +40,8 @@ func (p *Pool) rebalance(ctx context.Context) {
 	if now-time.Duration(p.lastFreed.Load()) < hold {
 		return // workers are moving: the buffer is doing its job
 	}
-	var leases []jobs.Lease
-	taken := map[jobs.Lease]*execution{}
+	var leases []domain.Lease
+	taken := map[domain.Lease]*execution{}
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
 		if time.Since(ex.claimedLocal) < hold || ex.lost.Load() || context.Cause(ex.ctx) != nil || !ex.relMu.TryLock() {

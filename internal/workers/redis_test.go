@@ -14,6 +14,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/scheduler"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
@@ -107,9 +108,9 @@ func TestReadyQueueStaleEntriesNeverRun(t *testing.T) {
 	rc := b.recorder("record")
 
 	done := b.enqueue(t, "record", `{}`)
-	c, err := b.store.ClaimJobs(b.ctx, jobs.ClaimParams{WorkerID: "w", Limit: 1, LeaseTTL: time.Minute})
+	c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Limit: 1, LeaseTTL: time.Minute})
 	require.NoError(t, err)
-	_, _, err = b.store.FinishJobs(b.ctx, []jobs.Finish{{Lease: jobs.LeaseOf(c[0]), Outcome: jobs.OutcomeSucceeded}})
+	_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSucceeded}})
 	require.NoError(t, err)
 	cancelled := b.enqueue(t, "record", `{}`)
 	_, err = b.store.CancelJob(b.ctx, cancelled.ID)
@@ -270,7 +271,7 @@ func TestAgingRescoresTheReadyQueue(t *testing.T) {
 		before = s
 		return err == nil
 	}, 10*time.Second, 10*time.Millisecond)
-	n, err := b.store.AgeQueued(b.ctx, jobs.DefaultSettings(), 100)
+	n, err := b.store.AgeQueued(b.ctx, domain.DefaultSettings(), 100)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
 	require.Eventually(t, func() bool {
@@ -289,7 +290,7 @@ func TestReadyQueueFollowsTheLastEventOfABatch(t *testing.T) {
 	b := fastSetup(t, url, prefix)
 	now := time.Now()
 	back, gone := uuid.New(), uuid.New()
-	b.bus.Publish([]jobs.Event{
+	b.bus.Publish([]domain.Event{
 		{JobID: back, Status: jobs.StateRunning, At: now},
 		{JobID: gone, Status: jobs.StateQueued, At: now, EffectivePriority: 1, RunAt: now},
 		{JobID: back, Status: jobs.StateQueued, At: now, EffectivePriority: 1, RunAt: now},
@@ -313,7 +314,7 @@ func TestWorkerRegistryTTL(t *testing.T) {
 				fb := fastSetup(t, url, prefix)
 				b = fb.testBundle
 			}
-			info := jobs.WorkerInfo{ID: "w-" + mode, Host: "h", PID: 1, Concurrency: 4, Version: "test", StartedAt: time.Now(), HeartbeatAt: time.Now()}
+			info := domain.WorkerInfo{ID: "w-" + mode, Host: "h", PID: 1, Concurrency: 4, Version: "test", StartedAt: time.Now(), HeartbeatAt: time.Now()}
 			require.NoError(t, b.store.RegisterWorker(b.ctx, info, time.Second))
 			ws, err := b.store.ListWorkers(b.ctx, time.Second)
 			require.NoError(t, err)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"time"
 
-	"github.com/flinthq/flint/jobs"
+	"github.com/flinthq/flint/internal/domain"
 )
 
 // startDelay is how long the starter lets a started handler run before it
 // writes the start: a handler that ends sooner carries its start with its
-// outcome (jobs.Finish.StartedAt), so short jobs cost no write of their
+// outcome (domain.Finish.StartedAt), so short jobs cost no write of their
 // own. A job is shown claimed for at most this long after it started.
 const startDelay = 20 * time.Millisecond
 
@@ -41,7 +41,7 @@ func (p *Pool) starter(ctx context.Context) {
 // whether younger ones run. A failed write leaves them to the next round
 // or to their outcomes.
 func (p *Pool) writeStarts(ctx context.Context) (young bool) {
-	var starts []jobs.Start
+	var starts []domain.Start
 	var taken []*execution
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
@@ -58,7 +58,7 @@ func (p *Pool) writeStarts(ctx context.Context) (young bool) {
 		if !ex.startWritten.CompareAndSwap(false, true) {
 			return true
 		}
-		starts = append(starts, jobs.Start{Lease: ex.lease, At: *at})
+		starts = append(starts, domain.Start{Lease: ex.lease, At: *at})
 		taken = append(taken, ex)
 		return true
 	})

@@ -7,6 +7,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/tracing"
 	"github.com/flinthq/flint/jobs"
 )
@@ -35,17 +36,17 @@ func runAttributes(j *jobs.Job, workerID string) []attribute.KeyValue {
 
 // endRunSpan ends an attempt's span with its outcome: a failure's error
 // is the span's status.
-func endRunSpan(span trace.Span, f *jobs.Finish, opts ...trace.SpanEndOption) {
+func endRunSpan(span trace.Span, f *domain.Finish, opts ...trace.SpanEndOption) {
 	span.SetAttributes(attribute.String("flint.job.outcome", string(f.Outcome)))
 	switch f.Outcome {
-	case jobs.OutcomeSucceeded:
+	case domain.OutcomeSucceeded:
 		span.SetStatus(codes.Ok, "")
-	case jobs.OutcomeFailed:
+	case domain.OutcomeFailed:
 		span.SetStatus(codes.Error, f.Error)
 		if f.Final {
 			span.SetAttributes(attribute.Bool("flint.job.final", true))
 		}
-	case jobs.OutcomeSuspended:
+	case domain.OutcomeSuspended:
 	default:
 		if f.Error != "" {
 			span.SetAttributes(attribute.String("flint.job.reason", f.Error))
@@ -66,7 +67,7 @@ func endLostSpan(span trace.Span) {
 // the request carries the span's traceparent header, and the jobs the
 // answer spawns continue it. An endpoint that answers 202 finishes the
 // job later; its span ends with the request.
-func (p *Pusher) tracedDeliver(ctx context.Context, q jobs.PushQueue, d *delivery) pushOutcome {
+func (p *Pusher) tracedDeliver(ctx context.Context, q domain.PushQueue, d *delivery) pushOutcome {
 	if !tracing.Enabled() {
 		return p.deliver(ctx, q, d)
 	}
@@ -75,7 +76,7 @@ func (p *Pusher) tracedDeliver(ctx context.Context, q jobs.PushQueue, d *deliver
 	// delivery goes on in a context without that request, so that no
 	// other span takes them.
 	_, span := startRunSpan(tracing.WithAttemptSpan(ctx, d.job.Traceparent, d.lease.Token), d.job, p.cfg.WorkerID,
-		trace.WithAttributes(attribute.String("flint.push.url", jobs.RedactURL(q.URL))))
+		trace.WithAttributes(attribute.String("flint.push.url", domain.RedactURL(q.URL))))
 	ctx = trace.ContextWithSpan(ctx, span)
 	out := p.deliver(ctx, q, d)
 	if out.record.StatusCode != 0 {

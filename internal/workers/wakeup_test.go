@@ -9,6 +9,7 @@ import (
 
 	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/db/dbtest"
+	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/workers"
 	"github.com/flinthq/flint/jobs"
 )
@@ -29,7 +30,7 @@ func setupWake(t *testing.T, poll time.Duration) *wakeBundle {
 	t.Cleanup(cancel)
 	b.ctx = ctx
 	b.registry = jobs.NewRegistry()
-	jobs.RegisterBuiltins(b.registry, jobs.BuiltinDeps{})
+	domain.RegisterBuiltins(b.registry, domain.BuiltinDeps{})
 
 	api, err := db.Open(ctx, db.Config{URL: url, MaxConns: 4})
 	require.NoError(t, err)
