@@ -27,8 +27,7 @@ func queueName(c *fiber.Ctx) (string, error) {
 	return name, nil
 }
 
-// listQueues handles GET /api/v1/queues: every queue that has jobs or
-// settings.
+// listQueues handles GET /api/v1/queues: every queue with jobs or settings.
 func (s *server) listQueues(c *fiber.Ctx) error {
 	qs, err := s.queueStore.ListQueues(c.UserContext())
 	if err != nil {

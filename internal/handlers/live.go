@@ -44,9 +44,8 @@ import (
 //     listed. "new" marks a job just enqueued (no attempt yet).
 //   - topics: "stats" (jobs moved; at most once a second, and once more
 //     liveStatsTrail after the last), "batches" (a batch's member or
-//     callback moved, or a batch settled), "workers",
-//     "audit", "settings", "logs", "alerts": what a page without job rows
-//     refreshes on.
+//     callback moved, or a batch settled), "workers", "audit", "settings",
+//     "logs", "alerts": what a page without job rows refreshes on.
 //
 // The stream starts with an "event: ping" and has one every sseHeartbeat
 // (its heartbeat), which lets the leader notice a dead stream. It ends
