@@ -51,18 +51,23 @@
 //
 // registry.go (Handler, Registry) and typed.go are the contract with
 // handler authors; job.go is the Job they receive; errors.go holds the
-// control errors and the domain errors every layer checks with errors.Is;
-// state.go is the state machine below, the one table the SQL guards are
-// built from; enqueue.go validates what callers enqueue; lease.go holds the
-// value types the worker pool and the store exchange. The built-in job
-// types are builtin.go, http_request.go (with its SSRF guard, ssrf*.go) and
-// send_email.go.
+// errors a handler returns (Permanent, Cancel) and the ValidationError an
+// enqueue is refused with; steps.go, spawn.go and parents.go are durable
+// execution (Step, Sleep, WaitForSignal, Spawn, ParentsOf); progress.go and
+// joblog.go report progress and keep log lines with the job; state.go is
+// the state machine below; enqueue.go validates what callers enqueue;
+// clock.go is the one source of time.
 //
-// It imports only the standard library and small pure libraries. It never
-// touches SQL, Redis, HTTP serving or the environment (the http_request job
-// is an HTTP client, by nature, with its SSRF guard): the db package enforces the
-// state machine in its SQL guards using the tables declared here, and the
-// workers package runs handlers from the Registry.
+// This package is only what handler authors and embedders use. The values
+// Flint's own layers exchange (leases, stats, settings, alert rules, the
+// catalog of accepted types, workflow graphs) and the built-in job types'
+// handlers are in the internal domain package, which imports this one.
+//
+// It imports only the standard library, small pure libraries and Flint's
+// internal JSON helpers. It never touches SQL, Redis, HTTP serving or the
+// environment: the db package enforces the state machine in its SQL guards
+// using the tables declared here, and the workers package runs handlers
+// from the Registry.
 //
 // # States
 //
