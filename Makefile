@@ -28,7 +28,6 @@ export TEST_DATABASE_URL TEST_REDIS_URL TEST_SMTP_URL TEST_MAILPIT_URL TEST_PGBO
 
 BENCH ?= .
 BENCHPKG ?= ./...
-SOAK ?= Soak
 
 # Go sources to format-check: tracked and new (not ignored) files that exist,
 # without generated templ output. Falls back to find outside a git checkout.

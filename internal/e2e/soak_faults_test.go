@@ -70,7 +70,7 @@ func TestSoakFaults(t *testing.T) {
 		t.Logf("load: %.0f jobs/s, half the drain rate", rate)
 	}
 	begin := time.Now()
-	load := startSoakLoad(r.apis, rate, 4)
+	load := startSoakLoad(r.apis, rate, 8)
 
 	stopHold := make(chan struct{})
 	var holds, reopens int
@@ -123,7 +123,7 @@ func TestSoakFaults(t *testing.T) {
 		total += n
 	}
 	slices.Sort(kinds)
-	t.Logf("soak over %s at %.0f jobs/s (%d jobs sent): %d faults: %s; %d REPEATABLE READ transactions held (%d reopened after a failover)",
+	t.Logf("soak over %s at %.0f jobs/s (%d jobs sent): %d faults: %s; %d REPEATABLE READ transactions held (%d ended by a failover and opened again)",
 		ran.Round(time.Second), rate, load.sent, total, strings.Join(kinds, ", "), holds, reopens)
 	t.Logf("soak: answers %v, unanswered %d, unexpected %d; series occurrences %d, doubled %d; processes that exited unsignalled %d",
 		load.status, load.unanswered, len(load.unexpected), occurrences, doubledOccurrences, len(r.unexpected))

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,10 +61,10 @@ func (j soakJob) params() jobs.EnqueueParams {
 }
 
 // soakLoad enqueues the mix through the APIs at a steady rate, from a few
-// clients taking turns over the APIs, and keeps what they answered. Four
-// requests in five carry a batch of ten jobs, the fifth one job. A client
-// that falls behind (an API down, a partition) does not make up for it
-// later: the rate is a ceiling.
+// clients taking turns over the APIs a load balancer calls ready, and
+// keeps what they answered. Four requests in five carry a batch of ten
+// jobs, the fifth one job. A client that falls behind (an API down, a
+// partition) does not make up for it later: the rate is a ceiling.
 type soakLoad struct {
 	rate       float64 // jobs a second, all clients together
 	mu         sync.Mutex
@@ -78,6 +79,7 @@ type soakLoad struct {
 
 func startSoakLoad(apis []string, rate float64, clients int) *soakLoad {
 	l := &soakLoad{rate: rate, status: map[int]int{}, stop: make(chan struct{})}
+	lb := newSoakBalancer(apis, l.stop, &l.wg)
 	for i := range clients {
 		l.wg.Add(1)
 		go func() {
@@ -95,7 +97,7 @@ func startSoakLoad(apis []string, rate float64, clients int) *soakLoad {
 				if r.IntN(5) == 0 {
 					n = 1
 				}
-				l.enqueue(hc, apis[k%len(apis)], r, n)
+				l.enqueue(hc, lb.pick(k), r, n)
 				next = next.Add(time.Duration(float64(n) * float64(clients) / rate * float64(time.Second)))
 				if behind := time.Now().Add(-time.Second); next.Before(behind) {
 					next = behind
@@ -159,6 +161,57 @@ func (l *soakLoad) enqueue(hc *http.Client, base string, r *rand.Rand, n int) {
 	}
 }
 
+// soakBalancer is a load balancer's view of the APIs: it asks each for
+// /readyz every second, giving it 2 s to answer, and sends requests only
+// to those whose last answer was 200 (to any when none is ready), so that
+// an API cut off from PostgreSQL or restarting is left out within a few
+// seconds, as behind a real balancer.
+type soakBalancer struct {
+	apis  []string
+	ready []atomic.Bool
+}
+
+func newSoakBalancer(apis []string, stop <-chan struct{}, wg *sync.WaitGroup) *soakBalancer {
+	b := &soakBalancer{apis: apis, ready: make([]atomic.Bool, len(apis))}
+	for i, base := range apis {
+		b.ready[i].Store(true)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			hc := &http.Client{Timeout: 2 * time.Second}
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Second):
+				}
+				resp, err := hc.Get(base + "/readyz")
+				ok := err == nil && resp.StatusCode == http.StatusOK
+				if err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+				}
+				b.ready[i].Store(ok)
+			}
+		}()
+	}
+	return b
+}
+
+// pick is the API for a client's k-th request.
+func (b *soakBalancer) pick(k int) string {
+	var ready []string
+	for i, base := range b.apis {
+		if b.ready[i].Load() {
+			ready = append(ready, base)
+		}
+	}
+	if len(ready) == 0 {
+		return b.apis[k%len(b.apis)]
+	}
+	return ready[k%len(ready)]
+}
+
 func (l *soakLoad) ackedCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -210,12 +263,12 @@ func (r *soakRig) measureDrain(t *testing.T, n int) float64 {
 // holdRepeatableRead holds a REPEATABLE READ transaction open on the
 // primary for hold, having read jobs, from a connection of its own; when
 // a failover ends it, it opens another on the new primary at once, for
-// the rest of the time. It returns how often it had to reopen it.
+// the rest of the time. It returns how often a failover ended it.
 func (r *soakRig) holdRepeatableRead(t *testing.T, hold time.Duration, stop <-chan struct{}) int {
 	end := time.Now().Add(hold)
-	reopened := -1
+	ended := 0
 	for time.Now().Before(end) {
-		reopened++
+		opened := false
 		ctx, cancel := context.WithDeadline(context.Background(), end)
 		err := func() error {
 			conn, err := pgx.Connect(ctx, r.direct)
@@ -232,6 +285,7 @@ func (r *soakRig) holdRepeatableRead(t *testing.T, hold time.Duration, stop <-ch
 			if err := tx.QueryRow(ctx, `SELECT count(*) FROM jobs`).Scan(&n); err != nil {
 				return err
 			}
+			opened = true
 			for { // the transaction stays open; a statement every 5 s notices a failover
 				select {
 				case <-stop:
@@ -248,13 +302,16 @@ func (r *soakRig) holdRepeatableRead(t *testing.T, hold time.Duration, stop <-ch
 		cancel()
 		select {
 		case <-stop:
-			return reopened
+			return ended
 		default:
 		}
 		if err != nil && time.Now().Before(end) {
-			t.Logf("the REPEATABLE READ transaction ended (%v); opening another", err)
+			if opened {
+				ended++
+				t.Logf("the REPEATABLE READ transaction ended (%v); opening another", err)
+			}
 			time.Sleep(time.Second) // the primary may be failing over: a second between attempts
 		}
 	}
-	return reopened
+	return ended
 }

@@ -17,13 +17,14 @@ import (
 // soakFigures is what a soak comes to.
 type soakFigures struct {
 	haTally
+	Interrupted                     int // jobs whose run was cut short (a lease reaped) and run again
 	PickupP50, PickupP99, PickupMax time.Duration // first start less enqueue, over every acknowledged job
 	ByTen                           []string      // p99 pickup per ten minutes of the run
 }
 
 func (s soakFigures) String() string {
-	return fmt.Sprintf("%s; pickup p50 %s, p99 %s, max %s; p99 pickup by ten minutes: %s", s.haTally,
-		s.PickupP50.Round(time.Millisecond), s.PickupP99.Round(time.Millisecond), s.PickupMax.Round(time.Millisecond),
+	return fmt.Sprintf("%s interrupted=%d; pickup p50 %s, p99 %s, max %s; p99 pickup by ten minutes: %s", s.haTally,
+		s.Interrupted, s.PickupP50.Round(time.Millisecond), s.PickupP99.Round(time.Millisecond), s.PickupMax.Round(time.Millisecond),
 		strings.Join(s.ByTen, ", "))
 }
 
@@ -71,6 +72,8 @@ func (r *soakRig) soakTally(t *testing.T, acked []uuid.UUID, begin time.Time, li
 	fig.Doubled = succeededTwice + inBoth
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT job_id FROM `+everyRunSQL+` r
 		GROUP BY job_id HAVING count(*) > 1) d`).Scan(&fig.Reruns))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT interruptions FROM jobs
+		UNION ALL SELECT interruptions FROM job_history) j WHERE interruptions > 0`).Scan(&fig.Interrupted))
 	if fig.Lost > 0 {
 		r.logMissing(t, missing)
 	}
