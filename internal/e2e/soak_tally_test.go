@@ -17,7 +17,7 @@ import (
 // soakFigures is what a soak comes to.
 type soakFigures struct {
 	haTally
-	Interrupted                     int // jobs whose run was cut short (a lease reaped) and run again
+	Interrupted                     int           // jobs whose run was cut short (a lease reaped) and run again
 	PickupP50, PickupP99, PickupMax time.Duration // first start less enqueue, over every acknowledged job
 	ByTen                           []string      // p99 pickup per ten minutes of the run
 }
