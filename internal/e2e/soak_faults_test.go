@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -70,7 +71,7 @@ func TestSoakFaults(t *testing.T) {
 		t.Logf("load: %.0f jobs/s, half the drain rate", rate)
 	}
 	begin := time.Now()
-	load := startSoakLoad(r.apis, rate, 8)
+	load := startSoakLoad(r.apis, rate, 64)
 
 	stopHold := make(chan struct{})
 	var holds, reopens int
@@ -105,7 +106,7 @@ func TestSoakFaults(t *testing.T) {
 			break
 		}
 		f.one(t)
-		t.Logf("%s: %d jobs acknowledged so far", soakAt(begin), load.ackedCount())
+		t.Logf("%s: %d jobs acknowledged so far; %s", soakAt(begin), load.ackedCount(), r.sessions())
 	}
 	close(stopHold)
 	holdWG.Wait()
@@ -138,6 +139,21 @@ func TestSoakFaults(t *testing.T) {
 	require.Zero(t, doubledOccurrences, "no occurrence of the series is enqueued twice")
 	require.Empty(t, r.unexpected, "no process exits unless signalled")
 	require.Greater(t, tally.Acked, 0)
+}
+
+// sessions says how many of Flint's sessions on the primary wait for a
+// lock, and how many sat idle in a transaction for over 10 s.
+func (r *soakRig) sessions() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var waiting, idle int
+	err := r.store.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE wait_event_type = 'Lock'),
+		count(*) FILTER (WHERE state = 'idle in transaction' AND now() - state_change > interval '10 seconds')
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`).Scan(&waiting, &idle)
+	if err != nil {
+		return "sessions unknown: " + err.Error()
+	}
+	return fmt.Sprintf("%d sessions waiting for a lock, %d idle in a transaction for over 10 s", waiting, idle)
 }
 
 // soakDuration is SOAK_DURATION, 2 minutes unless set.

@@ -60,13 +60,14 @@ func (j soakJob) params() jobs.EnqueueParams {
 	return p
 }
 
-// soakLoad enqueues the mix through the APIs at a steady rate, from a few
-// clients taking turns over the APIs a load balancer calls ready, and
-// keeps what they answered. Four requests in five carry a batch of ten
-// jobs, the fifth one job. A client that falls behind (an API down, a
-// partition) does not make up for it later: the rate is a ceiling.
+// soakLoad enqueues the mix through the APIs at a steady rate, open loop:
+// requests go out on schedule, each on its own, up to inFlight at once, to
+// the APIs a load balancer calls ready, taking turns; it keeps what they
+// answered. Four requests in five carry a batch of ten jobs, the fifth one
+// job. Requests that fall behind (inFlight of them waiting on an API cut
+// off, say) are not made up for later: the rate is a ceiling.
 type soakLoad struct {
-	rate       float64 // jobs a second, all clients together
+	rate       float64 // jobs a second
 	mu         sync.Mutex
 	acked      []uuid.UUID
 	sent       int
@@ -77,46 +78,60 @@ type soakLoad struct {
 	wg         sync.WaitGroup
 }
 
-func startSoakLoad(apis []string, rate float64, clients int) *soakLoad {
+func startSoakLoad(apis []string, rate float64, inFlight int) *soakLoad {
 	l := &soakLoad{rate: rate, status: map[int]int{}, stop: make(chan struct{})}
 	lb := newSoakBalancer(apis, l.stop, &l.wg)
-	for i := range clients {
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			r := rand.New(rand.NewPCG(uint64(i), uint64(time.Now().UnixNano())))
-			hc := &http.Client{Timeout: 30 * time.Second}
-			next := time.Now()
-			for k := i; ; k++ {
-				select {
-				case <-l.stop:
-					return
-				case <-time.After(time.Until(next)):
-				}
-				n := 10
-				if r.IntN(5) == 0 {
-					n = 1
-				}
-				l.enqueue(hc, lb.pick(k), r, n)
-				next = next.Add(time.Duration(float64(n) * float64(clients) / rate * float64(time.Second)))
-				if behind := time.Now().Add(-time.Second); next.Before(behind) {
-					next = behind
-				}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		r := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
+		hc := &http.Client{Timeout: 30 * time.Second}
+		slots := make(chan struct{}, inFlight)
+		next := time.Now()
+		for k := 0; ; k++ {
+			select {
+			case <-l.stop:
+				return
+			case <-time.After(time.Until(next)):
 			}
-		}()
-	}
+			n := 10
+			if r.IntN(5) == 0 {
+				n = 1
+			}
+			path, body := soakRequest(r, n)
+			select {
+			case <-l.stop:
+				return
+			case slots <- struct{}{}:
+			}
+			l.wg.Add(1)
+			go func(base string) {
+				defer l.wg.Done()
+				defer func() { <-slots }()
+				l.enqueue(hc, base, path, body, n)
+			}(lb.pick(k))
+			next = next.Add(time.Duration(float64(n) / rate * float64(time.Second)))
+			if behind := time.Now().Add(-time.Second); next.Before(behind) {
+				next = behind
+			}
+		}
+	}()
 	return l
 }
 
-func (l *soakLoad) enqueue(hc *http.Client, base string, r *rand.Rand, n int) {
-	path, body := "/api/v1/jobs", randomSoakJob(r).json()
-	if n > 1 {
-		parts := make([]string, n)
-		for i := range parts {
-			parts[i] = randomSoakJob(r).json()
-		}
-		path, body = "/api/v1/jobs/batch", `{"jobs":[`+strings.Join(parts, ",")+`]}`
+// soakRequest is an enqueue of n jobs of the mix: its path and body.
+func soakRequest(r *rand.Rand, n int) (path, body string) {
+	if n == 1 {
+		return "/api/v1/jobs", randomSoakJob(r).json()
 	}
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = randomSoakJob(r).json()
+	}
+	return "/api/v1/jobs/batch", `{"jobs":[` + strings.Join(parts, ",") + `]}`
+}
+
+func (l *soakLoad) enqueue(hc *http.Client, base, path, body string, n int) {
 	req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", testAPIKey)
