@@ -115,8 +115,7 @@ func TestSoakFaults(t *testing.T) {
 	ran := time.Since(begin)
 	r.checkAlive()
 
-	tally := r.soakTally(t, acked, begin, 20*time.Minute)
-	occurrences, doubledOccurrences := r.seriesTally(t, *series.ScheduleID)
+	// What the run did, before the tally (which may fail).
 	var kinds []string
 	total := 0
 	for k, n := range f.counts {
@@ -126,12 +125,14 @@ func TestSoakFaults(t *testing.T) {
 	slices.Sort(kinds)
 	t.Logf("soak over %s at %.0f jobs/s (%d jobs sent): %d faults: %s; %d REPEATABLE READ transactions held (%d ended by a failover and opened again)",
 		ran.Round(time.Second), rate, load.sent, total, strings.Join(kinds, ", "), holds, reopens)
-	t.Logf("soak: answers %v, unanswered %d, unexpected %d; series occurrences %d, doubled %d; processes that exited unsignalled %d",
-		load.status, load.unanswered, len(load.unexpected), occurrences, doubledOccurrences, len(r.unexpected))
-	t.Logf("soak: %s", tally)
+	t.Logf("soak: answers %v, unanswered %d, unexpected %d; processes that exited unsignalled %d",
+		load.status, load.unanswered, len(load.unexpected), len(r.unexpected))
 	for _, u := range load.unexpected[:min(10, len(load.unexpected))] {
 		t.Logf("unexpected answer: %s", u)
 	}
+	tally := r.soakTally(t, acked, begin, 20*time.Minute)
+	occurrences, doubledOccurrences := r.seriesTally(t, *series.ScheduleID)
+	t.Logf("soak: %s; series occurrences %d, doubled %d", tally, occurrences, doubledOccurrences)
 	require.Empty(t, load.unexpected, "every answer is 201, or 503 with Retry-After")
 	require.Zero(t, tally.Lost, "every enqueue answered 201 completes")
 	require.Zero(t, tally.Doubled, "no job completes twice")

@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/internal/db"
 )
 
 // soakFigures is what a soak comes to.
@@ -40,31 +43,38 @@ const soakRuns = `(SELECT j.id, j.created_at, (SELECT min(e.started_at) FROM job
 // counts what was lost, doubled and left open, and the pickup latency.
 func (r *soakRig) soakTally(t *testing.T, acked []uuid.UUID, begin time.Time, limit time.Duration) soakFigures {
 	t.Helper()
-	ctx := context.Background()
+	// The tally reads millions of rows: past the statement deadline Flint
+	// gives its own statements (db.StatementTimeout).
+	ctx := db.WithStatementTimeout(context.Background(), 15*time.Minute)
 	pool := r.store.Pool()
 	_, err := pool.Exec(ctx, `CREATE TABLE soak_acked (id uuid PRIMARY KEY)`)
 	require.NoError(t, err)
-	rows := make([][]any, len(acked))
-	for i, id := range acked {
-		rows[i] = []any{id}
+	for chunk := range slices.Chunk(acked, 100_000) {
+		rows := make([][]any, len(chunk))
+		for i, id := range chunk {
+			rows[i] = []any{id}
+		}
+		_, err = pool.CopyFrom(ctx, pgx.Identifier{"soak_acked"}, []string{"id"}, pgx.CopyFromRows(rows))
+		require.NoError(t, err)
 	}
-	_, err = pool.CopyFrom(ctx, pgx.Identifier{"soak_acked"}, []string{"id"}, pgx.CopyFromRows(rows))
-	require.NoError(t, err)
 
 	fig := soakFigures{haTally: haTally{Acked: len(acked)}}
 	deadline := time.Now().Add(limit)
 	started := time.Now()
 	missing := `SELECT count(*) FROM soak_acked a WHERE NOT EXISTS (SELECT 1 FROM jobs j WHERE j.id = a.id AND j.status = 'completed')
 		AND NOT EXISTS (SELECT 1 FROM job_history h WHERE h.id = a.id AND h.status = 'completed')`
+	var lastErr error
 	pollUntil(limit, 5*time.Second, func() bool {
-		err := pool.QueryRow(ctx, missing).Scan(&fig.Lost)
-		return err == nil && fig.Lost == 0
+		lastErr = pool.QueryRow(ctx, missing).Scan(&fig.Lost)
+		return lastErr == nil && fig.Lost == 0
 	})
+	require.NoError(t, lastErr, "counting the acknowledged jobs not completed")
 	t.Logf("soak: every acknowledged job done %s after the load stopped (or %d not)", time.Since(started).Round(time.Second), fig.Lost)
 	pollUntil(time.Until(deadline), time.Second, func() bool {
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'running'`).Scan(&fig.Open)
-		return err == nil && fig.Open == 0
+		lastErr = pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'running'`).Scan(&fig.Open)
+		return lastErr == nil && fig.Open == 0
 	})
+	require.NoError(t, lastErr, "counting the jobs left running")
 	var succeededTwice, inBoth int
 	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM (SELECT job_id FROM `+everyRunSQL+` r
 		WHERE outcome = 'succeeded' GROUP BY job_id HAVING count(*) > 1) d`).Scan(&succeededTwice))
@@ -100,7 +110,7 @@ func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Se
 
 // logMissing logs ten of the acknowledged jobs that did not complete.
 func (r *soakRig) logMissing(t *testing.T, missing string) {
-	rows, err := r.store.Pool().Query(context.Background(), `SELECT a.id, coalesce(j.status, 'missing') FROM soak_acked a
+	rows, err := r.store.Pool().Query(db.WithStatementTimeout(context.Background(), 15*time.Minute), `SELECT a.id, coalesce(j.status, 'missing') FROM soak_acked a
 		LEFT JOIN `+everyJobSQL+` j ON j.id = a.id WHERE j.status IS DISTINCT FROM 'completed' LIMIT 10`)
 	if err != nil {
 		t.Logf("listing the lost jobs: %v (%s)", err, missing)
@@ -120,7 +130,7 @@ func (r *soakRig) logMissing(t *testing.T, missing string) {
 func (r *soakRig) seriesTally(t *testing.T, schedule uuid.UUID) (total, doubled int) {
 	t.Helper()
 	var distinct int
-	require.NoError(t, r.store.Pool().QueryRow(context.Background(), `SELECT count(*), count(DISTINCT scheduled_for) FROM
+	require.NoError(t, r.store.Pool().QueryRow(db.WithStatementTimeout(context.Background(), 15*time.Minute), `SELECT count(*), count(DISTINCT scheduled_for) FROM
 		(SELECT scheduled_for FROM jobs WHERE schedule_id = $1 UNION ALL SELECT scheduled_for FROM job_history WHERE schedule_id = $1) o`,
 		schedule).Scan(&total, &distinct))
 	return total, total - distinct
