@@ -69,7 +69,7 @@ func (r *soakRig) soakTally(t *testing.T, acked []uuid.UUID, begin time.Time, li
 		return lastErr == nil && fig.Lost == 0
 	})
 	require.NoError(t, lastErr, "counting the acknowledged jobs not completed")
-	t.Logf("soak: every acknowledged job done %s after the load stopped (or %d not)", time.Since(started).Round(time.Second), fig.Lost)
+	t.Logf("soak: every acknowledged job done %s after the tally began (or %d not)", time.Since(started).Round(time.Second), fig.Lost)
 	pollUntil(time.Until(deadline), time.Second, func() bool {
 		lastErr = pool.QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'running'`).Scan(&fig.Open)
 		return lastErr == nil && fig.Open == 0
