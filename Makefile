@@ -28,7 +28,6 @@ export TEST_DATABASE_URL TEST_REDIS_URL TEST_SMTP_URL TEST_MAILPIT_URL TEST_PGBO
 
 BENCH ?= .
 BENCHPKG ?= ./...
-SOAK ?= Soak
 
 # Go sources to format-check: tracked and new (not ignored) files that exist,
 # without generated templ output. Falls back to find outside a git checkout.
@@ -120,9 +119,22 @@ bench-python: services
 bench-typescript: services
 	$(GO) test -run '^$$' -bench 'TypeScriptWorkers' -benchtime $${BENCHTIME:-4x} -timeout 30m ./internal/e2e/
 
-# Long-running tests live behind the "soak" build tag; none matching is a pass.
+# Long-running tests live behind the "soak" build tag. TestSoakFaults: for
+# SOAK_DURATION (2 minutes unless set) Flint's APIs, schedulers and workers
+# on a Patroni cluster with Redis, under enqueues at half the drain rate
+# measured at the start (or SOAK_RATE jobs/s), with kills of every role,
+# Patroni failovers and switchovers, Redis losses, network partitions and
+# a REPEATABLE READ transaction held ten minutes at a time, all mixed; it
+# prints the jobs, the faults by kind, lost / doubled / open and the pickup
+# latency. SOAK=TestSoakChaos runs the older, plainer soak (one PostgreSQL,
+# worker kills).
+SOAK ?= TestSoakFaults
+SOAK_DURATION ?= 2m
 soak: services
-	$(GO) test -race -count=1 -run '$(SOAK)' -tags soak -timeout 90m ./...
+	scripts/services.sh ensure postgres-server
+	scripts/services.sh ensure patroni
+	SOAK_DURATION=$(SOAK_DURATION) $(GO) test -race -count=1 -run '$(SOAK)' -tags soak -timeout 150m -v ./internal/e2e/ \
+		| grep --line-buffered -v '^{'
 
 # Failover and switchover back and forth on a primary with a synchronous
 # standby (built by the test from the PostgreSQL binaries) under load, for

@@ -11,8 +11,13 @@ import (
 
 const requestIDKey = "request_id"
 
-// requestContext gives each request a context derived from the server's
-// base context with a timeout, and a request id for the logs.
+// requestContext gives each request a context with a timeout, and a
+// request id for the logs. The context carries the server's base context's
+// values but not its cancellation: a request in flight when the process is
+// told to stop (SIGTERM cancels the base context) runs to its end within
+// the shutdown's grace period, instead of failing half-way with "context
+// canceled" and a 500. Event streams and long polls watch the base context
+// themselves and end at once.
 func requestContext(base context.Context, timeout time.Duration) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		id := c.Get("X-Request-Id")
@@ -23,7 +28,7 @@ func requestContext(base context.Context, timeout time.Duration) fiber.Handler {
 		}
 		c.Locals(requestIDKey, id)
 		c.Set("X-Request-Id", id)
-		ctx, cancel := context.WithTimeout(base, timeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(base), timeout)
 		defer cancel()
 		c.SetUserContext(ctx)
 		return c.Next()
