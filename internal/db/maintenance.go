@@ -19,14 +19,11 @@ import (
 // interrupted. Interruptions are counted apart; the one that reaches the
 // limit parks the job in the DLQ, so a job that kills its worker every time
 // (a poison pill) cannot crash workers forever. A job whose cancellation was
-// requested is cancelled instead. A job that was claimed into its worker's
-// buffer but never started (started_at NULL) did not crash anything: it
-// goes back as if never claimed (as ReleaseJobs does), with no
-// interruption counted and no execution recorded. Rows are taken with SKIP
-// LOCKED in id order, so any number of reapers can run at once.
+// requested is cancelled instead. Rows are taken with SKIP LOCKED in id
+// order, so any number of reapers can run at once.
 const reapSQL = `
 WITH expired AS MATERIALIZED (
-	SELECT id AS expired_id, started_at IS NOT NULL AS ran FROM jobs
+	SELECT id AS expired_id FROM jobs
 	WHERE status = 'running' AND lease_expires_at < coalesce($1::timestamptz, now())
 	ORDER BY id
 	LIMIT $2
@@ -36,36 +33,33 @@ moved AS (
 	UPDATE jobs j SET
 		status = CASE
 			WHEN j.cancel_requested THEN 'cancelled'
-			WHEN ran AND j.interruptions + 1 >= $3 THEN 'dead_letter'
+			WHEN j.interruptions + 1 >= $3 THEN 'dead_letter'
 			ELSE 'queued' END,
 		attempt = j.attempt - 1,
-		executions = CASE WHEN ran THEN j.executions ELSE j.executions - 1 END,
-		interruptions = CASE WHEN ran THEN j.interruptions + 1 ELSE j.interruptions END,
+		interruptions = j.interruptions + 1,
 		last_error = CASE
-			WHEN NOT ran THEN j.last_error
 			WHEN j.interruptions + 1 >= $3 AND NOT j.cancel_requested
 			THEN format('interrupted %s times: its worker died or stopped heartbeating each time (suspected poison pill)', j.interruptions + 1)
 			ELSE format('interrupted: worker %s stopped heartbeating; lease expired at %s', j.worker_id, j.lease_expires_at)
 			END,
-		worker_id = CASE WHEN ran THEN j.worker_id END,
-		finished_at = CASE WHEN j.cancel_requested OR (ran AND j.interruptions + 1 >= $3) THEN now() ELSE NULL END,
+		finished_at = CASE WHEN j.cancel_requested OR j.interruptions + 1 >= $3 THEN now() ELSE NULL END,
 		lease_token = NULL,
 		lease_expires_at = NULL,
 		updated_at = now()
 	FROM expired
 	WHERE j.id = expired.expired_id
 	RETURNING j.id, j.status, j.type, j.queue, j.attempt, j.executions, j.worker_id, j.started_at, j.last_error,
-	          j.effective_priority, j.run_at, j.created_at, j.batch_id, expired.ran
+	          j.effective_priority, j.run_at, j.created_at, j.batch_id
 ),
 recorded AS (
 	INSERT INTO job_executions (job_id, seq, attempt, worker_id, started_at, finished_at, outcome, error, duration_ms)
-	SELECT id, executions, attempt + 1, coalesce(worker_id, ''), started_at, now(),
+	SELECT id, executions, attempt + 1, coalesce(worker_id, ''), coalesce(started_at, now()), now(),
 	       'interrupted', last_error, greatest(0, (extract(epoch FROM now() - started_at) * 1000)::bigint)
-	FROM moved WHERE ran
+	FROM moved
 ),
 counted AS (
 	INSERT INTO job_throughput (bucket, outcome, type, queue, shard, n)
-	SELECT date_trunc('minute', now()), 'interrupted', type, queue, pg_backend_pid() % 16, count(*) FROM moved WHERE ran GROUP BY type, queue
+	SELECT date_trunc('minute', now()), 'interrupted', type, queue, pg_backend_pid() % 16, count(*) FROM moved GROUP BY type, queue
 	ON CONFLICT (bucket, outcome, type, queue, shard) DO UPDATE SET n = job_throughput.n + excluded.n
 )
 SELECT ` + movedColumns + ` FROM moved`

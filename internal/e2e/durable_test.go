@@ -70,17 +70,22 @@ func TestStepsSurviveSIGKILL(t *testing.T) {
 	for id, n := range counts["charge"] {
 		require.Equal(t, 1, n, "job %s: the card was charged %d times", id, n)
 	}
-	interrupted := 0
+	// The jobs held inside step 2 were interrupted and ran step 2 again;
+	// the victim may also have had jobs claimed into its buffer, not yet
+	// started, which are interrupted too (a start the pool had not yet
+	// recorded looks the same) but ran no step before the kill.
 	for _, j := range done {
-		if j.Interruptions > 0 {
-			interrupted++
-			require.Equal(t, 2, counts["invoice"][j.ID.String()], "the interrupted step ran again")
+		id := j.ID.String()
+		if held["invoice"][id] > 0 {
+			require.Equal(t, 1, j.Interruptions, "job %s was held in step 2 when the worker died", id)
+			require.Equal(t, 2, counts["invoice"][id], "the interrupted step ran again")
+		} else {
+			require.Equal(t, 1, counts["invoice"][id], "job %s ran step 2 once", id)
 		}
 		var res map[string]any
 		require.NoError(t, json.Unmarshal(j.Result, &res))
 		require.Equal(t, true, res["emailed"])
 	}
-	require.Equal(t, slots, interrupted, "every job the victim held was interrupted, and only those")
 }
 
 // orderParams are n orders for the example's "order" type.

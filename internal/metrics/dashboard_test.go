@@ -91,7 +91,7 @@ func TestGrafanaDashboardQueriesWhatFlintExports(t *testing.T) {
 	t.Parallel()
 	families := exportedFamilies(t)
 	require.Contains(t, families, "flint_jobs", "the families are read")
-	raw, err := os.ReadFile(filepath.Join("..", "deploy", "grafana", "flint.json"))
+	raw, err := os.ReadFile(filepath.Join("..", "..", "deploy", "grafana", "flint.json"))
 	require.NoError(t, err)
 	var d struct {
 		Title      string           `json:"title"`
