@@ -167,10 +167,22 @@ func signIn(t *testing.T, ctx context.Context, base string) {
 	waitLive(t, ctx, 10*time.Second)
 }
 
-// waitLive waits for the page's live indicator to say "Live".
+// waitLive waits for the page's live indicator to say "Live". The tab may
+// be between pages meanwhile (a sign-in sends it on): an evaluation cut
+// short, or a page without the indicator yet, counts as not yet.
 func waitLive(t *testing.T, ctx context.Context, timeout time.Duration) {
 	t.Helper()
-	waitJS(t, ctx, `document.querySelector('[data-live]').dataset.state === 'open' && document.querySelector('[data-live] .live-text').textContent === 'Live'`, timeout)
+	const js = `(() => { const l = document.querySelector('[data-live]'); const x = document.querySelector('[data-live] .live-text');
+		return !!l && !!x && l.dataset.state === 'open' && x.textContent === 'Live'; })()`
+	if pollUntil(timeout, 100*time.Millisecond, func() bool {
+		c, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		ok, err := chromedp.Run(c, chromedp.Evaluate[bool](js))
+		return err == nil && ok
+	}) {
+		return
+	}
+	t.Fatalf("the page's live indicator did not say Live within %s", timeout)
 }
 
 // within runs browser steps with a deadline.
