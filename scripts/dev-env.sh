@@ -42,7 +42,7 @@ if [[ -e $file ]]; then
 fi
 
 api_key="$(hex 32)"
-admin_password="$(password 16)"
+admin_password="$(password 20)"
 session_key="$(hex 32)"
 
 mkdir -p .flint
