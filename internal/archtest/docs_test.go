@@ -1,6 +1,7 @@
 package archtest
 
 import (
+	"cmp"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -234,7 +235,7 @@ func endpointTables(t *testing.T) string {
 			if _, seen := byTag[tag]; !seen {
 				tags = append(tags, tag)
 			}
-			byTag[tag] = append(byTag[tag], op{strings.ToUpper(method), path, o.Summary, cmpOr(o.Scope, "none")})
+			byTag[tag] = append(byTag[tag], op{strings.ToUpper(method), path, o.Summary, cmp.Or(o.Scope, "none")})
 		}
 	}
 	var b strings.Builder
@@ -247,14 +248,6 @@ func endpointTables(t *testing.T) string {
 	}
 	b.WriteString("\n" + endpointsClose)
 	return b.String()
-}
-
-// cmpOr is s, or def when s is empty.
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // TestAPIPageEndpoints holds docs/api.md's endpoint tables to the OpenAPI

@@ -12,11 +12,12 @@ import (
 // offDiagram are packages the Packages diagram of ARCHITECTURE.md leaves
 // out, and why. The package table names them all the same.
 var offDiagram = map[string]string{
-	"internal/db/dbtest": "test helpers, imported by _test.go files only",
-	"internal/syncbuf":   "a test helper, imported by _test.go files only",
-	"internal/archtest":  "tests of the docs, no code",
-	"internal/e2e":       "end-to-end tests, no code",
-	"bench/flintbench":   "a benchmark command, listed under the diagram with the test packages",
+	"internal/db/dbtest":         "test helpers, imported by _test.go files only",
+	"internal/syncbuf":           "a test helper, imported by _test.go files only",
+	"internal/jsonutil/jsontest": "a test helper, imported by _test.go files only",
+	"internal/archtest":          "tests of the docs, no code",
+	"internal/e2e":               "end-to-end tests, no code",
+	"bench/flintbench":           "a benchmark command, listed under the diagram with the test packages",
 }
 
 // docName is how ARCHITECTURE.md names a package of the module: its path

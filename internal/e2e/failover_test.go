@@ -104,18 +104,13 @@ func (c *haCluster) readyOn(t *testing.T, addr string, limit time.Duration) time
 // apiLoad enqueues a mix of jobs over the API from a few clients until
 // stopped, and keeps what the API answered.
 type apiLoad struct {
-	mu          sync.Mutex
-	acked       []uuid.UUID
-	status      map[int]int // answers by status code
-	unanswered  int         // no answer (connection error, timeout)
-	unexpected  []string    // answers other than 201 and 503 database_unavailable
-	stop        chan struct{}
-	wg          sync.WaitGroup
-	lastAckedAt time.Time
+	answers // a 503 is accepted as database_unavailable only
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 func startAPILoad(c *haCluster, clients int) *apiLoad {
-	l := &apiLoad{status: map[int]int{}, stop: make(chan struct{})}
+	l := &apiLoad{stop: make(chan struct{})}
 	for i := range clients {
 		l.wg.Add(1)
 		go func() {
@@ -152,41 +147,7 @@ func (l *apiLoad) enqueue(c *haCluster, path, body string) {
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-API-Key", c.api.key)
 	resp, err := c.api.http.Do(req)
-	if err != nil {
-		l.mu.Lock()
-		l.unanswered++
-		l.mu.Unlock()
-		return
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.status[resp.StatusCode]++
-	switch {
-	case resp.StatusCode == http.StatusCreated:
-		var j struct {
-			ID   uuid.UUID `json:"id"`
-			Jobs []struct {
-				ID uuid.UUID `json:"id"`
-			} `json:"jobs"`
-		}
-		if err := json.Unmarshal(raw, &j); err != nil {
-			l.unexpected = append(l.unexpected, fmt.Sprintf("201 with an unreadable body: %s", raw))
-			return
-		}
-		if j.ID != uuid.Nil {
-			l.acked = append(l.acked, j.ID)
-		}
-		for _, b := range j.Jobs {
-			l.acked = append(l.acked, b.ID)
-		}
-		l.lastAckedAt = time.Now()
-	case resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(string(raw), "database_unavailable") &&
-		resp.Header.Get("Retry-After") != "":
-	default:
-		l.unexpected = append(l.unexpected, fmt.Sprintf("%d %s", resp.StatusCode, raw))
-	}
+	l.record(resp, err, 0, func(body string) bool { return strings.Contains(body, "database_unavailable") })
 }
 
 // waitAcked waits until an enqueue is acknowledged after since.

@@ -22,16 +22,11 @@ func docRunBlocks(t *testing.T, page string) []string {
 	raw, err := os.ReadFile(filepath.Join("..", "..", page))
 	require.NoError(t, err)
 	var out []string
-	rest := string(raw)
-	for {
-		_, after, ok := strings.Cut(rest, "<!-- doc-run -->\n")
-		if !ok {
+	for rest := string(raw); ; {
+		body, tail, found := markedBlock(t, page, rest, "<!-- doc-run -->\n")
+		if !found {
 			return out
 		}
-		_, after, ok = strings.Cut(after, "\n") // the opening fence
-		require.True(t, ok)
-		body, tail, ok := strings.Cut(after, "```\n")
-		require.True(t, ok, "%s: a doc-run block is not closed", page)
 		out = append(out, body)
 		rest = tail
 	}

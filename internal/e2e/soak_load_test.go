@@ -67,19 +67,15 @@ func (j soakJob) params() jobs.EnqueueParams {
 // job. Requests that fall behind (inFlight of them waiting on an API cut
 // off, say) are not made up for later: the rate is a ceiling.
 type soakLoad struct {
-	rate       float64 // jobs a second
-	mu         sync.Mutex
-	acked      []uuid.UUID
-	sent       int
-	status     map[int]int
-	unanswered int
-	unexpected []string
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	answers         // any 503 with Retry-After is accepted
+	rate    float64 // jobs a second
+	sent    int     // jobs sent, under answers.mu
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 func startSoakLoad(apis []string, rate float64, inFlight int) *soakLoad {
-	l := &soakLoad{rate: rate, status: map[int]int{}, stop: make(chan struct{})}
+	l := &soakLoad{rate: rate, stop: make(chan struct{})}
 	lb := newSoakBalancer(apis, l.stop, &l.wg)
 	l.wg.Add(1)
 	go func() {
@@ -139,41 +135,7 @@ func (l *soakLoad) enqueue(hc *http.Client, base, path, body string, n int) {
 	l.mu.Lock()
 	l.sent += n
 	l.mu.Unlock()
-	if err != nil {
-		l.mu.Lock()
-		l.unanswered++
-		l.mu.Unlock()
-		return
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.status[resp.StatusCode]++
-	switch {
-	case resp.StatusCode == http.StatusCreated:
-		var j struct {
-			ID   uuid.UUID `json:"id"`
-			Jobs []struct {
-				ID uuid.UUID `json:"id"`
-			} `json:"jobs"`
-		}
-		if err := json.Unmarshal(raw, &j); err != nil || (j.ID == uuid.Nil && len(j.Jobs) != n) {
-			l.unexpected = append(l.unexpected, fmt.Sprintf("201 with an unreadable body: %s", raw))
-			return
-		}
-		if j.ID != uuid.Nil {
-			l.acked = append(l.acked, j.ID)
-		}
-		for _, b := range j.Jobs {
-			l.acked = append(l.acked, b.ID)
-		}
-	case resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "":
-	default:
-		if len(l.unexpected) < 100 {
-			l.unexpected = append(l.unexpected, fmt.Sprintf("%d %s", resp.StatusCode, raw))
-		}
-	}
+	l.record(resp, err, n, func(string) bool { return true })
 }
 
 // soakBalancer is a load balancer's view of the APIs: it asks each for

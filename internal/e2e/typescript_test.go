@@ -50,13 +50,24 @@ func docBlock(t *testing.T, doc, name string) string {
 	t.Helper()
 	text, err := os.ReadFile(filepath.Join("..", "..", doc))
 	require.NoError(t, err)
-	_, rest, ok := strings.Cut(string(text), "<!-- doc-test: "+name+" -->\n")
-	require.True(t, ok, "%s has no block marked %q", doc, name)
-	_, rest, ok = strings.Cut(rest, "\n") // the opening fence
-	require.True(t, ok)
-	body, _, ok := strings.Cut(rest, "```\n")
-	require.True(t, ok, "%s block %q is not closed", doc, name)
+	body, _, found := markedBlock(t, doc, string(text), "<!-- doc-test: "+name+" -->\n")
+	require.True(t, found, "%s has no block marked %q", doc, name)
 	return body
+}
+
+// markedBlock returns the body of the first fenced block after mark in
+// text, and the text after the block; found is false when no mark is left.
+func markedBlock(t *testing.T, doc, text, mark string) (body, rest string, found bool) {
+	t.Helper()
+	_, after, found := strings.Cut(text, mark)
+	if !found {
+		return "", "", false
+	}
+	_, after, ok := strings.Cut(after, "\n") // the opening fence
+	require.True(t, ok, "%s: a mark %q with no block after it", doc, strings.TrimSpace(mark))
+	body, rest, ok = strings.Cut(after, "```\n")
+	require.True(t, ok, "%s: the block after %q is not closed", doc, strings.TrimSpace(mark))
+	return body, rest, true
 }
 
 // TestTypeScriptGuide runs the example of docs/typescript.md as written
