@@ -89,7 +89,7 @@ release-build:
 	@cd dist && sha256sum flint-* >SHA256SUMS && cat SHA256SUMS
 
 test: test-services vet fmt-check templ-check tidy-check lint
-	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -race -count=1 -timeout 30m ./...
 	@# Without the services (-short, variables unset) every test that needs
 	@# them skips and the rest still pass; the binaries are the ones above.
 	env -u TEST_DATABASE_URL -u TEST_REDIS_URL -u TEST_SMTP_URL -u TEST_MAILPIT_URL -u TEST_PGBOUNCER_URL \

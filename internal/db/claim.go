@@ -52,23 +52,39 @@ const (
 	claimWaits  = "\tstarted_at = NULL,\n"
 )
 
-// bufferedClaims caches each claim statement's buffered variant.
-var bufferedClaims sync.Map // string → string
+// claimVariants caches each claim statement's variants: buffered (key
+// "b" + sql) and immediate ("i" + sql).
+var claimVariants sync.Map // string → string
+
+// queuedRows is how every claim statement picks its candidate rows, and
+// dueRows the same for a claim whose jobs start at once.
+const (
+	queuedRows = "status = 'queued' AND deleted_at IS NULL"
+	dueRows    = "status = 'queued' AND run_at <= now() AND deleted_at IS NULL"
+)
 
 // claimStatement is the claim statement sql as a claim of p runs it. A
 // buffered claim (domain.ClaimParams.Buffered) leaves started_at NULL: its
 // jobs are claimed, not running, until the pool reports that their
 // handlers started (StartJobs, or with their outcomes). The claim's time
 // is the updated_at it returns, which the pool counts the start from.
+// It may take queued jobs whose run_at is still ahead (the promoter
+// queues jobs shortly before their time: scheduler.DefaultPromoteAhead);
+// the pool starts them at run_at. A claim whose jobs start at once (pull
+// workers, push) takes only jobs that are due.
 func claimStatement(sql string, p domain.ClaimParams) string {
-	if !p.Buffered {
-		return sql
+	key := "i" + sql
+	if p.Buffered {
+		key = "b" + sql
 	}
-	if v, ok := bufferedClaims.Load(sql); ok {
+	if v, ok := claimVariants.Load(key); ok {
 		return v.(string)
 	}
 	out := strings.Replace(sql, claimStarts, claimWaits, 1)
-	bufferedClaims.Store(sql, out)
+	if !p.Buffered {
+		out = strings.ReplaceAll(sql, queuedRows, dueRows)
+	}
+	claimVariants.Store(key, out)
 	return out
 }
 

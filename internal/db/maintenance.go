@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -98,7 +99,9 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]d
 // them and returns what moved (the caller wakes their workers).
 // A waiting job whose wait ends this way has slept its time, or timed out
 // waiting for a signal or an event: the timeout is kept as what resumed
-// the wait (job_signals), which its next claim carries.
+// the wait (job_signals), which its next claim carries. The job keeps
+// its run_at (a promotion ahead of it leaves the time to the claim, see
+// claimStatement); promoteDueMovedSQL makes it due now.
 const promoteMovedSQL = `
 timed AS (
 	INSERT INTO job_signals (job_id, name, dedupe_id, kind)
@@ -115,7 +118,7 @@ SELECT ` + movedColumns + ` FROM moved`
 
 // promoteSQL moves scheduled jobs whose run_at has come to queued and wakes
 // the workers of their queues.
-const promoteSQL = `
+var promoteSQL = `
 WITH due AS MATERIALIZED (
 	SELECT id AS due_id, wait_kind AS due_kind, wait_name AS due_wait FROM jobs
 	WHERE status = 'scheduled' AND deleted_at IS NULL AND run_at <= coalesce($1::timestamptz, now())
@@ -123,10 +126,15 @@ WITH due AS MATERIALIZED (
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ),
-` + promoteMovedSQL
+` + promoteDueMovedSQL
+
+// promoteDueMovedSQL is promoteMovedSQL for the sweep, whose clock ($1)
+// may be given: what it promotes is due now (run_at at most now()), as a
+// claim that starts its job at once requires.
+var promoteDueMovedSQL = strings.Replace(promoteMovedSQL, "SET status = 'queued',", "SET status = 'queued', run_at = least(j.run_at, now()),", 1)
 
 // wakeSQL is promoteSQL for waiting jobs whose wait has ended.
-const wakeSQL = `
+var wakeSQL = `
 WITH due AS MATERIALIZED (
 	SELECT id AS due_id, wait_kind AS due_kind, wait_name AS due_wait FROM jobs
 	WHERE status = 'waiting' AND deleted_at IS NULL AND run_at <= coalesce($1::timestamptz, now())
@@ -134,7 +142,7 @@ WITH due AS MATERIALIZED (
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
 ),
-` + promoteMovedSQL
+` + promoteDueMovedSQL
 
 // PromoteDue moves up to limit scheduled jobs due by now (nil: the database
 // clock) to queued.
@@ -310,24 +318,30 @@ func (s *Store) Prune(ctx context.Context, st domain.Settings, now *time.Time, l
 	return total + n, errors.Join(err, s.pruneServedTypes(ctx), s.pruneSchemas(ctx))
 }
 
-// promoteIDsSQL promotes the given scheduled jobs that are due by the
-// database clock. Rows another scheduler is promoting right now are
-// skipped, not waited for.
+// promoteIDsSQL promotes the given scheduled and waiting jobs that are
+// due by the database clock, or within $2 ms of it, but for waits for a
+// signal or an event (scheduler.DefaultPromoteAhead says why). Rows
+// another scheduler is promoting right now are skipped, not waited for.
 const promoteIDsSQL = `
 WITH due AS MATERIALIZED (
 	SELECT id AS due_id, wait_kind AS due_kind, wait_name AS due_wait FROM jobs
-	WHERE id = ANY($1::uuid[]) AND status IN ('scheduled', 'waiting') AND deleted_at IS NULL AND run_at <= now()
+	WHERE id = ANY($1::uuid[]) AND status IN ('scheduled', 'waiting') AND deleted_at IS NULL
+	  AND run_at <= now() + CASE WHEN wait_kind IN ('signal', 'event') THEN 0 ELSE $2::float8 END * interval '1 millisecond'
 	FOR UPDATE SKIP LOCKED
 ),
 ` + promoteMovedSQL
 
-// PromoteIDs promotes the given jobs if they are still scheduled and due.
-func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]domain.Moved, error) {
-	out, err := collectMoved(s.pool.Query(ctx, promoteIDsSQL, ids))
+// PromoteIDs promotes the given jobs if they are still scheduled (or
+// waiting) and due, or due within ahead (see promoteIDsSQL). The queues
+// of jobs promoted ahead of their time are woken again at that time, for
+// the pull workers and push deliveries that claim only due jobs.
+func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID, ahead time.Duration) ([]domain.Moved, error) {
+	out, err := collectMoved(s.pool.Query(ctx, promoteIDsSQL, ids, float64(ahead)/float64(time.Millisecond)))
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
 	s.wakeMoved(out)
+	s.wakeAtRunAt(out)
 	s.emitMoved(out)
 	return out, nil
 }

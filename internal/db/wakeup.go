@@ -227,6 +227,26 @@ func (s *Store) wakeMoved(moved []domain.Moved) {
 	s.waker.add(queues, timers)
 }
 
+// wakeAtRunAt wakes, at their run_at, the queues of jobs moved to queued
+// ahead of it (Store.PromoteIDs): pull workers and push deliveries woken
+// at the promotion found nothing due and wait for the next wake-up. One
+// timer per millisecond of run_at, on this process's clock (a clock that
+// disagrees with the database's moves the wake-up, never the job's time:
+// their polling remains the backstop).
+func (s *Store) wakeAtRunAt(moved []domain.Moved) {
+	now := time.Now()
+	at := map[int64][]string{}
+	for _, m := range moved {
+		if m.Status == jobs.StateQueued && m.RunAt.After(now) {
+			ms := (m.RunAt.UnixMicro() + 999) / 1000
+			at[ms] = append(at[ms], m.Queue)
+		}
+	}
+	for ms, queues := range at {
+		time.AfterFunc(time.Until(time.UnixMilli(ms)), func() { s.waker.add(queues, nil) })
+	}
+}
+
 // wakeCancel tells the worker running job id that its cancellation was
 // requested.
 func (s *Store) wakeCancel(id uuid.UUID) { s.waker.other(ChannelCancel, id.String()) }

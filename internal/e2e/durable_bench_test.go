@@ -205,6 +205,7 @@ func BenchmarkDurableSleep(b *testing.B) {
 
 func durableSleep(b *testing.B, n int, d time.Duration) {
 	late := make([]float64, n)
+	claimed := make([]float64, n) // how long before its wake time each was claimed again
 	var asleep atomic.Int64
 	onMoved, all := completions(int64(n), nil)
 	env := startDurable(b, durableWorkers, func(r *jobs.Registry) {
@@ -222,6 +223,7 @@ func durableSleep(b *testing.B, n int, d time.Duration) {
 			}
 			i, _ := strconv.Atoi(string(j.Payload))
 			late[i] = float64(now.Sub(wake.WakeAt).Microseconds()) / 1000
+			claimed[i] = float64(wake.WakeAt.Sub(j.UpdatedAt).Microseconds()) / 1000
 			return nil, nil
 		}))
 	}, onMoved)
@@ -248,6 +250,9 @@ func durableSleep(b *testing.B, n int, d time.Duration) {
 	running, conns, goroutines := env.pool.Running(), env.store.Pool().Stat().AcquiredConns(), runtime.NumGoroutine()-g0
 	waitAll(b, all, d+5*time.Minute, "sleep")
 	slices.Sort(late)
+	slices.Sort(claimed)
+	b.Logf("claimed again before their wake time (scheduler.DefaultPromoteAhead): p1 %.1f ms, p50 %.1f ms, p99 %.1f ms",
+		pct(claimed, 1), pct(claimed, 50), pct(claimed, 99))
 	b.Logf("%d jobs asleep (waiting rows) after %.2fs; while all slept: %d slots running, %d connections in use, %+d goroutines",
 		n, fellAsleep.Seconds(), running, conns, goroutines)
 	b.ReportMetric(pct(late, 50), "lateness-p50-ms")

@@ -21,8 +21,8 @@ type PromoterStore interface {
 	// database clock) to queued.
 	PromoteDue(ctx context.Context, now *time.Time, limit int) ([]domain.Moved, error)
 	// PromoteIDs promotes the given jobs if they are still scheduled and
-	// due.
-	PromoteIDs(ctx context.Context, ids []uuid.UUID) ([]domain.Moved, error)
+	// due, or, but for waits for a signal or an event, due within ahead.
+	PromoteIDs(ctx context.Context, ids []uuid.UUID, ahead time.Duration) ([]domain.Moved, error)
 	// ScheduledTimers returns the given jobs that are still scheduled (all
 	// of them when ids is nil, a page of limit after the id after), with
 	// what the index needs.
@@ -47,12 +47,27 @@ type PromoterConfig struct {
 	ResyncInterval time.Duration
 	// BatchSize is the most jobs one statement promotes; zero means 1000.
 	BatchSize int
+	// Ahead is how long before their time scheduled jobs and sleepers are
+	// promoted (see DefaultPromoteAhead); zero means DefaultPromoteAhead,
+	// a negative value none.
+	Ahead time.Duration
 	// OnMoved, if set, is called with the jobs each pass promoted.
 	OnMoved func([]domain.Moved)
 	// Clock tells the time; nil means jobs.SystemClock. The promoter
 	// reckons the database clock as Clock plus the offset it measured.
 	Clock jobs.Clock
 }
+
+// DefaultPromoteAhead is how long before its time a scheduled job or a
+// sleeper is queued. A queued job whose run_at is still ahead is claimed
+// only into an in-process pool's buffer, whose worker starts its handler
+// at run_at (workers.Pool), so the promotion's commit, the wake-up and
+// the claim happen before the job's time rather than after it: the
+// handler starts on time. Pull workers and push claim only jobs that are
+// due, and the store wakes their queues again at run_at. A wait for a
+// signal or an event is never ended early: its timeout is a result the
+// handler reads, and a signal may still come.
+const DefaultPromoteAhead = 250 * time.Millisecond
 
 // Promoter moves scheduled jobs (delayed jobs, retries, recurring
 // occurrences) to queued when their time comes. It fires them from an
@@ -84,6 +99,7 @@ func NewPromoter(cfg PromoterConfig, store PromoterStore, logger *slog.Logger) *
 	cfg.SweepInterval = cmp.Or(cfg.SweepInterval, 15*time.Second)
 	cfg.ResyncInterval = cmp.Or(cfg.ResyncInterval, 10*time.Minute)
 	cfg.BatchSize = cmp.Or(cfg.BatchSize, 1000)
+	cfg.Ahead = max(cmp.Or(cfg.Ahead, DefaultPromoteAhead), 0)
 	if cfg.Settings == nil {
 		cfg.Settings = &domain.SettingsHolder{}
 	}
@@ -203,6 +219,9 @@ func (p *Promoter) sleep(ctx context.Context, d time.Duration) {
 // now is the database clock as this process reckons it.
 func (p *Promoter) now() time.Time { return p.cfg.Clock.Now().Add(p.offset) }
 
+// horizon is how far the index is promoted: now plus Ahead.
+func (p *Promoter) horizon() time.Time { return p.now().Add(p.cfg.Ahead) }
+
 // untilNext is how long to sleep: until the earliest entry is due, at most
 // MaxSleep.
 func (p *Promoter) untilNext() time.Duration {
@@ -212,7 +231,7 @@ func (p *Promoter) untilNext() time.Duration {
 	if !ok {
 		return p.cfg.MaxSleep
 	}
-	return min(max(next.Sub(p.now()), 0), p.cfg.MaxSleep)
+	return min(max(next.Sub(p.horizon()), 0), p.cfg.MaxSleep)
 }
 
 // load rebuilds the index of the given strategy from the database.
@@ -263,7 +282,7 @@ func (p *Promoter) load(ctx context.Context, strategy string) error {
 func (p *Promoter) runOnce(ctx context.Context) error {
 	for ctx.Err() == nil {
 		p.mu.Lock()
-		due := p.idx.PopDue(p.now(), p.cfg.BatchSize)
+		due := p.idx.PopDue(p.horizon(), p.cfg.BatchSize)
 		p.mu.Unlock()
 		if len(due) == 0 {
 			break
@@ -273,7 +292,7 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 			ids[i] = e.ID
 		}
 		sctx, cancel := statementContext(ctx)
-		moved, err := p.store.PromoteIDs(sctx, ids)
+		moved, err := p.store.PromoteIDs(sctx, ids, p.cfg.Ahead)
 		cancel()
 		if err != nil {
 			p.putBack(due)
@@ -282,8 +301,10 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 		p.report(moved)
 		if len(moved) < len(due) {
 			// Not promoted: cancelled, deleted, already promoted elsewhere,
-			// or not due by the database's clock yet. Those still
-			// scheduled go back with their stored time.
+			// not due by the database's clock yet, or a wait for a signal
+			// or an event, which ends at its time and not Ahead before.
+			// Those still scheduled or waiting go back to be taken again
+			// at their stored time (Ahead later in the index's terms).
 			promoted := make(map[uuid.UUID]bool, len(moved))
 			for _, m := range moved {
 				promoted[m.JobID] = true
@@ -304,6 +325,7 @@ func (p *Promoter) runOnce(ctx context.Context) error {
 				if t.RunAt.Before(floor) {
 					t.RunAt = floor // not yet due by the database: look again shortly
 				}
+				t.RunAt = t.RunAt.Add(p.cfg.Ahead)
 				p.idx.Upsert(Entry(t))
 			}
 			p.mu.Unlock()

@@ -35,6 +35,10 @@ type execution struct {
 	// it needs no clock agreement between the process and the database.
 	claimedAt    time.Time
 	claimedLocal time.Time
+	// ready is when it was handed to the workers, as time since the
+	// pool's epoch: at its claim, or at its run_at when the pool held it
+	// until then (holdUntilRunAt); zero while held.
+	ready atomic.Int64
 	// startAt is when the handler started (database clock), once it has;
 	// startWritten says the starter has taken it to write (see starter).
 	startAt      atomic.Pointer[time.Time]
@@ -87,11 +91,21 @@ func (ex *execution) take() bool {
 // markStarted records that ex's handler starts now, on the database's
 // clock (see execution.claimedAt), and wakes the starter.
 func (p *Pool) markStarted(ex *execution) time.Time {
-	at := ex.claimedAt.Add(time.Since(ex.claimedLocal))
+	// Never before run_at: a job held until then (holdUntilRunAt) starts
+	// at it by the earlier clock, and this reckoning runs behind.
+	at := later(ex.claimedAt.Add(time.Since(ex.claimedLocal)), ex.job.RunAt)
 	ex.startAt.Store(&at)
 	ex.started.Store(true)
 	signal(p.startNow)
 	return at
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // endedAt is when the handler returned, for its outcome
@@ -228,6 +242,7 @@ func (p *Pool) execute(ex *execution) {
 		p.running.CompareAndDelete(j.ID, ex)
 		return // the heartbeat has said so
 	}
+	p.waitRunAt(ex)
 	if p.draining.Load() || context.Cause(ctx) != nil {
 		f := domain.Finish{Lease: ex.lease, Outcome: domain.OutcomeInterrupted,
 			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down before the job started"}
@@ -289,6 +304,35 @@ func (p *Pool) execute(ex *execution) {
 			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
 	}
 	p.settle(ex, f)
+}
+
+// untilRunAt is how long until ex's run_at: the shorter of what this
+// process's clock says and what the database's clock says as the claim
+// reckons it (see execution.claimedAt). The claim's reckoning runs behind
+// by the claim statement's own time (its now() is its transaction's
+// start), 20–30 ms on a busy server, so on a host whose clock agrees with
+// the database's the local clock decides; on one whose clock runs behind
+// it, the database's does.
+func (ex *execution) untilRunAt() time.Duration {
+	return min(time.Until(ex.job.RunAt), ex.job.RunAt.Sub(ex.claimedAt.Add(time.Since(ex.claimedLocal))))
+}
+
+// waitRunAt waits out what is left of ex's wait for its run_at: the
+// pool holds a job claimed ahead of its time until then (holdUntilRunAt),
+// and a timer may fire a little early. A drain or a cancellation ends the
+// wait (the caller then hands the job back or cancels it unstarted).
+func (p *Pool) waitRunAt(ex *execution) {
+	wait := ex.untilRunAt()
+	if wait <= 0 {
+		return
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-p.drained:
+	case <-ex.ctx.Done():
+	}
 }
 
 // outcome is how the attempt of ex ended, from what its handler returned

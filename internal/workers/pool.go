@@ -172,12 +172,22 @@ type Pool struct {
 	startNow chan struct{}      // a handler started (cap 1): see starter
 	free     atomic.Int64       // idle workers plus free places in work: how many more jobs to claim
 	draining atomic.Bool        // set once claiming has stopped: jobs not yet started go back
-	running  sync.Map           // uuid.UUID → *execution, until its outcome is written
-	queues   map[string]bool    // nil means all
-	stopJobs context.CancelCauseFunc
-	jobsCtx  context.Context
-	started  atomic.Bool
-	inFlight sync.WaitGroup // worker goroutines
+	drained  chan struct{}      // closed when draining is set
+	// heldMu guards held (jobs claimed ahead of their run_at, on their
+	// timers: see holdUntilRunAt), heldClosed (the drain took them) and
+	// unsent (releases the drain interrupted); releasing counts releases
+	// on their way to work.
+	heldMu     sync.Mutex
+	held       map[*execution]*time.Timer
+	heldClosed bool
+	unsent     []*execution
+	releasing  sync.WaitGroup
+	running    sync.Map        // uuid.UUID → *execution, until its outcome is written
+	queues     map[string]bool // nil means all
+	stopJobs   context.CancelCauseFunc
+	jobsCtx    context.Context
+	started    atomic.Bool
+	inFlight   sync.WaitGroup // worker goroutines
 	// finMu guards sending on finishes against its closing: senders hold
 	// it for reading, Run closes the channel holding it for writing.
 	finMu     sync.RWMutex
@@ -212,6 +222,8 @@ func NewPool(cfg Config, store Store, registry *jobs.Registry, logger *slog.Logg
 		freed:    make(chan struct{}, 1),
 		beatNow:  make(chan struct{}, 1),
 		startNow: make(chan struct{}, 1),
+		drained:  make(chan struct{}),
+		held:     map[*execution]*time.Timer{},
 		epoch:    time.Now(),
 		jobLogs:  newJobLogWriter(store, logger.With("component", "job_logs", "worker_id", cfg.WorkerID)),
 	}
@@ -313,7 +325,12 @@ func (p *Pool) Run(ctx context.Context) error {
 
 	// Drain.
 	p.draining.Store(true)
+	close(p.drained)
+	held := p.takeHeld()
 	close(p.work)
+	for _, ex := range held {
+		p.execute(ex) // not started: handed back at once
+	}
 	for ex := range p.work {
 		p.execute(ex) // not started: handed back at once, alongside the workers
 	}

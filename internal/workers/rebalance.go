@@ -25,15 +25,17 @@ func (p *Pool) rebalancer(ctx context.Context) {
 	}
 }
 
-// rebalance hands back to the queue the jobs claimed into the buffer more
-// than half a poll interval ago, when no worker has become idle for that
+// rebalance hands back to the queue the jobs handed to the workers more
+// than half a poll interval ago and still waiting for one, when no worker has become idle for that
 // long either: the buffer is there to cover one claim's round trip, and
 // jobs held behind handlers that run long would otherwise wait for them
 // while another process has idle workers. They go back as if never
 // claimed (Store.ReleaseJobs); the wake-up their move sends makes idle
 // pools claim them at once. Their places in the buffer stay taken until a
 // worker passes over them, so this pool does not claim them back before
-// one of its workers is free.
+// one of its workers is free. A job held until its run_at (holdUntilRunAt)
+// waits for its time, not for a worker: it stays, and from its time it is
+// given half a poll interval like a fresh claim.
 func (p *Pool) rebalance(ctx context.Context) {
 	hold := p.cfg.PollInterval / 2
 	now := time.Since(p.epoch)
@@ -44,7 +46,7 @@ func (p *Pool) rebalance(ctx context.Context) {
 	taken := map[domain.Lease]*execution{}
 	p.running.Range(func(_, v any) bool {
 		ex := v.(*execution)
-		if time.Since(ex.claimedLocal) < hold || ex.lost.Load() || context.Cause(ex.ctx) != nil || !ex.relMu.TryLock() {
+		if r := ex.ready.Load(); r == 0 || now-time.Duration(r) < hold || ex.lost.Load() || context.Cause(ex.ctx) != nil || !ex.relMu.TryLock() {
 			return true
 		}
 		if ex.taken || ex.released {
