@@ -263,7 +263,8 @@ func durableSleep(b *testing.B, n int, d time.Duration) {
 
 // BenchmarkDurableSignal: 1,000 jobs wait for a signal (jobs.
 // WaitForSignal); once all wait, senders send each its signal
-// (Store.SendSignal, as the API does): latency is the send's return →
+// (Store.SendSignal, then a wake of the pool, as the API does in flint
+// serve): latency is the send's return →
 // the job's completion committed (the handler resumed and returned), and
 // rate is the signals over first send → last completion. With 1 sender
 // it is dbosbench -mode signal's setting, with 16 -senders 16.
@@ -327,6 +328,7 @@ func durableSignal(b *testing.B, n, senders int) {
 				if err != nil || !resumed {
 					b.Errorf("signal %d: resumed %v, %v", i, resumed, err)
 				}
+				env.pool.Wake(jobs.DefaultQueue) // as the API's signal handler does in flint serve
 			}
 		})
 	}

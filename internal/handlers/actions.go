@@ -18,20 +18,24 @@ import (
 // made work ready, so an in-process pool does not wait for the
 // notification round trip that wakes the others.
 func (s *server) wakeFor(js ...*jobs.Job) {
-	if s.wake == nil && s.work == nil {
-		return
-	}
 	seen := map[string]bool{}
 	for _, j := range js {
 		if j != nil && j.Status == jobs.StateQueued && !seen[j.Queue] {
 			seen[j.Queue] = true
-			if s.wake != nil {
-				s.wake(j.Queue)
-			}
-			if s.work != nil {
-				s.work.cfg.Hub.Wake(j.Queue)
-			}
+			s.wakeQueue(j.Queue)
 		}
+	}
+}
+
+// wakeQueue wakes this process's workers and long polls of queue at once:
+// a job there became ready (the notification through PostgreSQL wakes
+// the other processes').
+func (s *server) wakeQueue(queue string) {
+	if s.wake != nil {
+		s.wake(queue)
+	}
+	if s.work != nil {
+		s.work.cfg.Hub.Wake(queue)
 	}
 }
 

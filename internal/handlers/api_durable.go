@@ -162,6 +162,9 @@ func (s *server) sendSignal(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if resumed {
+		s.wakeQueue(j.Queue)
+	}
 	if fresh {
 		s.audit(c, "job_signal", map[string]any{"name": name, "resumed": resumed}, id)
 	}
@@ -241,6 +244,9 @@ func (s *server) signalHTML(c *fiber.Ctx) error {
 	}
 	if err != nil {
 		return err
+	}
+	if resumed {
+		s.wakeQueue(j.Queue)
 	}
 	if fresh {
 		s.audit(c, "job_signal", map[string]any{"name": name, "resumed": resumed}, j.ID)

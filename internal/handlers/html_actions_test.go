@@ -261,3 +261,42 @@ func TestDashboardActionsWakeWorkers(t *testing.T) {
 	require.Equal(t, http.StatusInternalServerError, p.status)
 	require.NotContains(t, p.header.Get("HX-Trigger"), "jobs_gone", "no internal error text in a toast")
 }
+
+// TestSignalsWakeWorkers: a signal that resumes a job wakes this process's
+// workers for its queue at once, from the API and from the job page's
+// form; one kept for a wait to come wakes nobody.
+func TestSignalsWakeWorkers(t *testing.T) {
+	t.Parallel()
+	b := dashSetup(t)
+	waiting := func(queue string) *jobs.Job {
+		j := b.enqueue(t, jobs.EnqueueParams{Type: "noop", Queue: queue})
+		c, err := b.store.ClaimJobs(b.ctx, domain.ClaimParams{WorkerID: "w", Queues: []string{queue}, Limit: 1, LeaseTTL: time.Minute})
+		require.NoError(t, err)
+		require.Len(t, c, 1)
+		w := jobs.WaitingFor{Kind: jobs.WaitSignal, Name: "approval", Until: time.Now().Add(time.Hour)}
+		_, _, err = b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(c[0]), Outcome: domain.OutcomeSuspended, Wait: &w}})
+		require.NoError(t, err)
+		return j
+	}
+	b.woken.take()
+
+	early := b.enqueue(t, jobs.EnqueueParams{Type: "noop", Queue: "early"})
+	p := b.apiCall(t, http.MethodPost, "/api/v1/jobs/"+early.ID.String()+"/signals/approval", `{"body": 1}`, "application/json")
+	require.Equal(t, http.StatusAccepted, p.status, p.body)
+	require.Contains(t, p.body, `"resumed":false`)
+	require.Empty(t, b.woken.take(), "kept for a wait to come: nothing to run yet")
+
+	api := waiting("refunds")
+	p = b.apiCall(t, http.MethodPost, "/api/v1/jobs/"+api.ID.String()+"/signals/approval", `{"body": {"by": "ann"}}`, "application/json")
+	require.Equal(t, http.StatusAccepted, p.status, p.body)
+	require.Contains(t, p.body, `"resumed":true`)
+	require.Equal(t, []string{"refunds"}, b.woken.take(), "the API's signal")
+
+	form := waiting("approvals")
+	p = b.hx(t, http.MethodPost, "/jobs/"+form.ID.String()+"/signal", url.Values{"name": {"approval"}, "body": {`{"by": "bob"}`}}, "job-live")
+	require.Equal(t, http.StatusOK, p.status, p.body)
+	require.Equal(t, []string{"approvals"}, b.woken.take(), "the job page's form")
+	got, err := b.store.GetJob(b.ctx, form.ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, got.Status)
+}

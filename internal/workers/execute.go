@@ -100,14 +100,6 @@ func (p *Pool) markStarted(ex *execution) time.Time {
 	return at
 }
 
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
 // endedAt is when the handler returned, for its outcome
 // (domain.Finish.EndedAt): after the last line it logged, whose time is this
 // process's, so that the run's end follows its lines in the job's log.
@@ -304,35 +296,6 @@ func (p *Pool) execute(ex *execution) {
 			"outcome", f.Outcome, "error", f.Error, "duration_ms", time.Since(start).Milliseconds())
 	}
 	p.settle(ex, f)
-}
-
-// untilRunAt is how long until ex's run_at: the shorter of what this
-// process's clock says and what the database's clock says as the claim
-// reckons it (see execution.claimedAt). The claim's reckoning runs behind
-// by the claim statement's own time (its now() is its transaction's
-// start), 20–30 ms on a busy server, so on a host whose clock agrees with
-// the database's the local clock decides; on one whose clock runs behind
-// it, the database's does.
-func (ex *execution) untilRunAt() time.Duration {
-	return min(time.Until(ex.job.RunAt), ex.job.RunAt.Sub(ex.claimedAt.Add(time.Since(ex.claimedLocal))))
-}
-
-// waitRunAt waits out what is left of ex's wait for its run_at: the
-// pool holds a job claimed ahead of its time until then (holdUntilRunAt),
-// and a timer may fire a little early. A drain or a cancellation ends the
-// wait (the caller then hands the job back or cancels it unstarted).
-func (p *Pool) waitRunAt(ex *execution) {
-	wait := ex.untilRunAt()
-	if wait <= 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.drained:
-	case <-ex.ctx.Done():
-	}
 }
 
 // outcome is how the attempt of ex ended, from what its handler returned

@@ -324,16 +324,7 @@ func (p *Pool) Run(ctx context.Context) error {
 	<-rebalanceDone
 
 	// Drain.
-	p.draining.Store(true)
-	close(p.drained)
-	held := p.takeHeld()
-	close(p.work)
-	for _, ex := range held {
-		p.execute(ex) // not started: handed back at once
-	}
-	for ex := range p.work {
-		p.execute(ex) // not started: handed back at once, alongside the workers
-	}
+	p.handBackUnstarted()
 	drainStart := time.Now()
 	p.logger.InfoContext(ctx, "worker pool draining", "running", p.Running(), "drain_timeout", p.cfg.DrainTimeout)
 	workersDone := make(chan struct{})
@@ -378,20 +369,4 @@ func goDone(f func()) <-chan struct{} {
 		f()
 	}()
 	return done
-}
-
-// abandonRunning hands back jobs whose handlers did not return after being
-// cancelled at the end of the drain. A handler that returns meanwhile
-// reports its own outcome; settled decides which of the two does.
-func (p *Pool) abandonRunning() {
-	p.running.Range(func(k, v any) bool {
-		ex := v.(*execution)
-		if !ex.settled.CompareAndSwap(false, true) {
-			return true // its outcome is already on its way
-		}
-		p.logger.Warn("handler ignored cancellation; handing its job back", "job_id", ex.job.ID, "type", ex.job.Type)
-		p.finishes <- domain.Finish{Lease: ex.lease, Outcome: domain.OutcomeInterrupted,
-			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down and the handler did not stop", Log: ex.takeLog()}
-		return true
-	})
 }
