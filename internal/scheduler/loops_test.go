@@ -68,7 +68,10 @@ func TestPromoterFiresFromTheIndex(t *testing.T) {
 			p, _, _ := startPromoter(t, store, u, PromoterConfig{Settings: settings, SweepInterval: time.Hour})
 			require.Eventually(t, func() bool { return p.Strategy() == strategy }, 10*time.Second, 10*time.Millisecond)
 
-			soon := time.Now().Add(700 * time.Millisecond)
+			// Far enough ahead that the notification reaches the index before
+			// the promoter takes the job (DefaultPromoteAhead before its time)
+			// on a busy machine.
+			soon := time.Now().Add(3 * time.Second)
 			later := time.Now().Add(time.Hour)
 			res, err := store.Enqueue(ctx,
 				jobs.EnqueueParams{Type: "noop", RunAt: &soon},
