@@ -80,8 +80,10 @@ func claimStatement(sql string, p domain.ClaimParams) string {
 	if v, ok := claimVariants.Load(key); ok {
 		return v.(string)
 	}
-	out := strings.Replace(sql, claimStarts, claimWaits, 1)
-	if !p.Buffered {
+	var out string
+	if p.Buffered {
+		out = strings.Replace(sql, claimStarts, claimWaits, 1)
+	} else {
 		out = strings.ReplaceAll(sql, queuedRows, dueRows)
 	}
 	claimVariants.Store(key, out)

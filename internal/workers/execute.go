@@ -234,7 +234,6 @@ func (p *Pool) execute(ex *execution) {
 		p.running.CompareAndDelete(j.ID, ex)
 		return // the heartbeat has said so
 	}
-	p.waitRunAt(ex)
 	if p.draining.Load() || context.Cause(ctx) != nil {
 		f := domain.Finish{Lease: ex.lease, Outcome: domain.OutcomeInterrupted,
 			Error: "interrupted: worker " + p.cfg.WorkerID + " shut down before the job started"}

@@ -97,24 +97,6 @@ func (ex *execution) untilRunAt() time.Duration {
 	return min(time.Until(ex.job.RunAt), ex.job.RunAt.Sub(ex.claimedAt.Add(time.Since(ex.claimedLocal))))
 }
 
-// waitRunAt waits out what is left of ex's wait for its run_at: the
-// pool holds a job claimed ahead of its time until then (holdUntilRunAt),
-// and a timer may fire a little early. A drain or a cancellation ends the
-// wait (the caller then hands the job back or cancels it unstarted).
-func (p *Pool) waitRunAt(ex *execution) {
-	wait := ex.untilRunAt()
-	if wait <= 0 {
-		return
-	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-p.drained:
-	case <-ex.ctx.Done():
-	}
-}
-
 // later returns the later of a and b.
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
