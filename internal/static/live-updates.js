@@ -35,10 +35,59 @@
       });
   }
 
+  // A save's answer wins over a live refresh. A form or button whose
+  // answer replaces a live part (or something in it) may be answered after
+  // a live refresh asked for before it: that refresh, swapped first, would
+  // leave the save's answer (a 422 saying what to fix, or the new state)
+  // to land on a part no longer on the page, or would put older news over
+  // it. So while a save is in flight the part's refreshes wait, a refresh
+  // asked for before a save is not swapped, and one more follows the save.
+  var saving = {}; // live part id -> saves in flight
+  var saves = {}; // live part id -> saves begun, ever
+  var deferred = {}; // live part id -> a refresh waits for the saves
+  function livePart(t) {
+    return t && t.closest ? t.closest("[data-live-url][id]") : null;
+  }
+  document.addEventListener("htmx:beforeRequest", function (e) {
+    var d = e.detail || {};
+    var cfg = d.requestConfig;
+    var part = livePart(d.target);
+    if (!part || !d.xhr) return;
+    var id = part.id;
+    if (!cfg || !cfg.verb || cfg.verb === "get") {
+      d.xhr.flintSaves = saves[id] || 0;
+      return;
+    }
+    saves[id] = (saves[id] || 0) + 1;
+    saving[id] = (saving[id] || 0) + 1;
+    d.xhr.addEventListener("loadend", function () {
+      if (--saving[id] > 0) return;
+      delete saving[id];
+      if (deferred[id]) {
+        delete deferred[id];
+        swapLive(id, true);
+      }
+    });
+  });
+  document.addEventListener("htmx:beforeSwap", function (e) {
+    var d = e.detail || {};
+    var part = livePart(d.target);
+    if (!part || !d.xhr || d.xhr.flintSaves === undefined) return;
+    if (saving[part.id] || d.xhr.flintSaves !== (saves[part.id] || 0)) {
+      d.shouldSwap = false;
+      if (saving[part.id]) deferred[part.id] = true;
+      else swapLive(part.id, true);
+    }
+  });
+
   function swapLive(id, last) {
     refresh(id, function () {
       var el = document.getElementById(id);
       if (!el) return;
+      if (saving[id]) {
+        deferred[id] = true;
+        return;
+      }
       // A form being edited, or answered with what to fix (a 422 puts
       // aria-invalid on its fields), stays until the person is done: the
       // part is swapped around it where it is kept apart (keptUnits),
