@@ -240,16 +240,30 @@ func (f *soakFaults) one(t *testing.T) {
 // patroni moves the leader: its PostgreSQL killed, its node killed (and
 // started again once another leads), or a switchover. It waits first for
 // the other member to be the synchronous standby (the leader's commits
-// are on it), and skips the fault, saying so and returning false, if that
-// takes over two minutes.
+// are on it), reinitialises that member if it has not rejoined within a
+// minute, and skips the fault, saying so and returning false, if it is
+// still not the standby two minutes after.
 func (f *soakFaults) patroni(t *testing.T, how string) bool {
 	t.Helper()
 	pc := f.r.pc
 	var leader *dbtest.Member
-	ok := pollUntil(2*time.Minute, 200*time.Millisecond, func() bool {
+	synced := func() bool {
 		leader = pc.Leader()
 		return leader != nil && soakSynced(pc.Other(leader))
-	})
+	}
+	ok := pollUntil(time.Minute, 200*time.Millisecond, synced)
+	if !ok && leader != nil {
+		// A member that has not rejoined in a minute is stuck (it needs WAL
+		// of its old timeline that the leader has recycled): an operator
+		// clones it again.
+		if err := pc.Reinit(pc.Other(leader)); err != nil {
+			t.Logf("%s: %v", soakAt(f.begin), err)
+		} else {
+			t.Logf("%s: %s reinitialised from the leader", soakAt(f.begin), pc.Other(leader).Name)
+			f.counts["operator: member reinitialised"]++
+		}
+		ok = pollUntil(2*time.Minute, 200*time.Millisecond, synced)
+	}
 	if !ok {
 		t.Logf("no leader with a synchronous standby for two minutes; fault skipped\n%s", pc.List())
 		return false

@@ -235,6 +235,19 @@ func (p *Patroni) Switchover(leader, candidate *Member) string {
 	return string(out)
 }
 
+// Reinit has m's Patroni clone m afresh from the leader (patronictl
+// reinit), as an operator does for a member that cannot rejoin by itself:
+// one that needs WAL of its old timeline the leader no longer keeps. It
+// returns patronictl's error, if any, with its output.
+func (p *Patroni) Reinit(m *Member) error {
+	cmd := exec.Command("patronictl", "-c", m.conf, "reinit", "flint-test", m.Name, "--force")
+	cmd.Env = p.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("patronictl reinit %s: %w\n%s", m.Name, err, out)
+	}
+	return nil
+}
+
 // List is what patronictl list says about the cluster now, for logs.
 func (p *Patroni) List() string {
 	cmd := exec.Command("patronictl", "-c", p.Members[0].conf, "list")
