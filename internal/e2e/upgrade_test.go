@@ -23,11 +23,14 @@ import (
 	"github.com/flinthq/flint/internal/db/dbtest"
 )
 
-// upgradeFrom is the older Flint this test upgrades from: main as of
-// 2026-12-04, whose schema the later migrations (workflows that carry
-// data, batches, unchecked edges) extend. Replace it by the previous
-// release's tag once releases are cut.
-const upgradeFrom = "9e6d3e3"
+// upgradeFrom is the older Flint this test upgrades from: the previous
+// release, v0.1.0 (by commit, so that a clone without tags builds it
+// too), whose schema the later migrations extend. Move it to each new
+// release once cut.
+const (
+	upgradeFrom        = "32a49d6"
+	upgradeFromVersion = "v0.1.0"
+)
 
 // TestRollingUpgrade builds the older Flint from the repository's history,
 // runs its API, scheduler and two workers on a database it migrates
@@ -38,7 +41,7 @@ const upgradeFrom = "9e6d3e3"
 // both versions ran jobs, and the registry showed both versions at once.
 func TestRollingUpgrade(t *testing.T) {
 	t.Parallel()
-	oldBin := buildOldFlint(t, upgradeFrom, "v0.9.0")
+	oldBin := buildOldFlint(t, upgradeFrom, upgradeFromVersion)
 	newBin := buildFlint(t, false)
 	u := emptyDatabase(t)
 	oldAPIAddr, newAPIAddr := freeAddr(t), freeAddr(t)
@@ -62,7 +65,7 @@ func TestRollingUpgrade(t *testing.T) {
 
 	startBinary(t, newBin, "worker", u, "FLINT_WORKER_ID=new-1")
 	waitFor(t, 30*time.Second, "both versions in the registry", func() bool {
-		return registryVersions(t, u)["v0.9.0"] && registryVersions(t, u)[releaseTestVersion]
+		return registryVersions(t, u)[upgradeFromVersion] && registryVersions(t, u)[releaseTestVersion]
 	})
 	stop(t, oldW1)
 	load.waitMore(t, 50)
