@@ -121,15 +121,11 @@ func TestReleaseBinary(t *testing.T) {
 	}
 	// The pool registers itself beside its first claims: on a busy machine
 	// the job above may finish before the registry row is written.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	waitFor(t, 60*time.Second, "the worker in the registry", func() bool {
 		require.Equal(t, http.StatusOK, api.do(t, http.MethodGet, "/api/v1/workers", nil, &workers))
-		if len(workers.Workers) > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond) // the registry's write, polled
-	}
-	require.NotEmpty(t, workers.Workers, "the worker registered within a minute")
+		return len(workers.Workers) > 0
+	})
+	require.NotEmpty(t, workers.Workers)
 	require.Equal(t, releaseTestVersion, workers.Workers[0].Version)
 
 	require.NoError(t, srv.cmd.Process.Signal(syscall.SIGTERM))

@@ -265,7 +265,7 @@ func (f *soakFaults) patroni(t *testing.T, how string) bool {
 		ok = pollUntil(2*time.Minute, 200*time.Millisecond, synced)
 	}
 	if !ok {
-		t.Logf("no leader with a synchronous standby for two minutes; fault skipped\n%s", pc.List())
+		t.Logf("no leader with a synchronous standby (a member reinitialised or not); fault skipped\n%s", pc.List())
 		return false
 	}
 	at := time.Now()

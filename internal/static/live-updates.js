@@ -42,6 +42,11 @@
   // to land on a part no longer on the page, or would put older news over
   // it. So while a save is in flight the part's refreshes wait, a refresh
   // asked for before a save is not swapped, and one more follows the save.
+  // Only the live refreshes (swapLive's, marked by liveHeader) are held
+  // back: what a person asked for (a page, a log) is never dropped.
+  var liveHeader = "X-Flint-Live";
+  var liveHeaders = {};
+  liveHeaders[liveHeader] = "1";
   var saving = {}; // live part id -> saves in flight
   var saves = {}; // live part id -> saves begun, ever
   var deferred = {}; // live part id -> a refresh waits for the saves
@@ -55,7 +60,7 @@
     if (!part || !d.xhr) return;
     var id = part.id;
     if (!cfg || !cfg.verb || cfg.verb === "get") {
-      d.xhr.flintSaves = saves[id] || 0;
+      if (cfg && cfg.headers && cfg.headers[liveHeader]) d.xhr.flintSaves = saves[id] || 0;
       return;
     }
     saves[id] = (saves[id] || 0) + 1;
@@ -100,6 +105,7 @@
         source: el,
         target: el,
         swap: el.getAttribute("data-live-swap") || "outerHTML",
+        headers: liveHeaders,
       });
       if (!last && el.hasAttribute("data-live-cached")) settle(id);
       return done;
