@@ -79,13 +79,19 @@ func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
 	for range 20 {
 		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
 	}
-	pool, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second})
+	// The rebalancer hands a buffered job back once no worker has been
+	// free for half a poll interval (TestBufferDoesNotHoldJobsFromIdleProcesses);
+	// the job must stay buffered here until shutdown, so the interval is
+	// long and each enqueue wakes the pool, as LISTEN does in a process.
+	pool, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second, PollInterval: time.Minute})
 	for _, id := range warm {
 		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
 	}
 	first := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	pool.Wake("")
 	b.waitFor(t, first.ID, 30*time.Second, status(jobs.StateRunning))
 	ahead := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	pool.Wake("")
 	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateClaimed))
 	require.Equal(t, 1, pool.Running())
 	a, err := b.store.GetJob(b.ctx, ahead.ID)
