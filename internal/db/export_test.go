@@ -44,3 +44,6 @@ func ParseSemver(s string) (semver, bool) { return parseSemver(s) }
 
 // SemverLess reports whether a is older than b.
 func SemverLess(a, b semver) bool { return a.less(b) }
+
+// SignalsQueued is how many signals wait for a free signal flusher.
+func (s *Store) SignalsQueued() int { return len(s.signals.in) }

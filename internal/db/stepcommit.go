@@ -3,7 +3,6 @@ package db
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -98,14 +97,11 @@ LEFT JOIN ins ON f.ord IS NOT NULL AND ins.job_id = i.job_id AND ins.name = i.na
 LEFT JOIN moved m ON f.ord IS NOT NULL AND m.id = i.job_id
 ORDER BY i.ord`
 
-// stepRequest is one handler's step, waiting for its batch.
+// stepRequest is one handler's step.
 type stepRequest struct {
-	ctx   context.Context
 	lease domain.Lease
 	step  jobs.StepRecord
-	start *time.Time   // the attempt's start to write with the step, if not written
-	state atomic.Int32 // requestWaiting, requestTaken or requestAbandoned
-	done  chan stepAnswer
+	start *time.Time // the attempt's start to write with the step, if not written
 }
 
 type stepAnswer struct {
@@ -114,146 +110,29 @@ type stepAnswer struct {
 	err   error
 }
 
-// stepCommitter gathers step records into batches.
-type stepCommitter struct {
-	store   *Store
-	in      chan *stepRequest
-	closed  atomic.Bool
-	stop    context.CancelFunc
-	done    chan struct{}
-	writing atomic.Int32
-	// batches and steps count the statements written and the steps they
-	// held, for tests and measurements.
-	batches, steps atomic.Uint64
+// stepKey is what a batch of steps holds once: a job's step of one name.
+type stepKey struct {
+	job  uuid.UUID
+	name string
 }
 
-func newStepCommitter(s *Store) *stepCommitter {
-	return &stepCommitter{store: s, in: make(chan *stepRequest, 4*stepBatchMax), done: make(chan struct{})}
-}
+// stepCounts count the statements the step committer wrote and the steps
+// they recorded, for tests and measurements.
+type stepCounts struct{ batches, steps atomic.Uint64 }
 
-func (c *stepCommitter) start() {
-	ctx, cancel := context.WithCancel(context.Background())
-	c.stop = cancel
-	finished := make(chan struct{}, stepFlushers)
-	for range stepFlushers {
-		go func() {
-			defer func() { finished <- struct{}{} }()
-			c.run(ctx)
-		}()
-	}
-	go func() {
-		for range stepFlushers {
-			<-finished
-		}
-		close(c.done)
-	}()
-}
-
-// close writes what is waiting and stops the flushers.
-func (c *stepCommitter) close() {
-	c.closed.Store(true)
-	c.stop()
-	<-c.done
-	for {
-		select {
-		case r := <-c.in:
-			c.flush(context.Background(), []*stepRequest{r})
-		default:
-			return
-		}
+// newStepCommitter gathers s's numbered step records into batches.
+func newStepCommitter(s *Store) *committer[stepRequest, stepAnswer] {
+	return &committer[stepRequest, stepAnswer]{
+		what: "record step", max: stepBatchMax, window: StepWindow, flushers: stepFlushers,
+		key:   func(r stepRequest) any { return stepKey{r.lease.JobID, r.step.Name} },
+		write: s.writeSteps,
+		fail:  func(err error) stepAnswer { return stepAnswer{err: err} },
 	}
 }
 
-// submit records step with the next batch and waits for the answer.
-func (c *stepCommitter) submit(ctx context.Context, l domain.Lease, step jobs.StepRecord, start *time.Time) stepAnswer {
-	if c.closed.Load() {
-		return stepAnswer{err: errors.New("record step: the store is closed")}
-	}
-	r := &stepRequest{ctx: ctx, lease: l, step: step, start: start, done: make(chan stepAnswer, 1)}
-	select {
-	case c.in <- r:
-	case <-ctx.Done():
-		return stepAnswer{err: ctx.Err()}
-	}
-	select {
-	case a := <-r.done:
-		return a
-	case <-ctx.Done():
-		if r.state.CompareAndSwap(requestWaiting, requestAbandoned) {
-			return stepAnswer{err: ctx.Err()}
-		}
-		return <-r.done // its batch is being written: the step may be stored
-	}
-}
-
-// run gathers and writes batches until ctx is done.
-func (c *stepCommitter) run(ctx context.Context) {
-	batch := make([]*stepRequest, 0, stepBatchMax)
-	for {
-		batch = batch[:0]
-		select {
-		case <-ctx.Done():
-			return
-		case r := <-c.in:
-			batch = append(batch, r)
-		}
-		batch = gatherBatch(ctx, c.in, batch, stepBatchMax, StepWindow, c.writing.Load() > 0)
-		c.writing.Add(1)
-		c.flush(ctx, batch)
-		c.writing.Add(-1)
-	}
-}
-
-// flush writes the steps of gathered whose callers still wait, in one
-// statement, and answers each.
-func (c *stepCommitter) flush(ctx context.Context, gathered []*stepRequest) {
-	batch := make([]*stepRequest, 0, len(gathered))
-	var alone []*stepRequest // a second step of one job and name: on its own, after
-	type key struct {
-		job  uuid.UUID
-		name string
-	}
-	seen := make(map[key]bool, len(gathered))
-	for _, r := range gathered {
-		if !r.state.CompareAndSwap(requestWaiting, requestTaken) {
-			continue
-		}
-		k := key{r.lease.JobID, r.step.Name}
-		if seen[k] {
-			alone = append(alone, r)
-			continue
-		}
-		seen[k] = true
-		batch = append(batch, r)
-	}
-	wctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), time.Now().Add(groupTimeout))
-	defer cancel()
-	if len(batch) > 0 {
-		answers, err := c.write(wctx, batch)
-		if err != nil && len(batch) > 1 && isDataError(err) {
-			// A row the database refused: the others must not fail with it.
-			alone = append(alone, batch...)
-		} else {
-			for i, r := range batch {
-				if err != nil {
-					r.done <- stepAnswer{err: err}
-					continue
-				}
-				r.done <- answers[i]
-			}
-		}
-	}
-	for _, r := range alone {
-		a, err := c.write(wctx, []*stepRequest{r})
-		if err != nil {
-			a = []stepAnswer{{err: err}}
-		}
-		r.done <- a[0]
-	}
-}
-
-// write records batch in one statement and returns each step's answer.
-func (c *stepCommitter) write(ctx context.Context, batch []*stepRequest) ([]stepAnswer, error) {
+// writeSteps records batch in one statement and returns each step's
+// answer.
+func (s *Store) writeSteps(ctx context.Context, batch []stepRequest) ([]stepAnswer, error) {
 	n := len(batch)
 	ids, tokens := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	names, results := make([]string, n), make([]string, n)
@@ -268,7 +147,7 @@ func (c *stepCommitter) write(ctx context.Context, batch []*stepRequest) ([]step
 	var events []domain.Event
 	err := retryDeadlocks(func() error {
 		reread, fresh, events = reread[:0], 0, events[:0]
-		rows, err := c.store.pool.Query(ctx, stepBatchSQL, ids, tokens, names, seqs, results, started, starts)
+		rows, err := s.pool.Query(ctx, stepBatchSQL, ids, tokens, names, seqs, results, started, starts)
 		if err != nil {
 			return err
 		}
@@ -305,13 +184,13 @@ func (c *stepCommitter) write(ctx context.Context, batch []*stepRequest) ([]step
 	if err != nil {
 		return nil, fmt.Errorf("record step: %w", err)
 	}
-	c.batches.Add(1)
-	c.steps.Add(fresh)
-	if len(events) > 0 && c.store.events != nil {
-		c.store.events.Publish(events)
+	s.stepCounts.batches.Add(1)
+	s.stepCounts.steps.Add(fresh)
+	if len(events) > 0 && s.events != nil {
+		s.events.Publish(events)
 	}
 	for _, i := range reread {
-		rec, err := c.store.readStep(ctx, ids[i], names[i])
+		rec, err := s.readStep(ctx, ids[i], names[i])
 		out[i] = stepAnswer{rec: rec, err: err}
 	}
 	return out, nil
@@ -330,7 +209,7 @@ func (s *Store) readStep(ctx context.Context, id uuid.UUID, name string) (jobs.S
 // StepCommits returns how many statements the step committer wrote and
 // how many steps they recorded.
 func (s *Store) StepCommits() (batches, steps uint64) {
-	return s.steps.batches.Load(), s.steps.steps.Load()
+	return s.stepCounts.batches.Load(), s.stepCounts.steps.Load()
 }
 
 // CommitStep records a step of the job whose lease is l that its worker
@@ -353,6 +232,6 @@ func (s *Store) CommitStep(ctx context.Context, l domain.Lease, step jobs.StepRe
 	if step.StartedAt.IsZero() {
 		step.StartedAt = time.Now()
 	}
-	a := s.steps.submit(ctx, l, step, start)
+	a := s.steps.submit(ctx, stepRequest{lease: l, step: step, start: start})
 	return a.rec, a.fresh, a.err
 }

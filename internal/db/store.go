@@ -88,13 +88,15 @@ type Store struct {
 	maxInterruptions int
 	events           domain.EventSink
 	redis            *Redis
-	flow             atomic.Pointer[flowState] // queue settings as last loaded (db/queues.go)
-	keyed            sync.Map                  // fair queue name -> time.Time: claimed with key rotation until then (db/flow_hold.go)
-	historyParts     sync.Map                  // history partition name -> struct{}: known to exist (db/history_partitions.go)
-	waker            *waker                    // wake-ups sent after commit (db/wakeup.go)
-	group            *groupCommitter           // single enqueues gathered into batches; nil when off (db/groupcommit.go)
-	steps            *stepCommitter            // numbered step records gathered into batches (db/stepcommit.go)
-	watch            *failoverWatch            // the pool's tracer: failovers, disk-full errors (db/failover.go)
+	flow             atomic.Pointer[flowState]           // queue settings as last loaded (db/queues.go)
+	keyed            sync.Map                            // fair queue name -> time.Time: claimed with key rotation until then (db/flow_hold.go)
+	historyParts     sync.Map                            // history partition name -> struct{}: known to exist (db/history_partitions.go)
+	waker            *waker                              // wake-ups sent after commit (db/wakeup.go)
+	group            *groupCommitter                     // single enqueues gathered into batches; nil when off (db/groupcommit.go)
+	steps            *committer[stepRequest, stepAnswer] // numbered step records gathered into batches (db/stepcommit.go)
+	stepCounts       stepCounts
+	signals          *committer[signalRequest, signalAnswer] // signals gathered into batches (db/signalcommit.go)
+	watch            *failoverWatch                          // the pool's tracer: failovers, disk-full errors (db/failover.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to
@@ -188,6 +190,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	s.waker.start()
 	s.steps = newStepCommitter(s)
 	s.steps.start()
+	s.signals = newSignalCommitter(s)
+	s.signals.start()
 	if s.group = newGroupCommitter(s, cfg.EnqueueWindow, cfg.EnqueueBatch); s.group != nil {
 		s.group.start()
 	}
@@ -201,6 +205,7 @@ func (s *Store) Close() {
 		s.group.close()
 	}
 	s.steps.close()
+	s.signals.close()
 	s.waker.close()
 	_ = s.sqlx.Close()
 	s.pool.Close()
