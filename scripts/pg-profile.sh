@@ -17,7 +17,7 @@
 #
 # The report lists the ROWS (default 25) statements with the most total
 # execution time across every database of the server: calls, total and
-# mean milliseconds, rows, WAL bytes, and the statement's first 160
+# mean milliseconds, plans made and their total milliseconds, rows, WAL bytes, and the statement's first 160
 # characters; then the server's commits, WAL and the time it waited for
 # WAL flushes. The data directory is removed afterwards.
 set -euo pipefail
@@ -73,6 +73,7 @@ synchronous_commit = on
 shared_preload_libraries = 'pg_stat_statements'
 pg_stat_statements.max = 5000
 pg_stat_statements.track = all
+pg_stat_statements.track_planning = on
 track_io_timing = on
 track_wal_io_timing = on
 log_min_messages = warning
@@ -92,7 +93,7 @@ echo
 echo "== statements by total time (every database of the server) =="
 psql "$url" -P pager=off -c "
 SELECT calls, round(total_exec_time::numeric, 1) AS total_ms, round(mean_exec_time::numeric, 3) AS mean_ms,
-       rows, wal_bytes, left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query
+       plans, round(total_plan_time::numeric, 1) AS plan_total_ms, rows, wal_bytes, left(regexp_replace(query, '\s+', ' ', 'g'), 160) AS query
 FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT $rows"
 echo "== the server =="
 psql "$url" -P pager=off -c "

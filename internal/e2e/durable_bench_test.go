@@ -342,12 +342,15 @@ func durableSignal(b *testing.B, n, senders int) {
 	mu.Lock()
 	defer mu.Unlock()
 	lat, res := make([]float64, n), make([]float64, n)
-	last := first
+	last, lastSent := first, first
 	for i := range n {
 		lat[i] = float64(done[i].Sub(sent[i]).Microseconds()) / 1000
 		res[i] = float64(resumed[i].Sub(sent[i]).Microseconds()) / 1000
 		if done[i].After(last) {
 			last = done[i]
+		}
+		if sent[i].After(lastSent) {
+			lastSent = sent[i]
 		}
 	}
 	slices.Sort(lat)
@@ -357,6 +360,7 @@ func durableSignal(b *testing.B, n, senders int) {
 	b.ReportMetric(pct(lat, 50), "send-to-done-p50-ms")
 	b.ReportMetric(pct(lat, 99), "send-to-done-p99-ms")
 	b.ReportMetric(float64(n)/last.Sub(first).Seconds(), "signals/s")
+	b.ReportMetric(float64(n)/lastSent.Sub(first).Seconds(), "sends/s")
 }
 
 // waitWaiting waits until n jobs wait.
