@@ -308,11 +308,21 @@ const claimFlowLockSQL = `SELECT set_config('jit', 'off', true), ` + queueLocks
 // index gives its order: see claimLimitedSQL), and the plan is the same
 // whatever the statistics say. These settings last for the transaction,
 // which ends with the claim.
-const claimLimitedLockSQL = `SELECT set_config('jit', 'off', true),
+const claimLimitedLockSQL = `SELECT ` + pinnedPlanSettings + `, ` + queueLocks
+
+// pinnedPlanSettings are the settings, for the transaction, of a
+// statement run with a plan made once per connection and pinned to index
+// paths (see claimLimitedLockSQL): no JIT, the generic plan, and every
+// path but index scans and nested loops priced out.
+const pinnedPlanSettings = `set_config('jit', 'off', true),
 	set_config('plan_cache_mode', 'force_generic_plan', true),
 	set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true),
 	set_config('enable_sort', 'off', true), set_config('enable_hashjoin', 'off', true),
-	set_config('enable_mergejoin', 'off', true), set_config('enable_material', 'off', true), ` + queueLocks
+	set_config('enable_mergejoin', 'off', true), set_config('enable_material', 'off', true)`
+
+// pinPlanSQL gives the statements after it in the same transaction (a
+// pipeline) plans pinned to index paths (pinnedPlanSettings).
+const pinPlanSQL = `SELECT ` + pinnedPlanSettings
 
 // claimFlow claims from served queues some of which are paused or limited,
 // in one round trip carrying the locks and the claim; a claim that came

@@ -47,3 +47,9 @@ func SemverLess(a, b semver) bool { return a.less(b) }
 
 // SignalsQueued is how many signals wait for a free signal flusher.
 func (s *Store) SignalsQueued() int { return len(s.signals.in) }
+
+// What pins a statement's plan, and the signals' statement.
+const (
+	PinPlanSQL     = pinPlanSQL
+	SignalBatchSQL = signalBatchSQL
+)

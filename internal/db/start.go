@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
@@ -112,4 +113,37 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domai
 	s.wakeMoved(moved)
 	s.emitMoved(moved)
 	return released, nil
+}
+
+// heldLeasesSQL says which of the leases given still hold their jobs.
+const heldLeasesSQL = `
+SELECT j.id FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
+JOIN jobs j ON j.id = l.id AND j.lease_token = l.token`
+
+// HeldLeases returns those of leases that still hold their jobs: what a
+// caller asks after a write whose answer was lost (a timeout, a dropped
+// connection), which may or may not have committed.
+func (s *Store) HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error) {
+	if len(leases) == 0 {
+		return nil, nil
+	}
+	ids, tokens := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
+	byID := make(map[uuid.UUID]domain.Lease, len(leases))
+	for i, l := range leases {
+		ids[i], tokens[i] = l.JobID, l.Token
+		byID[l.JobID] = l
+	}
+	rows, err := s.pool.Query(ctx, heldLeasesSQL, uuidArray(ids), uuidArray(tokens))
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	held, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("read leases: %w", err)
+	}
+	out := make([]domain.Lease, len(held))
+	for i, id := range held {
+		out[i] = byID[id]
+	}
+	return out, nil
 }

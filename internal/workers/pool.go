@@ -41,6 +41,8 @@ type Store interface {
 	// ReleaseJobs hands claimed jobs that never started back to the queue
 	// as if never claimed, and returns the leases it released.
 	ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error)
+	// HeldLeases returns those of leases that still hold their jobs.
+	HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error)
 	// FinishJobs records the outcomes of a batch of attempts, each guarded
 	// by its lease, and returns the jobs it moved and the dependents it
 	// released or cancelled as a consequence.

@@ -66,8 +66,8 @@ func (p *Pool) rebalance(ctx context.Context) {
 	released, err := p.store.ReleaseJobs(wctx, leases)
 	p.leaseWrites.Unlock()
 	if err != nil {
-		p.logger.WarnContext(ctx, "handing back buffered jobs failed", "error", err, "jobs", len(leases))
-		released = nil
+		p.logger.WarnContext(ctx, "handing back buffered jobs failed; asking which are still ours", "error", err, "jobs", len(leases))
+		released = p.releasedAfterAll(ctx, leases)
 	}
 	for _, l := range released {
 		ex := taken[l]
@@ -83,4 +83,39 @@ func (p *Pool) rebalance(ctx context.Context) {
 	if len(released) > 0 {
 		p.logger.InfoContext(ctx, "handed back buffered jobs: every worker stayed busy", "jobs", len(released))
 	}
+}
+
+// releasedAfterAll settles a hand-back whose answer was lost: the write
+// may have committed (a timeout that struck after the commit), and a job
+// it released may already be claimed again, here or elsewhere, so none
+// of them may run from the buffer on the strength of the old lease. It
+// reads which leases still hold their jobs (those stay claimed here, as
+// if the hand-back had not happened) and returns the others as released.
+// When even that read fails, every one is given up: a job whose release
+// did not commit then waits for its lease to lapse and the reaper, which
+// costs it an interruption, never a second run.
+func (p *Pool) releasedAfterAll(ctx context.Context, leases []domain.Lease) []domain.Lease {
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.HeartbeatInterval)
+		var held []domain.Lease
+		held, err = p.store.HeldLeases(rctx, leases)
+		cancel()
+		if err == nil {
+			ours := make(map[domain.Lease]bool, len(held))
+			for _, l := range held {
+				ours[l] = true
+			}
+			var gone []domain.Lease
+			for _, l := range leases {
+				if !ours[l] {
+					gone = append(gone, l)
+				}
+			}
+			return gone
+		}
+		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+	}
+	p.logger.WarnContext(ctx, "could not learn which buffered jobs are still ours; giving them up to the reaper", "error", err, "jobs", len(leases))
+	return leases
 }

@@ -1,0 +1,121 @@
+package workers_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/flinthq/flint/internal/db"
+	"github.com/flinthq/flint/internal/domain"
+	"github.com/flinthq/flint/internal/workers"
+	"github.com/flinthq/flint/jobs"
+)
+
+// lostAnswerStore is the store with hand-backs whose answer is lost: the
+// release commits, and the caller hears a timeout, as when its deadline
+// strikes between the commit and the reply.
+type lostAnswerStore struct {
+	*db.Store
+	mu       sync.Mutex
+	released map[uuid.UUID]bool
+}
+
+func (s *lostAnswerStore) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error) {
+	done, err := s.Store.ReleaseJobs(ctx, leases)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range done {
+		s.released[l.JobID] = true
+	}
+	return nil, context.DeadlineExceeded
+}
+
+func (s *lostAnswerStore) wasReleased(id uuid.UUID) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.released[id]
+}
+
+// TestBufferedJobNotRunAfterAHandBackWhoseAnswerWasLost: the rebalancer
+// hands a buffered job back and the release commits, but its answer is
+// lost. The job is queued again, so the pool must not run it from its
+// buffer on the old lease: it runs once, claimed afresh (before the fix it
+// ran twice, once on the lease the release had ended, and a durable
+// step's side effect twice with it).
+func TestBufferedJobNotRunAfterAHandBackWhoseAnswerWasLost(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &lostAnswerStore{Store: b.store, released: map[uuid.UUID]bool{}}
+	runs := map[uuid.UUID]*atomic.Int32{}
+	var runsMu sync.Mutex
+	unblock := make(chan struct{})
+	b.registry.Register("count", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		runsMu.Lock()
+		n, ok := runs[j.ID]
+		if !ok {
+			n = &atomic.Int32{}
+			runs[j.ID] = n
+		}
+		runsMu.Unlock()
+		n.Add(1)
+		if string(j.Payload) == `{"block": true}` {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
+		}
+		return nil, nil
+	}))
+	// Short jobs first: the pool learns to claim ahead (see
+	// TestPoolClaimsAheadAndHandsBackUnstartedJobs).
+	var warm []uuid.UUID
+	for range 20 {
+		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
+	}
+	pool := workers.NewPool(workers.Config{WorkerID: "lost-answer", Workers: 1, PollInterval: 50 * time.Millisecond}, store, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- pool.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-errc
+	})
+	for _, id := range warm {
+		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
+	}
+	long := b.enqueue(t, "count", `{"block": true}`)
+	pool.Wake("")
+	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateRunning))
+	short := b.enqueue(t, "count", `{}`)
+	pool.Wake("")
+	waitUntil(t, 30*time.Second, "the buffered job's hand-back", func() bool { return store.wasReleased(short.ID) })
+	close(unblock)
+	b.waitFor(t, short.ID, 30*time.Second, status(jobs.StateCompleted))
+	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateCompleted))
+	cancel()
+	require.NoError(t, <-errc)
+	errc <- nil
+	runsMu.Lock()
+	defer runsMu.Unlock()
+	require.Equal(t, int32(1), runs[short.ID].Load(), "the handed-back job ran once")
+	j, err := b.store.GetJob(b.ctx, short.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempt, "claimed afresh after the hand-back, as if never claimed before")
+}
+
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(d); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", d, what)
+		}
+	}
+}
