@@ -93,6 +93,9 @@ func (c *committer[R, A]) submit(ctx context.Context, req R) A {
 	if c.closed.Load() {
 		return c.fail(errors.New(c.what + ": the store is closed"))
 	}
+	if err := ctx.Err(); err != nil {
+		return c.fail(err) // gone already: nothing is written
+	}
 	p := &pending[R, A]{ctx: ctx, req: req, done: make(chan A, 1)}
 	if len(c.in) == 0 && c.writing.CompareAndSwap(0, 1) {
 		// Nothing is being written and nothing waits: nobody is about to

@@ -180,3 +180,16 @@ func countSignals(t *testing.T, b *testBundle, id uuid.UUID, name string) int {
 	require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT count(*) FROM job_signals WHERE job_id = $1 AND name = $2`, id, name).Scan(&n))
 	return n
 }
+
+// TestSignalFromAGoneCallerIsNotKept: a sender whose context has ended
+// hears so, and its signal is not delivered.
+func TestSignalFromAGoneCallerIsNotKept(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	j := b.enqueue(t, jobs.EnqueueParams{Queue: "sig"})
+	ctx, cancel := context.WithCancel(b.ctx)
+	cancel()
+	_, _, err := b.store.SendSignal(ctx, j.ID, "go", "", []byte(`1`))
+	require.ErrorIs(t, err, context.Canceled)
+	require.Zero(t, countSignals(t, b, j.ID, "go"))
+}
