@@ -96,8 +96,11 @@ func (p *Pool) rebalance(ctx context.Context) {
 // costs it an interruption, never a second run.
 func (p *Pool) releasedAfterAll(ctx context.Context, leases []domain.Lease) []domain.Lease {
 	var err error
-	for attempt := 1; attempt <= 3; attempt++ {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.HeartbeatInterval)
+	// A read gets longer than the write it settles (whose deadline is the
+	// heartbeat interval, milliseconds in tests), and a few tries: giving
+	// up strands the jobs until their leases lapse.
+	for attempt := 1; attempt <= 5; attempt++ {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.cfg.HeartbeatInterval, 2*time.Second))
 		var held []domain.Lease
 		held, err = p.store.HeldLeases(rctx, leases)
 		cancel()
@@ -114,7 +117,7 @@ func (p *Pool) releasedAfterAll(ctx context.Context, leases []domain.Lease) []do
 			}
 			return gone
 		}
-		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 	}
 	p.logger.WarnContext(ctx, "could not learn which buffered jobs are still ours; giving them up to the reaper", "error", err, "jobs", len(leases))
 	return leases
