@@ -24,12 +24,12 @@ import (
 // context's error and nothing of it is written; once its batch is being
 // written it waits for the outcome (bounded by groupTimeout), so the
 // answer is always true.
-type committer[R, A any] struct {
+type committer[R, A any, K comparable] struct {
 	what     string // for errors: "record step", "send signal"
 	max      int
 	window   time.Duration
 	flushers int
-	key      func(R) any
+	key      func(R) K
 	// write writes a batch in one statement and returns each request's
 	// answer, in order; fail is the answer of a request that got err.
 	write func(ctx context.Context, batch []R) ([]A, error)
@@ -53,7 +53,7 @@ type pending[R, A any] struct {
 	done  chan A
 }
 
-func (c *committer[R, A]) start() {
+func (c *committer[R, A, K]) start() {
 	c.in = make(chan *pending[R, A], 4*c.max)
 	c.done = make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,7 +74,7 @@ func (c *committer[R, A]) start() {
 }
 
 // close writes what is waiting and stops the flushers.
-func (c *committer[R, A]) close() {
+func (c *committer[R, A, K]) close() {
 	c.closed.Store(true)
 	c.stop()
 	<-c.done
@@ -89,7 +89,7 @@ func (c *committer[R, A]) close() {
 }
 
 // submit writes req with the next batch and waits for the answer.
-func (c *committer[R, A]) submit(ctx context.Context, req R) A {
+func (c *committer[R, A, K]) submit(ctx context.Context, req R) A {
 	if c.closed.Load() {
 		return c.fail(errors.New(c.what + ": the store is closed"))
 	}
@@ -123,7 +123,7 @@ func (c *committer[R, A]) submit(ctx context.Context, req R) A {
 }
 
 // run gathers and writes batches until ctx is done.
-func (c *committer[R, A]) run(ctx context.Context) {
+func (c *committer[R, A, K]) run(ctx context.Context) {
 	batch := make([]*pending[R, A], 0, c.max)
 	for {
 		batch = batch[:0]
@@ -142,10 +142,10 @@ func (c *committer[R, A]) run(ctx context.Context) {
 
 // flush writes the requests of gathered whose callers still wait, in one
 // statement (repeated keys after it, on their own), and answers each.
-func (c *committer[R, A]) flush(ctx context.Context, gathered []*pending[R, A]) {
+func (c *committer[R, A, K]) flush(ctx context.Context, gathered []*pending[R, A]) {
 	batch := make([]*pending[R, A], 0, len(gathered))
 	var alone []*pending[R, A]
-	seen := make(map[any]bool, len(gathered))
+	seen := make(map[K]bool, len(gathered))
 	for _, p := range gathered {
 		if !p.state.CompareAndSwap(requestWaiting, requestTaken) {
 			continue

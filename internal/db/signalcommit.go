@@ -26,11 +26,8 @@ import (
 // its own right after, seeing the first.
 
 const (
-	// signalBatchMax is the most signals one statement delivers. The
-	// statement's pinned plan joins its signals to their jobs' rows by
-	// nested loops (pinPlanSQL), quadratic in the batch: 256 keeps that
-	// under a few milliseconds.
-	signalBatchMax = 256
+	// signalBatchMax is the most signals one statement delivers.
+	signalBatchMax = 1000
 	// signalWindow is how long a batch of signals gathers while another
 	// batch is being written.
 	signalWindow = time.Millisecond
@@ -38,28 +35,34 @@ const (
 	signalFlushers = 2
 )
 
-// signalBatchSQL delivers a batch of signals, one per job, in one
-// statement: it locks the jobs in id order (waiting for a finish or a
-// suspension of one in flight, whose outcome it then reads: the lock
-// returns the row's latest version), keeps each signal once per sender's
-// id unless its job has finished, and, for each signal it kept, queues
-// the job if it waits for that signal, or flags it durable (its claims
-// must read its signals). A suspension that locks the job after it
-// reads the kept signal and queues the job at once (suspendSQL). Its
-// answer has one row per input, by ordinal: the job's status before (NULL
-// when there is no such job), whether the signal was kept, and the job as
-// moved (an empty status when it did not move).
+// signalBatchSQL delivers a batch of signals, one per job, given in job
+// id order, in one statement: it locks the jobs in that order (waiting for
+// a finish or a suspension of one in flight, whose outcome it then reads:
+// the lock returns the row's latest version), keeps each signal once per
+// sender's id unless its job has finished, and, for each signal it kept,
+// queues the job if it waits for that signal, or flags it durable (its
+// claims must read its signals). A suspension that locks the job after it
+// reads the kept signal and queues the job at once (suspendSQL).
+//
+// Its answer: a row for each signal whose job exists, with the job's
+// status before and whether the signal was kept (the other columns
+// empty), and a row for each job it moved, as moved (status and kept
+// NULL). The statement runs with a plan pinned to index scans and nested
+// loops (pinPlanSQL), so it is written for that plan: jobs is reached
+// only by key, from each signal (the lateral lookup, in the input's
+// order) or through an array of ids, and no CTE is joined to another (a
+// nested loop over two CTEs costs the square of the batch: 35 ms for 256
+// signals, where this takes 10 ms, 0.9 ms for 16 and 0.5 ms for one,
+// against 14, 1.7 and 1.1 ms planned at each call).
 const signalBatchSQL = `
-WITH input AS (
-	SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) WITH ORDINALITY AS i(job_id, name, dedupe_id, body, ord)
-),
-j AS (
-	SELECT id, status, durable, wait_kind, wait_name FROM jobs
-	WHERE id = ANY($1::uuid[]) AND deleted_at IS NULL ORDER BY id FOR NO KEY UPDATE
-),
-ji AS (
-	SELECT i.*, j.status, j.durable, j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = i.name AS waits
-	FROM input i JOIN j ON j.id = i.job_id
+WITH ji AS (
+	SELECT i.job_id, i.name, i.dedupe_id, i.body, j.status, j.durable,
+	       j.status = 'waiting' AND j.wait_kind = 'signal' AND j.wait_name = i.name AS waits
+	FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[]) AS i(job_id, name, dedupe_id, body)
+	CROSS JOIN LATERAL (
+		SELECT status, durable, wait_kind, wait_name FROM jobs
+		WHERE id = i.job_id AND deleted_at IS NULL FOR NO KEY UPDATE
+	) j
 ),
 kept AS (
 	INSERT INTO job_signals (job_id, name, dedupe_id, kind, body)
@@ -67,26 +70,24 @@ kept AS (
 	ON CONFLICT (job_id, name, dedupe_id) DO NOTHING
 	RETURNING job_id
 ),
+waiting AS (SELECT ARRAY(SELECT job_id FROM ji WHERE waits) AS ids),
 moved AS (
 	UPDATE jobs t SET
-		status = CASE WHEN ji.waits THEN 'queued' ELSE t.status END,
-		run_at = CASE WHEN ji.waits THEN now() ELSE t.run_at END,
-		wait_kind = CASE WHEN ji.waits THEN NULL ELSE t.wait_kind END,
-		wait_name = CASE WHEN ji.waits THEN NULL ELSE t.wait_name END,
+		status = CASE WHEN t.id = ANY (w.ids) THEN 'queued' ELSE t.status END,
+		run_at = CASE WHEN t.id = ANY (w.ids) THEN now() ELSE t.run_at END,
+		wait_kind = CASE WHEN t.id = ANY (w.ids) THEN NULL ELSE t.wait_kind END,
+		wait_name = CASE WHEN t.id = ANY (w.ids) THEN NULL ELSE t.wait_name END,
 		durable = true,
 		updated_at = now()
-	FROM ji
-	WHERE t.id = ji.job_id AND ji.job_id IN (SELECT job_id FROM kept) AND (NOT ji.durable OR ji.waits)
+	FROM waiting w
+	WHERE t.id = ANY (ARRAY(SELECT job_id FROM ji WHERE (NOT durable OR waits) AND job_id = ANY (ARRAY(SELECT job_id FROM kept))))
 	RETURNING t.id, t.status, t.type, t.queue, t.attempt, t.effective_priority, t.run_at, t.created_at, t.batch_id
 )
-SELECT i.ord, ji.status, kept.job_id IS NOT NULL, coalesce(moved.status, ''), coalesce(moved.type, ''),
-       coalesce(moved.queue, ''), coalesce(moved.attempt, 0), coalesce(moved.effective_priority, 0),
-       coalesce(moved.run_at, now()), coalesce(moved.created_at, now()), moved.batch_id
-FROM input i
-LEFT JOIN ji ON ji.ord = i.ord
-LEFT JOIN kept ON kept.job_id = i.job_id
-LEFT JOIN moved ON moved.id = i.job_id
-ORDER BY i.ord`
+SELECT job_id, status, job_id = ANY (ARRAY(SELECT job_id FROM kept)), '', '', '', 0, 0, now(), now(), NULL
+FROM ji
+UNION ALL
+SELECT id, NULL, NULL, status, type, queue, attempt, effective_priority, run_at, created_at, batch_id
+FROM moved`
 
 // signalRequest is one sender's signal.
 type signalRequest struct {
@@ -105,11 +106,16 @@ type signalAnswer struct {
 	err    error
 }
 
+// resumed reports whether the signal queued a job that waited for it.
+func (a signalAnswer) resumed() bool {
+	return a.status == jobs.StateWaiting && a.moved.Status == jobs.StateQueued
+}
+
 // newSignalCommitter gathers s's signals into batches.
-func newSignalCommitter(s *Store) *committer[signalRequest, signalAnswer] {
-	return &committer[signalRequest, signalAnswer]{
+func newSignalCommitter(s *Store) *committer[signalRequest, signalAnswer, uuid.UUID] {
+	return &committer[signalRequest, signalAnswer, uuid.UUID]{
 		what: "send signal", max: signalBatchMax, window: signalWindow, flushers: signalFlushers,
-		key:   func(r signalRequest) any { return r.job },
+		key:   func(r signalRequest) uuid.UUID { return r.job },
 		write: s.writeSignals,
 		fail:  func(err error) signalAnswer { return signalAnswer{err: err} },
 	}
@@ -118,13 +124,19 @@ func newSignalCommitter(s *Store) *committer[signalRequest, signalAnswer] {
 // writeSignals delivers batch (one signal per job) in one statement, then
 // announces and wakes the jobs it queued.
 func (s *Store) writeSignals(ctx context.Context, batch []signalRequest) ([]signalAnswer, error) {
-	n := len(batch)
-	ids, names, dedupes, bodies := make([]uuid.UUID, n), make([]string, n), make([]string, n), make([]string, n)
+	at := make(map[uuid.UUID]int, len(batch)) // job → its signal's place in batch
 	for i, r := range batch {
+		at[r.job] = i
+	}
+	sorted := inLockOrder(batch, func(r signalRequest) uuid.UUID { return r.job })
+	n := len(sorted)
+	ids, names, dedupes, bodies := make([]uuid.UUID, n), make([]string, n), make([]string, n), make([]string, n)
+	for i, r := range sorted {
 		ids[i], names[i], dedupes[i], bodies[i] = r.job, r.name, r.dedupeID, string(r.body)
 	}
-	out := make([]signalAnswer, n)
+	out := make([]signalAnswer, len(batch))
 	err := retryDeadlocks(func() error {
+		clear(out) // a retry answers afresh
 		// The plan is made once per connection, pinned to the primary key
 		// (pinPlanSQL): planned at every call, the statement took longer
 		// to plan (0.53 ms) than to run (0.42 ms).
@@ -132,20 +144,21 @@ func (s *Store) writeSignals(ctx context.Context, batch []signalRequest) ([]sign
 		b.Queue(pinPlanSQL)
 		b.Queue(signalBatchSQL, uuidArray(ids), names, dedupes, bodies).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
-				var ord int
-				var status *string
-				var a signalAnswer
 				var moved string
-				m := &a.moved
-				if err := rows.Scan(&ord, &status, &a.kept, &moved, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority,
+				var before *string
+				var kept *bool
+				var m domain.Moved
+				if err := rows.Scan(&m.JobID, &before, &kept, &moved, &m.Type, &m.Queue, &m.Attempt, &m.EffectivePriority,
 					&m.RunAt, &m.CreatedAt, &m.BatchID); err != nil {
 					return err
 				}
-				if status != nil {
-					a.status = jobs.State(*status)
+				a := &out[at[m.JobID]]
+				if before != nil { // the signal's row
+					a.status, a.kept = jobs.State(*before), *kept
+				} else { // its job's move
+					m.Status = jobs.State(moved)
+					a.moved = m
 				}
-				m.JobID, m.Status = ids[ord-1], jobs.State(moved)
-				out[ord-1] = a
 			}
 			return rows.Err()
 		})
@@ -156,7 +169,7 @@ func (s *Store) writeSignals(ctx context.Context, batch []signalRequest) ([]sign
 	}
 	var resumed []domain.Moved
 	for _, a := range out {
-		if a.status == jobs.StateWaiting && a.moved.Status == jobs.StateQueued {
+		if a.resumed() {
 			resumed = append(resumed, a.moved)
 		}
 	}
@@ -188,7 +201,7 @@ func (s *Store) SendSignal(ctx context.Context, id uuid.UUID, name, dedupeID str
 	case a.status.Terminal():
 		return false, false, &domain.TransitionError{Op: "signal", From: a.status, Reason: "the job has finished; a signal reaches only jobs that have not"}
 	}
-	return a.kept, a.status == jobs.StateWaiting && a.moved.Status == jobs.StateQueued, nil
+	return a.kept, a.resumed(), nil
 }
 
 // SignalCommits returns how many statements delivered signals and how

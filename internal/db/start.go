@@ -82,11 +82,8 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domai
 	if len(leases) == 0 {
 		return nil, nil
 	}
-	ids, tokens := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
-	for i, l := range leases {
-		ids[i], tokens[i] = l.JobID, l.Token
-	}
-	rows, err := s.pool.Query(ctx, releaseJobsSQL, uuidArray(ids), uuidArray(tokens))
+	ids, tokens := leaseArrays(leases)
+	rows, err := s.pool.Query(ctx, releaseJobsSQL, ids, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("release jobs: %w", err)
 	}
@@ -102,17 +99,13 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domai
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("release jobs: %w", err)
 	}
-	released := make([]domain.Lease, 0, len(moved))
-	byID := map[uuid.UUID]domain.Lease{}
-	for _, l := range leases {
-		byID[l.JobID] = l
-	}
-	for _, m := range moved {
-		released = append(released, byID[m.JobID])
+	released := make([]uuid.UUID, len(moved))
+	for i, m := range moved {
+		released[i] = m.JobID
 	}
 	s.wakeMoved(moved)
 	s.emitMoved(moved)
-	return released, nil
+	return leasesOf(leases, released), nil
 }
 
 // heldLeasesSQL says which of the leases given still hold their jobs.
@@ -127,13 +120,8 @@ func (s *Store) HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain
 	if len(leases) == 0 {
 		return nil, nil
 	}
-	ids, tokens := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
-	byID := make(map[uuid.UUID]domain.Lease, len(leases))
-	for i, l := range leases {
-		ids[i], tokens[i] = l.JobID, l.Token
-		byID[l.JobID] = l
-	}
-	rows, err := s.pool.Query(ctx, heldLeasesSQL, uuidArray(ids), uuidArray(tokens))
+	ids, tokens := leaseArrays(leases)
+	rows, err := s.pool.Query(ctx, heldLeasesSQL, ids, tokens)
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
@@ -141,9 +129,28 @@ func (s *Store) HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain
 	if err != nil {
 		return nil, fmt.Errorf("read leases: %w", err)
 	}
-	out := make([]domain.Lease, len(held))
-	for i, id := range held {
-		out[i] = byID[id]
+	return leasesOf(leases, held), nil
+}
+
+// leaseArrays lays leases out as a statement's job id and token arrays.
+func leaseArrays(leases []domain.Lease) (ids, tokens [][16]byte) {
+	is, ts := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
+	for i, l := range leases {
+		is[i], ts[i] = l.JobID, l.Token
 	}
-	return out, nil
+	return uuidArray(is), uuidArray(ts)
+}
+
+// leasesOf returns the leases of those that the jobs ids name, in the
+// order of ids.
+func leasesOf(leases []domain.Lease, ids []uuid.UUID) []domain.Lease {
+	byID := make(map[uuid.UUID]domain.Lease, len(leases))
+	for _, l := range leases {
+		byID[l.JobID] = l
+	}
+	out := make([]domain.Lease, 0, len(ids))
+	for _, id := range ids {
+		out = append(out, byID[id])
+	}
+	return out
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -116,15 +115,11 @@ type stepKey struct {
 	name string
 }
 
-// stepCounts count the statements the step committer wrote and the steps
-// they recorded, for tests and measurements.
-type stepCounts struct{ batches, steps atomic.Uint64 }
-
 // newStepCommitter gathers s's numbered step records into batches.
-func newStepCommitter(s *Store) *committer[stepRequest, stepAnswer] {
-	return &committer[stepRequest, stepAnswer]{
+func newStepCommitter(s *Store) *committer[stepRequest, stepAnswer, stepKey] {
+	return &committer[stepRequest, stepAnswer, stepKey]{
 		what: "record step", max: stepBatchMax, window: StepWindow, flushers: stepFlushers,
-		key:   func(r stepRequest) any { return stepKey{r.lease.JobID, r.step.Name} },
+		key:   func(r stepRequest) stepKey { return stepKey{r.lease.JobID, r.step.Name} },
 		write: s.writeSteps,
 		fail:  func(err error) stepAnswer { return stepAnswer{err: err} },
 	}
@@ -184,8 +179,7 @@ func (s *Store) writeSteps(ctx context.Context, batch []stepRequest) ([]stepAnsw
 	if err != nil {
 		return nil, fmt.Errorf("record step: %w", err)
 	}
-	s.stepCounts.batches.Add(1)
-	s.stepCounts.steps.Add(fresh)
+	s.stepsRecorded.Add(fresh)
 	if len(events) > 0 && s.events != nil {
 		s.events.Publish(events)
 	}
@@ -209,7 +203,7 @@ func (s *Store) readStep(ctx context.Context, id uuid.UUID, name string) (jobs.S
 // StepCommits returns how many statements the step committer wrote and
 // how many steps they recorded.
 func (s *Store) StepCommits() (batches, steps uint64) {
-	return s.stepCounts.batches.Load(), s.stepCounts.steps.Load()
+	return s.steps.batches.Load(), s.stepsRecorded.Load()
 }
 
 // CommitStep records a step of the job whose lease is l that its worker

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -88,15 +89,15 @@ type Store struct {
 	maxInterruptions int
 	events           domain.EventSink
 	redis            *Redis
-	flow             atomic.Pointer[flowState]           // queue settings as last loaded (db/queues.go)
-	keyed            sync.Map                            // fair queue name -> time.Time: claimed with key rotation until then (db/flow_hold.go)
-	historyParts     sync.Map                            // history partition name -> struct{}: known to exist (db/history_partitions.go)
-	waker            *waker                              // wake-ups sent after commit (db/wakeup.go)
-	group            *groupCommitter                     // single enqueues gathered into batches; nil when off (db/groupcommit.go)
-	steps            *committer[stepRequest, stepAnswer] // numbered step records gathered into batches (db/stepcommit.go)
-	stepCounts       stepCounts
-	signals          *committer[signalRequest, signalAnswer] // signals gathered into batches (db/signalcommit.go)
-	watch            *failoverWatch                          // the pool's tracer: failovers, disk-full errors (db/failover.go)
+	flow             atomic.Pointer[flowState]                          // queue settings as last loaded (db/queues.go)
+	keyed            sync.Map                                           // fair queue name -> time.Time: claimed with key rotation until then (db/flow_hold.go)
+	historyParts     sync.Map                                           // history partition name -> struct{}: known to exist (db/history_partitions.go)
+	waker            *waker                                             // wake-ups sent after commit (db/wakeup.go)
+	group            *groupCommitter                                    // single enqueues gathered into batches; nil when off (db/groupcommit.go)
+	steps            *committer[stepRequest, stepAnswer, stepKey]       // numbered step records gathered into batches (db/stepcommit.go)
+	stepsRecorded    atomic.Uint64                                      // steps the step committer inserted (StepCommits)
+	signals          *committer[signalRequest, signalAnswer, uuid.UUID] // signals gathered into batches (db/signalcommit.go)
+	watch            *failoverWatch                                     // the pool's tracer: failovers, disk-full errors (db/failover.go)
 }
 
 // SetEventSink makes the store announce every state change it commits to

@@ -95,30 +95,44 @@ func (p *Pool) rebalance(ctx context.Context) {
 // did not commit then waits for its lease to lapse and the reaper, which
 // costs it an interruption, never a second run.
 func (p *Pool) releasedAfterAll(ctx context.Context, leases []domain.Lease) []domain.Lease {
-	var err error
-	// A read gets longer than the write it settles (whose deadline is the
-	// heartbeat interval, milliseconds in tests), and a few tries: giving
-	// up strands the jobs until their leases lapse.
+	held, err := p.heldLeases(ctx, leases)
+	if err != nil {
+		p.logger.WarnContext(ctx, "could not learn which buffered jobs are still ours; giving them up to the reaper", "error", err, "jobs", len(leases))
+		return leases
+	}
+	ours := make(map[domain.Lease]bool, len(held))
+	for _, l := range held {
+		ours[l] = true
+	}
+	var gone []domain.Lease
+	for _, l := range leases {
+		if !ours[l] {
+			gone = append(gone, l)
+		}
+	}
+	return gone
+}
+
+// heldLeases asks which of leases still hold their jobs, up to five
+// times, each read given longer than the write it settles (whose
+// deadline is the heartbeat interval, milliseconds in tests): giving up
+// strands the jobs until their leases lapse. Once ctx is done (shutting
+// down) it tries no more, so the drain does not wait for it.
+func (p *Pool) heldLeases(ctx context.Context, leases []domain.Lease) (held []domain.Lease, err error) {
 	for attempt := 1; attempt <= 5; attempt++ {
+		if attempt > 1 {
+			select {
+			case <-ctx.Done():
+				return nil, err
+			case <-time.After(time.Duration(attempt-1) * 100 * time.Millisecond):
+			}
+		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.cfg.HeartbeatInterval, 2*time.Second))
-		var held []domain.Lease
 		held, err = p.store.HeldLeases(rctx, leases)
 		cancel()
 		if err == nil {
-			ours := make(map[domain.Lease]bool, len(held))
-			for _, l := range held {
-				ours[l] = true
-			}
-			var gone []domain.Lease
-			for _, l := range leases {
-				if !ours[l] {
-					gone = append(gone, l)
-				}
-			}
-			return gone
+			return held, nil
 		}
-		time.Sleep(time.Duration(attempt) * 100 * time.Millisecond)
 	}
-	p.logger.WarnContext(ctx, "could not learn which buffered jobs are still ours; giving them up to the reaper", "error", err, "jobs", len(leases))
-	return leases
+	return nil, err
 }
