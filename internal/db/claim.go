@@ -260,7 +260,7 @@ func (s *Store) extendLeasesOnce(ctx context.Context, beats []domain.Heartbeat, 
 		g := float64(*grace) / float64(time.Millisecond)
 		graceMS = &g
 	}
-	rows, err := s.pool.Query(ctx, extendLeasesSQL, uuidArray(ids), uuidArray(tokens), float64(ttl)/float64(time.Millisecond),
+	rows, err := s.pool.Query(ctx, extendLeasesSQL, ids, tokens, float64(ttl)/float64(time.Millisecond),
 		has, pcts, msgs, graceMS, holder)
 	if err != nil {
 		return nil, fmt.Errorf("extend leases: %w", err)

@@ -317,9 +317,9 @@ func newEnqueueInput(params []jobs.EnqueueParams) (enqueueInput, error) {
 // idempotency key a job in the history holds. It returns the jobs it
 // inserted, which lack those whose key was taken.
 func (in *enqueueInput) insert(ctx context.Context, q DBTX, params []jobs.EnqueueParams) ([]*jobs.Job, error) {
-	args := []any{uuidArray(in.ids), in.types, in.queues, in.payloads, in.prios, in.retries,
-		in.runAts, in.delays, in.timeouts, in.keys, in.blocked, nullableUUIDArray(in.schedules), in.fireAts, in.ckeys,
-		in.parents, nullableUUIDArray(in.batches), in.traces}
+	args := []any{in.ids, in.types, in.queues, in.payloads, in.prios, in.retries,
+		in.runAts, in.delays, in.timeouts, in.keys, in.blocked, in.schedules, in.fireAts, in.ckeys,
+		in.parents, in.batches, in.traces}
 	if in.batches == nil {
 		args[15] = nil
 	}

@@ -61,7 +61,7 @@ func dropArchivedKeys(ctx context.Context, q DBTX, inserted []*jobs.Job) ([]*job
 			kept = append(kept, j)
 		}
 	}
-	if _, err := q.Exec(ctx, dropDuplicatesSQL, uuidArray(dup)); err != nil {
+	if _, err := q.Exec(ctx, dropDuplicatesSQL, dup); err != nil {
 		return nil, err
 	}
 	return kept, nil

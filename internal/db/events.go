@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -136,11 +137,9 @@ func (b *EventBus) Run(ctx context.Context) error {
 // send publishes one batch; aging re-scores (zero At) only touch the ready
 // queue.
 func (b *EventBus) send(ctx context.Context, batch []domain.Event) {
-	announce := batch[:0:0]
-	for _, e := range batch {
-		if !e.At.IsZero() {
-			announce = append(announce, e)
-		}
+	announce := batch // usually every event is a change: no copy
+	if slices.ContainsFunc(batch, reScore) {
+		announce = slices.DeleteFunc(slices.Clone(batch), reScore)
 	}
 	if b.deliver != nil && len(announce) > 0 {
 		b.deliver(announce)
@@ -328,3 +327,6 @@ func isTimeout(err error) bool {
 	t, ok := err.(timeout)
 	return ok && t.Timeout()
 }
+
+// reScore reports whether e only re-scores a job in the ready queue.
+func reScore(e domain.Event) bool { return e.At.IsZero() }

@@ -251,15 +251,15 @@ func newFinishInput(batch []domain.Finish) finishInput {
 func (in finishInput) batch() *pgx.Batch {
 	b := &pgx.Batch{}
 	l := &in.lines
-	b.Queue(finishSQL, uuidArray(in.ids), uuidArray(in.tokens), in.outcomes, in.results, in.errs, in.delays,
-		uuidArray(l.jobs), uuidArray(l.tokens), l.attempts, l.ats, l.levels, l.messages, l.attrs, in.started, in.ended)
+	b.Queue(finishSQL, in.ids, in.tokens, in.outcomes, in.results, in.errs, in.delays,
+		l.jobs, l.tokens, l.attempts, l.ats, l.levels, l.messages, l.attrs, in.started, in.ended)
 	if len(in.succeeded) > 0 {
-		ok := uuidArray(in.succeeded)
+		ok := in.succeeded
 		b.Queue(lockChildrenSQL, ok)
 		b.Queue(releaseChildrenSQL, ok)
 	}
 	if len(in.others) > 0 {
-		b.Queue(cascadeSQL, uuidArray(in.others))
+		b.Queue(cascadeSQL, in.others)
 	}
 	return b
 }

@@ -85,7 +85,7 @@ func (s *Store) InsertJobLogs(ctx context.Context, lines []domain.LogEntry) erro
 		ids[i], attempts[i], ats[i], levels[i] = l.JobID, int32(l.Attempt), l.At, l.Level
 		msgs[i], attrs[i] = storedLogLine(l)
 	}
-	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, uuidArray(ids), attempts, ats, levels, msgs, attrs, domain.MaxJobLogTotal); err != nil {
+	if _, err := s.pool.Exec(ctx, insertJobLogsSQL, ids, attempts, ats, levels, msgs, attrs, domain.MaxJobLogTotal); err != nil {
 		return fmt.Errorf("store job log lines: %w", err)
 	}
 	return nil

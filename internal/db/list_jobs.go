@@ -84,7 +84,7 @@ func (s *Store) ListJobs(ctx context.Context, p domain.ListParams) (domain.Page,
 		if err != nil {
 			return domain.Page{}, fmt.Errorf("list jobs: %w", err)
 		}
-		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(uuidArray(ids))+"::uuid[])", 1)
+		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(ids)+"::uuid[])", 1)
 	}
 	live := strings.Replace(cond, searchMark, q.searchLive, 1)
 	// A jump by page number reads the pages before it and drops them

@@ -174,7 +174,7 @@ func (s *Store) RecordPushDeliveries(ctx context.Context, ds []domain.PushDelive
 			errs[i] = &e
 		}
 	}
-	if _, err := s.pool.Exec(ctx, recordPushSQL, queues, ats, uuidArray(ids), attempts, codes, outcomes, errs, durs); err != nil {
+	if _, err := s.pool.Exec(ctx, recordPushSQL, queues, ats, ids, attempts, codes, outcomes, errs, durs); err != nil {
 		return fmt.Errorf("record push deliveries: %w", err)
 	}
 	return nil

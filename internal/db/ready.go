@@ -112,7 +112,7 @@ func (s *Store) claimByIDFlow(ctx context.Context, p domain.ClaimParams, ids []u
 	if constrained == nil {
 		constrained = []string{}
 	}
-	return collectClaimed(s.pool.Query(ctx, claimStatement(claimIDsFlowSQL, p), p.WorkerID, len(ids), ttl, st.version, uuidArray(ids), constrained, p.Types))
+	return collectClaimed(s.pool.Query(ctx, claimStatement(claimIDsFlowSQL, p), p.WorkerID, len(ids), ttl, st.version, ids, constrained, p.Types))
 }
 
 // ReadyQueue is the Redis ready queue as the worker pool's fast path

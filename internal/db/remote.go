@@ -157,7 +157,7 @@ FROM jobs j WHERE j.id = ANY($1::uuid[])`
 // which the worker has claimed and at which attempt they stand. A job
 // that is not in the result left the live table (archived, purged).
 func (s *Store) ClaimedBy(ctx context.Context, workerID string, ids []uuid.UUID) (map[uuid.UUID]domain.Claimed, error) {
-	rows, err := s.pool.Query(ctx, claimedBySQL, uuidArray(ids), workerID)
+	rows, err := s.pool.Query(ctx, claimedBySQL, ids, workerID)
 	if err != nil {
 		return nil, fmt.Errorf("check claims: %w", err)
 	}

@@ -142,7 +142,7 @@ func (s *Store) writeSignals(ctx context.Context, batch []signalRequest) ([]sign
 		// to plan (0.53 ms) than to run (0.42 ms).
 		b := &pgx.Batch{}
 		b.Queue(pinPlanSQL)
-		b.Queue(signalBatchSQL, uuidArray(ids), names, dedupes, bodies).Query(func(rows pgx.Rows) error {
+		b.Queue(signalBatchSQL, ids, names, dedupes, bodies).Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var moved string
 				var before *string

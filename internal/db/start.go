@@ -34,7 +34,7 @@ func (s *Store) StartJobs(ctx context.Context, starts []domain.Start) error {
 	for i, st := range starts {
 		ids[i], tokens[i], ats[i] = st.JobID, st.Token, st.At
 	}
-	rows, err := s.pool.Query(ctx, startJobsSQL, uuidArray(ids), uuidArray(tokens), ats)
+	rows, err := s.pool.Query(ctx, startJobsSQL, ids, tokens, ats)
 	if err != nil {
 		return fmt.Errorf("start jobs: %w", err)
 	}
@@ -133,12 +133,12 @@ func (s *Store) HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain
 }
 
 // leaseArrays lays leases out as a statement's job id and token arrays.
-func leaseArrays(leases []domain.Lease) (ids, tokens [][16]byte) {
+func leaseArrays(leases []domain.Lease) (ids, tokens []uuid.UUID) {
 	is, ts := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
 	for i, l := range leases {
 		is[i], ts[i] = l.JobID, l.Token
 	}
-	return uuidArray(is), uuidArray(ts)
+	return is, ts
 }
 
 // leasesOf returns the leases of those that the jobs ids name, in the

@@ -162,6 +162,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Pooler != PoolerPgBouncer {
 		addServerKeepalives(pcfg.ConnConfig.RuntimeParams)
 	}
+	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		registerUUID(conn)
+		return nil
+	}
 	watch := &failoverWatch{logger: cmpLogger(cfg.Logger).With("component", "database")}
 	pcfg.ConnConfig.Tracer = watch
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -70,13 +70,13 @@ func unarchive(ctx context.Context, q DBTX, ids []uuid.UUID) error {
 		return nil
 	}
 	var live int
-	if err := q.QueryRow(ctx, holdLiveSQL, uuidArray(ids)).Scan(&live); err != nil {
+	if err := q.QueryRow(ctx, holdLiveSQL, ids).Scan(&live); err != nil {
 		return fmt.Errorf("bring back from the history: %w", err)
 	}
 	if live == len(ids) {
 		return nil // all of them are in jobs (a repeated id only costs the statement below)
 	}
-	if _, err := q.Exec(ctx, unarchiveSQL, uuidArray(ids), historyFloor(ids...)); err != nil {
+	if _, err := q.Exec(ctx, unarchiveSQL, ids, historyFloor(ids...)); err != nil {
 		return fmt.Errorf("bring back from the history: %w", err)
 	}
 	return nil
@@ -108,5 +108,5 @@ func nullableIDs(ids []uuid.UUID) any {
 	if ids == nil {
 		return nil
 	}
-	return uuidArray(ids)
+	return ids
 }

@@ -44,7 +44,7 @@ func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out [
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, nullableUUIDArray(workflows), nullableUUIDArray(spawners), reads); err != nil {
+	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, workflows, spawners, reads); err != nil {
 		return fmt.Errorf("enqueue: record step keys: %w", err)
 	}
 	return nil
