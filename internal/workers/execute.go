@@ -60,15 +60,18 @@ type execution struct {
 	// lines its handler logged (capped at domain.MaxJobLogLines).
 	progress atomic.Pointer[domain.Progress]
 	logLines atomic.Int64
-	// logMu guards held, passed, holdStop and lastLog: the lines of a
-	// short first attempt are held to be written with its outcome (see
-	// holdsLog); lastLog is the time of the latest line, which the run's
-	// end is never before.
-	logMu    sync.Mutex
-	held     []domain.LogEntry
-	passed   bool
-	holdStop func() bool
-	lastLog  time.Time
+	// logMu guards held, passed, holdStop, lastLog and loggedThrough: the
+	// lines of a short first attempt are held to be written with its
+	// outcome (see holdsLog); lastLog is the time of the latest line,
+	// which the run's end is never before; loggedThrough is the number
+	// of the last line the log writer took from it, which its outcome
+	// waits for (Pool.awaitLogs).
+	logMu         sync.Mutex
+	held          []domain.LogEntry
+	passed        bool
+	holdStop      func() bool
+	lastLog       time.Time
+	loggedThrough uint64
 	// ended is when the handler returned, as markStarted's start.
 	ended time.Time
 	// logger is made when the handler first asks for it.
@@ -276,12 +279,11 @@ func (p *Pool) execute(ex *execution) {
 	f := p.outcome(ex, context.Cause(ctx), result, err)
 	f.StartedAt = &at
 	ex.takeSpawned(&f)
+	if f.Outcome == domain.OutcomeSuspended { // stored by the log writer: a suspension writes none
+		ex.passLog(p.jobLogs)
+	}
 	f.Log = ex.takeLog()
 	f.EndedAt = ex.endedAt()
-	if f.Outcome == domain.OutcomeSuspended { // stored by the log writer: a suspension writes none
-		p.passLog(f)
-		f.Log = nil
-	}
 	if span != nil {
 		endRunSpan(span, &f)
 	}

@@ -47,6 +47,7 @@ func (p *Pool) finisher() {
 // it writes the rows one at a time so one bad row cannot sink the others.
 func (p *Pool) flush(batch []domain.Finish) {
 	defer p.written(batch)
+	p.awaitLogs(batch)
 	ctx := context.Background()
 	var moved, cascaded []domain.Moved
 	var err error
@@ -101,6 +102,32 @@ func (p *Pool) flush(batch []domain.Finish) {
 	report = append(report, cascaded...)
 	if p.cfg.OnMoved != nil && len(report) > 0 {
 		p.cfg.OnMoved(report)
+	}
+}
+
+// jobLogAwait is the longest an outcome waits for its job's log lines.
+const jobLogAwait = time.Second
+
+// awaitLogs holds batch's outcomes until the log writer has stored the
+// lines their handlers logged through it (at most jobLogAwait), so that a
+// job shows finished with its log complete: the job page stops following
+// a log once the job has finished, and a line stored after that was seen
+// only on a reload. It costs a wait only for a job that logged through
+// the writer (a run longer than jobLogLinger, a retry, a suspension), and
+// the writer then cuts its linger short.
+func (p *Pool) awaitLogs(batch []domain.Finish) {
+	var n uint64
+	for _, f := range batch {
+		if v, ok := p.running.Load(f.Lease.JobID); ok {
+			if ex := v.(*execution); ex.lease == f.Lease {
+				ex.logMu.Lock()
+				n = max(n, ex.loggedThrough)
+				ex.logMu.Unlock()
+			}
+		}
+	}
+	if !p.jobLogs.waitWritten(n, jobLogAwait) {
+		p.logger.Debug("outcomes written before their jobs' log lines", "jobs", len(batch))
 	}
 }
 

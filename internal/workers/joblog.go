@@ -22,32 +22,55 @@ const (
 // jobLogWriter stores job log lines in batches, off the handlers' path: a
 // handler's log call only puts the line on a channel. When the channel is
 // full (the database is slow or gone), lines are dropped and counted.
+//
+// Lines are numbered as they are queued, and the writer counts those it
+// has dealt with, so that an outcome can wait for its job's lines
+// (waitWritten): a finished job's log is complete when the job shows
+// finished, which is when a page stops following it.
 type jobLogWriter struct {
 	store   Store
 	logger  *slog.Logger
 	lines   chan domain.LogEntry
 	dropped atomic.Uint64
-	// mu guards sending on lines against its closing: a handler that
-	// ignored its cancellation may still log after the pool has stopped.
-	mu     sync.RWMutex
+	// mu guards sending on lines against its closing (a handler that
+	// ignored its cancellation may still log after the pool has stopped)
+	// and sent, the number of the last line queued, so that lines are
+	// numbered in the channel's order.
+	mu     sync.Mutex
 	closed bool
+	sent   uint64
+	// done is how many queued lines the writer has dealt with (stored, or
+	// dropped with a failed insert); want is the highest line number an
+	// outcome waits for, and kick cuts a batch's linger short for it.
+	done atomic.Uint64
+	want atomic.Uint64
+	kick chan struct{}
+	// progressMu guards progress, closed and replaced each time done
+	// moves.
+	progressMu sync.Mutex
+	progress   chan struct{}
 }
 
 func newJobLogWriter(store Store, logger *slog.Logger) *jobLogWriter {
-	return &jobLogWriter{store: store, logger: logger, lines: make(chan domain.LogEntry, jobLogBacklog)}
+	return &jobLogWriter{store: store, logger: logger, lines: make(chan domain.LogEntry, jobLogBacklog),
+		kick: make(chan struct{}, 1), progress: make(chan struct{})}
 }
 
-func (w *jobLogWriter) add(e domain.LogEntry) {
-	w.mu.RLock()
-	defer w.mu.RUnlock()
+// add queues e and returns its number, or 0 when it was dropped.
+func (w *jobLogWriter) add(e domain.LogEntry) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	if w.closed {
 		w.dropped.Add(1)
-		return
+		return 0
 	}
 	select {
 	case w.lines <- e:
+		w.sent++
+		return w.sent
 	default:
 		w.dropped.Add(1)
+		return 0
 	}
 }
 
@@ -61,22 +84,31 @@ func (w *jobLogWriter) close() {
 	}
 }
 
-// run writes batches until lines is closed, then writes what is left.
+// run writes batches until lines is closed, then writes what is left. A
+// batch gathers for jobLogLinger, less when an outcome waits for a line it
+// holds.
 func (w *jobLogWriter) run() {
 	batch := make([]domain.LogEntry, 0, jobLogBatch)
+	var taken uint64
 	for e := range w.lines {
 		batch = append(batch[:0], e)
+		taken++
 		linger := time.NewTimer(jobLogLinger)
 	fill:
 		for len(batch) < jobLogBatch {
+			if want := w.want.Load(); want > w.done.Load() && want <= taken {
+				break // an outcome waits for a line in this batch
+			}
 			select {
 			case e, ok := <-w.lines:
 				if !ok {
 					break fill
 				}
 				batch = append(batch, e)
+				taken++
 			case <-linger.C:
 				break fill
+			case <-w.kick:
 			}
 		}
 		linger.Stop()
@@ -86,6 +118,49 @@ func (w *jobLogWriter) run() {
 			w.logger.Warn("writing job log lines failed; they are dropped", "error", err, "lines", len(batch))
 		}
 		cancel()
+		w.advance(taken)
+	}
+}
+
+// advance records that the writer has dealt with the first n lines.
+func (w *jobLogWriter) advance(n uint64) {
+	w.progressMu.Lock()
+	defer w.progressMu.Unlock()
+	w.done.Store(n)
+	close(w.progress)
+	w.progress = make(chan struct{})
+}
+
+// waitWritten waits, at most timeout, until the writer has dealt with
+// line n and every line before it, and reports whether it has.
+func (w *jobLogWriter) waitWritten(n uint64, timeout time.Duration) bool {
+	if n == 0 || w.done.Load() >= n {
+		return true
+	}
+	for {
+		cur := w.want.Load()
+		if cur >= n || w.want.CompareAndSwap(cur, n) {
+			break
+		}
+	}
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		w.progressMu.Lock()
+		moved := w.progress
+		w.progressMu.Unlock()
+		if w.done.Load() >= n {
+			return true
+		}
+		select {
+		case <-moved:
+		case <-deadline.C:
+			return false
+		}
 	}
 }
 
@@ -102,7 +177,9 @@ func (w *jobLogWriter) run() {
 // order. Later attempts, which may share the log's per-job cap with lines
 // of earlier ones, always use the writer, which keeps that cap. If the
 // outcome's lease turns out lost, or the database refuses the lines, the
-// finisher passes them to the writer, so they are kept as before.
+// finisher passes them to the writer, so they are kept as before. An
+// outcome whose lines went through the writer waits for them to be stored
+// (Pool.awaitLogs).
 
 // holdsLog reports whether ex's lines may be held for its outcome: a first
 // attempt that no interruption refunded, whose log can hold no lines but
@@ -119,7 +196,7 @@ func (ex *execution) log(w *jobLogWriter, e domain.LogEntry) {
 		ex.lastLog = e.At
 	}
 	if ex.passed || !ex.holdsLog() {
-		w.add(e)
+		ex.queued(w.add(e))
 		return
 	}
 	ex.held = append(ex.held, e)
@@ -134,9 +211,15 @@ func (ex *execution) passLog(w *jobLogWriter) {
 	defer ex.logMu.Unlock()
 	ex.passed = true
 	for _, e := range ex.held {
-		w.add(e)
+		ex.queued(w.add(e))
 	}
 	ex.held = nil
+}
+
+// queued notes that the writer took ex's line number n (0: dropped);
+// logMu is held.
+func (ex *execution) queued(n uint64) {
+	ex.loggedThrough = max(ex.loggedThrough, n)
 }
 
 // takeLog returns the lines held for the outcome; later ones go to the
