@@ -246,6 +246,9 @@ func (p *Pool) execute(ex *execution) {
 		p.settle(ex, f)
 		return
 	}
+	if p.queuePaused(j.Queue) && p.handBack(ex) {
+		return // claimed before its queue was paused: it goes back unstarted
+	}
 	if t := j.Timeout(); t > 0 {
 		deadline := time.Now().Add(t)
 		ex.deadline.Store(deadline.UnixNano())
@@ -266,7 +269,6 @@ func (p *Pool) execute(ex *execution) {
 	start := time.Now()
 	result, err := p.runHandler(ctx, j)
 	ex.ended = ex.claimedAt.Add(time.Since(ex.claimedLocal)) // on the database's clock, as the start
-
 	if ex.lost.Load() {
 		if span != nil {
 			endLostSpan(span)

@@ -269,3 +269,42 @@ func TestPoolShutdownDoesNotStrandAClaim(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, []jobs.State{jobs.StateCompleted, jobs.StateQueued}, got.Status, "run or handed back, not stranded")
 }
+
+// TestPausedQueueJobClaimedAheadDoesNotStart: a job the pool claimed
+// ahead of a free worker, just before its queue was paused, goes back to
+// the queue unstarted when a worker takes it, and no execution is
+// recorded; a pause means no job of the queue starts from then on.
+func TestPausedQueueJobClaimedAheadDoesNotStart(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	var warm []uuid.UUID
+	for range 20 {
+		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
+	}
+	// A long poll interval keeps the rebalancer from handing the buffered
+	// job back first (TestPoolClaimsAheadAndHandsBackUnstartedJobs).
+	pool, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second, PollInterval: time.Minute})
+	defer stop()
+	for _, id := range warm {
+		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
+	}
+	first := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	pool.Wake("")
+	b.waitFor(t, first.ID, 30*time.Second, status(jobs.StateRunning))
+	ahead := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`, func(p *jobs.EnqueueParams) { p.Queue = "p" })
+	pool.Wake("p")
+	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateClaimed))
+
+	_, err := b.store.UpdateQueue(b.ctx, "p", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
+	require.NoError(t, err)
+	_, err = b.store.CancelJob(b.ctx, first.ID) // the worker frees up and takes the buffered job
+	require.NoError(t, err)
+	pool.CancelRequested(first.ID.String())
+	j := b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateQueued))
+	require.Nil(t, j.StartedAt, "it never started")
+	require.Zero(t, j.Attempt, "a handed-back claim is not charged")
+	ex, err := b.store.ListExecutions(b.ctx, j)
+	require.NoError(t, err)
+	require.Empty(t, ex, "no run is recorded")
+	require.Zero(t, pool.Running())
+}

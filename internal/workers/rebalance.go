@@ -85,6 +85,37 @@ func (p *Pool) rebalance(ctx context.Context) {
 	}
 }
 
+// queuePaused reports whether this pool's store knows queue to be
+// paused (or pushed to an endpoint).
+func (p *Pool) queuePaused(queue string) bool {
+	pq, ok := p.store.(pausedQueues)
+	return ok && pq.QueuePaused(queue)
+}
+
+// handBack returns the job of ex, which a worker has taken but not
+// started, to its queue as if never claimed, as rebalance does, and
+// reports whether it did; a job the write did not release stays this
+// worker's to run. A pause stops claims at once (the claim's version
+// guard), but a job claimed just before it, ahead of a free worker, waits
+// in the buffer: it must not start once the pool knows of the pause.
+func (p *Pool) handBack(ex *execution) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.ctx), p.cfg.HeartbeatInterval)
+	defer cancel()
+	leases := []domain.Lease{ex.lease}
+	p.leaseWrites.Lock()
+	released, err := p.store.ReleaseJobs(ctx, leases)
+	p.leaseWrites.Unlock()
+	if err != nil {
+		released = p.releasedAfterAll(ctx, leases)
+	}
+	if len(released) == 0 {
+		return false
+	}
+	p.running.CompareAndDelete(ex.job.ID, ex)
+	p.logger.Info("handed back a claimed job of a paused queue unstarted", "job_id", ex.job.ID, "queue", ex.job.Queue)
+	return true
+}
+
 // releasedAfterAll settles a hand-back whose answer was lost: the write
 // may have committed (a timeout that struck after the commit), and a job
 // it released may already be claimed again, here or elsewhere, so none
