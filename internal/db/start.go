@@ -134,11 +134,11 @@ func (s *Store) HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain
 
 // leaseArrays lays leases out as a statement's job id and token arrays.
 func leaseArrays(leases []domain.Lease) (ids, tokens []uuid.UUID) {
-	is, ts := make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
+	ids, tokens = make([]uuid.UUID, len(leases)), make([]uuid.UUID, len(leases))
 	for i, l := range leases {
-		is[i], ts[i] = l.JobID, l.Token
+		ids[i], tokens[i] = l.JobID, l.Token
 	}
-	return is, ts
+	return ids, tokens
 }
 
 // leasesOf returns the leases of those that the jobs ids name, in the

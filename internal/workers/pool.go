@@ -248,7 +248,7 @@ func (p *Pool) Wake(queue string) {
 	if queue != "" && p.queues != nil && !p.queues[queue] {
 		return
 	}
-	if pq, ok := p.store.(pausedQueues); ok && queue != "" && pq.QueuePaused(queue) {
+	if queue != "" && p.queuePaused(queue) {
 		return // enqueues into a paused queue must not make every pool claim
 	}
 	signal(p.notify)

@@ -66,13 +66,10 @@ func TestPoolDrain(t *testing.T) {
 	require.Equal(t, domain.OutcomeInterrupted, ex[0].Outcome)
 }
 
-// TestPoolClaimsAheadAndHandsBackUnstartedJobs: with every worker busy the
-// pool holds a claimed job ready (leased, shown and counted as claimed, not
-// running, with no start), and on shutdown hands it back uncharged
-// without having started it.
-func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
-	t.Parallel()
-	b := setup(t)
+// startWithOneBuffered starts a pool of one worker that runs a long job
+// (first) and holds another, of queue, claimed ahead in its buffer.
+func startWithOneBuffered(t *testing.T, b *testBundle, queue string) (pool *workers.Pool, stop func(), first, ahead *jobs.Job) {
+	t.Helper()
 	// Short jobs first: the pool learns that its handlers finish well
 	// within a claim's round trip, which is when claiming ahead pays.
 	var warm []uuid.UUID
@@ -81,18 +78,29 @@ func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
 	}
 	// The rebalancer hands a buffered job back once no worker has been
 	// free for half a poll interval (TestBufferDoesNotHoldJobsFromIdleProcesses);
-	// the job must stay buffered here until shutdown, so the interval is
-	// long and each enqueue wakes the pool, as LISTEN does in a process.
-	pool, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second, PollInterval: time.Minute})
+	// the job must stay buffered here, so the interval is long and each
+	// enqueue wakes the pool, as LISTEN does in a process.
+	pool, stop = b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second, PollInterval: time.Minute})
 	for _, id := range warm {
 		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
 	}
-	first := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
+	first = b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
 	pool.Wake("")
 	b.waitFor(t, first.ID, 30*time.Second, status(jobs.StateRunning))
-	ahead := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
-	pool.Wake("")
+	ahead = b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`, func(p *jobs.EnqueueParams) { p.Queue = queue })
+	pool.Wake(queue)
 	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateClaimed))
+	return pool, stop, first, ahead
+}
+
+// TestPoolClaimsAheadAndHandsBackUnstartedJobs: with every worker busy the
+// pool holds a claimed job ready (leased, shown and counted as claimed, not
+// running, with no start), and on shutdown hands it back uncharged
+// without having started it.
+func TestPoolClaimsAheadAndHandsBackUnstartedJobs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	pool, stop, first, ahead := startWithOneBuffered(t, b, "")
 	require.Equal(t, 1, pool.Running())
 	a, err := b.store.GetJob(b.ctx, ahead.ID)
 	require.NoError(t, err)
@@ -277,23 +285,8 @@ func TestPoolShutdownDoesNotStrandAClaim(t *testing.T) {
 func TestPausedQueueJobClaimedAheadDoesNotStart(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	var warm []uuid.UUID
-	for range 20 {
-		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
-	}
-	// A long poll interval keeps the rebalancer from handing the buffered
-	// job back first (TestPoolClaimsAheadAndHandsBackUnstartedJobs).
-	pool, stop := b.start(t, workers.Config{Workers: 1, DrainTimeout: time.Second, PollInterval: time.Minute})
+	pool, stop, first, ahead := startWithOneBuffered(t, b, "p")
 	defer stop()
-	for _, id := range warm {
-		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
-	}
-	first := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`)
-	pool.Wake("")
-	b.waitFor(t, first.ID, 30*time.Second, status(jobs.StateRunning))
-	ahead := b.enqueue(t, jobs.TypeSleep, `{"ms": 600000}`, func(p *jobs.EnqueueParams) { p.Queue = "p" })
-	pool.Wake("p")
-	b.waitFor(t, ahead.ID, 30*time.Second, status(jobs.StateClaimed))
 
 	_, err := b.store.UpdateQueue(b.ctx, "p", "test", func(q domain.QueueSettings) domain.QueueSettings { q.Paused = true; return q })
 	require.NoError(t, err)

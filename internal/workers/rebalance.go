@@ -60,15 +60,7 @@ func (p *Pool) rebalance(ctx context.Context) {
 	if len(leases) == 0 {
 		return
 	}
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.HeartbeatInterval)
-	defer cancel()
-	p.leaseWrites.Lock()
-	released, err := p.store.ReleaseJobs(wctx, leases)
-	p.leaseWrites.Unlock()
-	if err != nil {
-		p.logger.WarnContext(ctx, "handing back buffered jobs failed; asking which are still ours", "error", err, "jobs", len(leases))
-		released = p.releasedAfterAll(ctx, leases)
-	}
+	released := p.release(ctx, leases)
 	for _, l := range released {
 		ex := taken[l]
 		ex.released = true
@@ -99,21 +91,29 @@ func (p *Pool) queuePaused(queue string) bool {
 // guard), but a job claimed just before it, ahead of a free worker, waits
 // in the buffer: it must not start once the pool knows of the pause.
 func (p *Pool) handBack(ex *execution) bool {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ex.ctx), p.cfg.HeartbeatInterval)
-	defer cancel()
-	leases := []domain.Lease{ex.lease}
-	p.leaseWrites.Lock()
-	released, err := p.store.ReleaseJobs(ctx, leases)
-	p.leaseWrites.Unlock()
-	if err != nil {
-		released = p.releasedAfterAll(ctx, leases)
-	}
-	if len(released) == 0 {
+	if len(p.release(ex.ctx, []domain.Lease{ex.lease})) == 0 {
 		return false
 	}
 	p.running.CompareAndDelete(ex.job.ID, ex)
 	p.logger.Info("handed back a claimed job of a paused queue unstarted", "job_id", ex.job.ID, "queue", ex.job.Queue)
 	return true
+}
+
+// release returns the jobs of leases, claimed here and not started, to
+// their queues as if never claimed (Store.ReleaseJobs), and returns the
+// leases it released; when the write's answer is lost it asks which
+// still hold their jobs (releasedAfterAll).
+func (p *Pool) release(ctx context.Context, leases []domain.Lease) []domain.Lease {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.HeartbeatInterval)
+	defer cancel()
+	p.leaseWrites.Lock()
+	released, err := p.store.ReleaseJobs(wctx, leases)
+	p.leaseWrites.Unlock()
+	if err != nil {
+		p.logger.WarnContext(ctx, "handing back buffered jobs failed; asking which are still ours", "error", err, "jobs", len(leases))
+		released = p.releasedAfterAll(ctx, leases)
+	}
+	return released
 }
 
 // releasedAfterAll settles a hand-back whose answer was lost: the write
