@@ -108,26 +108,38 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domai
 	return leasesOf(leases, released), nil
 }
 
-// heldLeasesSQL says which of the leases given still hold their jobs.
-const heldLeasesSQL = `
-SELECT j.id FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
-JOIN jobs j ON j.id = l.id AND j.lease_token = l.token`
+// keepLeasesSQL keeps the jobs of the given leases that still hold them,
+// after a hand-back (releaseJobsSQL) whose answer was lost: it records
+// them as started (a start already written is kept), so that the
+// hand-back, if it has not reached a row yet, finds its guard
+// (started_at IS NULL) false there and writes nothing; a hand-back that
+// has reached a row holds its lock, and this statement waits for it and
+// sees what it did. A read could not settle it: the hand-back may still
+// be on its way to the server, or waiting there for a CPU, when the read
+// says the job is still held, and release it after that, under a job the
+// worker has started on the strength of the read.
+const keepLeasesSQL = `
+UPDATE jobs j SET started_at = coalesce(j.started_at, now())
+FROM unnest($1::uuid[], $2::uuid[]) AS l(id, token)
+WHERE j.id = l.id AND j.lease_token = l.token
+RETURNING j.id`
 
-// HeldLeases returns those of leases that still hold their jobs: what a
-// caller asks after a write whose answer was lost (a timeout, a dropped
-// connection), which may or may not have committed.
-func (s *Store) HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error) {
+// KeepLeases returns those of leases that still hold their jobs and keeps
+// them so (see keepLeasesSQL): what a caller does after a hand-back whose
+// answer was lost (a timeout, a dropped connection), which may have
+// committed, or may commit later.
+func (s *Store) KeepLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error) {
 	if len(leases) == 0 {
 		return nil, nil
 	}
 	ids, tokens := leaseArrays(leases)
-	rows, err := s.pool.Query(ctx, heldLeasesSQL, ids, tokens)
+	rows, err := s.pool.Query(ctx, keepLeasesSQL, ids, tokens)
 	if err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
+		return nil, fmt.Errorf("keep leases: %w", err)
 	}
 	held, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
-		return nil, fmt.Errorf("read leases: %w", err)
+		return nil, fmt.Errorf("keep leases: %w", err)
 	}
 	return leasesOf(leases, held), nil
 }

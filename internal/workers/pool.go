@@ -41,8 +41,10 @@ type Store interface {
 	// ReleaseJobs hands claimed jobs that never started back to the queue
 	// as if never claimed, and returns the leases it released.
 	ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error)
-	// HeldLeases returns those of leases that still hold their jobs.
-	HeldLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error)
+	// KeepLeases returns those of leases that still hold their jobs, and
+	// makes sure a hand-back of them whose answer was lost, if it is still
+	// on its way, releases none of them.
+	KeepLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error)
 	// FinishJobs records the outcomes of a batch of attempts, each guarded
 	// by its lease, and returns the jobs it moved and the dependents it
 	// released or cancelled as a consequence.

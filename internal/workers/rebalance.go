@@ -101,8 +101,8 @@ func (p *Pool) handBack(ex *execution) bool {
 
 // release returns the jobs of leases, claimed here and not started, to
 // their queues as if never claimed (Store.ReleaseJobs), and returns the
-// leases it released; when the write's answer is lost it asks which
-// still hold their jobs (releasedAfterAll).
+// leases it released; when the write's answer is lost it keeps those
+// that still hold their jobs (releasedAfterAll).
 func (p *Pool) release(ctx context.Context, leases []domain.Lease) []domain.Lease {
 	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.HeartbeatInterval)
 	defer cancel()
@@ -110,7 +110,7 @@ func (p *Pool) release(ctx context.Context, leases []domain.Lease) []domain.Leas
 	released, err := p.store.ReleaseJobs(wctx, leases)
 	p.leaseWrites.Unlock()
 	if err != nil {
-		p.logger.WarnContext(ctx, "handing back buffered jobs failed; asking which are still ours", "error", err, "jobs", len(leases))
+		p.logger.WarnContext(ctx, "handing back buffered jobs failed; keeping those still ours", "error", err, "jobs", len(leases))
 		released = p.releasedAfterAll(ctx, leases)
 	}
 	return released
@@ -119,16 +119,18 @@ func (p *Pool) release(ctx context.Context, leases []domain.Lease) []domain.Leas
 // releasedAfterAll settles a hand-back whose answer was lost: the write
 // may have committed (a timeout that struck after the commit), and a job
 // it released may already be claimed again, here or elsewhere, so none
-// of them may run from the buffer on the strength of the old lease. It
-// reads which leases still hold their jobs (those stay claimed here, as
-// if the hand-back had not happened) and returns the others as released.
-// When even that read fails, every one is given up: a job whose release
-// did not commit then waits for its lease to lapse and the reaper, which
-// costs it an interruption, never a second run.
+// of them may run from the buffer on the strength of the old lease; or it
+// may not have reached the server yet, and commit later. It keeps those
+// whose leases still hold their jobs (Store.KeepLeases: they stay claimed
+// here, recorded as started, and the late hand-back releases none of
+// them) and returns the others as released. When even that write fails,
+// every one is given up: a job whose release did not commit then waits
+// for its lease to lapse and the reaper, which costs it an interruption,
+// never a second run.
 func (p *Pool) releasedAfterAll(ctx context.Context, leases []domain.Lease) []domain.Lease {
-	held, err := p.heldLeases(ctx, leases)
+	held, err := p.keepLeases(ctx, leases)
 	if err != nil {
-		p.logger.WarnContext(ctx, "could not learn which buffered jobs are still ours; giving them up to the reaper", "error", err, "jobs", len(leases))
+		p.logger.WarnContext(ctx, "could not keep the buffered jobs that are still ours; giving them up to the reaper", "error", err, "jobs", len(leases))
 		return leases
 	}
 	ours := make(map[domain.Lease]bool, len(held))
@@ -144,12 +146,13 @@ func (p *Pool) releasedAfterAll(ctx context.Context, leases []domain.Lease) []do
 	return gone
 }
 
-// heldLeases asks which of leases still hold their jobs, up to five
-// times, each read given longer than the write it settles (whose
-// deadline is the heartbeat interval, milliseconds in tests): giving up
-// strands the jobs until their leases lapse. Once ctx is done (shutting
-// down) it tries no more, so the drain does not wait for it.
-func (p *Pool) heldLeases(ctx context.Context, leases []domain.Lease) (held []domain.Lease, err error) {
+// keepLeases keeps those of leases that still hold their jobs
+// (Store.KeepLeases), up to five times, each write given longer than the
+// hand-back it settles (whose deadline is the heartbeat interval,
+// milliseconds in tests): giving up strands the jobs until their leases
+// lapse. Once ctx is done (shutting down) it tries no more, so the drain
+// does not wait for it.
+func (p *Pool) keepLeases(ctx context.Context, leases []domain.Lease) (held []domain.Lease, err error) {
 	for attempt := 1; attempt <= 5; attempt++ {
 		if attempt > 1 {
 			select {
@@ -159,7 +162,7 @@ func (p *Pool) heldLeases(ctx context.Context, leases []domain.Lease) (held []do
 			}
 		}
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), max(p.cfg.HeartbeatInterval, 2*time.Second))
-		held, err = p.store.HeldLeases(rctx, leases)
+		held, err = p.store.KeepLeases(rctx, leases)
 		cancel()
 		if err == nil {
 			return held, nil

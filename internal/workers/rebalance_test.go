@@ -119,3 +119,106 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		}
 	}
 }
+
+// lateReleaseStore is the store with hand-backs that arrive late: the
+// caller hears a timeout at once, and the release reaches the database
+// only after the pool has settled it (KeepLeases), as when the statement
+// waited on a loaded server past its caller's deadline.
+type lateReleaseStore struct {
+	*db.Store
+	mu      sync.Mutex
+	pending []domain.Lease
+	late    []domain.Lease // what the late releases released
+	settled chan struct{}
+}
+
+func (s *lateReleaseStore) ReleaseJobs(_ context.Context, leases []domain.Lease) ([]domain.Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending = append(s.pending, leases...)
+	return nil, context.DeadlineExceeded
+}
+
+func (s *lateReleaseStore) KeepLeases(ctx context.Context, leases []domain.Lease) ([]domain.Lease, error) {
+	held, err := s.Store.KeepLeases(ctx, leases)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	late, err := s.Store.ReleaseJobs(ctx, s.pending)
+	if err != nil {
+		return nil, err
+	}
+	s.late, s.pending = append(s.late, late...), nil
+	select {
+	case s.settled <- struct{}{}:
+	default:
+	}
+	return held, nil
+}
+
+// TestBufferedJobNotRunAfterALateHandBack: the rebalancer hands a
+// buffered job back, hears a timeout, and settles the hand-back; the
+// release reaches the database only after that. The job stays this
+// pool's: the late release releases nothing, and the job runs once, on
+// its first claim. When the settle was a read, it said the job was still
+// held, the late release queued it under the worker that started it, and
+// it ran twice.
+func TestBufferedJobNotRunAfterALateHandBack(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	store := &lateReleaseStore{Store: b.store, settled: make(chan struct{}, 1)}
+	var runs sync.Map // job id → *atomic.Int32
+	unblock := make(chan struct{})
+	b.registry.Register("count", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
+		n, _ := runs.LoadOrStore(j.ID, &atomic.Int32{})
+		n.(*atomic.Int32).Add(1)
+		if string(j.Payload) == `{"block": true}` {
+			select {
+			case <-unblock:
+			case <-ctx.Done():
+			}
+		}
+		return nil, nil
+	}))
+	var warm []uuid.UUID
+	for range 20 {
+		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
+	}
+	pool := workers.NewPool(workers.Config{WorkerID: "late-release", Workers: 1, PollInterval: 50 * time.Millisecond}, store, b.registry, quietLogger())
+	ctx, cancel := context.WithCancel(b.ctx)
+	errc := make(chan error, 1)
+	go func() { errc <- pool.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		<-errc
+	})
+	for _, id := range warm {
+		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
+	}
+	long := b.enqueue(t, "count", `{"block": true}`)
+	pool.Wake("")
+	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateRunning))
+	short := b.enqueue(t, "count", `{}`)
+	pool.Wake("")
+	select {
+	case <-store.settled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no hand-back of the buffered job was settled")
+	}
+	close(unblock)
+	b.waitFor(t, short.ID, 30*time.Second, status(jobs.StateCompleted))
+	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateCompleted))
+	cancel()
+	require.NoError(t, <-errc)
+	errc <- nil
+	store.mu.Lock()
+	require.Empty(t, store.late, "the late hand-back released a job the pool had kept")
+	store.mu.Unlock()
+	n, _ := runs.Load(short.ID)
+	require.Equal(t, int32(1), n.(*atomic.Int32).Load(), "the buffered job ran once")
+	j, err := b.store.GetJob(b.ctx, short.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempt, "run on its first claim")
+}
