@@ -250,11 +250,18 @@ func TestFlowRateLimitAcrossProcesses(t *testing.T) {
 	// processes were starved that long often enough to start 170.
 	require.LessOrEqual(t, len(starts), 220, "starts in 10 s at 20/s")
 	require.GreaterOrEqual(t, len(starts), 160, "starts in 10 s at 20/s")
-	// No second runs ahead of the limit (a burst); none is starved either,
-	// though a loaded machine may leave one a little short.
+	// No second runs ahead of the limit (a burst); none is starved either.
+	// A second in which the machine stalled the processes loses the
+	// tokens of the stall by design (see above): beside the CPU hog of
+	// make test-stress one got 8 (after 24 in the second before it). So
+	// each second gets some, and every two seconds in a row at least
+	// half of their 40.
 	for i, n := range buckets {
 		require.LessOrEqual(t, n, 26, "second %d of the period: %v", i, buckets)
-		require.GreaterOrEqual(t, n, 10, "second %d of the period: %v", i, buckets)
+		require.Positive(t, n, "second %d of the period: %v", i, buckets)
+		if i > 0 {
+			require.GreaterOrEqual(t, buckets[i-1]+n, 20, "seconds %d and %d of the period: %v", i-1, i, buckets)
+		}
 	}
 	// Within each second, starts are spread too: no 100 ms holds much
 	// more than the bucket's burst of 4 (a bucket of a whole period would
