@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/internal/logs"
@@ -104,7 +105,7 @@ WITH next AS MATERIALIZED (
 	ORDER BY effective_priority, run_at, created_at, id
 	LIMIT $2
 	FOR UPDATE SKIP LOCKED
-)` + claimUpdate
+)` + claimUpdateByArray
 
 // typeFilter5 limits a claim to the job types its worker serves, the
 // fifth parameter (NULL: any type). A worker never takes a job it has no
@@ -143,7 +144,7 @@ WITH next AS MATERIALIZED (
 	) c
 	ORDER BY c.effective_priority, c.run_at, c.created_at, c.id
 	LIMIT $2
-)` + claimUpdate
+)` + claimUpdateByArray
 
 // ClaimJobs leases up to p.Limit queued jobs for p.WorkerID and returns them
 // in claim order (effective_priority, run_at, created_at, id).
@@ -173,15 +174,43 @@ func (s *Store) ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Jo
 	case len(constrained) > 0:
 		claimed, err = s.claimFlow(ctx, p, st, constrained, ttl)
 	case len(p.Queues) == 0:
-		claimed, err = collectClaimed(s.pool.Query(ctx, claimStatement(claimSQL, p), p.WorkerID, p.Limit, ttl, st.version, p.Types))
+		claimed, err = s.claimPinned(ctx, claimStatement(claimSQL, p), p.WorkerID, p.Limit, ttl, st.version, p.Types)
 	default:
-		claimed, err = collectClaimed(s.pool.Query(ctx, claimStatement(claimQueuesSQL, p), p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types))
+		claimed, err = s.claimPinned(ctx, claimStatement(claimQueuesSQL, p), p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}
 	s.emitJobs(claimed...)
 	sortClaimed(claimed)
+	return claimed, nil
+}
+
+// claimPinned runs a plain claim (claimSQL, claimQueuesSQL) with a plan
+// made once per connection and pinned to index paths (pinPlanSQL), in one
+// round trip. Planned at every call, as PostgreSQL's custom plans are, the
+// claim cost more to plan than to run: with its parents', steps' and
+// signals' subqueries it is a large statement, and a drain or a stream of
+// resumed jobs claims a few jobs at a time. Pinned, the plan is the one
+// the statistics would give a backlog (each queue's range of the claim
+// index in claim order, then the rows by key) whatever they say, so a
+// burst into a table nothing has analyzed yet is claimed the same way.
+func (s *Store) claimPinned(ctx context.Context, sql string, args ...any) ([]*jobs.Job, error) {
+	b := &pgx.Batch{}
+	b.Queue(pinPlanSQL)
+	return s.claimAfter(ctx, b, sql, args...)
+}
+
+// claimAfter runs the claim statement sql after what b holds (settings,
+// locks), in one round trip and one transaction.
+func (s *Store) claimAfter(ctx context.Context, b *pgx.Batch, sql string, args ...any) (claimed []*jobs.Job, err error) {
+	b.Queue(sql, args...).Query(func(rows pgx.Rows) error {
+		claimed, err = collectClaimed(rows, nil)
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
 	return claimed, nil
 }
 

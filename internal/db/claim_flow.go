@@ -375,7 +375,7 @@ func (s *Store) claimFlow(ctx context.Context, p domain.ClaimParams, st *flowSta
 // claimFlowOnce runs one flow-controlled claim, claimFlowSQL when full and
 // claimLimitedSQL otherwise, after taking the locks of the limited queues
 // in the same transaction.
-func (s *Store) claimFlowOnce(ctx context.Context, p domain.ClaimParams, st *flowState, constrained, limited []string, ttl float64, full bool) (claimed []*jobs.Job, err error) {
+func (s *Store) claimFlowOnce(ctx context.Context, p domain.ClaimParams, st *flowState, constrained, limited []string, ttl float64, full bool) ([]*jobs.Job, error) {
 	var queues []string
 	if len(p.Queues) > 0 {
 		queues = p.Queues
@@ -386,12 +386,5 @@ func (s *Store) claimFlowOnce(ctx context.Context, p domain.ClaimParams, st *flo
 	}
 	b := &pgx.Batch{}
 	b.Queue(lock, limited)
-	b.Queue(claimStatement(claim, p), p.WorkerID, p.Limit, ttl, st.version, queues, constrained, p.Types, p.Push).Query(func(rows pgx.Rows) error {
-		claimed, err = collectClaimed(rows, nil)
-		return err
-	})
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, err
-	}
-	return claimed, nil
+	return s.claimAfter(ctx, b, claimStatement(claim, p), p.WorkerID, p.Limit, ttl, st.version, queues, constrained, p.Types, p.Push)
 }

@@ -125,3 +125,85 @@ func testClaimLimitedPlanPinned(t *testing.T, backlog bool) {
 	require.Contains(t, nodes, "Index Scan jobs_claim_queue_idx", "the claim reads each queue's range of its index")
 	require.Contains(t, nodes, "Index Scan jobs_pkey", "the lease reaches the rows by key")
 }
+
+// TestClaimPlanPinned: the plain claims (claimSQL for every queue,
+// claimQueuesSQL for some) run with a plan made once per connection
+// (db.PinPlanSQL before them). Made while the jobs table is empty, or
+// while it holds a backlog nothing has analyzed yet, that plan must still
+// take the next jobs from the front of the claim index and reach the rows
+// by key once the table holds a backlog and a history: never a sequential
+// or bitmap scan of jobs, nor the primary key read from end to end.
+func TestClaimPlanPinned(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		backlog bool
+		sql     string
+		args    string
+		index   string
+	}{
+		{"every queue, made on an empty table", false, db.ClaimSQL, "'w', 100, 60000, %d, NULL", "jobs_claim_idx"},
+		{"every queue, made over a backlog", true, db.ClaimSQL, "'w', 100, 60000, %d, ARRAY['noop']", "jobs_claim_idx"},
+		{"some queues, made on an empty table", false, db.ClaimQueuesSQL, "'w', 100, 60000, ARRAY['a', 'b'], %d, NULL", "jobs_claim_queue_idx"},
+		{"some queues, made over a backlog", true, db.ClaimQueuesSQL, "'w', 100, 60000, ARRAY['a', 'b'], %d, ARRAY['noop']", "jobs_claim_queue_idx"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			testClaimPlanPinned(t, c.backlog, c.sql, c.args, c.index)
+		})
+	}
+}
+
+func testClaimPlanPinned(t *testing.T, backlog bool, sql, args, index string) {
+	ctx, tx := planTx(t)
+	_, err := tx.Exec(ctx, `ANALYZE jobs`)
+	require.NoError(t, err)
+	fill := func(n int, finished bool) {
+		_, err := tx.Exec(ctx, `
+			INSERT INTO jobs (id, type, queue, effective_priority, status, run_at, finished_at)
+			SELECT gen_random_uuid(), 'noop', (ARRAY['a', 'b', 'c'])[1 + g % 3], 1 + g % 3,
+			       CASE WHEN $2 AND g % 2 = 0 THEN 'completed' ELSE 'queued' END, now(),
+			       CASE WHEN $2 AND g % 2 = 0 THEN now() END
+			FROM generate_series(1, $1::int) g`, n, finished)
+		require.NoError(t, err)
+	}
+	if backlog {
+		fill(20_000, false)
+	}
+	_, err = tx.Exec(ctx, db.PinPlanSQL)
+	require.NoError(t, err)
+	var version int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT version FROM flow_control_version`).Scan(&version))
+	params := "text, int, float8, bigint, text[]"
+	if sql == db.ClaimQueuesSQL {
+		params = "text, int, float8, text[], bigint, text[]"
+	}
+	_, err = tx.Exec(ctx, `PREPARE pinned(`+params+`) AS `+sql)
+	require.NoError(t, err)
+	explain := func() (nodes []string) {
+		walkPlan(t, ctx, tx, `EXECUTE pinned(`+fmt.Sprintf(args, version)+`)`, func(n map[string]any) {
+			if rel, _ := n["Relation Name"].(string); rel == "jobs" {
+				idx, _ := n["Index Name"].(string)
+				nodes = append(nodes, n["Node Type"].(string)+" "+idx)
+				if idx == "jobs_pkey" {
+					require.NotEmpty(t, n["Index Cond"], "jobs' primary key read from end to end, not by key: %v", n)
+				}
+			}
+		})
+		return nodes
+	}
+	explain() // the generic plan is made now
+	fill(40_000, true)
+	nodes := explain()
+	want := map[string]bool{
+		"ModifyTable ": true, "Index Scan jobs_pkey": true, "Index Scan " + index: true,
+		// The parents' results of a claimed job that has parents (a
+		// CASE subquery jobs without parents never run).
+		"Index Scan jobs_batch_idx": true,
+	}
+	for _, n := range nodes {
+		require.True(t, want[n], "jobs read by %q in %v", n, nodes)
+	}
+	require.Contains(t, nodes, "Index Scan "+index, "the claim takes the next jobs from the claim index")
+	require.Contains(t, nodes, "Index Scan jobs_pkey", "the lease reaches the rows by key")
+}

@@ -12,6 +12,8 @@ import (
 
 // Statements the external tests inspect.
 const (
+	ClaimSQL            = claimSQL
+	ClaimQueuesSQL      = claimQueuesSQL
 	ClaimLimitedSQL     = claimLimitedSQL
 	ClaimLimitedLockSQL = claimLimitedLockSQL
 	LockChildrenSQL     = lockChildrenSQL
