@@ -190,20 +190,40 @@ func durableDrain(b *testing.B, withSteps bool, batches, recorded *uint64) time.
 	return took
 }
 
-// BenchmarkDurableSleep: 10,000 jobs, enqueued in one batch, each sleep
-// (jobs.Sleep) for durableSleep once, all asleep at once; the figures
-// are the wake lateness (the wake time the sleep recorded → the handler
-// past Sleep on its next run), to set beside dbosbench -mode sleep
-// -sleep 60s, and what the sleepers held while all slept: worker slots
-// (running), pool connections in use, and goroutines over the idle
-// pool's.
+// BenchmarkDurableSleep: 10,000 jobs each sleep (jobs.Sleep) for
+// durableSleep once, all asleep at once; the figures are the wake
+// lateness (the wake time the sleep recorded → the handler past Sleep on
+// its next run), to set beside dbosbench -mode sleep -sleep 60s, and what
+// the sleepers held while all slept: worker slots (running), pool
+// connections in use, and goroutines over the idle pool's.
+//
+// How the sleepers are enqueued decides how close together their wake
+// times fall, since each records its wake time when it first runs:
+//
+//   - enqueuers=16: 16 goroutines enqueue one job at a time, as the DBOS
+//     harness starts its workflows (16 goroutines, one RunWorkflow
+//     each), the like-for-like setting;
+//   - enqueuers=batch: one call enqueues all 10,000. The pool then runs
+//     them in claims of up to 900, each sleeper in microseconds, so the
+//     wake times come in bursts of hundreds within a few milliseconds,
+//     and the last of a burst wakes as late as the pool takes to run
+//     the burst again: the lateness measures the pool's throughput more
+//     than its timers.
 func BenchmarkDurableSleep(b *testing.B) {
-	for b.Loop() {
-		durableSleep(b, 10_000, 60*time.Second)
+	for _, enqueuers := range []int{16, 0} {
+		name := "enqueuers=" + strconv.Itoa(enqueuers)
+		if enqueuers == 0 {
+			name = "enqueuers=batch"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				durableSleep(b, 10_000, 60*time.Second, enqueuers)
+			}
+		})
 	}
 }
 
-func durableSleep(b *testing.B, n int, d time.Duration) {
+func durableSleep(b *testing.B, n int, d time.Duration, enqueuers int) {
 	late := make([]float64, n)
 	claimed := make([]float64, n) // how long before its wake time each was claimed again
 	var asleep atomic.Int64
@@ -235,9 +255,7 @@ func durableSleep(b *testing.B, n int, d time.Duration) {
 		params[i] = jobs.EnqueueParams{Type: "nap", Queue: jobs.DefaultQueue, Payload: json.RawMessage(strconv.Itoa(i))}
 	}
 	began := time.Now()
-	if _, err := env.store.Enqueue(context.Background(), params...); err != nil {
-		b.Fatal(err)
-	}
+	enqueueFrom(b, env.store, params, enqueuers)
 	deadline := time.Now().Add(d)
 	for asleep.Load() < int64(n) || env.pool.Running() > 0 {
 		if time.Now().After(deadline) {
@@ -255,6 +273,7 @@ func durableSleep(b *testing.B, n int, d time.Duration) {
 		pct(claimed, 1), pct(claimed, 50), pct(claimed, 99))
 	b.Logf("%d jobs asleep (waiting rows) after %.2fs; while all slept: %d slots running, %d connections in use, %+d goroutines",
 		n, fellAsleep.Seconds(), running, conns, goroutines)
+	b.ReportMetric(fellAsleep.Seconds(), "asleep-after-s")
 	b.ReportMetric(pct(late, 50), "lateness-p50-ms")
 	b.ReportMetric(pct(late, 99), "lateness-p99-ms")
 	b.ReportMetric(float64(running), "slots-held")
@@ -342,55 +361,4 @@ func durableSignal(b *testing.B, n, senders int) {
 	mu.Lock()
 	defer mu.Unlock()
 	reportSignals(b, first, sent, resumed, done)
-}
-
-// reportSignals reports the signal benchmark's figures: the latencies from
-// each send's return to its handler resumed and to its job done, and the
-// rates of sends and of completions from the first send.
-func reportSignals(b *testing.B, first time.Time, sent, resumed, done []time.Time) {
-	n := len(sent)
-	lat, res := make([]float64, n), make([]float64, n)
-	last, lastSent := first, first
-	for i := range n {
-		lat[i] = float64(done[i].Sub(sent[i]).Microseconds()) / 1000
-		res[i] = float64(resumed[i].Sub(sent[i]).Microseconds()) / 1000
-		if done[i].After(last) {
-			last = done[i]
-		}
-		if sent[i].After(lastSent) {
-			lastSent = sent[i]
-		}
-	}
-	slices.Sort(lat)
-	slices.Sort(res)
-	b.ReportMetric(pct(res, 50), "send-to-resumed-p50-ms")
-	b.ReportMetric(pct(res, 99), "send-to-resumed-p99-ms")
-	b.ReportMetric(pct(lat, 50), "send-to-done-p50-ms")
-	b.ReportMetric(pct(lat, 99), "send-to-done-p99-ms")
-	b.ReportMetric(float64(n)/last.Sub(first).Seconds(), "signals/s")
-	b.ReportMetric(float64(n)/lastSent.Sub(first).Seconds(), "sends/s")
-}
-
-// waitWaiting waits until n jobs wait.
-func waitWaiting(b *testing.B, store *db.Store, n int) {
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(20 * time.Millisecond) {
-		var waiting int
-		if err := store.Pool().QueryRow(context.Background(), `SELECT count(*) FROM jobs WHERE status = 'waiting'`).Scan(&waiting); err != nil {
-			b.Fatal(err)
-		}
-		if waiting == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("only %d of %d jobs waiting", waiting, n)
-		}
-	}
-}
-
-// pct is the p-th percentile of sorted.
-func pct(sorted []float64, p float64) float64 {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(float64(len(sorted))*p/100))]
 }
