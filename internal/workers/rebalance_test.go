@@ -54,61 +54,86 @@ func TestBufferedJobNotRunAfterAHandBackWhoseAnswerWasLost(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	store := &lostAnswerStore{Store: b.store, released: map[uuid.UUID]bool{}}
-	runs := map[uuid.UUID]*atomic.Int32{}
-	var runsMu sync.Mutex
-	unblock := make(chan struct{})
+	r := startBehindLongJob(t, b, store, "lost-answer")
+	waitUntil(t, 30*time.Second, "the buffered job's hand-back", func() bool { return store.wasReleased(r.short.ID) })
+	r.finish(t, b)
+	require.Equal(t, int32(1), r.runsOf(r.short.ID), "the handed-back job ran once")
+	j, err := b.store.GetJob(b.ctx, r.short.ID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempt, "claimed afresh after the hand-back, as if never claimed before")
+}
+
+// behindLongJob is a one-worker pool whose worker runs a long job while
+// a short one waits in its buffer, so that the rebalancer hands the
+// short one back.
+type behindLongJob struct {
+	short, long *jobs.Job
+	unblock     chan struct{}
+	runs        sync.Map // job id → *atomic.Int32
+	stop        func() error
+}
+
+// startBehindLongJob starts the pool on store (short jobs first, so that
+// it learns to claim ahead: see TestPoolClaimsAheadAndHandsBackUnstartedJobs),
+// then the long job, then the short one.
+func startBehindLongJob(t *testing.T, b *testBundle, store workers.Store, id string) *behindLongJob {
+	r := &behindLongJob{unblock: make(chan struct{})}
 	b.registry.Register("count", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
-		runsMu.Lock()
-		n, ok := runs[j.ID]
-		if !ok {
-			n = &atomic.Int32{}
-			runs[j.ID] = n
-		}
-		runsMu.Unlock()
-		n.Add(1)
+		n, _ := r.runs.LoadOrStore(j.ID, &atomic.Int32{})
+		n.(*atomic.Int32).Add(1)
 		if string(j.Payload) == `{"block": true}` {
 			select {
-			case <-unblock:
+			case <-r.unblock:
 			case <-ctx.Done():
 			}
 		}
 		return nil, nil
 	}))
-	// Short jobs first: the pool learns to claim ahead (see
-	// TestPoolClaimsAheadAndHandsBackUnstartedJobs).
 	var warm []uuid.UUID
 	for range 20 {
 		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
 	}
-	pool := workers.NewPool(workers.Config{WorkerID: "lost-answer", Workers: 1, PollInterval: 50 * time.Millisecond}, store, b.registry, quietLogger())
+	pool := workers.NewPool(workers.Config{WorkerID: id, Workers: 1, PollInterval: 50 * time.Millisecond}, store, b.registry, quietLogger())
 	ctx, cancel := context.WithCancel(b.ctx)
 	errc := make(chan error, 1)
 	go func() { errc <- pool.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-errc
-	})
+	var once sync.Once
+	var stopErr error
+	r.stop = func() error {
+		once.Do(func() {
+			cancel()
+			stopErr = <-errc
+		})
+		return stopErr
+	}
+	t.Cleanup(func() { _ = r.stop() })
 	for _, id := range warm {
 		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
 	}
-	long := b.enqueue(t, "count", `{"block": true}`)
+	r.long = b.enqueue(t, "count", `{"block": true}`)
 	pool.Wake("")
-	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateRunning))
-	short := b.enqueue(t, "count", `{}`)
+	b.waitFor(t, r.long.ID, 30*time.Second, status(jobs.StateRunning))
+	r.short = b.enqueue(t, "count", `{}`)
 	pool.Wake("")
-	waitUntil(t, 30*time.Second, "the buffered job's hand-back", func() bool { return store.wasReleased(short.ID) })
-	close(unblock)
-	b.waitFor(t, short.ID, 30*time.Second, status(jobs.StateCompleted))
-	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateCompleted))
-	cancel()
-	require.NoError(t, <-errc)
-	errc <- nil
-	runsMu.Lock()
-	defer runsMu.Unlock()
-	require.Equal(t, int32(1), runs[short.ID].Load(), "the handed-back job ran once")
-	j, err := b.store.GetJob(b.ctx, short.ID)
-	require.NoError(t, err)
-	require.Equal(t, 1, j.Attempt, "claimed afresh after the hand-back, as if never claimed before")
+	return r
+}
+
+// finish lets the long job end, waits for both jobs to complete and
+// stops the pool.
+func (r *behindLongJob) finish(t *testing.T, b *testBundle) {
+	close(r.unblock)
+	b.waitFor(t, r.short.ID, 30*time.Second, status(jobs.StateCompleted))
+	b.waitFor(t, r.long.ID, 30*time.Second, status(jobs.StateCompleted))
+	require.NoError(t, r.stop())
+}
+
+// runsOf is how many times the handler ran job id.
+func (r *behindLongJob) runsOf(id uuid.UUID) int32 {
+	n, ok := r.runs.Load(id)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int32).Load()
 }
 
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
@@ -169,56 +194,18 @@ func TestBufferedJobNotRunAfterALateHandBack(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	store := &lateReleaseStore{Store: b.store, settled: make(chan struct{}, 1)}
-	var runs sync.Map // job id → *atomic.Int32
-	unblock := make(chan struct{})
-	b.registry.Register("count", jobs.HandlerFunc(func(ctx context.Context, j *jobs.Job) (any, error) {
-		n, _ := runs.LoadOrStore(j.ID, &atomic.Int32{})
-		n.(*atomic.Int32).Add(1)
-		if string(j.Payload) == `{"block": true}` {
-			select {
-			case <-unblock:
-			case <-ctx.Done():
-			}
-		}
-		return nil, nil
-	}))
-	var warm []uuid.UUID
-	for range 20 {
-		warm = append(warm, b.enqueue(t, jobs.TypeNoop, `{}`).ID)
-	}
-	pool := workers.NewPool(workers.Config{WorkerID: "late-release", Workers: 1, PollInterval: 50 * time.Millisecond}, store, b.registry, quietLogger())
-	ctx, cancel := context.WithCancel(b.ctx)
-	errc := make(chan error, 1)
-	go func() { errc <- pool.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		<-errc
-	})
-	for _, id := range warm {
-		b.waitFor(t, id, 30*time.Second, status(jobs.StateCompleted))
-	}
-	long := b.enqueue(t, "count", `{"block": true}`)
-	pool.Wake("")
-	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateRunning))
-	short := b.enqueue(t, "count", `{}`)
-	pool.Wake("")
+	r := startBehindLongJob(t, b, store, "late-release")
 	select {
 	case <-store.settled:
 	case <-time.After(30 * time.Second):
 		t.Fatal("no hand-back of the buffered job was settled")
 	}
-	close(unblock)
-	b.waitFor(t, short.ID, 30*time.Second, status(jobs.StateCompleted))
-	b.waitFor(t, long.ID, 30*time.Second, status(jobs.StateCompleted))
-	cancel()
-	require.NoError(t, <-errc)
-	errc <- nil
+	r.finish(t, b)
 	store.mu.Lock()
 	require.Empty(t, store.late, "the late hand-back released a job the pool had kept")
 	store.mu.Unlock()
-	n, _ := runs.Load(short.ID)
-	require.Equal(t, int32(1), n.(*atomic.Int32).Load(), "the buffered job ran once")
-	j, err := b.store.GetJob(b.ctx, short.ID)
+	require.Equal(t, int32(1), r.runsOf(r.short.ID), "the buffered job ran once")
+	j, err := b.store.GetJob(b.ctx, r.short.ID)
 	require.NoError(t, err)
 	require.Equal(t, 1, j.Attempt, "run on its first claim")
 }
