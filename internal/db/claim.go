@@ -188,10 +188,10 @@ func (s *Store) ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Jo
 
 // claimPinned runs a plain claim (claimSQL, claimQueuesSQL) with a plan
 // made once per connection and pinned to index paths (pinPlanSQL), in one
-// round trip. Planned at every call, as PostgreSQL's custom plans are, the
-// claim cost more to plan than to run: with its parents', steps' and
-// signals' subqueries it is a large statement, and a drain or a stream of
-// resumed jobs claims a few jobs at a time. Pinned, the plan is the one
+// round trip. With its parents', steps' and signals' subqueries it is a
+// large statement (planning 1.3 ms against 2.4 ms to run a claim of 50),
+// and PostgreSQL's plan cache kept planning it afresh at about half its
+// calls while jobs resumed a few at a time. Pinned, the plan is the one
 // the statistics would give a backlog (each queue's range of the claim
 // index in claim order, then the rows by key) whatever they say, so a
 // burst into a table nothing has analyzed yet is claimed the same way.
