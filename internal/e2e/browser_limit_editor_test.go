@@ -53,8 +53,7 @@ func TestLimitEditorChangedElsewhere(t *testing.T) {
 	// One operator opens the editor and starts typing.
 	htmxReady(t, editing, "mail")
 	click(t, editing, `tr[data-queue="mail"] details summary`)
-	within(t, editing, 10*time.Second, chromedp.Focus(chromedp.CSS(`tr[data-queue="mail"] input[name="concurrency"]`)),
-		chromedp.SendKeys(chromedp.CSS(`tr[data-queue="mail"] input[name="concurrency"]`), "3"))
+	typeInto(t, editing, `tr[data-queue="mail"] input[name="concurrency"]`, "3")
 	require.True(t, eval[bool](t, editing, `(window.__tableBefore = document.querySelector('#queues-live'), true)`))
 
 	// Jobs arrive: the counts follow, the form does not move, nothing is
