@@ -109,16 +109,19 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 		return err
 	}
 	if r.migrates {
-		if err := db.MigrateWith(ctx, cfg.directURL(), p.logger, db.MigrateOptions{Force: cfg.MigrateForce}); err != nil {
-			return err
+		err := p.untilReachable("migrate", func() error {
+			return db.MigrateWith(ctx, cfg.directURL(), p.logger, db.MigrateOptions{Force: cfg.MigrateForce})
+		})
+		if err != nil {
+			return p.stoppedBeforeStart(err)
 		}
 		if r.onlyOnce {
 			p.logger.Info("database is up to date")
 			return nil
 		}
 	}
-	if err := p.open(); err != nil {
-		return err
+	if err := p.untilReachable("connect", p.open); err != nil {
+		return p.stoppedBeforeStart(err)
 	}
 	p.g, p.gctx = errgroup.WithContext(ctx)
 	p.startEvents()

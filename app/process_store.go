@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"os"
 	"time"
 
@@ -49,6 +50,63 @@ func (p *process) open() error {
 		p.settings.Set(st)
 	}
 	return nil
+}
+
+// Waiting for PostgreSQL at start: the first retry after startRetryMin,
+// each next one twice as late, up to startRetryMax.
+const (
+	startRetryMin = time.Second
+	startRetryMax = 10 * time.Second
+)
+
+// untilReachable runs step (migrating, connecting) until it succeeds, or
+// fails for a reason other than PostgreSQL being out of reach (a wrong
+// password, a bad migration), or the process is told to stop. A server,
+// API or worker started while the network or the primary is away (a
+// partition, a failover, the whole stack booting at once) thus waits and
+// starts by itself when PostgreSQL answers, as it rides the same outage
+// out once running, instead of exiting for a supervisor to restart. It
+// says so at each attempt. `flint migrate`, a one-shot command, does not
+// wait: whatever runs it decides.
+func (p *process) untilReachable(what string, step func() error) error {
+	wait := startRetryMin
+	for attempt := 1; ; attempt++ {
+		before := len(p.cleanup)
+		err := step()
+		if err == nil || p.roles.onlyOnce || !db.IsUnavailable(err) || p.ctx.Err() != nil {
+			return err
+		}
+		p.unwindTo(before)
+		p.logger.Warn("cannot reach PostgreSQL at start; trying again", "step", what, "attempt", attempt,
+			"retry_in", wait.String(), "error", err)
+		select {
+		case <-p.ctx.Done():
+			return p.ctx.Err()
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, startRetryMax)
+	}
+}
+
+// unwindTo undoes what a failed step left behind (a store opened before
+// Redis failed, say), back to the first n cleanups, so that the next
+// attempt starts afresh.
+func (p *process) unwindTo(n int) {
+	for i := len(p.cleanup) - 1; i >= n; i-- {
+		p.cleanup[i]()
+	}
+	p.cleanup = p.cleanup[:n]
+	p.store, p.rds = nil, nil
+}
+
+// stoppedBeforeStart is what run returns when migrating or connecting
+// ended with err: nothing if a signal ended the wait for PostgreSQL.
+func (p *process) stoppedBeforeStart(err error) error {
+	if p.ctx.Err() != nil && (db.IsUnavailable(err) || errors.Is(err, context.Canceled)) {
+		p.logger.Info("flint stopped before PostgreSQL could be reached")
+		return nil
+	}
+	return err
 }
 
 // shipLogs stores this process's log entries in the database, for the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -105,6 +106,43 @@ func partitionScenario(t *testing.T, mode string) {
 		default:
 		}
 	}
+}
+
+// TestStartDuringAPartition starts a `flint api` and a `flint worker`
+// while the network to PostgreSQL swallows every byte: both wait, saying
+// so, rather than exit, and start by themselves once the network heals;
+// the API then takes enqueues and the worker runs them.
+func TestStartDuringAPartition(t *testing.T) {
+	t.Parallel()
+	u := dbtest.NewDatabase(t)
+	s := openStore(t, u)
+	proxy, pu := dbtest.NewProxy(t, u)
+	proxy.Swallow()
+	addr := freeAddr(t)
+	api := startFlint(t, "api", pu, "FLINT_ADDR="+addr)
+	worker := startFlint(t, "worker", pu, "FLINT_WORKER_ID=late")
+	for _, p := range []*proc{api, worker} {
+		waitFor(t, 60*time.Second, "the process to say it waits for PostgreSQL", func() bool {
+			select {
+			case <-p.done:
+				t.Fatalf("a process started during a partition exited: %v\n%s", p.err, p.out.String())
+			default:
+			}
+			return strings.Contains(p.out.String(), "cannot reach PostgreSQL at start; trying again")
+		})
+	}
+	require.NotContains(t, api.out.String()+worker.out.String(), `"msg":"flint started"`)
+
+	proxy.Heal()
+	api.ready(t, 60*time.Second)
+	worker.ready(t, 60*time.Second)
+	waitFor(t, 30*time.Second, "the API to take an enqueue", func() bool {
+		code, _ := postJob("http://"+addr, 10*time.Second)
+		return code == http.StatusCreated
+	})
+	waitJobs(t, s, enqueueAll(t, s, jobs.EnqueueParams{Type: jobs.TypeNoop}), 30*time.Second, func(j *jobs.Job) bool {
+		return j.Status == jobs.StateCompleted && j.WorkerID != nil && *j.WorkerID == "late"
+	})
 }
 
 // postJob enqueues a noop through the API, giving up after timeout, and
