@@ -142,13 +142,17 @@ soak: services
 # synchronous mode) failing over after crashes of the leader's PostgreSQL
 # and of its whole node, and switching over with patronictl. Each prints
 # the lost / doubled / open counts and how long /readyz took to come back
-# after each promotion.
+# after each promotion. Then partitions of CHAOS_PARTITION each (3 minutes
+# unless set), swallowing and stalling in turn, between PostgreSQL and one
+# half of Flint (an API, a scheduler, a worker) for CHAOS_DURATION, the
+# cut-off half recovering alone after each.
 CHAOS_DURATION ?= 5m
+CHAOS_PARTITION ?= 3m
 chaos: services
 	scripts/services.sh ensure postgres-server
 	$(GO) build -modfile=tools/jaeger/go.mod -o .flint/tools/jaeger github.com/jaegertracing/jaeger/cmd/jaeger
 	scripts/services.sh ensure patroni
-	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) $(GO) test -count=1 -run 'TestChaosFailovers|TestChaosPatroni|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
+	FLINT_CHAOS_DURATION=$(CHAOS_DURATION) FLINT_CHAOS_PARTITION=$(CHAOS_PARTITION) $(GO) test -count=1 -run 'TestChaosFailovers|TestChaosPatroni|TestChaosPartition|TestRollingUpgrade' -tags chaos -timeout 90m -v ./internal/e2e/ \
 		| grep --line-buffered -v '^{'
 
 migrate: dev-env build

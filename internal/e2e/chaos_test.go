@@ -113,11 +113,18 @@ func TestChaosPatroni(t *testing.T) {
 // chaosDuration is FLINT_CHAOS_DURATION, 5m unless set.
 func chaosDuration(t *testing.T) time.Duration {
 	t.Helper()
-	s := os.Getenv("FLINT_CHAOS_DURATION")
+	return envDuration(t, "FLINT_CHAOS_DURATION", 5*time.Minute)
+}
+
+// envDuration is the duration the environment variable name holds, def
+// unless set.
+func envDuration(t *testing.T, name string, def time.Duration) time.Duration {
+	t.Helper()
+	s := os.Getenv(name)
 	if s == "" {
-		return 5 * time.Minute
+		return def
 	}
 	d, err := time.ParseDuration(s)
-	require.NoError(t, err, "FLINT_CHAOS_DURATION")
+	require.NoError(t, err, name)
 	return d
 }

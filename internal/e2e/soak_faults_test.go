@@ -133,7 +133,7 @@ func TestSoakFaults(t *testing.T) {
 		t.Logf("unexpected answer: %s", u)
 	}
 	tally := r.soakTally(t, acked, begin, 20*time.Minute)
-	occurrences, doubledOccurrences := r.seriesTally(t, *series.ScheduleID)
+	occurrences, doubledOccurrences := seriesTally(t, r.store, *series.ScheduleID)
 	t.Logf("soak: %s; series occurrences %d, doubled %d", tally, occurrences, doubledOccurrences)
 	require.Empty(t, load.unexpected, "every answer is 201, or 503 with Retry-After")
 	require.Zero(t, tally.Lost, "every enqueue answered 201 completes")

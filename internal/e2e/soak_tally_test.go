@@ -124,14 +124,3 @@ func (r *soakRig) logMissing(t *testing.T, missing string) {
 		t.Logf("acknowledged job %s: %s", id, st)
 	}
 }
-
-// seriesTally counts the occurrences of the series and those enqueued
-// twice (two jobs for the same time).
-func (r *soakRig) seriesTally(t *testing.T, schedule uuid.UUID) (total, doubled int) {
-	t.Helper()
-	var distinct int
-	require.NoError(t, r.store.Pool().QueryRow(db.WithStatementTimeout(context.Background(), 15*time.Minute), `SELECT count(*), count(DISTINCT scheduled_for) FROM
-		(SELECT scheduled_for FROM jobs WHERE schedule_id = $1 UNION ALL SELECT scheduled_for FROM job_history WHERE schedule_id = $1) o`,
-		schedule).Scan(&total, &distinct))
-	return total, total - distinct
-}
