@@ -67,16 +67,16 @@ const (
 // starts by itself when PostgreSQL answers, as it rides the same outage
 // out once running, instead of exiting for a supervisor to restart. It
 // says so at each attempt. `flint migrate`, a one-shot command, does not
-// wait: whatever runs it decides.
+// wait: whatever runs it decides. A step that fails this way leaves
+// nothing open (db.Open closes its pool; what open does after it cannot
+// fail for want of PostgreSQL), so it is simply run again.
 func (p *process) untilReachable(what string, step func() error) error {
 	wait := startRetryMin
 	for attempt := 1; ; attempt++ {
-		before := len(p.cleanup)
 		err := step()
 		if err == nil || p.roles.onlyOnce || !db.IsUnavailable(err) || p.ctx.Err() != nil {
 			return err
 		}
-		p.unwindTo(before)
 		p.logger.Warn("cannot reach PostgreSQL at start; trying again", "step", what, "attempt", attempt,
 			"retry_in", wait.String(), "error", err)
 		select {
@@ -86,17 +86,6 @@ func (p *process) untilReachable(what string, step func() error) error {
 		}
 		wait = min(2*wait, startRetryMax)
 	}
-}
-
-// unwindTo undoes what a failed step left behind (a store opened before
-// Redis failed, say), back to the first n cleanups, so that the next
-// attempt starts afresh.
-func (p *process) unwindTo(n int) {
-	for i := len(p.cleanup) - 1; i >= n; i-- {
-		p.cleanup[i]()
-	}
-	p.cleanup = p.cleanup[:n]
-	p.store, p.rds = nil, nil
 }
 
 // stoppedBeforeStart is what run returns when migrating or connecting
