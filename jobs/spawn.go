@@ -90,8 +90,10 @@ func Spawn(ctx context.Context, specs ...SpawnJob) error {
 	}
 	out := make([]Spawned, len(specs))
 	tp := traceparentOf(ctx) // spawned jobs continue the spawning attempt's trace
-	for i, s := range specs {
-		sp, err := s.checked(sink.SpawnTypes(), sink.Now())
+	types, now := sink.SpawnTypes(), sink.Now()
+	for i := range specs {
+		s, sp := &specs[i], &out[i]
+		err := s.checkInto(sp, types, now)
 		sp.Params.Traceparent = tp
 		if err != nil {
 			var ve *ValidationError
@@ -100,7 +102,6 @@ func Spawn(ctx context.Context, specs ...SpawnJob) error {
 			}
 			return fmt.Errorf("spawn: job %d (%q): %w", i, s.Key, err)
 		}
-		out[i] = sp
 	}
 	if err := sink.Spawn(out); err != nil {
 		return fmt.Errorf("spawn: %w", err)
@@ -108,8 +109,8 @@ func Spawn(ctx context.Context, specs ...SpawnJob) error {
 	return nil
 }
 
-// checked validates s into a Spawned.
-func (s SpawnJob) checked(types TypeSource, now time.Time) (Spawned, error) {
+// checkInto validates s into sp.
+func (s *SpawnJob) checkInto(sp *Spawned, types TypeSource, now time.Time) error {
 	var payload json.RawMessage
 	switch v := s.Payload.(type) {
 	case nil:
@@ -118,15 +119,15 @@ func (s SpawnJob) checked(types TypeSource, now time.Time) (Spawned, error) {
 	default:
 		b, err := json.Marshal(v)
 		if err != nil {
-			return Spawned{}, Invalid("payload", "cannot be encoded as JSON: %v", err)
+			return Invalid("payload", "cannot be encoded as JSON: %v", err)
 		}
 		payload = b
 	}
-	sp := Spawned{Key: s.Key, DependsOn: s.DependsOn, Params: EnqueueParams{
+	*sp = Spawned{Key: s.Key, DependsOn: s.DependsOn, Params: EnqueueParams{
 		Type: s.Type, Queue: s.Queue, Payload: payload, Priority: s.Priority, MaxRetries: s.MaxRetries,
 		TimeoutSeconds: s.TimeoutSeconds, ConcurrencyKey: s.ConcurrencyKey, Delay: s.Delay,
 	}}
-	return sp, CheckSpawned(&sp, types, now)
+	return CheckSpawned(sp, types, now)
 }
 
 // CheckSpawned validates one spawned job on its own: its key, the shape

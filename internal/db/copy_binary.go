@@ -1,17 +1,22 @@
 package db
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"math"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
 	"github.com/flinthq/flint/internal/bufpool"
 	"github.com/flinthq/flint/jobs"
 )
 
-// PostgreSQL's binary COPY format, written directly for the one table a
-// batch enqueue copies into. pgx's CopyFrom takes every value as an
+// PostgreSQL's binary COPY format, written directly for the tables a
+// batch enqueue copies into (jobs, and workflow_steps for a fan-out). pgx's CopyFrom takes every value as an
 // interface (thirteen boxed values a job) and looks up an encode plan for
 // each; a batch of a thousand jobs spent more of the API's CPU on that and
 // on the garbage it left than on anything else in the write. Here a job is
@@ -113,3 +118,39 @@ func appendCopyNull(b []byte) []byte {
 // copyBuffers holds the buffers COPY streams are written in (about 160
 // bytes a job with an empty payload), reused from batch to batch.
 var copyBuffers bufpool.Pool
+
+// copyStepsSQL is the COPY statement copySteps feeds.
+const copyStepsSQL = "COPY workflow_steps (job_id, step_key, workflow_id, spawned_by, reads_spawner) FROM STDIN (FORMAT binary)"
+
+// copySteps writes rows into workflow_steps with one COPY in tx. Through
+// insertStepsSQL, 10,000 step rows took about 130 ms, two thirds of it
+// encoding and decoding the arrays; copied, about 45 ms.
+func copySteps(ctx context.Context, tx pgx.Tx, rows []stepRow) error {
+	pooled := copyBuffers.Get()
+	defer copyBuffers.Put(pooled)
+	b := append((*pooled)[:0], copyHeader...)
+	optional := func(b []byte, id uuid.UUID) []byte {
+		if id == uuid.Nil {
+			return appendCopyNull(b)
+		}
+		return appendCopyField(b, id[:])
+	}
+	for i := range rows {
+		r := &rows[i]
+		b = binary.BigEndian.AppendUint16(b, 5)
+		b = appendCopyField(b, r.job[:])
+		b = appendCopyText(b, r.key)
+		b = optional(b, r.workflow)
+		b = optional(b, r.spawner)
+		b = binary.BigEndian.AppendUint32(b, 1)
+		if r.reads {
+			b = append(b, 1)
+		} else {
+			b = append(b, 0)
+		}
+	}
+	b = append(b, copyTrailer...)
+	*pooled = b
+	_, err := tx.Conn().PgConn().CopyFrom(ctx, bytes.NewReader(b), copyStepsSQL)
+	return err
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
@@ -17,37 +18,62 @@ const insertStepsSQL = `
 INSERT INTO workflow_steps (job_id, step_key, workflow_id, spawned_by, reads_spawner)
 SELECT * FROM unnest($1::uuid[], $2::text[], $3::uuid[], $4::uuid[], $5::boolean[])`
 
+// stepRow is one workflow_steps row that insertSteps writes.
+type stepRow struct {
+	job, workflow, spawner uuid.UUID // uuid.Nil: NULL
+	key                    string
+	reads                  bool
+}
+
 // insertSteps records the step keys of the jobs this enqueue created, in
 // their workflows (with the job that spawned them, if one did, and whether
 // it reads that job's result: see readsSpawner); a job that already
-// existed (by its idempotency key) keeps its own.
+// existed (by its idempotency key) keeps its own. In a transaction, a
+// batch of copyMin rows or more is copied (copySteps): a fan-out's step
+// rows through insertStepsSQL's arrays cost as much as its jobs did.
 func insertSteps(ctx context.Context, q DBTX, params []jobs.EnqueueParams, out []jobs.Enqueued, readsSpawner []bool) error {
-	var ids []uuid.UUID
-	var keys []string
-	var workflows, spawners []*uuid.UUID
-	var reads []bool
-	opt := func(id uuid.UUID) *uuid.UUID {
-		if id == uuid.Nil {
-			return nil
-		}
-		return &id
-	}
+	var rows []stepRow
 	for i := range params {
 		if out[i].Inserted && params[i].StepKey != "" {
-			ids = append(ids, out[i].Job.ID)
-			keys = append(keys, params[i].StepKey)
-			workflows = append(workflows, opt(params[i].WorkflowID))
-			spawners = append(spawners, opt(params[i].SpawnedBy))
-			reads = append(reads, readsSpawner != nil && readsSpawner[i])
+			rows = append(rows, stepRow{job: out[i].Job.ID, key: params[i].StepKey, workflow: params[i].WorkflowID,
+				spawner: params[i].SpawnedBy, reads: readsSpawner != nil && readsSpawner[i]})
 		}
 	}
-	if len(ids) == 0 {
+	if len(rows) == 0 {
 		return nil
 	}
-	if _, err := q.Exec(ctx, insertStepsSQL, ids, keys, workflows, spawners, reads); err != nil {
+	var err error
+	if tx, ok := q.(pgx.Tx); ok && len(rows) >= copyMin {
+		err = copySteps(ctx, tx, rows)
+	} else {
+		err = insertStepRows(ctx, q, rows)
+	}
+	if err != nil {
 		return fmt.Errorf("enqueue: record step keys: %w", err)
 	}
 	return nil
+}
+
+// insertStepRows writes rows through insertStepsSQL.
+func insertStepRows(ctx context.Context, q DBTX, rows []stepRow) error {
+	ids := make([]uuid.UUID, len(rows))
+	keys := make([]string, len(rows))
+	workflows := make([]*uuid.UUID, len(rows))
+	spawners := make([]*uuid.UUID, len(rows))
+	reads := make([]bool, len(rows))
+	opt := func(id *uuid.UUID) *uuid.UUID {
+		if *id == uuid.Nil {
+			return nil
+		}
+		return id
+	}
+	for i := range rows {
+		r := &rows[i]
+		ids[i], keys[i], reads[i] = r.job, r.key, r.reads
+		workflows[i], spawners[i] = opt(&r.workflow), opt(&r.spawner)
+	}
+	_, err := q.Exec(ctx, insertStepsSQL, ids, keys, workflows, spawners, reads)
+	return err
 }
 
 // workflowReachSQL walks the dependency edges from $1 in both directions,
