@@ -178,6 +178,18 @@ func (s *Store) ClaimJobs(ctx context.Context, p domain.ClaimParams) ([]*jobs.Jo
 	default:
 		claimed, err = s.claimPinned(ctx, claimStatement(claimQueuesSQL, p), p.WorkerID, p.Limit, ttl, p.Queues, st.version, p.Types)
 	}
+	return s.claimed(ctx, claimed, err)
+}
+
+// claimed finishes a claim that took jobs (or failed with err): it reads
+// the parents' results of those that have parents, announces the claim
+// and puts the jobs in claim order. A claim whose parents could not be
+// read returns the error; its leases run out as those of a claim whose
+// answer was lost do, and the jobs are claimed again.
+func (s *Store) claimed(ctx context.Context, claimed []*jobs.Job, err error) ([]*jobs.Job, error) {
+	if err == nil {
+		err = s.readParents(ctx, claimed)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("claim jobs: %w", err)
 	}

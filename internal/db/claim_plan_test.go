@@ -197,9 +197,6 @@ func testClaimPlanPinned(t *testing.T, backlog bool, sql, args, index string) {
 	nodes := explain()
 	want := map[string]bool{
 		"ModifyTable ": true, "Index Scan jobs_pkey": true, "Index Scan " + index: true,
-		// The parents' results of a claimed job that has parents (a
-		// CASE subquery jobs without parents never run).
-		"Index Scan jobs_batch_idx": true,
 	}
 	for _, n := range nodes {
 		require.True(t, want[n], "jobs read by %q in %v", n, nodes)

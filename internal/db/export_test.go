@@ -19,6 +19,7 @@ const (
 	LockChildrenSQL     = lockChildrenSQL
 	ReleaseChildrenSQL  = releaseChildrenSQL
 	MaxParentsBytesSQL  = maxParentsBytesSQL
+	ParentsOfSQL        = parentsOfSQL
 )
 
 // ArchiveSQL moves finished jobs to the history; ArchiveArgs are its
@@ -53,5 +54,6 @@ func (s *Store) SignalsQueued() int { return len(s.signals.in) }
 // What pins a statement's plan, and the signals' statement.
 const (
 	PinPlanSQL     = pinPlanSQL
+	ParentsPlanSQL = parentsPlanSQL
 	SignalBatchSQL = signalBatchSQL
 )

@@ -82,12 +82,7 @@ func (s *Store) ClaimJobsByID(ctx context.Context, p domain.ClaimParams, ids []u
 	}
 	ttl := float64(p.LeaseTTL) / float64(time.Millisecond)
 	claimed, err := s.claimByIDFlow(ctx, p, ids, ttl)
-	if err != nil {
-		return nil, fmt.Errorf("claim jobs: %w", err)
-	}
-	s.emitJobs(claimed...)
-	sortClaimed(claimed)
-	return claimed, nil
+	return s.claimed(ctx, claimed, err)
 }
 
 // claimIDsFlowSQL is claimIDsSQL with the flow-control guards: the ready
