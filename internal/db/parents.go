@@ -54,18 +54,18 @@ WITH e AS MATERIALIZED (
 		FROM jobs p WHERE p.id = x.parent
 		OFFSET 0
 	) p
+), cb AS MATERIALIZED (
+	SELECT c.job_id, c.batch_id FROM batch_callbacks c WHERE c.job_id = ANY($1::uuid[])
 ), found AS (
 	SELECT e.job, p.id, p.k, p.r, p.n FROM e JOIN p ON p.id = e.parent
 	UNION ALL
 	SELECT c.job_id, NULL, 'batch', jsonb_build_object('id', b.id, 'total', b.total, 'counts', ` + batchCountsSQL + `), 0
-	FROM batch_callbacks c CROSS JOIN LATERAL (SELECT b.id, b.total, b.completed, b.dead_letter, b.cancelled, b.binned FROM batches b WHERE b.id = c.batch_id OFFSET 0) b
-	WHERE c.job_id = ANY($1::uuid[])
+	FROM cb c CROSS JOIN LATERAL (SELECT b.id, b.total, b.completed, b.dead_letter, b.cancelled, b.binned FROM batches b WHERE b.id = c.batch_id OFFSET 0) b
 	UNION ALL
 	SELECT c.job_id, m.id, m.id::text, m.result, octet_length(m.result::text)
-	FROM batch_callbacks c CROSS JOIN LATERAL (
+	FROM cb c CROSS JOIN LATERAL (
 		SELECT m.id, m.result FROM jobs m WHERE m.batch_id = c.batch_id AND m.result IS NOT NULL OFFSET 0
 	) m
-	WHERE c.job_id = ANY($1::uuid[])
 ), sized AS (
 	SELECT job, id, k, r, n,
 	       sum(n) OVER (PARTITION BY job ORDER BY n, k ROWS UNBOUNDED PRECEDING) <= ` + maxParentsBytesSQL + ` AS fits
