@@ -18,7 +18,11 @@ const maxJobLogMessage = 8 << 10
 
 // insertJobLogsSQL stores a batch of job log lines in the order given (seq
 // follows it), up to $7 lines per job in all. Lines of a job that has been
-// purged meanwhile are skipped rather than failing the batch.
+// purged meanwhile are skipped rather than failing the batch. Each job it
+// writes for is locked (FOR KEY SHARE, once per job, not per line): a
+// delete of the job then either waits and takes the lines with it (the
+// jobs_forget_deleted trigger) or has committed, and its lines are
+// skipped. job_logs has no foreign key to do that.
 //
 // The cap is kept where lines are stored, whichever process wrote them
 // and however many attempts the job had: each job's stored lines are
@@ -38,6 +42,7 @@ WITH l AS (
 stored AS (
 	SELECT j.id AS job_id, (SELECT count(*) FROM (SELECT 1 FROM job_logs g WHERE g.job_id = j.id LIMIT $7::bigint + 1) c) AS n
 	FROM jobs j WHERE j.id IN (SELECT job_id FROM l)
+	FOR KEY SHARE OF j
 ),
 over AS (
 	SELECT l.job_id, s.n AS stored, count(*) AS dropped, min(l.ord) AS ord

@@ -232,3 +232,57 @@ func TestDeletedJobsTakeTheirEdgesAndKeys(t *testing.T) {
 	require.Zero(t, edges)
 	require.Zero(t, keys)
 }
+
+// Deleting jobs takes their executions and log lines with them, in the
+// same statement; a log line written while a delete of its job is on its
+// way waits for it and is then skipped, never left behind.
+func TestDeletedJobsTakeTheirExecutionsAndLines(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	run := func(q string) *jobs.Job {
+		b.enqueue(t, jobs.EnqueueParams{Queue: q})
+		got := b.claimQueue(t, q)
+		require.Len(t, got, 1)
+		line := domain.LogEntry{JobID: got[0].ID, Attempt: 1, At: time.Now(), Level: "info", Message: "hello"}
+		_, _, err := b.store.FinishJobs(b.ctx, []domain.Finish{{Lease: domain.LeaseOf(got[0]), Outcome: domain.OutcomeSucceeded,
+			Log: []domain.LogEntry{line}}})
+		require.NoError(t, err)
+		require.NoError(t, b.store.InsertJobLogs(b.ctx, []domain.LogEntry{line}))
+		return got[0]
+	}
+	gone, kept := run("gone"), run("kept")
+	count := func(id uuid.UUID) (execs, lines int) {
+		t.Helper()
+		require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT (SELECT count(*) FROM job_executions WHERE job_id = $1),
+			(SELECT count(*) FROM job_logs WHERE job_id = $1)`, id).Scan(&execs, &lines))
+		return execs, lines
+	}
+	execs, lines := count(gone.ID)
+	require.Equal(t, []int{1, 2}, []int{execs, lines})
+
+	// The delete holds the row while a line for it is being written.
+	tx, err := b.store.Pool().Begin(b.ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(b.ctx) }()
+	_, err = tx.Exec(b.ctx, `DELETE FROM jobs WHERE id = $1`, gone.ID)
+	require.NoError(t, err)
+	wrote := make(chan error, 1)
+	go func() {
+		wrote <- b.store.InsertJobLogs(b.ctx, []domain.LogEntry{{JobID: gone.ID, Attempt: 1, At: time.Now(), Level: "info", Message: "late"}})
+	}()
+	// The line's statement waits for the delete (seen in pg_locks as an
+	// ungranted lock on the deleting transaction; this test's database has
+	// no other sessions) before the delete commits.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		require.NoError(t, b.store.Pool().QueryRow(b.ctx, `SELECT EXISTS (SELECT 1 FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+			WHERE NOT l.granted AND l.locktype = 'transactionid' AND a.datname = current_database())`).Scan(&waiting))
+		return waiting
+	}, 30*time.Second, 10*time.Millisecond, "the late line waits for the delete")
+	require.NoError(t, tx.Commit(b.ctx))
+	require.NoError(t, <-wrote)
+	execs, lines = count(gone.ID)
+	require.Equal(t, []int{0, 0}, []int{execs, lines}, "nothing of the deleted job is left")
+	execs, lines = count(kept.ID)
+	require.Equal(t, []int{1, 2}, []int{execs, lines}, "the other job keeps its own")
+}
