@@ -115,9 +115,9 @@ func (s *Store) RetryJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, er
 	if err != nil {
 		return nil, fmt.Errorf("retry jobs: %w", err)
 	}
-	s.wakeJobs(js...)
 	s.emitJobs(js...)
 	s.emitMoved(rearmed)
+	s.wakeJobs(js...)
 	return js, nil
 }
 

@@ -96,8 +96,10 @@ func (s *Store) enqueue(ctx context.Context, params []jobs.EnqueueParams) ([]job
 	return out, err
 }
 
-// Announce wakes the workers of jobs enqueued and publishes their current
-// state, once they have committed.
+// Announce publishes the current state of jobs enqueued and wakes their
+// workers, once they have committed. The state goes out first, as
+// everywhere a change both publishes and wakes: a worker woken first
+// could claim the job and publish "claimed" ahead of "queued".
 func (s *Store) Announce(enqueued []jobs.Enqueued) {
 	var inserted []*jobs.Job
 	for _, e := range enqueued {
@@ -105,8 +107,8 @@ func (s *Store) Announce(enqueued []jobs.Enqueued) {
 			inserted = append(inserted, e.Job)
 		}
 	}
-	s.wakeJobs(inserted...)
 	s.emitJobs(inserted...)
+	s.wakeJobs(inserted...)
 }
 
 // needsTx reports whether enqueueing params takes more than one statement.

@@ -90,8 +90,8 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]d
 	if err != nil {
 		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
-	s.wakeMoved(out)
 	s.emitMoved(out)
+	s.wakeMoved(out)
 	return out, nil
 }
 
@@ -160,8 +160,8 @@ func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]do
 		}
 		out = append(out, woken...)
 	}
-	s.wakeMoved(out)
 	s.emitMoved(out)
+	s.wakeMoved(out)
 	return out, nil
 }
 

@@ -77,9 +77,9 @@ func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 		return err
 	})
 	if err == nil {
-		s.wakeJobs(j)
 		s.emitJobs(j)
 		s.emitMoved(rearmed)
+		s.wakeJobs(j)
 	}
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, s.explain(ctx, id, "retry", domain.RetryFrom)
@@ -130,9 +130,9 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 		if err != nil {
 			return out, fmt.Errorf("replay dead-letter queue: %w", err)
 		}
-		s.wakeJobs(moved...)
 		s.emitJobs(moved...)
 		s.emitMoved(rearmed)
+		s.wakeJobs(moved...)
 		out = append(out, moved...)
 		if ids != nil || len(page) < batch {
 			return out, nil

@@ -63,8 +63,8 @@ func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.Ra
 	if err != nil {
 		return nil, nil, fmt.Errorf("edit and replay job: %w", err)
 	}
-	s.wakeJobs(j)
 	s.emitJobs(j)
 	s.emitMoved(rearmed)
+	s.wakeJobs(j)
 	return old, j, nil
 }

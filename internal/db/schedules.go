@@ -149,8 +149,8 @@ func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]domain.
 	if err != nil {
 		return nil, fmt.Errorf("create next occurrences: %w", err)
 	}
-	s.wakeMoved(out)
 	s.emitMoved(out)
+	s.wakeMoved(out)
 	return out, nil
 }
 
@@ -346,8 +346,8 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 	if err != nil {
 		return nil, wrapSchedule("run recurring series now", err)
 	}
-	s.wakeMoved(moved)
 	s.emitMoved(moved)
+	s.wakeMoved(moved)
 	return s.GetJob(ctx, jid)
 }
 

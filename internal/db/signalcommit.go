@@ -173,8 +173,8 @@ func (s *Store) writeSignals(ctx context.Context, batch []signalRequest) ([]sign
 			resumed = append(resumed, a.moved)
 		}
 	}
-	s.wakeMoved(resumed)
 	s.emitMoved(resumed)
+	s.wakeMoved(resumed)
 	return out, nil
 }
 

@@ -103,8 +103,8 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domai
 	for i, m := range moved {
 		released[i] = m.JobID
 	}
-	s.wakeMoved(moved)
 	s.emitMoved(moved)
+	s.wakeMoved(moved)
 	return leasesOf(leases, released), nil
 }
 
