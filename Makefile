@@ -65,12 +65,18 @@ build:
 # such a test at its cause (wait for the condition), not with a longer
 # timeout.
 STRESS_RUNS ?= 1
+
+# TEST_PARALLEL is how many tests of one package run at once (go test's
+# -parallel; its default is the number of CPUs). Most end-to-end tests
+# wait on processes, browsers and timers rather than on a CPU, so more
+# of them than CPUs keeps a small machine busy.
+TEST_PARALLEL ?= 4
 test-stress: test-services
 	scripts/services.sh ensure stress-ng
 	@for i in $$(seq $(STRESS_RUNS)); do \
 		echo "test-stress: run $$i of $(STRESS_RUNS), beside stress-ng --cpu $$(nproc)"; \
 		stress-ng --cpu "$$(nproc)" --timeout 0 --quiet & hog=$$!; \
-		if ! $(GO) test -race -count=1 -timeout 45m ./...; then kill $$hog; wait $$hog 2>/dev/null || true; echo "test-stress: run $$i failed"; exit 1; fi; \
+		if ! $(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 45m ./...; then kill $$hog; wait $$hog 2>/dev/null || true; echo "test-stress: run $$i failed"; exit 1; fi; \
 		kill $$hog; wait $$hog 2>/dev/null || true; \
 	done; echo "test-stress: $(STRESS_RUNS) run(s) passed"
 
@@ -89,7 +95,7 @@ release-build:
 	@cd dist && sha256sum flint-* >SHA256SUMS && cat SHA256SUMS
 
 test: test-services vet fmt-check templ-check tidy-check lint
-	$(GO) test -race -count=1 -timeout 30m ./...
+	$(GO) test -race -count=1 -parallel $(TEST_PARALLEL) -timeout 30m ./...
 	@# Without the services (-short, variables unset) every test that needs
 	@# them skips and the rest still pass; the binaries are the ones above.
 	env -u TEST_DATABASE_URL -u TEST_REDIS_URL -u TEST_SMTP_URL -u TEST_MAILPIT_URL -u TEST_PGBOUNCER_URL \
