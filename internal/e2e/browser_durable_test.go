@@ -87,8 +87,7 @@ func TestSignalFromTheJobPage(t *testing.T) {
 	require.Equal(t, "yes", p.Explain, "explain says what the job needs")
 	shoot(t, ctx, "job-waiting")
 
-	require.True(t, eval[bool](t, ctx, `(f => !!f && (f.value = '', true))(document.querySelector('[data-testid="signal-body"]'))`), "the body cleared")
-	typeInto(t, ctx, `[data-testid="signal-body"]`, `{"by": "ops"}`)
+	retype(t, ctx, `[data-testid="signal-body"]`, `{"by": "ops"}`)
 	// A live update of the page arriving while the operator types (the
 	// same request the live stream makes) keeps what they typed.
 	eval[bool](t, ctx, `(() => {
@@ -100,11 +99,7 @@ func TestSignalFromTheJobPage(t *testing.T) {
 	waitJS(t, ctx, `!document.querySelector('[data-testid="signal-form"]').dataset.stale`, 10*time.Second)
 	require.Equal(t, `{"by": "ops"}`, eval[string](t, ctx, `document.querySelector('[data-testid="signal-body"]').value`),
 		"a live update kept the signal's body being typed")
-	// Clicked by script once htmx has bound the form: a live update may
-	// swap the region between finding the button and clicking it.
-	waitJS(t, ctx, `(() => { const f = document.querySelector('[data-testid="signal-form"]');
-		const b = document.querySelector('[data-testid="signal-send"]');
-		if (!f || !b || !f['htmx-internal-data']) return false; b.click(); return true; })()`, 10*time.Second)
+	clickBound(t, ctx, `[data-testid="signal-form"]`, `[data-testid="signal-send"]`)
 	waitJS(t, ctx, `document.querySelector('#job-live .badge[data-status]').dataset.status === 'completed'`, 30*time.Second)
 	waitJS(t, ctx, `document.querySelectorAll('[data-testid="step"]').length === 2`, 10*time.Second)
 	p = eval[pageShape](t, ctx, report)

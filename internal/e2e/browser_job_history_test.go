@@ -32,10 +32,7 @@ func TestJobPageRunsAndHistoryInABrowser(t *testing.T) {
 		waitStatus(t, rig.store, id, jobs.StateDeadLetter)
 		within(t, ctx, 20*time.Second, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(rig.base+"/jobs/"+id.String()),
 			chromedp.WaitVisible(chromedp.CSS(`[data-testid="action-retry"]`)))
-		// Clicked by script once htmx has bound it: a live update may swap
-		// the button for a fresh one between finding it and clicking it.
-		waitJS(t, ctx, `(() => { const b = document.querySelector('[data-testid="action-retry"]');
-			if (!b || !b['htmx-internal-data']) return false; b.click(); return true; })()`, 10*time.Second)
+		clickBound(t, ctx, `[data-testid="action-retry"]`, `[data-testid="action-retry"]`)
 		waitFor(t, 10*time.Second, "the replay to run", func() bool {
 			j, err := rig.store.GetJob(bg, id)
 			require.NoError(t, err)

@@ -226,6 +226,23 @@ func typeInto(t *testing.T, ctx context.Context, sel, text string) {
 	require.Equal(t, text, eval[string](t, ctx, field+`.value`), "what landed in "+sel)
 }
 
+// retype empties the field sel, then types text into it (typeInto).
+func retype(t *testing.T, ctx context.Context, sel, text string) {
+	t.Helper()
+	require.True(t, eval[bool](t, ctx, `(f => !!f && (f.value = '', true))(document.querySelector(`+jsString(sel)+`))`), "no %s to empty", sel)
+	typeInto(t, ctx, sel, text)
+}
+
+// clickBound clicks the element sel through the DOM once htmx has bound
+// the element bound (its form, say): a live update may swap the region
+// between finding an element by node id and clicking it, which chromedp
+// reports as "Could not find node with given id".
+func clickBound(t *testing.T, ctx context.Context, bound, sel string) {
+	t.Helper()
+	waitJS(t, ctx, `(() => { const f = document.querySelector(`+jsString(bound)+`), b = document.querySelector(`+jsString(sel)+`);
+		if (!f || !b || !f['htmx-internal-data']) return false; b.click(); return true; })()`, 10*time.Second)
+}
+
 func waitStatus(t *testing.T, s *db.Store, id uuid.UUID, want jobs.State) *jobs.Job {
 	t.Helper()
 	var j *jobs.Job
