@@ -361,5 +361,7 @@ func TestStatsTrailTheLastMove(t *testing.T) {
 	}
 	require.Len(t, statsAt, 2, "the move's counts, then once more: %v", statsAt)
 	require.Less(t, statsAt[0], time.Second)
-	require.GreaterOrEqual(t, statsAt[1]-statsAt[0], handlers.LiveStatsTrail-50*time.Millisecond)
+	// Measured from the move, not from the first update's arrival, which
+	// a loaded machine delays while the trail's timer already runs.
+	require.GreaterOrEqual(t, statsAt[1], handlers.LiveStatsTrail, "the trailing counts come a trail after the move: %v", statsAt)
 }
