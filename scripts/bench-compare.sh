@@ -16,7 +16,12 @@
 #   ASYNQ_REDIS_URL     Redis database for Asynq's tasks (default: database 9
 #                       of the local server; its asynq:* keys are deleted)
 #   DRAIN_N=100000      jobs pre-inserted for each drain
-#   RIVER_WORKERS=1000  River's MaxWorkers in its drain
+#   RIVER_WORKERS=1000  River's MaxWorkers in its drain at its defaults
+#   RIVER_TUNED_WORKERS=2000 RIVER_TUNED_COOLDOWN=2ms   River tuned for
+#                       throughput: the drain the targets compare with
+#   HTTP_N=100000       single enqueues sent by the outside client
+#                       (bench/httpload) to a flint api whose database has
+#                       drained DRAIN_N jobs first
 #   BATCH_N=100000      jobs enqueued over HTTP (and by River's InsertMany)
 #   BATCH_SIZE=1000     jobs per request / per InsertMany call
 #   BATCH_CONC=4        concurrent HTTP connections
@@ -26,7 +31,9 @@
 #   RATE=500 RATE_DURATION=10s   steady pickup latency
 #   IDLE_SAMPLES=100    pickup latency at idle, one job at a time
 #   ONLY=""             a regexp: run only the steps whose names match
-#                       (river-drain, river-insert, river-latency, river-idle,
+#                       (river-drain, river-drain-tuned, river-claim,
+#                       river-drain-tuned-cold, drain-worker-defaults-cold,
+#                       http, river-insert, river-latency, river-idle,
 #                       drain-worker-defaults-redis, ...,
 #                       drain-worker-defaults-noredis-limits,
 #                       drain-worker-1000-noredis-limits, river-single,
@@ -49,6 +56,9 @@ REDIS="${BENCH_REDIS_URL:-${TEST_REDIS_URL:-redis://127.0.0.1:6379/0}}"
 ASYNQ_REDIS="${ASYNQ_REDIS_URL:-redis://127.0.0.1:6379/9}"
 DRAIN_N="${DRAIN_N:-100000}"
 RIVER_WORKERS="${RIVER_WORKERS:-1000}"
+RIVER_TUNED_WORKERS="${RIVER_TUNED_WORKERS:-2000}"
+RIVER_TUNED_COOLDOWN="${RIVER_TUNED_COOLDOWN:-2ms}"
+HTTP_N="${HTTP_N:-100000}"
 BATCH_N="${BATCH_N:-100000}"
 BATCH_SIZE="${BATCH_SIZE:-1000}"
 BATCH_CONC="${BATCH_CONC:-4}"
@@ -66,10 +76,11 @@ OUT="${OUT:-.flint/bench-compare-$(date +%Y%m%d-%H%M%S).txt}"
 BIN="$(mktemp -d)"
 trap 'rm -rf "$BIN"' EXIT
 
-echo "building flint, flintbench, riverbench and asynqbench..."
+echo "building flint, flintbench, httpload, riverbench and asynqbench..."
 go build -o "$BIN/flint" .
 go build -o "$BIN/flintbench" ./bench/flintbench
 (cd bench/riverbench && go build -o "$BIN/riverbench" .)
+(cd bench/httpload && go build -o "$BIN/httpload" .)
 (cd bench/asynqbench && go build -o "$BIN/asynqbench" .)
 DBOSBENCH_DIR="${DBOSBENCH_DIR:-$ROOT/../shared/peers/dbosbench}"
 if [[ -f $DBOSBENCH_DIR/go.mod ]]; then
@@ -107,6 +118,10 @@ trap 'psql -q "$ADMIN" -c "DROP DATABASE IF EXISTS $RIVER_DB_NAME WITH (FORCE)" 
 "$BIN/riverbench" -mode=migrate -db "$RIVER_DB" >/dev/null
 
 step river-drain "$BIN/riverbench" -mode=drain -n "$DRAIN_N" -workers "$RIVER_WORKERS" -reps 1 -db "$RIVER_DB"
+step river-drain-tuned "$BIN/riverbench" -mode=drain -n "$DRAIN_N" -workers "$RIVER_TUNED_WORKERS" -fetch-cooldown "$RIVER_TUNED_COOLDOWN" -reps 1 -db "$RIVER_DB"
+# The ceiling: FOR UPDATE SKIP LOCKED claims of 100 and their completion
+# on a bare one-index table, 8 claimers, nothing else.
+step river-claim "$BIN/riverbench" -mode=claim -n "$DRAIN_N" -claim-batches 100 -claim-conc 8 -reps 1 -db "$RIVER_DB"
 step asynq-drain "$BIN/asynqbench" -mode=drain -n "$DRAIN_N" -workers "$RIVER_WORKERS" -redis "$ASYNQ_REDIS"
 step drain-worker-defaults-redis "${FB[@]}" -mode=drain -cmd worker -n "$DRAIN_N" -redis "$REDIS" -label worker-defaults-redis
 step drain-worker-defaults-noredis "${FB[@]}" -mode=drain -cmd worker -n "$DRAIN_N" -redis "" -label worker-defaults-noredis
@@ -114,6 +129,10 @@ step drain-worker-1000-redis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n
 step drain-worker-1000-noredis "${FB[@]}" -mode=drain -cmd worker -workers 1000 -n "$DRAIN_N" -redis "" -label worker-1000-noredis
 step drain-serve-defaults-redis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "$REDIS" -label serve-defaults-redis
 step drain-serve-defaults-noredis "${FB[@]}" -mode=drain -cmd serve -n "$DRAIN_N" -redis "" -label serve-defaults-noredis
+# Cold: the burst drained without the ANALYZE that settles the table, as
+# users first meet it.
+step river-drain-tuned-cold "$BIN/riverbench" -mode=drain -cold -n "$DRAIN_N" -workers "$RIVER_TUNED_WORKERS" -fetch-cooldown "$RIVER_TUNED_COOLDOWN" -reps 1 -db "$RIVER_DB"
+step drain-worker-defaults-cold "${FB[@]}" -mode=drain -cold -cmd worker -n "$DRAIN_N" -redis "$REDIS" -label worker-defaults-cold
 # Flow control's cost: the same drains with limits on the queue that never
 # bind (the table compares each with its runs without limits). Runs in the
 # order A B B A (the table averages a figure measured twice): the later
@@ -129,6 +148,7 @@ step drain-worker-1000-noredis-again "${FB[@]}" -mode=drain -cmd worker -workers
 
 step river-single "$BIN/riverbench" -mode=insert1 -conc "$SINGLE_CONC" -pool "$SINGLE_CONC" -duration "$SINGLE_DURATION" -reps 1 -db "$RIVER_DB"
 step asynq-single "$BIN/asynqbench" -mode=single -conc "$SINGLE_CONC" -duration "$SINGLE_DURATION" -redis "$ASYNQ_REDIS"
+step http "${FB[@]}" -mode=http -httpload "$BIN/httpload" -n "$DRAIN_N" -http-n "$HTTP_N" -conc "$SINGLE_CONC" -redis "$REDIS" -label outside-client
 step single "${FB[@]}" -mode=single -conc "$SINGLE_CONC" -duration "$SINGLE_DURATION" -redis "$REDIS" -label "${SINGLE_CONC}conn"
 
 step river-insert "$BIN/riverbench" -mode=insert -unique -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"

@@ -6,6 +6,7 @@ import (
 	"log"
 	"time"
 
+	"github.com/flinthq/flint/internal/db"
 	"github.com/flinthq/flint/internal/domain"
 	"github.com/flinthq/flint/jobs"
 )
@@ -18,15 +19,28 @@ func modeDrain(ctx context.Context) {
 	defer drop()
 	s := openStore(ctx, dbURL)
 	defer s.Close()
+	el, walBytes := drain(ctx, s, dbURL, *flagN)
+	rate := float64(*flagN) / el.Seconds()
+	fmt.Printf("drain %s n=%d: %v => %.0f jobs/s | WAL bytes/job %.0f\n", *flagLabel, *flagN, el.Round(time.Millisecond), rate, walBytes/float64(*flagN))
+	fmt.Printf("RESULT flint drain %s rate=%.0f wal_per_job=%.0f\n", *flagLabel, rate, walBytes/float64(*flagN))
+}
+
+// drain inserts n jobs into the database of s (at dbURL), starts the
+// flint process of -cmd and waits until they have completed; it returns
+// how long that took, to the last job's finished_at, and the WAL written
+// meanwhile.
+func drain(ctx context.Context, s *db.Store, dbURL string, n int) (time.Duration, float64) {
 	// As riverbench: checkpoint, insert, analyze, then time the drain.
 	_, _ = s.Pool().Exec(ctx, "CHECKPOINT")
 	// The drained jobs are those with ids from here on (UUIDv7, by creation
 	// time): with -db the database may already hold millions of jobs, and
 	// reading the drained ones by id range never scans them.
 	firstID := uuidV7Floor(time.Now().Add(-time.Second))
-	enqueueDrained(ctx, s, *flagN)
-	_, err := s.Pool().Exec(ctx, "ANALYZE jobs")
-	must(err)
+	enqueueDrained(ctx, s, n)
+	if !*flagCold {
+		_, err := s.Pool().Exec(ctx, "ANALYZE jobs")
+		must(err)
+	}
 	if *flagLimits {
 		// Limits far above what the drain reaches: every claim takes the
 		// flow-controlled path (lock, count, bucket, key rotation) and
@@ -56,12 +70,12 @@ func modeDrain(ctx context.Context) {
 		time.Sleep(50 * time.Millisecond)
 		var done int
 		must(s.Pool().QueryRow(ctx, doneSQL).Scan(&done))
-		if done -= before; done >= *flagN {
+		if done -= before; done >= n {
 			break
 		}
 		if time.Now().After(deadline) {
 			stopFlint(cmd)
-			log.Fatalf("drain: %d of %d jobs done after 10 minutes", done, *flagN)
+			log.Fatalf("drain: %d of %d jobs done after 10 minutes", done, n)
 		}
 	}
 	var last time.Time
@@ -71,11 +85,8 @@ func modeDrain(ctx context.Context) {
 	walBytes := walSince(ctx, s, wal)
 	stopFlint(cmd)
 	must(s.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions WHERE job_id >= $1`, firstID).Scan(&runs))
-	if completed != *flagN || runs != *flagN {
-		log.Fatalf("drain: %d completed and %d executions recorded for %d jobs", completed, runs, *flagN)
+	if completed != n || runs != n {
+		log.Fatalf("drain: %d completed and %d executions recorded for %d jobs", completed, runs, n)
 	}
-	el := last.Sub(start)
-	rate := float64(*flagN) / el.Seconds()
-	fmt.Printf("drain %s n=%d: %v => %.0f jobs/s | WAL bytes/job %.0f\n", *flagLabel, *flagN, el.Round(time.Millisecond), rate, walBytes/float64(*flagN))
-	fmt.Printf("RESULT flint drain %s rate=%.0f wal_per_job=%.0f\n", *flagLabel, rate, walBytes/float64(*flagN))
+	return last.Sub(start), walBytes
 }

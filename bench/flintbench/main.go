@@ -9,6 +9,10 @@
 //	single   fresh database, start `flint api`, POST /api/v1/jobs (one job
 //	         a request) from -conc keep-alive connections for -duration;
 //	         rate and per-request p50/p99
+//	http     fresh database that first drains -n jobs through `flint worker`,
+//	         then `flint api` alone under the outside load generator
+//	         -httpload (../shared/peers/httpload): -http-n single enqueues
+//	         from -conc keep-alive connections
 //	batch    fresh database, start `flint api`, POST /api/v1/jobs/batch with
 //	         -batch jobs per request from -conc connections (-keys adds an
 //	         idempotency key to every job)
@@ -64,6 +68,9 @@ var (
 	flagHold     = flag.Duration("hold", 2*time.Minute, "sustain: how long it stays open")
 	flagSample   = flag.Duration("sample", 10*time.Second, "sustain: how often dead rows are sampled")
 	flagHistory  = flag.Int("history-after", 1, "sustain: the history_after_minutes setting (0 keeps finished jobs in jobs); a flint scheduler moves them")
+	flagCold     = flag.Bool("cold", false, "drain: do not ANALYZE the jobs table after the insert (the first burst into a table nothing has analyzed)")
+	flagHTTPLoad = flag.String("httpload", "", "http: the load generator's binary")
+	flagHTTPN    = flag.Int("http-n", 20000, "http: requests")
 	flagLimits   = flag.Bool("limits", false, "drain: give the queue flow-control limits that never bind (concurrency, rate limit and per-key concurrency), to measure what enforcing them costs")
 )
 
@@ -90,6 +97,8 @@ func main() {
 		modeDrain(ctx)
 	case "batch":
 		modeBatch(ctx)
+	case "http":
+		modeHTTP(ctx)
 	case "single":
 		modeSingle(ctx)
 	case "latency":

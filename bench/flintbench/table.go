@@ -18,13 +18,15 @@ import (
 var (
 	reFlint       = regexp.MustCompile(`^RESULT flint (\w+) (\S+) (.*)$`)
 	reKV          = regexp.MustCompile(`(\w+)=([0-9.]+)`)
-	reRiverDrain  = regexp.MustCompile(`^RESULT drain n=\d+ workers=(\d+) jobs/s: median ([0-9.]+)`)
+	reRiverDrain  = regexp.MustCompile(`^RESULT drain n=\d+ workers=\d+((?: cooldown=\S+)?)((?: cold)?) jobs/s: median ([0-9.]+)`)
+	reRiverClaim  = regexp.MustCompile(`^RESULT claim batch=100 conc=\d+ n=\d+ jobs/s: median ([0-9.]+)`)
+	reHTTPLoad    = regexp.MustCompile(`^RESULT http n=\d+ c=\d+ rate ([0-9.]+)/s p50 ([0-9.]+) ms p99 ([0-9.]+) ms unexpected (\d+)`)
 	reRiverInsert = regexp.MustCompile(`^RESULT insert (InsertMany[\w-]*) n=\d+ batch=\d+ jobs/s: median ([0-9.]+)`)
 	reRiverSteady = regexp.MustCompile(`^RESULT steady rate=(\d+) .*start p50 ms median ([0-9.]+).*start p99 ms median ([0-9.]+)`)
 	reAsynq       = regexp.MustCompile(`^RESULT asynq (\w+) (.*)$`)
 	reRiverSingle = regexp.MustCompile(`^RESULT insert1 conc=\d+ inserts/s: median ([0-9.]+).*call p50 ms: median ([0-9.]+).*call p99 ms: median ([0-9.]+)`)
 	reRiverIdle   = regexp.MustCompile(`^RESULT idle insert->start p50 ms: median ([0-9.]+).*p99 ms: median ([0-9.]+)`)
-	reRiverWAL    = regexp.MustCompile(`^drain rep=\d+ n=\d+ workers=(\d+):.*fetch\+complete ([0-9.]+)`)
+	reRiverWAL    = regexp.MustCompile(`^drain rep=\d+ n=\d+ workers=\d+((?: cooldown=\S+)?)((?: cold)?):.*fetch\+complete ([0-9.]+)`)
 )
 
 // row is one line of the comparison table.
@@ -84,6 +86,8 @@ func parseResults(r io.Reader) results {
 		// these tests does not matter.
 		if m := reFlint.FindStringSubmatch(line); m != nil {
 			res.addFlint(m[1]+" "+m[2], m[3], runs)
+		} else if m := reHTTPLoad.FindStringSubmatch(line); m != nil {
+			res.addFlint("http outside-client", fmt.Sprintf("rate=%s p50_ms=%s p99_ms=%s unexpected=%s", m[1], m[2], m[3], m[4]), runs)
 		} else if m := reAsynq.FindStringSubmatch(line); m != nil {
 			kv := map[string]float64{}
 			for _, p := range reKV.FindAllStringSubmatch(m[2], -1) {
@@ -118,9 +122,11 @@ func (res results) addFlint(key, figures string, runs map[string]float64) {
 func (res results) addRiver(line string) {
 	river := res.river
 	if m := reRiverDrain.FindStringSubmatch(line); m != nil {
-		river["drain"], _ = strconv.ParseFloat(m[2], 64)
+		river[riverDrainKey(m[1], m[2])], _ = strconv.ParseFloat(m[3], 64)
 	} else if m := reRiverWAL.FindStringSubmatch(line); m != nil {
-		river["drain wal"], _ = strconv.ParseFloat(m[2], 64)
+		river[riverDrainKey(m[1], m[2])+" wal"], _ = strconv.ParseFloat(m[3], 64)
+	} else if m := reRiverClaim.FindStringSubmatch(line); m != nil {
+		river["claim"], _ = strconv.ParseFloat(m[1], 64)
 	} else if m := reRiverInsert.FindStringSubmatch(line); m != nil {
 		river[m[1]], _ = strconv.ParseFloat(m[2], 64)
 	} else if m := reRiverSteady.FindStringSubmatch(line); m != nil {
@@ -134,6 +140,20 @@ func (res results) addRiver(line string) {
 		river["idle p50"], _ = strconv.ParseFloat(m[1], 64)
 		river["idle p99"], _ = strconv.ParseFloat(m[2], 64)
 	}
+}
+
+// riverDrainKey names one of River's drains: "drain" at its defaults,
+// "drain tuned" with a fetch cooldown of its own, either + " cold" when
+// the table was left unanalyzed.
+func riverDrainKey(cooldown, cold string) string {
+	k := "drain"
+	if cooldown != "" {
+		k += " tuned"
+	}
+	if cold != "" {
+		k += " cold"
+	}
+	return k
 }
 
 // rateCell formats a rate, or n/a when there is none.
@@ -175,6 +195,12 @@ func (res results) drainRows() []row {
 	for _, d := range benchDrains {
 		if kv, ok := flint[d.key]; ok {
 			rows = append(rows, row{d.what + " (vs River 1,000 workers)", rateCell(kv["rate"]), rateCell(river["drain"]), ratioCell(kv["rate"], river["drain"])})
+			if r := river["drain tuned"]; r > 0 {
+				rows = append(rows, row{d.what + " (vs River tuned)", rateCell(kv["rate"]), rateCell(r), ratioCell(kv["rate"], r)})
+			}
+			if r := river["claim"]; r > 0 {
+				rows = append(rows, row{d.what + " (vs the bare SKIP LOCKED loop)", rateCell(kv["rate"]), rateCell(r), ratioCell(kv["rate"], r)})
+			}
 			if a := asynq["drain"]["rate"]; a > 0 {
 				rows = append(rows, row{d.what + " (vs Asynq 1,000 workers)", rateCell(kv["rate"]), rateCell(a), ratioCell(kv["rate"], a)})
 			}
@@ -188,6 +214,9 @@ func (res results) drainRows() []row {
 			}
 		}
 	}
+	if kv, ok := flint["drain worker-defaults-cold"]; ok {
+		rows = append(rows, row{"drain, cold (nothing analyzed): flint worker, defaults, Redis (vs River tuned, cold)", rateCell(kv["rate"]), rateCell(river["drain tuned cold"]), ratioCell(kv["rate"], river["drain tuned cold"])})
+	}
 	if kv, ok := flint["drain worker-1000-noredis"]; ok && river["drain wal"] > 0 {
 		rows = append(rows, row{"drain: WAL bytes per job (1000 workers, no Redis)", fmt.Sprintf("%.0f B", kv["wal_per_job"]), fmt.Sprintf("%.0f B", river["drain wal"]), ratioCell(kv["wal_per_job"], river["drain wal"])})
 	}
@@ -199,6 +228,16 @@ func (res results) drainRows() []row {
 func (res results) singleRows() []row {
 	flint, river, asynq := res.flint, res.river, res.asynq
 	var rows []row
+	if kv, ok := flint["http outside-client"]; ok {
+		what := "single enqueue, outside client (httpload, 64 connections, after a 100k drain)"
+		if kv["unexpected"] > 0 {
+			what += fmt.Sprintf(", %.0f answers not 201", kv["unexpected"])
+		}
+		rows = append(rows,
+			row{what + " vs Insert", rateCell(kv["rate"]), rateCell(river["single"]), ratioCell(kv["rate"], river["single"])},
+			row{"single enqueue, outside client, p50", msCell(kv["p50_ms"]), msCell(river["single p50"]), ratioCell(kv["p50_ms"], river["single p50"])},
+			row{"single enqueue, outside client, p99", msCell(kv["p99_ms"]), msCell(river["single p99"]), ratioCell(kv["p99_ms"], river["single p99"])})
+	}
 	for _, k := range slices.Sorted(maps.Keys(flint)) {
 		if !strings.HasPrefix(k, "single ") {
 			continue
@@ -271,5 +310,5 @@ func printTable(rows []row) {
 	for _, r := range rows {
 		line(r.what, r.flint, r.river, r.ratio)
 	}
-	fmt.Println("\nPeer: River unless the row names Asynq or DBOS. F/P: Flint's figure over the peer's. Rates: higher is better (drain target >= 1.50x, batch >= 1.00x, single >= 2.50x with p99 < 25 ms, durable steps and 16-sender signals >= 5x); latencies: lower is better.")
+	fmt.Println("\nPeer: River unless the row names Asynq or DBOS. F/P: Flint's figure over the peer's. Rates: higher is better (drain target >= 1.50x of River tuned and >= 0.60x of the bare loop, batch >= 1.00x, single >= 2.50x with p99 < 25 ms, durable steps and 16-sender signals >= 5x); latencies: lower is better.")
 }

@@ -56,6 +56,15 @@ func (cc *completionCounter) takeE2E(on bool) []int64 {
 
 func modeDrain(ctx context.Context, pool *pgxpool.Pool) {
 	ins := insertOnlyClient(pool)
+	// tag names the settings a drain ran with beyond its workers, so that
+	// several drains in one output stay apart.
+	tag := ""
+	if *flagFetchCooldown > 0 {
+		tag += " cooldown=" + flagFetchCooldown.String()
+	}
+	if *flagCold {
+		tag += " cold"
+	}
 	var st stats
 	for rep := 0; rep < *flagReps; rep++ {
 		resetTable(ctx, pool)
@@ -66,7 +75,9 @@ func modeDrain(ctx context.Context, pool *pgxpool.Pool) {
 			must(err)
 		}
 		insWAL := walDiff(ctx, pool, walIns)
-		_, _ = pool.Exec(ctx, "ANALYZE river_job")
+		if !*flagCold {
+			_, _ = pool.Exec(ctx, "ANALYZE river_job")
+		}
 		walWork := walLSN(ctx, pool)
 
 		client := workingClient(pool)
@@ -94,11 +105,11 @@ func modeDrain(ctx context.Context, pool *pgxpool.Pool) {
 		rate := float64(cc.done.Load()) / el.Seconds()
 		st.add(rate)
 		workWAL := walDiff(ctx, pool, walWork)
-		fmt.Printf("drain rep=%d n=%d workers=%d: %v => %.0f jobs/s | WAL bytes/job: insert %.0f, fetch+complete %.0f\n", rep+1, *flagN, *flagWorkers, el.Round(time.Millisecond), rate, insWAL/float64(*flagN), workWAL/float64(*flagN))
+		fmt.Printf("drain rep=%d n=%d workers=%d%s: %v => %.0f jobs/s | WAL bytes/job: insert %.0f, fetch+complete %.0f\n", rep+1, *flagN, *flagWorkers, tag, el.Round(time.Millisecond), rate, insWAL/float64(*flagN), workWAL/float64(*flagN))
 		stopCtx, c2 := context.WithTimeout(ctx, 30*time.Second)
 		_ = client.Stop(stopCtx)
 		c2()
 		cancel()
 	}
-	fmt.Printf("RESULT drain n=%d workers=%d jobs/s: %s\n", *flagN, *flagWorkers, st.String())
+	fmt.Printf("RESULT drain n=%d workers=%d%s jobs/s: %s\n", *flagN, *flagWorkers, tag, st.String())
 }
