@@ -19,18 +19,50 @@ import (
 // $n+2), those matching the listing's conditions (%s) and, by type ($n+3:
 // the types the text starts) or by a part of the last error ($n+4,
 // through its trigram index), newest first, up to $n+5.
-const historySearchSQL = `SELECT id FROM job_history
+const historySearchSQL = `SELECT id, finished_at FROM job_history
 WHERE finished_at >= $%[2]d AND finished_at < $%[3]d AND %[1]s
   AND (type = ANY($%[4]d::text[]) OR last_error ILIKE $%[5]d)
 ORDER BY id DESC LIMIT $%[6]d`
 
 // historyKeySQL finds the job in the history that holds idempotency key
 // $n+1 if it matches the listing's conditions (%s).
-const historyKeySQL = `SELECT id FROM job_history
+const historyKeySQL = `SELECT id, finished_at FROM job_history
 WHERE id = ANY(ARRAY(SELECT job_id FROM job_history_keys WHERE idempotency_key = $%[2]d)) AND %[1]s`
 
 // historyTypesSQL finds the types in the history that start with $1.
 const historyTypesSQL = `SELECT DISTINCT type FROM job_history_counts WHERE type LIKE $1`
+
+// historyHit is a job the history's search found: its id and when it
+// finished, which names its partition.
+type historyHit struct {
+	ID         uuid.UUID
+	FinishedAt time.Time
+}
+
+// historyHits is what searchHistory found: the ids, and the range of
+// their finish times (zero when nothing was found), so that reading the
+// rows prunes the history to the partitions that hold them. Without the
+// range, planning the read considered every partition, ~20 ms a page at
+// 800 partitions.
+type historyHits struct {
+	IDs    []uuid.UUID
+	lo, hi *time.Time
+}
+
+// collectHits turns hits, newest first, into historyHits.
+func collectHits(hits []historyHit) historyHits {
+	var h historyHits
+	for _, x := range hits {
+		h.IDs = append(h.IDs, x.ID)
+		if h.lo == nil || x.FinishedAt.Before(*h.lo) {
+			h.lo = &x.FinishedAt
+		}
+		if h.hi == nil || x.FinishedAt.After(*h.hi) {
+			h.hi = &x.FinishedAt
+		}
+	}
+	return h
+}
 
 // searchHistory returns the ids, newest first, of up to limit jobs in the
 // history that match a text search and the listing's other conditions
@@ -41,26 +73,26 @@ const historyTypesSQL = `SELECT DISTINCT type FROM job_history_counts WHERE type
 // created, so one that finished on an older day has an older id. Asked of
 // the whole history at once, the newest-first merge read every day
 // without a match to its end: 2.3 s over ten million jobs.
-func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, cond string, args []any, limit int) ([]uuid.UUID, error) {
-	var ids []uuid.UUID
+func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, cond string, args []any, limit int) (historyHits, error) {
+	var ids []historyHit
 	n := len(args)
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(historyKeySQL, cond, n+1), append(slices.Clone(args), text)...)
 	if err == nil {
-		ids, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		ids, err = pgx.CollectRows(rows, pgx.RowToStructByPos[historyHit])
 	}
 	if err != nil {
-		return nil, err
+		return historyHits{}, err
 	}
 	var types []string
 	if rows, err = s.pool.Query(ctx, historyTypesSQL, escapeLike(text)+"%"); err == nil {
 		types, err = pgx.CollectRows(rows, pgx.RowTo[string])
 	}
 	if err != nil {
-		return nil, err
+		return historyHits{}, err
 	}
 	parts, err := s.HistoryPartitions(ctx)
 	if err != nil {
-		return nil, err
+		return historyHits{}, err
 	}
 	var days []time.Time
 	for _, hp := range parts {
@@ -80,23 +112,23 @@ func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, co
 		// day, so was created before it (an hour of slack for the
 		// enqueuer's clock): once the page's last id is newer than that,
 		// nothing older can enter.
-		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(ids) >= limit && bytes.Compare(ids[limit-1][:], floor[:]) > 0 {
+		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(ids) >= limit && bytes.Compare(ids[limit-1].ID[:], floor[:]) > 0 {
 			break
 		}
 		rows, err := s.pool.Query(ctx, q, append(slices.Clone(args), oldest, newest.Add(24*time.Hour), types, part, limit)...)
 		if err != nil {
-			return nil, err
+			return historyHits{}, err
 		}
-		found, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		found, err := pgx.CollectRows(rows, pgx.RowToStructByPos[historyHit])
 		if err != nil {
-			return nil, err
+			return historyHits{}, err
 		}
 		ids = append(ids, found...)
-		slices.SortFunc(ids, func(a, b uuid.UUID) int { return bytes.Compare(b[:], a[:]) })
-		ids = slices.Compact(ids)
+		slices.SortFunc(ids, func(a, b historyHit) int { return bytes.Compare(b.ID[:], a.ID[:]) })
+		ids = slices.CompactFunc(ids, func(a, b historyHit) bool { return a.ID == b.ID })
 		if len(ids) > limit {
 			ids = ids[:limit]
 		}
 	}
-	return ids, nil
+	return collectHits(ids), nil
 }

@@ -80,11 +80,12 @@ func (s *Store) ListJobs(ctx context.Context, p domain.ListParams) (domain.Page,
 		if p.Oldest {
 			return domain.Page{}, jobs.Invalid("sort", "oldest first works without a text search of finished jobs; search newest first, or narrow by type or queue instead")
 		}
-		ids, err := s.searchHistory(ctx, p, q.text, strings.Replace(cond, searchMark, q.searchNone, 1), q.args, limit+1)
+		hits, err := s.searchHistory(ctx, p, q.text, strings.Replace(cond, searchMark, q.searchNone, 1), q.args, limit+1)
 		if err != nil {
 			return domain.Page{}, fmt.Errorf("list jobs: %w", err)
 		}
-		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(ids)+"::uuid[])", 1)
+		histCond = strings.Replace(cond, searchMark, "id = ANY("+q.arg(hits.IDs)+"::uuid[]) AND finished_at BETWEEN "+
+			q.arg(hits.lo)+"::timestamptz AND "+q.arg(hits.hi)+"::timestamptz", 1)
 	}
 	live := strings.Replace(cond, searchMark, q.searchLive, 1)
 	// A jump by page number reads the pages before it and drops them

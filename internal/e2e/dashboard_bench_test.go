@@ -68,8 +68,9 @@ func BenchmarkDashboardPages(b *testing.B) {
 		"/jobs?q=permanent", "/jobs?q=no-such-text-anywhere", "/jobs?q=" + deadType[:3],
 		"/dlq", "/bin", "/recurring", "/workers", "/settings", "/jobs/new", "/queues",
 		"/api/v1/jobs?status=completed", "/api/v1/stats",
-		// The API's text search: a whole type, a term in no job.
-		"/api/v1/jobs?limit=50&q=" + deadType, "/api/v1/jobs?limit=50&q=no-such-text-anywhere",
+		// The API's text search: a whole type, a term in many errors, a
+		// term in no job.
+		"/api/v1/jobs?limit=50&q=" + deadType, "/api/v1/jobs?limit=50&q=permanent", "/api/v1/jobs?limit=50&q=no-such-text-anywhere",
 	}
 	b.ResetTimer()
 	for _, p := range pages {
