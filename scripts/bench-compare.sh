@@ -33,7 +33,7 @@
 #   ONLY=""             a regexp: run only the steps whose names match
 #                       (river-drain, river-drain-tuned, river-claim,
 #                       river-drain-tuned-cold, drain-worker-defaults-cold,
-#                       http, river-insert, river-latency, river-idle,
+#                       http, scale-1, scale-2, river-insert, river-latency, river-idle,
 #                       drain-worker-defaults-redis, ...,
 #                       drain-worker-defaults-noredis-limits,
 #                       drain-worker-1000-noredis-limits, river-single,
@@ -149,6 +149,10 @@ step drain-worker-1000-noredis-again "${FB[@]}" -mode=drain -cmd worker -workers
 step river-single "$BIN/riverbench" -mode=insert1 -conc "$SINGLE_CONC" -pool "$SINGLE_CONC" -duration "$SINGLE_DURATION" -reps 1 -db "$RIVER_DB"
 step asynq-single "$BIN/asynqbench" -mode=single -conc "$SINGLE_CONC" -duration "$SINGLE_DURATION" -redis "$ASYNQ_REDIS"
 step http "${FB[@]}" -mode=http -httpload "$BIN/httpload" -n "$DRAIN_N" -http-n "$HTTP_N" -conc "$SINGLE_CONC" -redis "$REDIS" -label outside-client
+# Flint as separate processes: one flint api taking single enqueues from
+# the outside client while one, then two flint worker processes run them.
+step scale-1 "${FB[@]}" -mode=scale -httpload "$BIN/httpload" -procs 1 -http-n "$HTTP_N" -conc "$SINGLE_CONC" -redis "$REDIS" -label api+1worker
+step scale-2 "${FB[@]}" -mode=scale -httpload "$BIN/httpload" -procs 2 -http-n "$HTTP_N" -conc "$SINGLE_CONC" -redis "$REDIS" -label api+2workers
 step single "${FB[@]}" -mode=single -conc "$SINGLE_CONC" -duration "$SINGLE_DURATION" -redis "$REDIS" -label "${SINGLE_CONC}conn"
 
 step river-insert "$BIN/riverbench" -mode=insert -unique -n "$BATCH_N" -batch "$BATCH_SIZE" -reps 1 -db "$RIVER_DB"

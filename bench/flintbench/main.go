@@ -13,6 +13,9 @@
 //	         then `flint api` alone under the outside load generator
 //	         -httpload (../shared/peers/httpload): -http-n single enqueues
 //	         from -conc keep-alive connections
+//	scale    fresh database, `flint api` and -procs `flint worker` processes;
+//	         -http-n single enqueues by -httpload from -conc connections,
+//	         timed until every job has run; WAL and commits per job
 //	batch    fresh database, start `flint api`, POST /api/v1/jobs/batch with
 //	         -batch jobs per request from -conc connections (-keys adds an
 //	         idempotency key to every job)
@@ -69,8 +72,9 @@ var (
 	flagSample   = flag.Duration("sample", 10*time.Second, "sustain: how often dead rows are sampled")
 	flagHistory  = flag.Int("history-after", 1, "sustain: the history_after_minutes setting (0 keeps finished jobs in jobs); a flint scheduler moves them")
 	flagCold     = flag.Bool("cold", false, "drain: do not ANALYZE the jobs table after the insert (the first burst into a table nothing has analyzed)")
-	flagHTTPLoad = flag.String("httpload", "", "http: the load generator's binary")
-	flagHTTPN    = flag.Int("http-n", 20000, "http: requests")
+	flagHTTPLoad = flag.String("httpload", "", "http, scale: the load generator's binary")
+	flagHTTPN    = flag.Int("http-n", 20000, "http, scale: requests")
+	flagProcs    = flag.Int("procs", 2, "scale: worker processes")
 	flagLimits   = flag.Bool("limits", false, "drain: give the queue flow-control limits that never bind (concurrency, rate limit and per-key concurrency), to measure what enforcing them costs")
 )
 
@@ -99,6 +103,8 @@ func main() {
 		modeBatch(ctx)
 	case "http":
 		modeHTTP(ctx)
+	case "scale":
+		modeScale(ctx)
 	case "single":
 		modeSingle(ctx)
 	case "latency":

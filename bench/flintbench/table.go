@@ -46,6 +46,7 @@ func modeTable() {
 	rows = append(rows, res.singleRows()...)
 	rows = append(rows, res.batchRows()...)
 	rows = append(rows, res.latencyRows()...)
+	rows = append(rows, res.scaleRows()...)
 	_, err = f.Seek(0, io.SeekStart)
 	must(err)
 	rows = append(rows, parseDurable(f).durableRows()...)
@@ -292,6 +293,21 @@ func (res results) latencyRows() []row {
 			rows = append(rows,
 				row{l.what + ", p50 (" + strings.TrimPrefix(k, l.key+" ") + ")", msCell(kv["p50_ms"]), msCell(river[l.rkey+" p50"]), ratioCell(kv["p50_ms"], river[l.rkey+" p50"])},
 				row{l.what + ", p99 (" + strings.TrimPrefix(k, l.key+" ") + ")", msCell(kv["p99_ms"]), msCell(river[l.rkey+" p99"]), ratioCell(kv["p99_ms"], river[l.rkey+" p99"])})
+		}
+	}
+	return rows
+}
+
+// scaleRows lists the runs of Flint as separate processes (no peer): the
+// rate at which singly enqueued jobs were run, and what each job cost the
+// database primary.
+func (res results) scaleRows() []row {
+	var rows []row
+	for _, k := range slices.Sorted(maps.Keys(res.flint)) {
+		if label, ok := strings.CutPrefix(k, "scale "); ok {
+			kv := res.flint[k]
+			rows = append(rows, row{"enqueued over HTTP and run, flint api + worker processes (" + label + "); per job: WAL, commits",
+				rateCell(kv["rate"]), fmt.Sprintf("%.0f B, %.2f", kv["wal_per_job"], kv["commits_per_job"]), ""})
 		}
 	}
 	return rows
