@@ -25,6 +25,13 @@ func modeHTTP(ctx context.Context) {
 	s.Close()
 	base, _, stop := startAPI(dbURL)
 	defer stop()
+	fmt.Print(string(httpLoad(ctx, base)))
+}
+
+// httpLoad runs the load generator at -httpload against the flint api at
+// base: -http-n single noop enqueues from -conc keep-alive connections. It
+// returns what the generator printed (its RESULT line).
+func httpLoad(ctx context.Context, base string) []byte {
 	dir, err := os.MkdirTemp("", "flintbench-http")
 	must(err)
 	defer os.RemoveAll(dir)
@@ -32,6 +39,8 @@ func modeHTTP(ctx context.Context) {
 	must(os.WriteFile(body, []byte(`{"type":"noop","payload":{"n":1}}`), 0o600))
 	cmd := exec.CommandContext(ctx, *flagHTTPLoad, "-url", base+"/api/v1/jobs", "-body", body,
 		"-key", benchKey, "-n", fmt.Sprint(*flagHTTPN), "-c", fmt.Sprint(*flagConc))
-	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
-	must(cmd.Run())
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	must(err)
+	return out
 }

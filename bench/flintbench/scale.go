@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -39,22 +37,13 @@ func modeScale(ctx context.Context) {
 			stopFlint(w)
 		}
 	}()
-	dir, err := os.MkdirTemp("", "flintbench-scale")
-	must(err)
-	defer os.RemoveAll(dir)
-	body := filepath.Join(dir, "body.json")
-	must(os.WriteFile(body, []byte(`{"type":"noop","payload":{"n":1}}`), 0o600))
 	// Statistics are not reset per database: the figures are differences.
 	_, _ = s.Pool().Exec(ctx, "SELECT pg_stat_force_next_flush()")
 	wal, c0 := walLSN(ctx, s), commits()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, *flagHTTPLoad, "-url", base+"/api/v1/jobs", "-body", body,
-		"-key", benchKey, "-n", fmt.Sprint(*flagHTTPN), "-c", fmt.Sprint(*flagConc))
 	// The client's own RESULT line stays out of the table (it is the http
 	// mode's row there).
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	must(err)
+	out := httpLoad(ctx, base)
 	fmt.Printf("scale %s client: %s", *flagLabel, strings.TrimPrefix(string(out), "RESULT "))
 	const doneSQL = `SELECT coalesce(sum(n), 0) FROM job_throughput WHERE outcome = 'succeeded'`
 	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
