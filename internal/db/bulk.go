@@ -115,9 +115,7 @@ func (s *Store) RetryJobs(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, er
 	if err != nil {
 		return nil, fmt.Errorf("retry jobs: %w", err)
 	}
-	s.emitJobs(js...)
-	s.emitMoved(rearmed)
-	s.wakeJobs(js...)
+	s.publish(js, rearmed)
 	return js, nil
 }
 

@@ -107,8 +107,7 @@ func (s *Store) Announce(enqueued []jobs.Enqueued) {
 			inserted = append(inserted, e.Job)
 		}
 	}
-	s.emitJobs(inserted...)
-	s.wakeJobs(inserted...)
+	s.publish(inserted)
 }
 
 // needsTx reports whether enqueueing params takes more than one statement.

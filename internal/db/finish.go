@@ -186,10 +186,7 @@ func (s *Store) finishBatchOnce(ctx context.Context, batch []domain.Finish) (fin
 			finished[i] = domain.Moved{JobID: f.JobID}
 		}
 	}
-	s.emitMoved(finished)
-	s.emitMoved(cascaded)
-	s.wakeMoved(finished)
-	s.wakeMoved(cascaded)
+	s.publish(nil, finished, cascaded)
 	return finished, cascaded, nil
 }
 
@@ -379,10 +376,7 @@ func (s *Store) finishWithSpawns(ctx context.Context, batch []domain.Finish, pla
 		}
 		finished[i] = m
 		cascaded = append(cascaded, more...)
-		s.emitMoved([]domain.Moved{m})
-		s.emitMoved(more)
-		s.wakeMoved([]domain.Moved{m})
-		s.wakeMoved(more)
+		s.publish(nil, []domain.Moved{m}, more)
 		s.Announce(spawned)
 	}
 	return finished, cascaded, nil

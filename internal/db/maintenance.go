@@ -90,8 +90,7 @@ func (s *Store) ReapExpired(ctx context.Context, now *time.Time, limit int) ([]d
 	if err != nil {
 		return nil, fmt.Errorf("reap expired leases: %w", err)
 	}
-	s.emitMoved(out)
-	s.wakeMoved(out)
+	s.publish(nil, out)
 	return out, nil
 }
 
@@ -160,8 +159,7 @@ func (s *Store) PromoteDue(ctx context.Context, now *time.Time, limit int) ([]do
 		}
 		out = append(out, woken...)
 	}
-	s.emitMoved(out)
-	s.wakeMoved(out)
+	s.publish(nil, out)
 	return out, nil
 }
 
@@ -340,9 +338,8 @@ func (s *Store) PromoteIDs(ctx context.Context, ids []uuid.UUID, ahead time.Dura
 	if err != nil {
 		return nil, fmt.Errorf("promote due jobs: %w", err)
 	}
-	s.wakeMoved(out)
+	s.publish(nil, out)
 	s.wakeAtRunAt(out)
-	s.emitMoved(out)
 	return out, nil
 }
 

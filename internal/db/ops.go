@@ -77,9 +77,7 @@ func (s *Store) RetryJob(ctx context.Context, id uuid.UUID) (*jobs.Job, error) {
 		return err
 	})
 	if err == nil {
-		s.emitJobs(j)
-		s.emitMoved(rearmed)
-		s.wakeJobs(j)
+		s.publish([]*jobs.Job{j}, rearmed)
 	}
 	if errors.Is(err, domain.ErrNotFound) {
 		return nil, s.explain(ctx, id, "retry", domain.RetryFrom)
@@ -130,9 +128,7 @@ func (s *Store) RetryDLQ(ctx context.Context, ids []uuid.UUID) ([]*jobs.Job, err
 		if err != nil {
 			return out, fmt.Errorf("replay dead-letter queue: %w", err)
 		}
-		s.emitJobs(moved...)
-		s.emitMoved(rearmed)
-		s.wakeJobs(moved...)
+		s.publish(moved, rearmed)
 		out = append(out, moved...)
 		if ids != nil || len(page) < batch {
 			return out, nil

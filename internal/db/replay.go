@@ -63,8 +63,6 @@ func (s *Store) EditAndReplay(ctx context.Context, id uuid.UUID, payload json.Ra
 	if err != nil {
 		return nil, nil, fmt.Errorf("edit and replay job: %w", err)
 	}
-	s.emitJobs(j)
-	s.emitMoved(rearmed)
-	s.wakeJobs(j)
+	s.publish([]*jobs.Job{j}, rearmed)
 	return old, j, nil
 }

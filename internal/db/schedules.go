@@ -149,8 +149,7 @@ func (s *Store) EnsureNextOccurrences(ctx context.Context, limit int) ([]domain.
 	if err != nil {
 		return nil, fmt.Errorf("create next occurrences: %w", err)
 	}
-	s.emitMoved(out)
-	s.wakeMoved(out)
+	s.publish(nil, out)
 	return out, nil
 }
 
@@ -346,8 +345,7 @@ func (s *Store) RunScheduleNow(ctx context.Context, id uuid.UUID) (*jobs.Job, er
 	if err != nil {
 		return nil, wrapSchedule("run recurring series now", err)
 	}
-	s.emitMoved(moved)
-	s.wakeMoved(moved)
+	s.publish(nil, moved)
 	return s.GetJob(ctx, jid)
 }
 

@@ -173,8 +173,7 @@ func (s *Store) writeSignals(ctx context.Context, batch []signalRequest) ([]sign
 			resumed = append(resumed, a.moved)
 		}
 	}
-	s.emitMoved(resumed)
-	s.wakeMoved(resumed)
+	s.publish(nil, resumed)
 	return out, nil
 }
 

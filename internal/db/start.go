@@ -103,8 +103,7 @@ func (s *Store) ReleaseJobs(ctx context.Context, leases []domain.Lease) ([]domai
 	for i, m := range moved {
 		released[i] = m.JobID
 	}
-	s.emitMoved(moved)
-	s.wakeMoved(moved)
+	s.publish(nil, moved)
 	return leasesOf(leases, released), nil
 }
 

@@ -120,6 +120,24 @@ func (s *Store) emitJobs(js ...*jobs.Job) {
 	}
 }
 
+// publish announces committed changes: the jobs js as they now are and
+// the moves in moved, then wakes the workers and timers that can act on
+// them. Publishing comes first: a woken worker's claim publishes
+// "claimed", and had the wake-up gone first, that event could reach the
+// stream before the "queued" of the change that queued the job (the bus
+// keeps the order in which events are published). Every change that both
+// publishes and wakes goes through here.
+func (s *Store) publish(js []*jobs.Job, moved ...[]domain.Moved) {
+	s.emitJobs(js...)
+	for _, m := range moved {
+		s.emitMoved(m)
+	}
+	s.wakeJobs(js...)
+	for _, m := range moved {
+		s.wakeMoved(m)
+	}
+}
+
 // Open connects to PostgreSQL as cfg says and pings it, giving up after
 // 10 s, then starts the store's wake-up sender and group committer; Close
 // stops them and closes the pool. A malformed cfg.URL is an error that

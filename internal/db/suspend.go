@@ -167,8 +167,7 @@ func (s *Store) finishWithSuspended(ctx context.Context, batch []domain.Finish) 
 			cancelled = append(cancelled, m)
 		}
 	}
-	s.emitMoved(written)
-	s.wakeMoved(written)
+	s.publish(nil, written)
 	for _, m := range cancelled {
 		down, err := cascade(ctx, s.pool, []uuid.UUID{m.JobID})
 		if err != nil {
@@ -233,7 +232,6 @@ func (s *Store) SendEvent(ctx context.Context, name string, body []byte, queues 
 	if err != nil {
 		return 0, fmt.Errorf("send event: %w", err)
 	}
-	s.emitMoved(moved)
-	s.wakeMoved(moved)
+	s.publish(nil, moved)
 	return len(moved), nil
 }
