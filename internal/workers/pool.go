@@ -26,6 +26,12 @@ var (
 	ErrTimeout = errors.New("job timed out")
 )
 
+// maxDefaultClaimAhead bounds the default claim-ahead buffer of large
+// pools: 8,000 claimed jobs is what a 1,000-worker pool had before the
+// default grew from 8 to 32 times Workers for the small pools, whose
+// claims it had held to a few hundred jobs.
+const maxDefaultClaimAhead = 8000
+
 // Store is what the pool needs from storage; *db.Store implements it.
 type Store interface {
 	// ClaimJobs takes up to p.Limit due jobs, leased to p.WorkerID.
@@ -99,9 +105,10 @@ type Config struct {
 	// handler and claim times), so short jobs keep every worker busy and
 	// long ones are never claimed before a worker can start them. Waiting
 	// jobs are leased and heartbeated like running ones and handed back
-	// unstarted on shutdown. Zero means eight times Workers (jobs of about
-	// a millisecond or less reach it; see ARCHITECTURE, "Claim ahead");
-	// negative means none (claim only for idle workers).
+	// unstarted on shutdown. Zero means 32 times Workers, at most
+	// maxDefaultClaimAhead (only jobs much shorter than a claim's round
+	// trip reach it; see ARCHITECTURE, "Claim ahead"); negative means none
+	// (claim only for idle workers).
 	ClaimAhead int
 	// FinishBatch caps one batch of outcome writes; zero means 1000.
 	FinishBatch int
@@ -141,7 +148,7 @@ func (c *Config) fill() {
 		c.TimeoutGrace = 10 * time.Second
 	}
 	if c.ClaimAhead == 0 {
-		c.ClaimAhead = 8 * c.Workers
+		c.ClaimAhead = min(32*c.Workers, maxDefaultClaimAhead)
 	} else if c.ClaimAhead < 0 {
 		c.ClaimAhead = 0
 	}
