@@ -178,7 +178,7 @@ func TestThroughPgBouncer(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		e := append(env[:len(env):len(env)], fmt.Sprintf("FLINT_WORKER_ID=bouncer-%d", i))
 		if i < 4 {
-			e = append(e, "FLINT_DIRECT_DATABASE_URL="+direct)
+			e = append(e, "FLINT_DIRECT_DATABASE_URL="+direct, "FLINT_QUEUES="+jobs.DefaultQueue)
 		} else {
 			e = append(e, "FLINT_QUEUES="+jobs.DefaultQueue+","+pollQueue)
 		}
@@ -220,6 +220,10 @@ func TestThroughPgBouncer(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.GreaterOrEqual(t, perWorker["bouncer-4"], pollJobs, "the worker without LISTEN found jobs by polling: %v", perWorker)
+	var elsewhere int
+	require.NoError(t, s.Pool().QueryRow(ctx, `SELECT count(*) FROM job_executions e JOIN jobs j ON j.id = e.job_id
+		WHERE j.queue = $1 AND e.worker_id <> 'bouncer-4'`, pollQueue).Scan(&elsewhere))
+	require.Zero(t, elsewhere, "only the fourth worker serves %s", pollQueue)
 
 	for i, p := range procs {
 		out := p.out.String()
