@@ -54,30 +54,13 @@ func drain(ctx context.Context, s *db.Store, dbURL string, n int) (time.Duration
 		must(err)
 	}
 	wal := walLSN(ctx, s)
-	// Progress comes from the throughput counters the finishing statement
-	// keeps (a few rows, so polling them costs the server nothing, where
-	// counting jobs would compete with the drain it measures), less what
-	// they held before: an earlier drain of the same database counts there.
-	const doneSQL = `SELECT coalesce(sum(n), 0) FROM job_throughput WHERE outcome = 'succeeded'`
-	var before int
-	must(s.Pool().QueryRow(ctx, doneSQL).Scan(&before))
-
+	// An earlier drain of the same database counts in the throughput
+	// counters too.
+	before := succeeded(ctx, s)
 	env := workerEnv(dbURL)
 	start := time.Now()
 	cmd := startFlint([]string{*flagCmd}, env)
-	deadline := start.Add(10 * time.Minute)
-	for {
-		time.Sleep(50 * time.Millisecond)
-		var done int
-		must(s.Pool().QueryRow(ctx, doneSQL).Scan(&done))
-		if done -= before; done >= n {
-			break
-		}
-		if time.Now().After(deadline) {
-			stopFlint(cmd)
-			log.Fatalf("drain: %d of %d jobs done after 10 minutes", done, n)
-		}
-	}
+	waitSucceeded(ctx, s, before+n, "drain", func() { stopFlint(cmd) })
 	var last time.Time
 	var completed, runs int
 	must(s.Pool().QueryRow(ctx, `SELECT max(finished_at), count(*) FILTER (WHERE status = 'completed') FROM jobs
@@ -89,4 +72,29 @@ func drain(ctx context.Context, s *db.Store, dbURL string, n int) (time.Duration
 		log.Fatalf("drain: %d completed and %d executions recorded for %d jobs", completed, runs, n)
 	}
 	return last.Sub(start), walBytes
+}
+
+// succeeded is how many jobs of s's database have succeeded, from the
+// throughput counters the finishing statement keeps: a few rows, so
+// polling them costs the server nothing, where counting jobs would
+// compete with the work being measured.
+func succeeded(ctx context.Context, s *db.Store) int {
+	var n int
+	must(s.Pool().QueryRow(ctx, `SELECT coalesce(sum(n), 0) FROM job_throughput WHERE outcome = 'succeeded'`).Scan(&n))
+	return n
+}
+
+// waitSucceeded waits until want jobs have succeeded; after 10 minutes it
+// calls stop and gives up, naming the mode.
+func waitSucceeded(ctx context.Context, s *db.Store, want int, mode string, stop func()) {
+	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
+		done := succeeded(ctx, s)
+		if done >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			stop()
+			log.Fatalf("%s: %d of %d jobs done after 10 minutes", mode, done, want)
+		}
+	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"log"
 	"os/exec"
 	"strings"
 	"time"
@@ -26,39 +25,30 @@ func modeScale(ctx context.Context) {
 		must(s.Pool().QueryRow(ctx, `SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`).Scan(&n))
 		return n
 	}
-	base, _, stop := startAPI(dbURL)
-	defer stop()
+	base, _, stopAPI := startAPI(dbURL)
 	var workers []*exec.Cmd
 	for range *flagProcs {
 		workers = append(workers, startFlint([]string{"worker"}, workerEnv(dbURL)))
 	}
-	defer func() {
+	stopAll := func() {
 		for _, w := range workers {
 			stopFlint(w)
 		}
-	}()
-	// Statistics are not reset per database: the figures are differences.
-	_, _ = s.Pool().Exec(ctx, "SELECT pg_stat_force_next_flush()")
+		stopAPI()
+	}
 	wal, c0 := walLSN(ctx, s), commits()
 	start := time.Now()
 	// The client's own RESULT line stays out of the table (it is the http
 	// mode's row there).
 	out := httpLoad(ctx, base)
 	fmt.Printf("scale %s client: %s", *flagLabel, strings.TrimPrefix(string(out), "RESULT "))
-	const doneSQL = `SELECT coalesce(sum(n), 0) FROM job_throughput WHERE outcome = 'succeeded'`
-	for deadline := time.Now().Add(10 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
-		var done int
-		must(s.Pool().QueryRow(ctx, doneSQL).Scan(&done))
-		if done >= *flagHTTPN {
-			break
-		}
-		if time.Now().After(deadline) {
-			log.Fatalf("scale: %d of %d jobs done after 10 minutes", done, *flagHTTPN)
-		}
-	}
+	waitSucceeded(ctx, s, *flagHTTPN, "scale", stopAll)
 	var last time.Time
 	must(s.Pool().QueryRow(ctx, `SELECT max(finished_at) FROM jobs`).Scan(&last))
 	walBytes := walSince(ctx, s, wal)
+	// Backends report their commits to the statistics when they exit (a
+	// busy one at most once a second): count them once Flint's are gone.
+	stopAll()
 	_, _ = s.Pool().Exec(ctx, "SELECT pg_stat_force_next_flush()")
 	n := float64(*flagHTTPN)
 	perJob := float64(commits()-c0) / n
