@@ -64,7 +64,7 @@ func collectHits(hits []historyHit) historyHits {
 	return h
 }
 
-// searchHistory returns the ids, newest first, of up to limit jobs in the
+// searchHistory finds, newest first, up to limit jobs in the
 // history that match a text search and the listing's other conditions
 // (cond, with args). It searches a day of the history at a time, newest
 // day first, each through the type and trigram indexes of that day's
@@ -74,11 +74,11 @@ func collectHits(hits []historyHit) historyHits {
 // the whole history at once, the newest-first merge read every day
 // without a match to its end: 2.3 s over ten million jobs.
 func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, cond string, args []any, limit int) (historyHits, error) {
-	var ids []historyHit
+	var hits []historyHit
 	n := len(args)
 	rows, err := s.pool.Query(ctx, fmt.Sprintf(historyKeySQL, cond, n+1), append(slices.Clone(args), text)...)
 	if err == nil {
-		ids, err = pgx.CollectRows(rows, pgx.RowToStructByPos[historyHit])
+		hits, err = pgx.CollectRows(rows, pgx.RowToStructByPos[historyHit])
 	}
 	if err != nil {
 		return historyHits{}, err
@@ -112,7 +112,7 @@ func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, co
 		// day, so was created before it (an hour of slack for the
 		// enqueuer's clock): once the page's last id is newer than that,
 		// nothing older can enter.
-		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(ids) >= limit && bytes.Compare(ids[limit-1].ID[:], floor[:]) > 0 {
+		if floor := uuidV7Floor(newest.Add(25 * time.Hour)); len(hits) >= limit && bytes.Compare(hits[limit-1].ID[:], floor[:]) > 0 {
 			break
 		}
 		rows, err := s.pool.Query(ctx, q, append(slices.Clone(args), oldest, newest.Add(24*time.Hour), types, part, limit)...)
@@ -123,12 +123,12 @@ func (s *Store) searchHistory(ctx context.Context, p domain.ListParams, text, co
 		if err != nil {
 			return historyHits{}, err
 		}
-		ids = append(ids, found...)
-		slices.SortFunc(ids, func(a, b historyHit) int { return bytes.Compare(b.ID[:], a.ID[:]) })
-		ids = slices.CompactFunc(ids, func(a, b historyHit) bool { return a.ID == b.ID })
-		if len(ids) > limit {
-			ids = ids[:limit]
+		hits = append(hits, found...)
+		slices.SortFunc(hits, func(a, b historyHit) int { return bytes.Compare(b.ID[:], a.ID[:]) })
+		hits = slices.CompactFunc(hits, func(a, b historyHit) bool { return a.ID == b.ID })
+		if len(hits) > limit {
+			hits = hits[:limit]
 		}
 	}
-	return collectHits(ids), nil
+	return collectHits(hits), nil
 }

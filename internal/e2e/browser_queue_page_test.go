@@ -132,8 +132,7 @@ func TestQueuePageInABrowser(t *testing.T) {
 	require.Equal(t, 2, *q.Concurrency)
 
 	// Resume.
-	waitJS(t, ctx, `!!(document.querySelector('[data-testid="queue-resume"]')||{})['htmx-internal-data']`, 10*time.Second)
-	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="queue-resume"]`)))
+	clickBound(t, ctx, `[data-testid="queue-resume"]`, `[data-testid="queue-resume"]`)
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="queue-actions"] [data-testid="queue-pause"]')`, 10*time.Second)
 	require.False(t, rig.store.QueuePaused("billing"))
 

@@ -107,7 +107,7 @@ type Config struct {
 	// jobs are leased and heartbeated like running ones and handed back
 	// unstarted on shutdown. Zero means 32 times Workers, at most
 	// maxDefaultClaimAhead (only jobs much shorter than a claim's round
-	// trip reach it; see ARCHITECTURE, "Claim ahead"); negative means none
+	// trip reach it; see ARCHITECTURE, "Claimed is not running"); negative means none
 	// (claim only for idle workers).
 	ClaimAhead int
 	// FinishBatch caps one batch of outcome writes; zero means 1000.
