@@ -204,14 +204,28 @@ func TestReaperRequeuesExpiredLeases(t *testing.T) {
 	require.NoError(t, err)
 
 	var moved []domain.Moved
-	r := NewReaper(ReaperConfig{Interval: 50 * time.Millisecond, OnMoved: func(m []domain.Moved) { moved = append(moved, m...) }}, store, quiet())
+	reaped := make(chan struct{}, 1)
+	r := NewReaper(ReaperConfig{Interval: 50 * time.Millisecond, OnMoved: func(m []domain.Moved) {
+		moved = append(moved, m...)
+		select {
+		case reaped <- struct{}{}:
+		default:
+		}
+	}}, store, quiet())
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- r.Run(runCtx) }()
-	require.Eventually(t, func() bool {
-		j, err := store.GetJob(ctx, short[0].ID)
-		return err == nil && j.Status == jobs.StateQueued
-	}, 10*time.Second, 20*time.Millisecond)
+	// Wait for the reaper to report the move, not for the row: the row is
+	// queued as soon as the statement commits, and a cancel right then
+	// could cut the pass short before it reports.
+	select {
+	case <-reaped:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reaper reported no move")
+	}
+	j, err := store.GetJob(ctx, short[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, jobs.StateQueued, j.Status)
 	cancel()
 	require.NoError(t, <-done)
 	require.Len(t, moved, 1)
