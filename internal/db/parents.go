@@ -1,9 +1,13 @@
 package db
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -19,28 +23,32 @@ const claimedColumns = jobColumns + `,
 	CASE WHEN j.durable THEN ` + claimedStepsSQL + ` END,
 	CASE WHEN j.durable THEN ` + claimedSignalsSQL + ` END`
 
-// parentsOfSQL gathers the parents' results of the claimed jobs $1, one
-// row per job and parent: the job, the parent's key (its step key, its
-// id for a dependency outside the workflow; for a batch callback the
-// batch, under "batch", and each member's result under the member's id),
-// the parent's id (NULL for the batch), its result's size, whether it
-// fits, and the result itself. Each job's results are passed smallest
-// first while its running total stays within jobs.MaxParentsBytes; the
-// rest do not fit. A result many jobs share (the job that spawned a
-// fan-out) is read once and sent once: only the first fitting row of each
-// parent carries it, and readParents hands the others the same bytes.
-// Parents never move to the history while a job depends on them (see
-// archiveCandidates), nor batch members while a callback is unfinished.
+// parentsOfSQL gathers the parents of the claimed jobs $1 and their
+// results, in rows of two kinds. An edge (job set) is one job and one
+// parent: the parent's key (its step key, its id for a dependency outside
+// the workflow; for a batch callback the batch, under "batch", and each
+// member under its id), the parent's id (NULL for the batch) and its
+// result's size; the batch's edge carries its counts itself. A result
+// (job NULL) is one parent's id, size and result, once for every job of
+// the claim that has it: a result many jobs share (the job that spawned a
+// fan-out) is read and sent once. A result larger than
+// jobs.MaxParentsBytes fits no job and is not sent; which of the others
+// fit each job is readParents' to decide. Parents never move to the
+// history while a job depends on them (see archiveCandidates), nor batch
+// members while a callback is unfinished.
 //
 // Set-based, where the claim used to read each job's parents with
 // subqueries of its own: those cost a claimed job of a fan-out about
-// 10 µs, twice what its claim costs without them; this costs about 4.
-// Every table is reached by key whatever the planner believes of it: the
-// claimed jobs' edges by their keys, and each parent, batch and member
-// through a lateral subquery that OFFSET 0 keeps from being turned into
-// a join (without it, a burst into a jobs table nothing has analyzed yet
-// was planned as a hash join reading the whole table); parentsPlanSQL
-// prices out the rest.
+// 10 µs, twice what its claim costs without them. Every table is reached
+// by key whatever the planner believes of it: the claimed jobs' edges by
+// their keys, and each parent, batch and member through a lateral
+// subquery that OFFSET 0 keeps from being turned into a join (without
+// it, a burst into a jobs table nothing has analyzed yet was planned as a
+// hash join reading the whole table); parentsPlanSQL prices out the rest.
+// The statement sorts nothing: the smallest-first running total that
+// says which results fit each job, done here with two sorts and two
+// window functions over every edge, was half of its time in a fan-out's
+// claims, and is readParents' loop now.
 const parentsOfSQL = `
 WITH e AS MATERIALIZED (
 	SELECT d.job_id AS job, d.depends_on_id AS parent FROM job_dependencies d WHERE d.job_id = ANY($1::uuid[])
@@ -56,24 +64,22 @@ WITH e AS MATERIALIZED (
 	) p
 ), cb AS MATERIALIZED (
 	SELECT c.job_id, c.batch_id FROM batch_callbacks c WHERE c.job_id = ANY($1::uuid[])
-), found AS (
-	SELECT e.job, p.id, p.k, p.r, p.n FROM e JOIN p ON p.id = e.parent
-	UNION ALL
-	SELECT c.job_id, NULL, 'batch', jsonb_build_object('id', b.id, 'total', b.total, 'counts', ` + batchCountsSQL + `), 0
-	FROM cb c CROSS JOIN LATERAL (SELECT b.id, b.total, b.completed, b.dead_letter, b.cancelled, b.binned FROM batches b WHERE b.id = c.batch_id OFFSET 0) b
-	UNION ALL
-	SELECT c.job_id, m.id, m.id::text, m.result, octet_length(m.result::text)
-	FROM cb c CROSS JOIN LATERAL (
-		SELECT m.id, m.result FROM jobs m WHERE m.batch_id = c.batch_id AND m.result IS NOT NULL OFFSET 0
+), m AS MATERIALIZED (
+	SELECT x.batch_id, m.id, m.result AS r, octet_length(m.result::text) AS n
+	FROM (SELECT DISTINCT batch_id FROM cb) x CROSS JOIN LATERAL (
+		SELECT m.id, m.result FROM jobs m WHERE m.batch_id = x.batch_id AND m.result IS NOT NULL OFFSET 0
 	) m
-), sized AS (
-	SELECT job, id, k, r, n,
-	       sum(n) OVER (PARTITION BY job ORDER BY n, k ROWS UNBOUNDED PRECEDING) <= ` + maxParentsBytesSQL + ` AS fits
-	FROM found
 )
-SELECT job, k, id, n, fits,
-       CASE WHEN fits AND (id IS NULL OR row_number() OVER (PARTITION BY id, fits) = 1) THEN r END
-FROM sized`
+SELECT e.job, p.k, p.id, p.n, NULL::jsonb FROM e JOIN p ON p.id = e.parent
+UNION ALL
+SELECT c.job_id, 'batch', NULL, 0, jsonb_build_object('id', b.id, 'total', b.total, 'counts', ` + batchCountsSQL + `)
+FROM cb c CROSS JOIN LATERAL (SELECT b.id, b.total, b.completed, b.dead_letter, b.cancelled, b.binned FROM batches b WHERE b.id = c.batch_id OFFSET 0) b
+UNION ALL
+SELECT c.job_id, m.id::text, m.id, m.n, NULL FROM cb c JOIN m ON m.batch_id = c.batch_id
+UNION ALL
+SELECT NULL, NULL, p.id, p.n, p.r FROM p WHERE p.n <= ` + maxParentsBytesSQL + `
+UNION ALL
+SELECT NULL, NULL, m.id, m.n, m.r FROM m WHERE m.n <= ` + maxParentsBytesSQL
 
 // parentIDsSQL is the ids of the jobs that job j depends on, as a
 // subquery with one column, id: its dependency edges, and its spawner when
@@ -164,26 +170,36 @@ func (s *Store) readParents(ctx context.Context, claimed []*jobs.Job) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	type parentRow struct {
+	type edge struct {
 		job    uuid.UUID
 		key    string
-		parent *uuid.UUID
+		parent uuid.UUID // zero for the batch's edge, which brings its result
 		bytes  int64
-		fits   bool
-		result []byte
+		result json.RawMessage
 	}
-	var found []parentRow
-	var r parentRow
+	var edges []edge
 	results := map[uuid.UUID]json.RawMessage{} // a parent's result, read once
+	var (
+		job, parent *uuid.UUID
+		key         *string
+		n           int64
+		result      []byte
+	)
 	b := &pgx.Batch{}
 	b.Queue(parentsPlanSQL)
 	b.Queue(parentsOfSQL, ids).Query(func(rows pgx.Rows) error {
-		_, err := pgx.ForEachRow(rows, []any{&r.job, &r.key, &r.parent, &r.bytes, &r.fits, &r.result}, func() error {
-			if r.fits && r.result != nil && r.parent != nil {
-				results[*r.parent] = r.result
+		_, err := pgx.ForEachRow(rows, []any{&job, &key, &parent, &n, &result}, func() error {
+			switch {
+			case job == nil && parent != nil:
+				results[*parent] = result
+			case job != nil && key != nil:
+				e := edge{job: *job, key: *key, bytes: n, result: result}
+				if parent != nil {
+					e.parent = *parent
+				}
+				edges = append(edges, e)
 			}
-			found = append(found, r)
-			r.result = nil // each row's bytes are its own
+			result = nil // each row's bytes are its own
 			return nil
 		})
 		return err
@@ -191,21 +207,30 @@ func (s *Store) readParents(ctx context.Context, claimed []*jobs.Job) error {
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("read parents' results: %w", err)
 	}
-	for _, f := range found {
-		var v json.RawMessage
+	// Each job's results are passed smallest first (by size, then key)
+	// while its running total stays within jobs.MaxParentsBytes; the rest
+	// do not fit.
+	slices.SortFunc(edges, func(a, b edge) int {
+		return cmp.Or(bytes.Compare(a.job[:], b.job[:]), cmp.Compare(a.bytes, b.bytes), strings.Compare(a.key, b.key))
+	})
+	var total int64
+	for i, e := range edges {
+		if i == 0 || e.job != edges[i-1].job {
+			total = 0
+		}
+		total += e.bytes
+		v := e.result
 		switch {
-		case !f.fits:
-			v = fmt.Appendf(nil, `{"too_large": true, "bytes": %d}`, f.bytes)
-		case f.result != nil:
-			v = f.result
-		case f.parent != nil:
-			v = results[*f.parent]
+		case total > jobs.MaxParentsBytes:
+			v = fmt.Appendf(nil, `{"too_large": true, "bytes": %d}`, e.bytes)
+		case v == nil:
+			v = results[e.parent]
 		}
 		if v == nil {
-			return fmt.Errorf("read parents' results: job %s: no result came for %q", f.job, f.key)
+			return fmt.Errorf("read parents' results: job %s: no result came for %q", e.job, e.key)
 		}
-		if j := byID[f.job]; j != nil {
-			j.Parents[f.key] = v
+		if j := byID[e.job]; j != nil {
+			j.Parents[e.key] = v
 		}
 	}
 	return nil
