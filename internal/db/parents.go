@@ -128,7 +128,10 @@ func collectClaimed(rows pgx.Rows, err error) ([]*jobs.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	rs, err := pgx.CollectRows(rows, pgx.RowToAddrOfStructByPos[claimedRow])
+	rs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*claimedRow, error) {
+		r := new(claimedRow)
+		return r, row.Scan(append(r.jobRow.targets(), &r.Steps, &r.Signals)...)
+	})
 	if err != nil {
 		return nil, err
 	}
