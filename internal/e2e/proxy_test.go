@@ -23,16 +23,6 @@ import (
 	"github.com/flinthq/flint/internal/syncbuf"
 )
 
-// freeAddr returns a loopback address with a port nothing listens on.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // TestHTTPSProxy puts Caddy, run from the repository's Caddyfile (the one
 // compose.yaml mounts), in front of a real `flint serve`: plain HTTP is
 // redirected to HTTPS; the dashboard, the API and a live event stream work
