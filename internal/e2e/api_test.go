@@ -38,6 +38,31 @@ func (c *apiClient) waitReady(t *testing.T, timeout time.Duration) {
 	}, timeout, 50*time.Millisecond, "%s never became ready", c.base)
 }
 
+// waitServing is waitReady for a server the test started as process p:
+// if p exits first, the test fails at once with why, rather than waiting
+// out the timeout for a server that is gone.
+func (c *apiClient) waitServing(t *testing.T, p *proc, timeout time.Duration) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		select {
+		case <-p.done:
+			return true
+		default:
+		}
+		resp, err := c.http.Get(c.base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}, timeout, 50*time.Millisecond, "%s never became ready", c.base)
+	select {
+	case <-p.done:
+		t.Fatalf("the server at %s exited before it was ready: %v", c.base, p.err)
+	default:
+	}
+}
+
 // do sends body (nil for none) as JSON and decodes the JSON answer into
 // out (nil: discarded); it returns the status code.
 func (c *apiClient) do(t *testing.T, method, path string, body, out any) int {

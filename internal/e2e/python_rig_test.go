@@ -155,7 +155,7 @@ func newWorkRig(t *testing.T, extra ...string) *workRig {
 	env := append([]string{"FLINT_ADDR=" + addr}, extra...)
 	r := &workRig{serve: startFlint(t, "serve", u, env...), env: env, api: newAPIClient("http://" + addr), url: "http://" + addr,
 		dbURL: u, dir: t.TempDir()}
-	r.api.waitReady(t, 60*time.Second)
+	r.api.waitServing(t, r.serve, 60*time.Second)
 	r.store = openStore(t, u)
 	r.key = r.newKey(t, "worker", "work")
 	return r
