@@ -28,24 +28,21 @@ func newAPIClient(base string) *apiClient {
 // waitReady waits until /readyz answers 200.
 func (c *apiClient) waitReady(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	require.Eventually(t, func() bool {
-		resp, err := c.http.Get(c.base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, timeout, 50*time.Millisecond, "%s never became ready", c.base)
+	c.waitServing(t, nil, timeout)
 }
 
-// waitServing is waitReady for a server the test started as process p:
-// if p exits first, the test fails at once with why, rather than waiting
-// out the timeout for a server that is gone.
+// waitServing is waitReady for a server the test started as process p
+// (nil: one it did not): if p exits first, the test fails at once with
+// why, rather than waiting out the timeout for a server that is gone.
 func (c *apiClient) waitServing(t *testing.T, p *proc, timeout time.Duration) {
 	t.Helper()
+	var exited <-chan struct{} // without a process, nil: never ready to receive
+	if p != nil {
+		exited = p.done
+	}
 	require.Eventually(t, func() bool {
 		select {
-		case <-p.done:
+		case <-exited:
 			return true
 		default:
 		}
@@ -57,7 +54,7 @@ func (c *apiClient) waitServing(t *testing.T, p *proc, timeout time.Duration) {
 		return resp.StatusCode == http.StatusOK
 	}, timeout, 50*time.Millisecond, "%s never became ready", c.base)
 	select {
-	case <-p.done:
+	case <-exited:
 		t.Fatalf("the server at %s exited before it was ready: %v", c.base, p.err)
 	default:
 	}
