@@ -137,10 +137,23 @@ func (s *leaseWriteWatch) FinishJobs(ctx context.Context, batch []domain.Finish)
 // pool never run at once. Each updates many of the pool's rows in an order
 // of its own, and side by side they deadlocked in PostgreSQL (one failed
 // after deadlock_timeout) during drains. Heartbeats every 5 ms while 1,000
-// short jobs finish.
+// short jobs finish; a job that runs until the test has counted enough
+// heartbeats keeps the pool heartbeating through the whole drain, however
+// fast or slowly the machine runs it.
 func TestPoolLeaseWritesTakeTurns(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	release := make(chan struct{})
+	b.registry.Register("hold", jobs.HandlerFunc(func(ctx context.Context, _ *jobs.Job) (any, error) {
+		select {
+		case <-release:
+			return nil, nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}))
+	hold, err := b.store.Enqueue(b.ctx, jobs.EnqueueParams{Type: "hold"}) // claimed first: enqueued first
+	require.NoError(t, err)
 	ps := make([]jobs.EnqueueParams, 1000)
 	for i := range ps {
 		ps[i] = jobs.EnqueueParams{Type: jobs.TypeSleep, Payload: json.RawMessage(`{"ms": 5}`)}
@@ -148,16 +161,18 @@ func TestPoolLeaseWritesTakeTurns(t *testing.T) {
 	res, err := b.store.Enqueue(b.ctx, ps...)
 	require.NoError(t, err)
 	store := &leaseWriteWatch{Store: b.store}
-	pool := workers.NewPool(workers.Config{WorkerID: "turns", Workers: 10, PollInterval: 20 * time.Millisecond,
+	pool := workers.NewPool(workers.Config{WorkerID: "turns", Workers: 11, PollInterval: 20 * time.Millisecond,
 		LeaseTTL: time.Minute, HeartbeatInterval: 5 * time.Millisecond}, store, b.registry, quietLogger())
 	ctx, cancel := context.WithCancel(b.ctx)
 	done := make(chan error, 1)
 	go func() { done <- pool.Run(ctx) }()
 	defer func() { cancel(); <-done }()
-	b.waitFor(t, res[len(res)-1].Job.ID, 60*time.Second, status(jobs.StateCompleted))
 	for _, r := range res {
-		b.waitFor(t, r.Job.ID, 30*time.Second, status(jobs.StateCompleted))
+		b.waitFor(t, r.Job.ID, 60*time.Second, status(jobs.StateCompleted))
 	}
-	require.Greater(t, store.beats.Load(), int64(10), "heartbeats ran during the drain")
+	require.Eventually(t, func() bool { return store.beats.Load() > 10 }, 30*time.Second, time.Millisecond,
+		"the pool heartbeats while the hold job runs")
+	close(release)
+	b.waitFor(t, hold[0].Job.ID, 30*time.Second, status(jobs.StateCompleted))
 	require.Zero(t, store.overlaps.Load(), "a heartbeat and an outcome write ran at once")
 }
