@@ -126,13 +126,7 @@ func pythonBenchRun(b *testing.B, bin string, total int) (inproc, remote, p50, p
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
-	completed := func(typ string) int {
-		var n int
-		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'completed' AND type = $1`, typ).Scan(&n); err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
+	completed := func(typ string) int { return completedCount(b, store, typ) }
 	// drain enqueues n jobs of typ into the paused queue "bench", resumes
 	// it and returns the rate at which they complete.
 	drain := func(typ string, n int) float64 {

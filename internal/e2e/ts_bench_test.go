@@ -102,13 +102,7 @@ func tsBenchRun(b *testing.B, bin string, total int, tsFirst bool) (py, ts float
 			b.Fatalf("timed out waiting for %s", what)
 		}
 	}
-	completed := func(typ string) int {
-		var n int
-		if err := store.Pool().QueryRow(ctx, `SELECT count(*) FROM jobs WHERE status = 'completed' AND type = $1`, typ).Scan(&n); err != nil {
-			b.Fatal(err)
-		}
-		return n
-	}
+	completed := func(typ string) int { return completedCount(b, store, typ) }
 	waitUntil("flint serve to be ready", func() bool {
 		resp, err := http.Get(base + "/readyz")
 		if err != nil {
