@@ -30,8 +30,12 @@ func TestSaveAnswerWinsOverALiveRefresh(t *testing.T) {
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/queues"), chromedp.WaitVisible(chromedp.CSS(`tr[data-queue="mail"]`)))
 	waitLive(t, ctx, 10*time.Second)
 	htmxReady(t, ctx, "mail")
-	require.True(t, eval[bool](t, ctx, `(() => { window.__gets = 0;
-		document.addEventListener('htmx:afterRequest', e => { if (e.detail.requestConfig.verb === 'get') window.__gets++; });
+	// __gets counts the answered GETs asked for from the refresh below on,
+	// not one still in flight from the page's start, which would let the
+	// test release the save before the refresh it holds was answered.
+	require.True(t, eval[bool](t, ctx, `(() => { window.__gets = 0; window.__track = false;
+		document.addEventListener('htmx:beforeRequest', e => { if (window.__track && e.detail.requestConfig.verb === 'get') e.detail.xhr.__tracked = true; });
+		document.addEventListener('htmx:afterRequest', e => { if (e.detail.xhr && e.detail.xhr.__tracked) window.__gets++; });
 		return true })()`))
 
 	next, releaseRest := holdRequests(t, ctx, rig.base, "*/queues", "*/queues/mail/limits")
@@ -40,7 +44,7 @@ func TestSaveAnswerWinsOverALiveRefresh(t *testing.T) {
 		require.NoError(t, err)
 	}
 
-	require.True(t, eval[bool](t, ctx, `(flint.apply({topics: ['stats']}), true)`))
+	require.True(t, eval[bool](t, ctx, `(window.__track = true, flint.apply({topics: ['stats']}), true)`))
 	refresh := next("GET", "/queues")
 	require.True(t, eval[bool](t, ctx, `(() => {
 		const r = document.querySelector('tr[data-queue="mail"]');
