@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/flinthq/flint/jobs"
 )
@@ -42,4 +43,14 @@ func TestHashToken(t *testing.T) {
 	require.NotEqual(t, a, b)
 	require.Equal(t, a, HashToken("token-a"))
 	require.NotContains(t, a, "token-a")
+}
+
+// TestDummyHashCost: the hash an unknown email is compared against is a
+// valid bcrypt hash at the default cost, so a wrong email takes as long
+// as a wrong password, and it matches no password a caller would send.
+func TestDummyHashCost(t *testing.T) {
+	cost, err := bcrypt.Cost(dummyHash)
+	require.NoError(t, err)
+	require.Equal(t, bcrypt.DefaultCost, cost)
+	require.ErrorIs(t, VerifyPassword("", "not a real password"), ErrBadLogin)
 }
