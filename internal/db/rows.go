@@ -66,7 +66,7 @@ type jobRow struct {
 
 // targets is r's fields in jobColumns' order, for Scan. pgx's
 // RowToAddrOfStructByPos finds the same by reflection for every row it
-// scans, which was a tenth of the worker's CPU in a drain's claims;
+// scans, about a tenth of the worker's CPU in a fan-out's claims;
 // TestJobRowTargets holds this list to the struct.
 func (r *jobRow) targets() []any {
 	return []any{&r.ID, &r.Type, &r.Queue, &r.Payload, &r.Priority, &r.EffectivePriority, &r.Status,

@@ -27,15 +27,11 @@ func freeAddr(t *testing.T) string {
 	t.Helper()
 	ports.Lock()
 	defer ports.Unlock()
-	if ports.next == 0 {
+	if ports.hi == 0 {
 		ports.lo, ports.hi = 10000, ephemeralLow()-1
-		if ports.hi-ports.lo < 1000 { // no room below: the kernel's pick
-			ports.lo = 0
-		} else {
-			ports.next = ports.lo + rand.IntN(ports.hi-ports.lo)
-		}
+		ports.next = ports.lo + rand.IntN(max(ports.hi-ports.lo, 1))
 	}
-	if ports.lo == 0 {
+	if ports.hi-ports.lo < 1000 { // no room below the range: the kernel's pick
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		defer ln.Close()
