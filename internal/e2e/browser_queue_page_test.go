@@ -105,8 +105,7 @@ func TestQueuePageInABrowser(t *testing.T) {
 
 	// Pause from the page: the badge and the button change, the queue is
 	// paused everywhere.
-	waitJS(t, ctx, `!!(document.querySelector('[data-testid="queue-pause"]')||{})['htmx-internal-data']`, 10*time.Second)
-	within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="queue-pause"]`)))
+	clickBound(t, ctx, `[data-testid="queue-pause"]`, `[data-testid="queue-pause"]`)
 	waitJS(t, ctx, `!!document.querySelector('[data-testid="queue-actions"] [data-testid="queue-resume"]') && document.querySelector('[data-testid="queue-actions"]').textContent.includes('paused')`, 10*time.Second)
 	require.True(t, rig.store.QueuePaused("billing"))
 	require.Equal(t, 1, eval[int](t, ctx, `document.querySelectorAll('[data-testid="queue-failures"]').length`), "the page is whole after the action")
@@ -163,8 +162,7 @@ func TestJobsPagerURL(t *testing.T) {
 	within(t, ctx, 20*time.Second, chromedp.Navigate(rig.base+"/jobs?status=scheduled&queue=pages"), chromedp.WaitVisible(chromedp.CSS(`[data-testid="next-page"]`)))
 	for page := 2; page <= 3; page++ {
 		before := eval[string](t, ctx, `location.href`)
-		waitJS(t, ctx, `!!(document.querySelector('[data-testid="next-page"]')||{})['htmx-internal-data']`, 10*time.Second)
-		within(t, ctx, 10*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="next-page"]`)))
+		clickBound(t, ctx, `[data-testid="next-page"]`, `[data-testid="next-page"]`)
 		waitJS(t, ctx, `location.href !== `+jsString(before), 10*time.Second)
 		u, err := url.Parse(eval[string](t, ctx, `location.href`))
 		require.NoError(t, err)
