@@ -133,6 +133,7 @@ func (a *App) run(ctx context.Context, r roles, cfg *Config, lg *logs.Logger) (e
 		// Remote workers' long polls wake on the notifications pools use.
 		p.hub = handlers.NewWorkHub(0)
 		p.listener.Handle(db.ChannelJobs, p.hub.Wake)
+		p.listener.Handle(db.ChannelDue, p.hub.Wake)
 	}
 	if r.scheduler {
 		p.alerter = scheduler.NewAlerter(scheduler.AlerterConfig{PublicURL: cfg.PublicURL}, p.store, p.notifier, p.settings, p.logger)
@@ -248,6 +249,7 @@ func (p *process) startPusher() error {
 		return err
 	}
 	p.listener.Handle(db.ChannelJobs, pusher.Wake)
+	p.listener.Handle(db.ChannelDue, pusher.Wake)
 	p.listener.Handle(db.ChannelQueues, func(string) { pusher.Reload() })
 	p.listener.OnConnect(pusher.Reload)
 	p.g.Go(func() error { return pusher.Run(p.gctx) })

@@ -73,17 +73,23 @@ func TestPromoteAhead(t *testing.T) {
 }
 
 // TestPromoteAheadWakesQueuesAtRunAt: the queue of a job promoted ahead of
-// its time is woken at the promotion and again at its run_at, not before,
-// for the pull workers and push deliveries that found nothing due at the
-// first wake-up.
+// its time is woken at the promotion (ChannelJobs, which in-process pools
+// listen to) and again at its run_at, not before, on ChannelDue, for the
+// pull workers and push deliveries that found nothing due at the first
+// wake-up; pools, which hold the job already, are not woken again.
 func TestPromoteAheadWakesQueuesAtRunAt(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
-	woken := make(chan time.Time, 16)
+	woken, due := make(chan time.Time, 16), make(chan time.Time, 16)
 	listener := db.NewListener(b.url, slog.New(slog.NewTextHandler(io.Discard, nil)), 0)
 	listener.Handle(db.ChannelJobs, func(payload string) {
 		if payload == "wake-at" {
 			woken <- time.Now()
+		}
+	})
+	listener.Handle(db.ChannelDue, func(payload string) {
+		if payload == "wake-at" {
+			due <- time.Now()
 		}
 	})
 	connected := make(chan struct{}, 1)
@@ -112,9 +118,16 @@ func TestPromoteAheadWakesQueuesAtRunAt(t *testing.T) {
 	require.True(t, first.Before(at), "the promotion wakes the queue at once")
 	var second time.Time
 	select {
-	case second = <-woken:
+	case second = <-due:
 	case <-b.ctx.Done():
 		t.Fatal("the queue was not woken again at the job's run_at")
 	}
 	require.False(t, second.Before(at), "woken again at run_at (%s), not before (%s)", at, second)
+	// Notifications reach the listener in the order they were sent: a
+	// wake-up of the pools at run_at would have come by now.
+	select {
+	case again := <-woken:
+		t.Fatalf("the pools' channel was woken again at %s", again)
+	default:
+	}
 }

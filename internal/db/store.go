@@ -25,6 +25,13 @@ import (
 const (
 	// ChannelJobs carries a queue name whenever a job becomes queued there.
 	ChannelJobs = "flint_jobs"
+	// ChannelDue carries a queue name when jobs queued there ahead of
+	// their time (promoted early: scheduler.DefaultPromoteAhead) reach
+	// it, for those that claim only due jobs: long-polling pull workers
+	// and push deliveries. An in-process pool holds such jobs from the
+	// promotion on and does not listen: a claim for each of these would
+	// find nothing, on the cores the wakes need.
+	ChannelDue = "flint_due"
 	// ChannelCancel carries a job id whenever cancellation of a running job
 	// is requested, so its worker need not wait for the next heartbeat.
 	ChannelCancel = "flint_cancel"

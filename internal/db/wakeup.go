@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -228,7 +229,7 @@ func (s *Store) wakeMoved(moved []domain.Moved) {
 }
 
 // wakeAtRunAt wakes, at their run_at, the queues of jobs moved to queued
-// ahead of it (Store.PromoteIDs): pull workers and push deliveries woken
+// ahead of it (Store.PromoteIDs), on ChannelDue: pull workers and push deliveries woken
 // at the promotion found nothing due and wait for the next wake-up. One
 // timer per millisecond of run_at, on this process's clock (a clock that
 // disagrees with the database's moves the wake-up, never the job's time:
@@ -243,7 +244,13 @@ func (s *Store) wakeAtRunAt(moved []domain.Moved) {
 		}
 	}
 	for ms, queues := range at {
-		time.AfterFunc(time.Until(time.UnixMilli(ms)), func() { s.waker.add(queues, nil) })
+		slices.Sort(queues)
+		queues = slices.Compact(queues)
+		time.AfterFunc(time.Until(time.UnixMilli(ms)), func() {
+			for _, q := range queues {
+				s.waker.other(ChannelDue, q)
+			}
+		})
 	}
 }
 
